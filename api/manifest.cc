@@ -1,0 +1,139 @@
+// Manifest entry points: dispatch on kind, decode, validate, gather every error.
+#include "api/manifest.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "api/decode.h"
+#include "api/validate.h"
+
+namespace tlt::api {
+namespace {
+
+constexpr size_t kMaxManifestBytes = 4 << 20;  // a job spec is kilobytes; refuse megabytes
+
+// Decodes a document of known kind and validates it, so one pass reports every problem. A
+// value that failed to decode keeps its default; rule errors about such a path would mislead,
+// so they are dropped.
+template <class T>
+Job decode_and_validate(const YAML::Node& node, FieldErrors* errors) {
+  T job;
+  decode(node, &job, errors);
+  FieldErrors rule_errors;
+  validate(job, &rule_errors);
+  size_t n_decode = errors->size();
+  for (FieldError& e : rule_errors) {
+    bool shadowed = false;
+    for (size_t i = 0; i < n_decode; ++i) shadowed |= (*errors)[i].path == e.path;
+    if (!shadowed) errors->push_back(std::move(e));
+  }
+  return job;
+}
+
+std::optional<Job> decode_document(const YAML::Node& node, FieldErrors* errors) {
+  if (!node.IsMap()) {
+    errors->push_back({"", "a job manifest must be a mapping with apiVersion, kind, metadata and "
+                           "spec"});
+    return std::nullopt;
+  }
+  const YAML::Node kind = node["kind"];
+  if (!kind.IsDefined() || kind.IsNull()) {
+    errors->push_back({"kind", std::string("is required: \"") + kRLJobKind + "\" or \"" +
+                                   kTSTPretrainJobKind + "\""});
+    return std::nullopt;
+  }
+  std::string k = kind.IsScalar() ? kind.Scalar() : "";
+  if (k == kRLJobKind) return decode_and_validate<RLJob>(node, errors);
+  if (k == kTSTPretrainJobKind) return decode_and_validate<TSTPretrainJob>(node, errors);
+  std::string hint = nearest_name(k, {kRLJobKind, kTSTPretrainJobKind});
+  errors->push_back({"kind", std::string("must be \"") + kRLJobKind + "\" or \"" +
+                                 kTSTPretrainJobKind + "\" (got \"" + k + "\")" +
+                                 (hint.empty() ? "" : "; did you mean \"" + hint + "\"?")});
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<Document> parse_manifests(const std::string& yaml_text) {
+  std::vector<Document> docs;
+  if (yaml_text.size() > kMaxManifestBytes) {
+    Document d;
+    d.errors.push_back({"", "manifest is larger than 4 MiB; a job spec should be kilobytes"});
+    docs.push_back(std::move(d));
+    return docs;
+  }
+  std::vector<YAML::Node> nodes;
+  try {
+    nodes = YAML::LoadAll(yaml_text);
+  } catch (const YAML::Exception& e) {
+    Document d;
+    d.errors.push_back({"", "YAML syntax error at line " + std::to_string(e.mark.line + 1) +
+                                ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg});
+    docs.push_back(std::move(d));
+    return docs;
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!nodes[i].IsDefined() || nodes[i].IsNull()) continue;
+    Document d;
+    d.index = static_cast<int>(i);
+    try {
+      d.job = decode_document(nodes[i], &d.errors);
+    } catch (const YAML::Exception& e) {
+      // yaml-cpp may throw lazily while iterating a malformed tree.
+      d.errors.push_back({"", std::string("YAML error: ") + e.what()});
+    }
+    docs.push_back(std::move(d));
+  }
+  return docs;
+}
+
+StatusOr<std::vector<Document>> parse_manifest_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": cannot open the file; check the path");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  std::vector<Document> docs = parse_manifests(buf.str());
+  if (docs.empty()) {
+    return Status::InvalidArgument(path + ": holds no YAML document; write a job manifest");
+  }
+  return docs;
+}
+
+std::string join_errors(const FieldErrors& errors) {
+  std::string s;
+  for (const FieldError& e : errors) s += (s.empty() ? "" : "\n") + e.to_string();
+  return s;
+}
+
+StatusOr<Job> parse_job_json(const nlohmann::json& object) {
+  FieldErrors errors;
+  std::optional<Job> job;
+  try {
+    job = decode_document(json_to_yaml(object), &errors);
+  } catch (const YAML::Exception& e) {
+    errors.push_back({"", std::string("malformed object: ") + e.what()});
+  }
+  if (!errors.empty() || !job) return Status::InvalidArgument(join_errors(errors));
+  return std::move(*job);
+}
+
+StatusOr<Job> parse_job_yaml(const std::string& yaml_text) {
+  std::vector<Document> docs = parse_manifests(yaml_text);
+  if (docs.size() != 1) {
+    return Status::InvalidArgument("expected exactly one job document, found " +
+                                   std::to_string(docs.size()));
+  }
+  if (!docs[0].ok()) return Status::InvalidArgument(join_errors(docs[0].errors));
+  return std::move(*docs[0].job);
+}
+
+const std::string& job_kind(const Job& job) {
+  return std::visit([](const auto& j) -> const std::string& { return j.kind; }, job);
+}
+const std::string& job_name(const Job& job) {
+  return std::visit([](const auto& j) -> const std::string& { return j.metadata.name; }, job);
+}
+
+}  // namespace tlt::api

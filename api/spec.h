@@ -1,0 +1,651 @@
+// Job specification types for the two kinds tlt runs: RLJob and TSTPretrainJob
+// (group tlt.dev, version v1alpha1).
+//
+// Every struct lists its fields once in `fields()` (see api/field.h): names as users write
+// them in YAML, the rule each value must meet, and one line of documentation. Member
+// initialisers are the defaults, so the defaults live here and nowhere else. Cross-field
+// rules are in each struct's `check()`, implemented in api/validate.cc.
+//
+// Used by the runtime (from YAML files) and the operator (from the apiserver's JSON).
+// Thread safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/field.h"
+
+namespace tlt::api {
+
+inline constexpr const char* kGroup = "tlt.dev";
+inline constexpr const char* kVersion = "v1alpha1";
+inline constexpr const char* kApiVersion = "tlt.dev/v1alpha1";
+inline constexpr const char* kRLJobKind = "RLJob";
+inline constexpr const char* kTSTPretrainJobKind = "TSTPretrainJob";
+
+// ---------------------------------------------------------------------------------------------
+// Kubernetes object metadata: the fields tlt reads; the others the apiserver sends are accepted
+// and ignored (so objects read back from a cluster decode), and anything else is a typo.
+struct ObjectMeta {
+  std::string name;
+  std::string namespace_;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  std::string uid;
+  std::string resource_version;
+  int64_t generation = 0;
+  std::string creation_timestamp;
+  std::string deletion_timestamp;
+  std::vector<std::string> finalizers;
+  Opaque owner_references_ignored, managed_fields_ignored;  // apiserver bookkeeping
+  std::string generate_name_ignored;
+
+  template <class V>
+  void fields(V& v) {
+    v("name", name, Rule().must().dns_label().doc("Job name; pod names derive from it."));
+    v("namespace", namespace_, Rule().doc("Namespace (cluster mode); ignored by `tlt run`."));
+    v("labels", labels, Rule().doc("Labels copied onto every pod of the job."));
+    v("annotations", annotations, Rule().doc("Annotations of the job object."));
+    v("uid", uid, Rule().doc("Set by the apiserver."));
+    v("resourceVersion", resource_version, Rule().doc("Set by the apiserver."));
+    v("generation", generation, Rule().doc("Set by the apiserver."));
+    v("creationTimestamp", creation_timestamp, Rule().doc("Set by the apiserver."));
+    v("deletionTimestamp", deletion_timestamp, Rule().doc("Set by the apiserver."));
+    v("finalizers", finalizers, Rule().doc("Set by the operator."));
+    v("ownerReferences", owner_references_ignored, Rule().doc("Set by Kubernetes."));
+    v("managedFields", managed_fields_ignored, Rule().doc("Set by the apiserver."));
+    v("generateName", generate_name_ignored, Rule().doc("Not supported: give a name."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Shared pieces.
+
+// The policy (RLJob) or the model being pretrained (TSTPretrainJob).
+struct ModelSpec {
+  std::string preset;  // "" means "tiny" unless a path is given; see effective_preset()
+  std::string path;
+  std::string format = "auto";
+  std::string dtype = "float32";
+  std::string device = "auto";
+
+  template <class V>
+  void fields(V& v) {
+    v("preset", preset, Rule().values({"", "tiny", "small"}).doc(
+        "Built-in architecture: tiny (~3M parameters, tests) or small (~30M, benchmarks). "
+        "Default tiny when no path is given."));
+    v("path", path, Rule().doc("Checkpoint to load instead of a preset (tlt or GGUF file)."));
+    v("format", format, Rule().values({"auto", "tlt", "gguf"}).doc(
+        "Checkpoint format; auto looks at the file."));
+    v("dtype", dtype, Rule().values({"float32", "bfloat16", "float16"}).doc(
+        "Parameter dtype. CPU runs use float32."));
+    v("device", device, Rule().values({"auto", "cpu", "cuda"}).doc(
+        "auto takes CUDA when the binary and the machine have it."));
+  }
+  std::string effective_preset() const { return preset.empty() && path.empty() ? "tiny" : preset; }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+// Kubernetes-style resource requests and limits of one pod, e.g.
+// {requests: {cpu: "4", memory: 16Gi}, limits: {nvidia.com/gpu: "1"}}.
+struct ResourceRequirements {
+  std::map<std::string, Quantity> requests;
+  std::map<std::string, Quantity> limits;
+
+  template <class V>
+  void fields(V& v) {
+    v("requests", requests, Rule().doc("Resources the scheduler reserves for each pod."));
+    v("limits", limits, Rule().doc("Upper bounds; put GPUs (nvidia.com/gpu) here."));
+  }
+};
+
+// One role of a job: how many pods and what they look like.
+struct RoleSpec {
+  int32_t replicas = 1;
+  ResourceRequirements resources;
+  FreeForm pod_template;
+
+  template <class V>
+  void fields(V& v) {
+    v("replicas", replicas, Rule().ge(0).le(4096).doc("Pods that run this role."));
+    v("resources", resources, Rule().doc("Resources of each pod of this role."));
+    v("podTemplate", pod_template, Rule().doc(
+        "A PodTemplateSpec merged into each pod (nodeSelector, tolerations, volumes...)."));
+  }
+};
+
+struct CheckpointSpec {
+  std::string path;
+  int32_t every_steps = 0;
+  int32_t keep = 2;
+
+  template <class V>
+  void fields(V& v) {
+    v("path", path, Rule().doc("Directory for checkpoints; empty keeps none."));
+    v("everySteps", every_steps, Rule().ge(0).doc(
+        "Checkpoint every N steps; 0 only at the end and on SIGTERM."));
+    v("keep", keep, Rule().ge(1).le(1000).doc("How many recent checkpoints to keep."));
+  }
+};
+
+struct MetricsSpec {
+  int32_t port = 9400;
+
+  template <class V>
+  void fields(V& v) {
+    v("port", port, Rule().ge(0).le(65535).doc(
+        "Port of each process's Prometheus /metrics endpoint; 0 turns it off."));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// RLJob.
+
+struct TaskSpec {
+  std::string name = "arithmetic-cot";
+  int64_t seed = 1;
+  int32_t held_out = 256;
+
+  template <class V>
+  void fields(V& v) {
+    v("name", name, Rule().values({"arithmetic-cot", "countdown"}).doc(
+        "Task with a verifiable reward: multi-step arithmetic with a written chain of thought "
+        "(heavy-tailed lengths) or Countdown."));
+    v("seed", seed, Rule().ge(0).doc("Seed of the problem generator."));
+    v("heldOut", held_out, Rule().ge(0).le(1000000).doc(
+        "Problems held out for evaluation (never trained on)."));
+  }
+};
+
+struct AlgorithmSpec {
+  std::string type = "grpo";
+  int32_t steps = 20;
+  int32_t prompts_per_step = 8;
+  int32_t group_size = 4;
+  int32_t max_response_tokens = 256;
+  double temperature = 1.0;
+  double top_p = 1.0;
+  double learning_rate = 1e-5;
+  double kl_coef = 0.0;
+  double clip_ratio = 0.2;
+  int64_t seed = 0;
+
+  template <class V>
+  void fields(V& v) {
+    v("type", type, Rule().values({"grpo"}).doc("RL algorithm."));
+    v("steps", steps, Rule().ge(1).doc("RL steps (rollout + policy update)."));
+    v("promptsPerStep", prompts_per_step, Rule().ge(1).doc("Prompts sampled per step."));
+    v("groupSize", group_size, Rule().ge(2).le(1024).doc(
+        "Responses per prompt; advantages are normalised within a group, so at least 2."));
+    v("maxResponseTokens", max_response_tokens, Rule().ge(1).le(131072).doc(
+        "Longest response generated."));
+    v("temperature", temperature, Rule().gt(0).le(10).doc("Rollout sampling temperature."));
+    v("topP", top_p, Rule().gt(0).le(1).doc("Nucleus sampling mass."));
+    v("learningRate", learning_rate, Rule().gt(0).lt(1).doc("Policy learning rate."));
+    v("klCoef", kl_coef, Rule().ge(0).le(100).doc("Weight of the KL penalty to the reference."));
+    v("clipRatio", clip_ratio, Rule().gt(0).lt(1).doc("PPO-style ratio clip epsilon."));
+    v("seed", seed, Rule().ge(0).doc("Seed of sampling and initialisation."));
+  }
+};
+
+struct DrafterRoleSpec {
+  int32_t replicas = 0;
+  int32_t min_replicas = 0;
+  int32_t max_replicas = 2;
+  ResourceRequirements resources;
+  FreeForm pod_template;
+
+  template <class V>
+  void fields(V& v) {
+    v("replicas", replicas, Rule().ge(0).le(4096).doc(
+        "Dedicated drafter-training pods (idle rollout pods train the drafter too)."));
+    v("minReplicas", min_replicas, Rule().ge(0).le(4096).doc(
+        "Fewest dedicated drafter pods the rebalancer keeps."));
+    v("maxReplicas", max_replicas, Rule().ge(0).le(4096).doc(
+        "Most dedicated drafter pods the rebalancer may add."));
+    v("resources", resources, Rule().doc("Resources of each drafter pod."));
+    v("podTemplate", pod_template, Rule().doc("A PodTemplateSpec merged into each drafter pod."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+struct RLRolesSpec {
+  RoleSpec rollout{2, {}, {}};
+  RoleSpec trainer{1, {}, {}};
+  DrafterRoleSpec drafter;
+
+  template <class V>
+  void fields(V& v) {
+    v("rollout", rollout, Rule().doc("Rollout workers (generation; idle ones train the drafter)."));
+    v("trainer", trainer, Rule().doc("Policy trainer."));
+    v("drafter", drafter, Rule().doc("Dedicated drafter trainers."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+struct SelectorSpec {
+  std::string type = "bucketed-epsilon-greedy";
+  double epsilon = 0.1;
+  std::vector<int32_t> buckets{1, 2, 5, 21};
+  int32_t window = 32;
+
+  template <class V>
+  void fields(V& v) {
+    v("type", type, Rule().values({"bucketed-epsilon-greedy", "fixed"}).doc(
+        "How an arm is chosen per batch: a bandit per batch-size bucket, or always the first."));
+    v("epsilon", epsilon, Rule().ge(0).le(1).doc("Exploration rate of the bandit."));
+    v("buckets", buckets, Rule().doc(
+        "Lower bounds of the batch-size buckets, strictly increasing, starting at 1."));
+    v("window", window, Rule().ge(1).le(100000).doc(
+        "Rewards kept per arm; the bandit uses their median."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+// One drafting strategy: "D_K_N" (depth, top-k, tokens verified; K = 1 is a chain) or "ngram".
+struct Arm {
+  int32_t depth = 0, top_k = 0, verify_tokens = 0;
+  bool ngram = false;
+};
+// Parses an arm name. Returns false with *why set when the text is not an arm.
+bool parse_arm(const std::string& text, Arm* arm, std::string* why);
+
+struct SpeculativeSpec {
+  bool enabled = true;
+  int32_t activation_threshold = 32;
+  std::vector<std::string> arms{"8_4_48", "8_4_32", "8_4_16", "8_4_8"};
+  SelectorSpec selector;
+
+  template <class V>
+  void fields(V& v) {
+    v("enabled", enabled, Rule().doc("Speculative decoding in rollouts."));
+    v("activationThreshold", activation_threshold, Rule().ge(1).doc(
+        "Speculate only while at most this many requests are active (the long tail)."));
+    v("arms", arms, Rule().doc(
+        "Drafting strategies \"depth_topk_verifyTokens\" (top-k 1 = chain) or \"ngram\"."));
+    v("selector", selector, Rule().doc("How an arm is picked per batch."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+struct DrafterTrainingSpec {
+  bool enabled = true;
+  double learning_rate = 3e-4;
+  int32_t min_idle_workers = 1;
+  int32_t buffer_steps = 2;
+  int32_t batch_size = 32;
+
+  template <class V>
+  void fields(V& v) {
+    v("enabled", enabled, Rule().doc("Train the drafter online on idle workers."));
+    v("learningRate", learning_rate, Rule().gt(0).lt(1).doc("Drafter learning rate."));
+    v("minIdleWorkers", min_idle_workers, Rule().ge(1).doc(
+        "Idle workers needed before drafter training starts."));
+    v("bufferSteps", buffer_steps, Rule().ge(1).le(64).doc(
+        "RL steps of hidden states kept for drafter training."));
+    v("batchSize", batch_size, Rule().ge(1).le(65536).doc("Sequences per drafter update."));
+  }
+};
+
+struct DrafterSpec {
+  int32_t layers = 1;
+  int32_t vocab_subset = 0;
+  DrafterTrainingSpec training;
+
+  template <class V>
+  void fields(V& v) {
+    v("layers", layers, Rule().ge(1).le(8).doc("Decoder layers of the EAGLE-style drafter."));
+    v("vocabSubset", vocab_subset, Rule().ge(0).doc(
+        "Drafter LM head over the N most frequent tokens (0 = full vocabulary). The target "
+        "still verifies over the full vocabulary, so output stays lossless."));
+    v("training", training, Rule().doc("Online drafter training."));
+  }
+};
+
+struct RebalancingSpec {
+  bool enabled = false;
+  double idle_below = 0.05;
+  Duration window = Duration::of("60s");
+  Duration interval = Duration::of("15s");
+  std::string metric = "tlt_gpu_busy_ratio";
+  std::string pod_label = "pod";
+  std::string prometheus_url;
+  int32_t min_rollout_replicas = 1;
+
+  template <class V>
+  void fields(V& v) {
+    v("enabled", enabled, Rule().doc("Let the operator move idle rollout pods to drafting."));
+    v("idleBelow", idle_below, Rule().ge(0).le(1).doc(
+        "A pod whose GPU busy ratio stays below this over the window counts as idle."));
+    v("window", window, Rule().gt(0).doc("How long a pod must stay idle."));
+    v("interval", interval, Rule().gt(0).doc("How often the rebalancer looks."));
+    v("metric", metric, Rule().values({"tlt_gpu_busy_ratio", "DCGM_FI_DEV_GPU_UTIL",
+                                       "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}).doc(
+        "Utilisation metric: the runtime's own gauge or DCGM's."));
+    v("podLabel", pod_label, Rule().values({"pod", "exported_pod"}).doc(
+        "Label that names the pod in the metric (DCGM exporters often use exported_pod)."));
+    v("prometheusURL", prometheus_url, Rule().url().doc(
+        "Prometheus base URL, e.g. http://prometheus.monitoring:9090."));
+    v("minRolloutReplicas", min_rollout_replicas, Rule().ge(1).doc(
+        "Rollout pods never reassigned, so generation keeps this capacity."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+struct RLJobSpec {
+  ModelSpec model;
+  TaskSpec task;
+  AlgorithmSpec algorithm;
+  RLRolesSpec roles;
+  SpeculativeSpec speculative;
+  DrafterSpec drafter;
+  RebalancingSpec rebalancing;
+  CheckpointSpec checkpoint;
+  MetricsSpec metrics;
+  bool suspend = false;
+  int32_t backoff_limit = 3;
+  std::optional<int64_t> ttl_seconds_after_finished;
+
+  template <class V>
+  void fields(V& v) {
+    v("model", model, Rule().doc("The policy model."));
+    v("task", task, Rule().doc("The RL task and its reward."));
+    v("algorithm", algorithm, Rule().doc("GRPO hyper-parameters."));
+    v("roles", roles, Rule().doc("Pods per role."));
+    v("speculative", speculative, Rule().doc("Speculative decoding in the rollouts."));
+    v("drafter", drafter, Rule().doc("The drafter and its online training."));
+    v("rebalancing", rebalancing, Rule().doc("Cluster-level idle-GPU rebalancing."));
+    v("checkpoint", checkpoint, Rule().doc("Checkpoints of policy and drafter."));
+    v("metrics", metrics, Rule().doc("Prometheus endpoint of the job's processes."));
+    v("suspend", suspend, Rule().doc("true deletes the pods and keeps the job; false resumes."));
+    v("backoffLimit", backoff_limit, Rule().ge(0).le(1000).doc(
+        "Pod failures tolerated before the job is Failed."));
+    v("ttlSecondsAfterFinished", ttl_seconds_after_finished, Rule().ge(0).doc(
+        "Delete the finished job after this many seconds; unset keeps it."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Status (written by the operator, read back by it and by `kubectl get`).
+
+struct Condition {
+  std::string type;     // Created, Running, Suspended, Succeeded, Failed, RebalancerDegraded
+  std::string status;   // True, False, Unknown
+  std::string reason;   // CamelCase machine-readable
+  std::string message;  // a sentence for people
+  std::string last_transition_time;
+  int64_t observed_generation = 0;
+
+  template <class V>
+  void fields(V& v) {
+    v("type", type, Rule().doc("Condition type."));
+    v("status", status, Rule().values({"True", "False", "Unknown"}).doc("Condition status."));
+    v("reason", reason, Rule().doc("Machine-readable reason."));
+    v("message", message, Rule().doc("Human-readable message."));
+    v("lastTransitionTime", last_transition_time, Rule().doc("RFC 3339 time."));
+    v("observedGeneration", observed_generation, Rule().doc("Generation this refers to."));
+  }
+};
+
+struct RoleStatus {
+  int32_t replicas = 0, ready = 0, succeeded = 0, failed = 0;
+  template <class V>
+  void fields(V& v) {
+    v("replicas", replicas, Rule().doc("Pods that exist."));
+    v("ready", ready, Rule().doc("Pods running and ready."));
+    v("succeeded", succeeded, Rule().doc("Pods that finished."));
+    v("failed", failed, Rule().doc("Pods that failed."));
+  }
+};
+
+struct RLRolesStatus {
+  RoleStatus rollout, trainer, drafter;
+  template <class V>
+  void fields(V& v) {
+    v("rollout", rollout, Rule().doc("Rollout pods."));
+    v("trainer", trainer, Rule().doc("Trainer pods."));
+    v("drafter", drafter, Rule().doc("Drafter pods."));
+  }
+};
+
+struct DrafterStatus {
+  int64_t version = 0;
+  double accept_length = 0.0;
+  template <class V>
+  void fields(V& v) {
+    v("version", version, Rule().doc("Drafter weights version in use."));
+    v("acceptLength", accept_length, Rule().doc("Mean accepted tokens per verification."));
+  }
+};
+
+struct RLJobStatus {
+  std::string phase;  // Pending, Running, Suspended, Succeeded, Failed
+  int64_t observed_generation = 0;
+  int32_t step = 0;
+  double reward = 0.0;
+  std::vector<Condition> conditions;
+  RLRolesStatus roles;
+  DrafterStatus drafter;
+  double reclaimed_gpu_seconds = 0.0;
+  double idle_gpu_seconds = 0.0;
+  int32_t restarts = 0;
+  std::string start_time, completion_time;
+
+  template <class V>
+  void fields(V& v) {
+    v("phase", phase, Rule().doc("Pending, Running, Suspended, Succeeded or Failed."));
+    v("observedGeneration", observed_generation, Rule().doc("Spec generation reconciled."));
+    v("step", step, Rule().doc("Last completed RL step."));
+    v("reward", reward, Rule().doc("Mean reward of the last step."));
+    v("conditions", conditions, Rule().doc("Conditions."));
+    v("roles", roles, Rule().doc("Pods per role."));
+    v("drafter", drafter, Rule().doc("Drafter version and quality."));
+    v("reclaimedGPUSeconds", reclaimed_gpu_seconds, Rule().doc(
+        "Idle GPU-seconds turned into drafter training."));
+    v("idleGPUSeconds", idle_gpu_seconds, Rule().doc("GPU-seconds rollout workers sat idle."));
+    v("restarts", restarts, Rule().doc("Pod restarts counted against backoffLimit."));
+    v("startTime", start_time, Rule().doc("When the job started running."));
+    v("completionTime", completion_time, Rule().doc("When the job finished."));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// TSTPretrainJob.
+
+struct TokenizerSpec {
+  std::string type = "bpe";
+  int32_t vocab_size = 4096;
+  std::string path;
+
+  template <class V>
+  void fields(V& v) {
+    v("type", type, Rule().values({"bpe"}).doc("Tokenizer model (sentencepiece BPE)."));
+    v("vocabSize", vocab_size, Rule().ge(256).le(262144).doc("Vocabulary size when training."));
+    v("path", path, Rule().doc("A trained tokenizer to use instead of training one."));
+  }
+};
+
+struct DataSpec {
+  std::string corpus = "sotu";
+  std::vector<std::string> paths;
+  TokenizerSpec tokenizer;
+  double held_out_fraction = 0.05;
+
+  template <class V>
+  void fields(V& v) {
+    v("corpus", corpus, Rule().values({"sotu", "kjv", "files"}).doc(
+        "Packaged corpus (State of the Union speeches, King James Bible) or your own files."));
+    v("paths", paths, Rule().doc("Text files, one document each, when corpus is files."));
+    v("tokenizer", tokenizer, Rule().doc("Tokenizer."));
+    v("heldOutFraction", held_out_fraction, Rule().gt(0).le(0.5).doc(
+        "Share of documents held out for evaluation."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+struct ScheduleSpec {
+  int32_t warmup_steps = 100;
+  double decay_fraction = 0.2;
+
+  template <class V>
+  void fields(V& v) {
+    v("warmupSteps", warmup_steps, Rule().ge(0).doc("Linear warmup steps."));
+    v("decayFraction", decay_fraction, Rule().ge(0).lt(1).doc(
+        "Final share of steps with linear decay to zero (warmup-stable-decay)."));
+  }
+};
+
+struct TrainingSpec {
+  int32_t steps = 1000;
+  int32_t seq_len = 256;
+  int32_t batch_size = 16;
+  double learning_rate = 1e-3;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  int64_t seed = 0;
+  ScheduleSpec schedule;
+  int32_t eval_every_steps = 100;
+  int32_t eval_batches = 8;
+
+  template <class V>
+  void fields(V& v) {
+    v("steps", steps, Rule().ge(1).doc("Optimizer steps, both phases together."));
+    v("seqLen", seq_len, Rule().ge(2).le(65536).doc("Positions per sequence."));
+    v("batchSize", batch_size, Rule().ge(1).doc("Global sequences per step."));
+    v("learningRate", learning_rate, Rule().gt(0).lt(1).doc("Peak learning rate (AdamW)."));
+    v("weightDecay", weight_decay, Rule().ge(0).le(1).doc("AdamW weight decay."));
+    v("gradClip", grad_clip, Rule().ge(0).doc("Gradient-norm clip; 0 turns it off."));
+    v("seed", seed, Rule().ge(0).doc("Seed of initialisation and data order."));
+    v("schedule", schedule, Rule().doc("Warmup-stable-decay learning-rate schedule."));
+    v("evalEverySteps", eval_every_steps, Rule().ge(0).doc(
+        "Held-out next-token loss every N steps; 0 only at the end."));
+    v("evalBatches", eval_batches, Rule().ge(1).doc("Batches per evaluation."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+struct SuperpositionSpec {
+  bool enabled = true;
+  int32_t bag_size = 6;
+  double ratio = 0.3;
+  std::string weighting = "uniform";
+
+  template <class V>
+  void fields(V& v) {
+    v("enabled", enabled, Rule().doc("false runs the plain next-token baseline."));
+    v("bagSize", bag_size, Rule().ge(1).le(64).doc(
+        "Tokens per bag s: each position reads the mean embedding of s tokens."));
+    v("ratio", ratio, Rule().gt(0).lt(1).doc(
+        "Share r of steps in the superposition phase; recovery follows at step r x steps."));
+    v("weighting", weighting, Rule().values({"uniform", "power-law"}).doc(
+        "Weights of the s cross-entropies inside a bag."));
+  }
+};
+
+struct WorkersSpec {
+  int32_t replicas = 1;
+  ResourceRequirements resources;
+  FreeForm pod_template;
+
+  template <class V>
+  void fields(V& v) {
+    v("replicas", replicas, Rule().ge(1).le(4096).doc("Data-parallel worker pods."));
+    v("resources", resources, Rule().doc("Resources of each worker pod."));
+    v("podTemplate", pod_template, Rule().doc("A PodTemplateSpec merged into each worker pod."));
+  }
+};
+
+struct TSTPretrainJobSpec {
+  ModelSpec model;
+  DataSpec data;
+  TrainingSpec training;
+  SuperpositionSpec superposition;
+  WorkersSpec workers;
+  CheckpointSpec checkpoint;
+  MetricsSpec metrics;
+  bool suspend = false;
+  int32_t backoff_limit = 3;
+  std::optional<int64_t> ttl_seconds_after_finished;
+
+  template <class V>
+  void fields(V& v) {
+    v("model", model, Rule().doc("The model to pretrain."));
+    v("data", data, Rule().doc("Corpus and tokenizer."));
+    v("training", training, Rule().doc("Optimisation."));
+    v("superposition", superposition, Rule().doc("Token superposition phase."));
+    v("workers", workers, Rule().doc("Data-parallel workers."));
+    v("checkpoint", checkpoint, Rule().doc("Checkpoints."));
+    v("metrics", metrics, Rule().doc("Prometheus endpoint of the job's processes."));
+    v("suspend", suspend, Rule().doc("true deletes the pods and keeps the job; false resumes."));
+    v("backoffLimit", backoff_limit, Rule().ge(0).le(1000).doc(
+        "Pod failures tolerated before the job is Failed."));
+    v("ttlSecondsAfterFinished", ttl_seconds_after_finished, Rule().ge(0).doc(
+        "Delete the finished job after this many seconds; unset keeps it."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+struct TSTPretrainJobStatus {
+  std::string phase;
+  int64_t observed_generation = 0;
+  int32_t step = 0;
+  std::string superposition_phase;  // superposition | recovery | baseline
+  double loss = 0.0;
+  double eval_loss = 0.0;
+  int64_t tokens_seen = 0;
+  std::vector<Condition> conditions;
+  RoleStatus workers;
+  int32_t restarts = 0;
+  std::string start_time, completion_time;
+
+  template <class V>
+  void fields(V& v) {
+    v("phase", phase, Rule().doc("Pending, Running, Suspended, Succeeded or Failed."));
+    v("observedGeneration", observed_generation, Rule().doc("Spec generation reconciled."));
+    v("step", step, Rule().doc("Last completed step."));
+    v("trainingPhase", superposition_phase, Rule().doc("superposition, recovery or baseline."));
+    v("loss", loss, Rule().doc("Training loss of the last step."));
+    v("evalLoss", eval_loss, Rule().doc("Last held-out next-token loss."));
+    v("tokensSeen", tokens_seen, Rule().doc("Corpus tokens read so far."));
+    v("conditions", conditions, Rule().doc("Conditions."));
+    v("workers", workers, Rule().doc("Worker pods."));
+    v("restarts", restarts, Rule().doc("Pod restarts counted against backoffLimit."));
+    v("startTime", start_time, Rule().doc("When the job started running."));
+    v("completionTime", completion_time, Rule().doc("When the job finished."));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Whole objects.
+
+template <class Spec, class StatusT>
+struct Object {
+  std::string api_version = kApiVersion;
+  std::string kind;
+  ObjectMeta metadata;
+  Spec spec;
+  StatusT status;
+
+  template <class V>
+  void fields(V& v) {
+    v("apiVersion", api_version, Rule().values({kApiVersion}).doc("tlt.dev/v1alpha1"));
+    v("kind", kind, Rule().values({kRLJobKind, kTSTPretrainJobKind}).doc("Kind of job."));
+    v("metadata", metadata, Rule().doc("Object metadata."));
+    v("spec", spec, Rule().doc("What to run."));
+    v("status", status, Rule().doc("What happened (set by the operator)."));
+  }
+};
+
+struct RLJob : Object<RLJobSpec, RLJobStatus> {
+  RLJob() { kind = kRLJobKind; }
+};
+struct TSTPretrainJob : Object<TSTPretrainJobSpec, TSTPretrainJobStatus> {
+  TSTPretrainJob() { kind = kTSTPretrainJobKind; }
+};
+
+}  // namespace tlt::api

@@ -1,0 +1,92 @@
+#include "runtime/cli/commands.h"
+
+#include <ostream>
+
+#include "api/encode.h"
+#include "api/manifest.h"
+#include "runtime/torch_env.h"
+
+namespace tlt::cli {
+namespace {
+
+std::string document_label(const std::string& file, const api::Document& doc, size_t n_docs) {
+  return n_docs > 1 ? file + "[" + std::to_string(doc.index) + "]" : file;
+}
+
+}  // namespace
+
+int validate_command(const std::vector<std::string>& files, std::ostream& out, std::ostream& err) {
+  int code = kExitOk;
+  for (const std::string& file : files) {
+    StatusOr<std::vector<api::Document>> docs = api::parse_manifest_file(file);
+    if (!docs.ok()) {
+      err << docs.status().message() << "\n";
+      code = kExitInvalid;
+      continue;
+    }
+    for (const api::Document& doc : *docs) {
+      std::string label = document_label(file, doc, docs->size());
+      if (doc.ok()) {
+        out << label << ": ok (" << api::job_kind(*doc.job) << " " << api::job_name(*doc.job)
+            << ")\n";
+        continue;
+      }
+      code = kExitInvalid;
+      err << label << ": " << doc.errors.size() << (doc.errors.size() == 1 ? " error" : " errors")
+          << "\n";
+      for (const api::FieldError& e : doc.errors) err << "  " << e.to_string() << "\n";
+    }
+  }
+  return code;
+}
+
+int explain_command(const std::string& kind, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> kinds;
+  if (kind.empty()) {
+    kinds = {api::kRLJobKind, api::kTSTPretrainJobKind};
+  } else {
+    kinds = {kind};
+  }
+  for (const std::string& k : kinds) {
+    std::string table = api::reference_markdown(k);
+    if (table.empty()) {
+      err << "tlt explain: unknown kind \"" << k << "\"; use RLJob or TSTPretrainJob\n";
+      return kExitInvalid;
+    }
+    out << "### " << k << "\n\n" << table << "\n";
+  }
+  return kExitOk;
+}
+
+int run_command(const std::string& file, bool baseline, std::ostream& out, std::ostream& err) {
+  StatusOr<std::vector<api::Document>> docs = api::parse_manifest_file(file);
+  if (!docs.ok()) {
+    err << "tlt run: " << docs.status().message() << "\n";
+    return kExitInvalid;
+  }
+  if (docs->size() != 1 || !(*docs)[0].ok()) {
+    err << "tlt run: " << file << " is not a single valid job; `tlt validate " << file
+        << "` lists the problems\n";
+    return kExitInvalid;
+  }
+  const api::Job& job = *(*docs)[0].job;
+  out << "tlt run: " << file << " is a valid " << api::job_kind(job) << " ("
+      << api::job_name(job) << (baseline ? ", baseline" : "") << ").\n";
+  err << "tlt run: running " << api::job_kind(job)
+      << " jobs is not implemented in this build yet. What exists today: the job spec API "
+         "(`tlt validate`, `tlt explain`) and the LibTorch runtime skeleton (`tlt version`). "
+         "The model, rollout engine, GRPO trainer and TST trainer are the next issues.\n";
+  return kExitUnavailable;
+}
+
+int version_command(std::ostream& out) {
+  runtime::ComputeInfo info = runtime::compute_info();
+  out << "tlt " << TLT_VERSION << "\n"
+      << "libtorch " << info.torch_version << "\n"
+      << "cuda " << (info.cuda_available ? "yes" : "no") << " devices=" << info.cuda_devices
+      << "\n"
+      << "threads " << info.intra_op_threads << " cores=" << info.cores << "\n";
+  return kExitOk;
+}
+
+}  // namespace tlt::cli

@@ -1,0 +1,29 @@
+// The `tlt` command line: each subcommand is a function returning the process exit code.
+// Output goes to the given streams so tests can capture it. No function here calls exit().
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace tlt::cli {
+
+// Exit codes shared by the subcommands.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInvalid = 1;        // a manifest (or flag) is wrong
+inline constexpr int kExitUnavailable = 69;   // the feature is not built yet (EX_UNAVAILABLE)
+
+// `tlt validate FILE...`: prints "FILE: ok (KIND NAME)" per valid document, or the file and
+// every error, one per line as "  path: message". Returns kExitInvalid if any document fails.
+int validate_command(const std::vector<std::string>& files, std::ostream& out, std::ostream& err);
+
+// `tlt explain [KIND]`: the configuration reference of one kind (or both) as Markdown.
+int explain_command(const std::string& kind, std::ostream& out, std::ostream& err);
+
+// `tlt run FILE`: validates, then runs the job. Returns kExitInvalid for a bad manifest.
+int run_command(const std::string& file, bool baseline, std::ostream& out, std::ostream& err);
+
+// `tlt version`: tlt and LibTorch versions, devices and threads.
+int version_command(std::ostream& out);
+
+}  // namespace tlt::cli
