@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 #include <yaml-cpp/yaml.h>
 
 #include "api/decode.h"
@@ -13,6 +15,64 @@ namespace tlt::api {
 namespace {
 
 constexpr size_t kMaxManifestBytes = 4 << 20;  // a job spec is kilobytes; refuse megabytes
+constexpr int kMaxDocuments = 1000;
+
+// Records where each document starts, and nothing else.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  size_t first_pos = 0;
+  bool seen = false;
+  void OnDocumentStart(const YAML::Mark& mark) override { note(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { note(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { note(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    note(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    note(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    note(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void note(const YAML::Mark& mark) {
+    if (!seen) first_pos = static_cast<size_t>(mark.pos);
+    seen = true;
+  }
+};
+
+// yaml-cpp 0.7 (Debian's) loops forever in LoadAll on some malformed streams (a line starting
+// with ',' among them): the parser reports the same empty document again and again without
+// consuming input (fixed upstream in yaml-cpp PR #1319). Walk the documents once with a bound
+// and refuse a stream that stops making progress, so LoadAll only ever sees streams that end.
+// Returns "" when the stream is safe, else the error to report.
+std::string check_document_stream(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  long long last_pos = -1;
+  for (int n = 0; n <= kMaxDocuments; ++n) {
+    DocumentStarts starts;
+    if (!parser.HandleNextDocument(starts)) return "";
+    long long pos = starts.seen ? static_cast<long long>(starts.first_pos) : -1;
+    if (pos >= 0 && pos == last_pos) {
+      int line = 1, column = 1;
+      for (size_t i = 0; i < static_cast<size_t>(pos) && i < text.size(); ++i) {
+        if (text[i] == '\n') ++line, column = 1; else ++column;
+      }
+      return "YAML syntax error at line " + std::to_string(line) + ", column " +
+             std::to_string(column) + ": unexpected character; the parser cannot continue here";
+    }
+    if (pos >= 0) last_pos = pos;
+  }
+  return "more than " + std::to_string(kMaxDocuments) + " YAML documents; split the file";
+}
 
 // Decodes a document of known kind and validates it, so one pass reports every problem. A
 // value that failed to decode keeps its default; rule errors about such a path would mislead,
@@ -66,6 +126,13 @@ std::vector<Document> parse_manifests(const std::string& yaml_text) {
   }
   std::vector<YAML::Node> nodes;
   try {
+    std::string stream_error = check_document_stream(yaml_text);
+    if (!stream_error.empty()) {
+      Document d;
+      d.errors.push_back({"", stream_error});
+      docs.push_back(std::move(d));
+      return docs;
+    }
     nodes = YAML::LoadAll(yaml_text);
   } catch (const YAML::Exception& e) {
     Document d;

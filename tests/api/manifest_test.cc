@@ -135,6 +135,18 @@ TEST(Manifest, FileErrors) {
   fs::remove(empty);
 }
 
+// yaml-cpp 0.7's LoadAll loops forever (allocating) on these; the parser must refuse them.
+TEST(Manifest, StreamsThatHangYamlCppAreRefused) {
+  for (const char* name : {"leading-comma.yaml", "yaml-cpp-loadall-loop.yaml"}) {
+    auto docs = parse_manifest_file((kSource / "tests/fuzz/regressions" / name).string());
+    ASSERT_TRUE(docs.ok()) << name;
+    ASSERT_EQ(docs->size(), 1u) << name;
+    ASSERT_FALSE((*docs)[0].errors.empty()) << name;
+    EXPECT_NE((*docs)[0].errors[0].message.find("YAML syntax error at line"), std::string::npos)
+        << (*docs)[0].errors[0].message;
+  }
+}
+
 TEST(Manifest, OversizedInputRefused) {
   std::string big(5 << 20, ' ');
   std::vector<Document> docs = parse_manifests(big);

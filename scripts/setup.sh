@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs what tlt needs to build and test, and only what is missing. Idempotent: a second run
+# installs nothing. Sources: Debian's package registry (apt). Selects BLIS as the BLAS, because
+# the reference BLAS is ~15x slower and OpenBLAS breaks the metrics server (DESIGN.md section 7).
+#
+# Usage: scripts/setup.sh            # everything the build and the tests need
+set -euo pipefail
+
+say() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+# Debian packages, with why each is here.
+PACKAGES=(
+  cmake ninja-build g++ ccache pkg-config  # build tools
+  libtorch-dev                       # LibTorch (CPU) for the runtime
+  libblis4-openmp                    # the BLAS LibTorch should use here
+  libyaml-cpp-dev nlohmann-json3-dev # manifests
+  libcli11-dev                       # command lines
+  libcpprest-dev libssl-dev          # HTTP (operator's Kubernetes client, /metrics)
+  prometheus-cpp-dev                 # metrics
+  libgtest-dev libgmock-dev          # unit tests
+  clang-14 libclang-rt-14-dev        # libFuzzer for the manifest-parser fuzz test
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || die "not root and no sudo: run as root, or install: ${PACKAGES[*]}"
+  SUDO="sudo"
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  say "all ${#PACKAGES[@]} Debian packages already installed"
+else
+  say "installing ${#missing[@]} missing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! $SUDO apt-get update -q >/tmp/tlt-apt-update.log 2>&1; then
+    tail -5 /tmp/tlt-apt-update.log >&2
+    die "apt-get update failed: Debian's package registry cannot be reached (log: /tmp/tlt-apt-update.log)"
+  fi
+  if ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/tlt-apt-install.log 2>&1; then
+    # Find the package that failed, so the message can name it.
+    for p in "${missing[@]}"; do
+      $SUDO apt-get install -y -q --no-install-recommends "$p" >/tmp/tlt-apt-one.log 2>&1 ||
+        { tail -5 /tmp/tlt-apt-one.log >&2; die "could not install Debian package '$p' (log: /tmp/tlt-apt-one.log)"; }
+    done
+    die "apt-get install failed (log: /tmp/tlt-apt-install.log)"
+  fi
+  say "installed: ${missing[*]}"
+fi
+
+# BLAS: point libblas.so.3 at BLIS (OpenMP flavour).
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+blis=/usr/lib/$arch/blis-openmp/libblas.so.3
+link=libblas.so.3-$arch
+[ -e "$blis" ] || die "BLIS is installed but $blis is missing; reinstall libblis4-openmp"
+current=$(update-alternatives --query "$link" 2>/dev/null | awk '/^Value:/ {print $2}')
+if [ "$current" != "$blis" ]; then
+  say "selecting BLIS for libblas.so.3 (was: ${current:-none})"
+  $SUDO update-alternatives --set "$link" "$blis" >/dev/null
+else
+  say "BLAS: BLIS already selected"
+fi

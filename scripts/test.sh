@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, fuzzes the manifest parser for a bounded
+# time, then runs every test with ctest. `.ci/run` runs exactly this.
+# Usage: scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+scripts/setup.sh
+scripts/build.sh
+scripts/fuzz.sh "${TLT_FUZZ_SECONDS:-60}"
+echo "test: ctest"
+cd build
+ctest -j "$(nproc)" --output-on-failure --timeout 1200
+echo "test: all passed in $(( $(date +%s) - start )) s"
