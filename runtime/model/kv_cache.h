@@ -1,0 +1,62 @@
+// Key/value cache for batched decoding with speculation, one slot per active request.
+//
+// Slots are dense: the active requests are slots [0, B), so a forward reads the cache through a
+// view (no gather). Removing a request moves the last slot into its place. A forward writes the
+// keys and values of its T new tokens right after each slot's committed length without
+// committing them; commit() then keeps the accepted ones (compacting a tree path into
+// consecutive positions) and advances the length. Whatever was written past the committed
+// length is never attended to again, so rejected tokens leave no trace: rollback is free.
+//
+// Thread safety: none; one engine thread owns a cache.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace tlt::model {
+
+class KVCache {
+ public:
+  // Allocates max_batch slots of max_seq positions for each of n_layers layers.
+  KVCache(int64_t n_layers, int64_t max_batch, int64_t n_kv_heads, int64_t max_seq,
+          int64_t head_dim, torch::Dtype dtype, torch::Device device);
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+
+  int64_t batch() const { return static_cast<int64_t>(lengths_.size()); }
+  int64_t max_batch() const { return max_batch_; }
+  int64_t max_seq() const { return max_seq_; }
+  int64_t length(int64_t slot) const { return lengths_[slot]; }
+  int64_t max_length() const;
+
+  // Adds an empty slot at index batch(); returns it. Requires batch() < max_batch().
+  int64_t add_slot();
+  // Removes `slot`; the last slot moves into its place (its index changes to `slot`).
+  void remove_slot(int64_t slot);
+
+  // Committed lengths of the active slots. (B,) int64 on the cache's device.
+  torch::Tensor lengths_tensor() const;
+
+  // Writes new keys/values (B, Hkv, T, D) of `layer` at positions length(b) + t.
+  // Requires length(b) + T <= max_seq for every b.
+  void write(int64_t layer, const torch::Tensor& k, const torch::Tensor& v);
+  // Keys and values of positions [0, S) of the active slots: two (B, Hkv, S, D) views.
+  std::pair<torch::Tensor, torch::Tensor> view(int64_t layer, int64_t s) const;
+
+  // Keeps the written tokens at offsets `kept` (relative to the committed length, strictly
+  // increasing) as the next kept.size() positions, and advances the length by that much.
+  void commit(int64_t slot, const std::vector<int64_t>& kept);
+  // Keeps the first n written tokens (a chain or plain decode).
+  void commit_prefix(int64_t slot, int64_t n) { lengths_[slot] += n; }
+  // Drops committed positions past `length` (length <= length(slot)).
+  void truncate(int64_t slot, int64_t length) { lengths_[slot] = length; }
+
+ private:
+  const int64_t max_batch_, max_seq_;
+  std::vector<torch::Tensor> k_, v_;  // per layer (max_batch, Hkv, max_seq, D)
+  std::vector<int64_t> lengths_;      // committed length of each active slot
+};
+
+}  // namespace tlt::model

@@ -1,0 +1,162 @@
+#include "runtime/model/transformer.h"
+
+#include <cmath>
+
+namespace tlt::model {
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps_) * weight;
+}
+
+Rope::Rope(const ModelConfig& c) {
+  int64_t half = c.head_dim() / 2;
+  torch::Tensor inv = torch::pow(c.rope_theta, -torch::arange(half, torch::kFloat64) / half);
+  torch::Tensor angles = torch::outer(torch::arange(c.max_seq, torch::kFloat64), inv);  // (S, D/2)
+  cos = angles.cos();
+  sin = angles.sin();
+}
+
+torch::Tensor Rope::apply(const torch::Tensor& x, const torch::Tensor& positions) const {
+  int64_t half = x.size(-1) / 2;
+  torch::Tensor flat = positions.reshape({-1}).to(cos.device());
+  // (B, T, D/2) -> (B, 1, T, D/2) in x's dtype and device.
+  auto gather = [&](const torch::Tensor& table) {
+    return table.index_select(0, flat)
+        .view({positions.size(0), 1, positions.size(1), half})
+        .to(x.options());
+  };
+  torch::Tensor c = gather(cos), s = gather(sin);
+  torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+}
+
+torch::Tensor attention_mask(const torch::Tensor& lengths, int64_t t, int64_t s,
+                             const torch::Tensor& tree_mask, torch::Dtype dtype) {
+  int64_t b = lengths.size(0);
+  auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(lengths.device());
+  torch::Tensor tm = tree_mask.defined()
+                         ? tree_mask.to(torch::kBool)
+                         : torch::ones({t, t}, long_opts.dtype(torch::kBool)).tril().expand({b, t, t});
+  torch::Tensor rel = torch::arange(s, long_opts).view({1, 1, s}) - lengths.view({b, 1, 1});  // (B,1,S)
+  torch::Tensor in_cache = rel < 0;
+  torch::Tensor in_new = (rel >= 0) & (rel < t);
+  torch::Tensor allowed_new = tm.gather(2, rel.clamp(0, t - 1).expand({b, t, s})) & in_new;  // (B,T,S)
+  torch::Tensor allowed = allowed_new | in_cache;
+  torch::Tensor zero = torch::zeros({}, torch::TensorOptions().dtype(dtype).device(lengths.device()));
+  torch::Tensor ninf = torch::full({}, -std::numeric_limits<double>::infinity(), zero.options());
+  return torch::where(allowed, zero, ninf).view({b, 1, 1, t, s});
+}
+
+AttentionImpl::AttentionImpl(const ModelConfig& c)
+    : n_heads_(c.n_heads), n_kv_heads_(c.n_kv_heads), head_dim_(c.head_dim()) {
+  auto lin = [](int64_t in, int64_t out) { return torch::nn::LinearOptions(in, out).bias(false); };
+  wq = register_module("wq", torch::nn::Linear(lin(c.dim, n_heads_ * head_dim_)));
+  wk = register_module("wk", torch::nn::Linear(lin(c.dim, n_kv_heads_ * head_dim_)));
+  wv = register_module("wv", torch::nn::Linear(lin(c.dim, n_kv_heads_ * head_dim_)));
+  wo = register_module("wo", torch::nn::Linear(lin(n_heads_ * head_dim_, c.dim)));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
+                                     const Rope& rope, const torch::Tensor& mask, KVCache* cache,
+                                     int64_t layer) {
+  int64_t b = x.size(0), t = x.size(1), g = n_heads_ / n_kv_heads_;
+  torch::Tensor q = wq(x).view({b, t, n_heads_, head_dim_}).transpose(1, 2);     // (B,H,T,D)
+  torch::Tensor k = wk(x).view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);  // (B,Hkv,T,D)
+  torch::Tensor v = wv(x).view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);  // (B,Hkv,T,D)
+  q = rope.apply(q, positions);
+  k = rope.apply(k, positions);
+  int64_t s = mask.size(-1);
+  if (cache != nullptr) {
+    cache->write(layer, k, v);
+    std::tie(k, v) = cache->view(layer, s);  // (B,Hkv,S,D)
+  }
+  // Query heads grouped by the K/V head they share: (B,Hkv,G*T,D); no K/V copy.
+  torch::Tensor qg = q.reshape({b, n_kv_heads_, g * t, head_dim_});
+  torch::Tensor scores = torch::matmul(qg, k.transpose(-1, -2)) / std::sqrt(double(head_dim_));
+  scores = scores.view({b, n_kv_heads_, g, t, s}) + mask;             // (B,Hkv,G,T,S)
+  torch::Tensor probs = torch::softmax(scores, -1).view({b, n_kv_heads_, g * t, s});
+  torch::Tensor out = torch::matmul(probs, v);                         // (B,Hkv,G*T,D)
+  out = out.view({b, n_heads_, t, head_dim_}).transpose(1, 2).reshape({b, t, n_heads_ * head_dim_});
+  return wo(out);                                                      // (B,T,C)
+}
+
+MlpImpl::MlpImpl(const ModelConfig& c) {
+  auto lin = [](int64_t in, int64_t out) { return torch::nn::LinearOptions(in, out).bias(false); };
+  w_gate = register_module("w_gate", torch::nn::Linear(lin(c.dim, c.ffn)));
+  w_up = register_module("w_up", torch::nn::Linear(lin(c.dim, c.ffn)));
+  w_down = register_module("w_down", torch::nn::Linear(lin(c.ffn, c.dim)));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return w_down(torch::silu(w_gate(x)) * w_up(x));
+}
+
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
+  attn_norm = register_module("attn_norm", RMSNorm(c.dim, c.norm_eps));
+  attn = register_module("attn", Attention(c));
+  mlp_norm = register_module("mlp_norm", RMSNorm(c.dim, c.norm_eps));
+  mlp = register_module("mlp", Mlp(c));
+}
+
+torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
+                                        const Rope& rope, const torch::Tensor& mask,
+                                        KVCache* cache, int64_t layer) {
+  torch::Tensor h = x + attn(attn_norm(x), positions, rope, mask, cache, layer);
+  return h + mlp(mlp_norm(h));
+}
+
+TransformerImpl::TransformerImpl(const ModelConfig& c) : config_(c), rope_(c) {
+  embed = register_module("embed", torch::nn::Embedding(c.vocab, c.dim));
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t l = 0; l < c.n_layers; ++l) layers->push_back(DecoderLayer(c));
+  norm = register_module("norm", RMSNorm(c.dim, c.norm_eps));
+  lm_head = register_module(
+      "lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.dim, c.vocab).bias(false)));
+  // GPT-2 style initialisation: small weights, residual projections scaled by depth.
+  torch::NoGradGuard no_grad;
+  for (auto& p : named_parameters()) {
+    if (p.key().find("norm") != std::string::npos) continue;
+    double std = 0.02;
+    if (p.key().find("wo") != std::string::npos || p.key().find("w_down") != std::string::npos) {
+      std /= std::sqrt(2.0 * c.n_layers);
+    }
+    p.value().normal_(0.0, std);
+  }
+}
+
+ForwardResult TransformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                       KVCache* cache, const torch::Tensor& tree_mask) {
+  return forward_embeddings(embed(tokens), positions, cache, tree_mask);
+}
+
+ForwardResult TransformerImpl::forward_embeddings(const torch::Tensor& x,
+                                                  const torch::Tensor& positions, KVCache* cache,
+                                                  const torch::Tensor& tree_mask) {
+  int64_t b = x.size(0), t = x.size(1);
+  torch::Tensor lengths =
+      cache ? cache->lengths_tensor() : torch::zeros({b}, torch::TensorOptions().dtype(torch::kInt64).device(x.device()));
+  int64_t s = cache ? cache->max_length() + t : t;
+  torch::Tensor mask = attention_mask(lengths, t, s, tree_mask, x.scalar_type());
+  torch::Tensor h = x;
+  for (size_t l = 0; l < layers->size(); ++l) {
+    h = layers[l]->as<DecoderLayerImpl>()->forward(h, positions, rope_, mask, cache, int64_t(l));
+  }
+  torch::Tensor hidden = norm(h);
+  return {lm_head(hidden), hidden};
+}
+
+std::unique_ptr<KVCache> TransformerImpl::make_cache(int64_t max_batch, int64_t max_seq) const {
+  const torch::Tensor& w = lm_head->weight;
+  return std::make_unique<KVCache>(config_.n_layers, max_batch, config_.n_kv_heads, max_seq,
+                                   config_.head_dim(), w.scalar_type(), w.device());
+}
+
+torch::Tensor sequential_positions(const torch::Tensor& start, int64_t t) {
+  return start.view({-1, 1}) + torch::arange(t, start.options()).view({1, -1});
+}
+
+}  // namespace tlt::model

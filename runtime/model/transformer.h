@@ -1,0 +1,113 @@
+// Decoder-only transformer of the Llama family: RMSNorm, RoPE, grouped-query attention, SwiGLU.
+//
+// The forward takes explicit positions and an optional tree mask, so the same code runs a
+// prompt prefill, one decode step, a chain of drafted tokens, or a whole draft tree (each node
+// at position length + depth, attending to its ancestors only). It returns the logits and the
+// final hidden states (after the last norm), which the EAGLE drafter learns from.
+// Shapes: see the legend in runtime/model/config.h.
+//
+// Thread safety: a module is used by one thread at a time.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "runtime/model/config.h"
+#include "runtime/model/kv_cache.h"
+
+namespace tlt::model {
+
+// x * rsqrt(mean(x^2) + eps) * weight, computed in x's dtype.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);  // (..., C) -> (..., C)
+  torch::Tensor weight;                            // (C)
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+// cos/sin tables for rotary embeddings, gathered by position.
+struct Rope {
+  torch::Tensor cos, sin;  // (max_seq, D/2)
+  Rope(const ModelConfig& c);
+  // Rotates x (B, heads, T, D) by positions (B, T).
+  torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions) const;
+};
+
+// Additive attention mask (B, 1, 1, T, S) with 0 where allowed and -inf elsewhere. New token t
+// of slot b sits at position lengths[b] + t; it sees the slot's committed prefix [0, lengths[b])
+// and the new tokens t' with tree_mask[b, t, t'] (lower-triangular when tree_mask is undefined).
+torch::Tensor attention_mask(const torch::Tensor& lengths, int64_t t, int64_t s,
+                             const torch::Tensor& tree_mask, torch::Dtype dtype);
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const ModelConfig& c);
+  // x (B, T, C), mask (B, 1, 1, T, S). With a cache, writes this layer's new K/V into it and
+  // attends over the first S cached positions; without, S == T and K/V are the new ones.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const Rope& rope,
+                        const torch::Tensor& mask, KVCache* cache, int64_t layer);
+  torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
+  // wq (H*D, C), wk/wv (Hkv*D, C), wo (C, H*D)
+ private:
+  int64_t n_heads_, n_kv_heads_, head_dim_;
+};
+TORCH_MODULE(Attention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  explicit MlpImpl(const ModelConfig& c);
+  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
+  torch::nn::Linear w_gate{nullptr}, w_up{nullptr}, w_down{nullptr};  // (F, C), (F, C), (C, F)
+};
+TORCH_MODULE(Mlp);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  explicit DecoderLayerImpl(const ModelConfig& c);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const Rope& rope,
+                        const torch::Tensor& mask, KVCache* cache, int64_t layer);
+  RMSNorm attn_norm{nullptr}, mlp_norm{nullptr};
+  Attention attn{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+struct ForwardResult {
+  torch::Tensor logits;  // (B, T, V)
+  torch::Tensor hidden;  // (B, T, C), after the final norm
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const ModelConfig& c);
+
+  // tokens, positions: (B, T) int64. cache: nullptr for a stand-alone causal forward (training),
+  // else the layer caches are read and written (see KVCache). tree_mask: (B, T, T) bool or
+  // undefined for causal order among the new tokens.
+  ForwardResult forward(const torch::Tensor& tokens, const torch::Tensor& positions,
+                        KVCache* cache = nullptr, const torch::Tensor& tree_mask = {});
+  // Same, from input embeddings (B, T, C) instead of tokens (used by superposition training).
+  ForwardResult forward_embeddings(const torch::Tensor& x, const torch::Tensor& positions,
+                                   KVCache* cache = nullptr, const torch::Tensor& tree_mask = {});
+
+  // A cache sized for this model.
+  std::unique_ptr<KVCache> make_cache(int64_t max_batch, int64_t max_seq) const;
+
+  const ModelConfig& config() const { return config_; }
+  torch::nn::Embedding embed{nullptr};   // (V, C)
+  torch::nn::ModuleList layers{nullptr};
+  RMSNorm norm{nullptr};
+  torch::nn::Linear lm_head{nullptr};    // (V, C)
+
+ private:
+  ModelConfig config_;
+  Rope rope_;
+};
+TORCH_MODULE(Transformer);
+
+// Positions (B, T) = start[b] + arange(T): what a chain or a prefill needs.
+torch::Tensor sequential_positions(const torch::Tensor& start, int64_t t);
+
+}  // namespace tlt::model
