@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "api/arm.h"
 #include "api/field.h"
 
 namespace tlt::api {
@@ -246,13 +247,6 @@ struct SelectorSpec {
   void check(const std::string& path, FieldErrors* errors) const;
 };
 
-// One drafting strategy: "D_K_N" (depth, top-k, tokens verified; K = 1 is a chain) or "ngram".
-struct Arm {
-  int32_t depth = 0, top_k = 0, verify_tokens = 0;
-  bool ngram = false;
-};
-// Parses an arm name. Returns false with *why set when the text is not an arm.
-bool parse_arm(const std::string& text, Arm* arm, std::string* why);
 
 struct SpeculativeSpec {
   bool enabled = true;

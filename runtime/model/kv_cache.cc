@@ -16,17 +16,19 @@ KVCache::KVCache(int64_t n_layers, int64_t max_batch, int64_t n_kv_heads, int64_
 }
 
 int64_t KVCache::max_length() const {
-  return lengths_.empty() ? 0 : *std::max_element(lengths_.begin(), lengths_.end());
+  int64_t m = 0;
+  for (int64_t i = focus_first_; i < focus_first_ + batch(); ++i) m = std::max(m, lengths_[i]);
+  return m;
 }
 
 int64_t KVCache::add_slot() {
-  if (batch() >= max_batch_) throw std::length_error("KVCache: all slots are in use");
+  if (n_slots() >= max_batch_) throw std::length_error("KVCache: all slots are in use");
   lengths_.push_back(0);
-  return batch() - 1;
+  return n_slots() - 1;
 }
 
 void KVCache::remove_slot(int64_t slot) {
-  int64_t last = batch() - 1;
+  int64_t last = n_slots() - 1;
   if (slot != last) {
     int64_t n = lengths_[last];
     for (size_t l = 0; l < k_.size(); ++l) {
@@ -39,7 +41,9 @@ void KVCache::remove_slot(int64_t slot) {
 }
 
 torch::Tensor KVCache::lengths_tensor() const {
-  return torch::tensor(lengths_, torch::kInt64).to(k_[0].device());
+  std::vector<int64_t> focused(lengths_.begin() + focus_first_,
+                               lengths_.begin() + focus_first_ + batch());
+  return torch::tensor(focused, torch::kInt64).to(k_[0].device());
 }
 
 void KVCache::write(int64_t layer, const torch::Tensor& k, const torch::Tensor& v) {
@@ -50,13 +54,14 @@ void KVCache::write(int64_t layer, const torch::Tensor& k, const torch::Tensor& 
                       torch::arange(t, torch::TensorOptions().dtype(torch::kInt64).device(k.device()))
                           .view({1, 1, t, 1});
   idx = idx.expand_as(k);
-  k_[layer].narrow(0, 0, b).scatter_(2, idx, k);
-  v_[layer].narrow(0, 0, b).scatter_(2, idx, v);
+  k_[layer].narrow(0, focus_first_, b).scatter_(2, idx, k);
+  v_[layer].narrow(0, focus_first_, b).scatter_(2, idx, v);
 }
 
 std::pair<torch::Tensor, torch::Tensor> KVCache::view(int64_t layer, int64_t s) const {
   int64_t b = batch();
-  return {k_[layer].narrow(0, 0, b).narrow(2, 0, s), v_[layer].narrow(0, 0, b).narrow(2, 0, s)};
+  return {k_[layer].narrow(0, focus_first_, b).narrow(2, 0, s),
+          v_[layer].narrow(0, focus_first_, b).narrow(2, 0, s)};
 }
 
 void KVCache::commit(int64_t slot, const std::vector<int64_t>& kept) {

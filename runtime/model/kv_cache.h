@@ -25,18 +25,24 @@ class KVCache {
   KVCache(const KVCache&) = delete;
   KVCache& operator=(const KVCache&) = delete;
 
-  int64_t batch() const { return static_cast<int64_t>(lengths_.size()); }
+  // Active slots: all of them, or the focused range (see focus()).
+  int64_t batch() const { return focus_count_ >= 0 ? focus_count_ : n_slots(); }
+  int64_t n_slots() const { return static_cast<int64_t>(lengths_.size()); }
+  // Restricts batch(), lengths_tensor(), write() and view() to slots [first, first + count),
+  // e.g. to prefill one new request while others are active. unfocus() restores all slots.
+  void focus(int64_t first, int64_t count) { focus_first_ = first, focus_count_ = count; }
+  void unfocus() { focus_first_ = 0, focus_count_ = -1; }
   int64_t max_batch() const { return max_batch_; }
   int64_t max_seq() const { return max_seq_; }
   int64_t length(int64_t slot) const { return lengths_[slot]; }
-  int64_t max_length() const;
+  int64_t max_length() const;  // over the focused slots
 
   // Adds an empty slot at index batch(); returns it. Requires batch() < max_batch().
   int64_t add_slot();
   // Removes `slot`; the last slot moves into its place (its index changes to `slot`).
   void remove_slot(int64_t slot);
 
-  // Committed lengths of the active slots. (B,) int64 on the cache's device.
+  // Committed lengths of the active (focused) slots. (B,) int64 on the cache's device.
   torch::Tensor lengths_tensor() const;
 
   // Writes new keys/values (B, Hkv, T, D) of `layer` at positions length(b) + t.
@@ -57,6 +63,7 @@ class KVCache {
   const int64_t max_batch_, max_seq_;
   std::vector<torch::Tensor> k_, v_;  // per layer (max_batch, Hkv, max_seq, D)
   std::vector<int64_t> lengths_;      // committed length of each active slot
+  int64_t focus_first_ = 0, focus_count_ = -1;
 };
 
 }  // namespace tlt::model

@@ -35,17 +35,26 @@ torch::Tensor Rope::apply(const torch::Tensor& x, const torch::Tensor& positions
 }
 
 torch::Tensor attention_mask(const torch::Tensor& lengths, int64_t t, int64_t s,
-                             const torch::Tensor& tree_mask, torch::Dtype dtype) {
+                             const AttentionLayout& layout, torch::Dtype dtype) {
   int64_t b = lengths.size(0);
   auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(lengths.device());
-  torch::Tensor tm = tree_mask.defined()
-                         ? tree_mask.to(torch::kBool)
+  torch::Tensor tm = layout.tree.defined()
+                         ? layout.tree.to(torch::kBool)
                          : torch::ones({t, t}, long_opts.dtype(torch::kBool)).tril().expand({b, t, t});
-  torch::Tensor rel = torch::arange(s, long_opts).view({1, 1, s}) - lengths.view({b, 1, 1});  // (B,1,S)
-  torch::Tensor in_cache = rel < 0;
+  torch::Tensor pos = torch::arange(s, long_opts).view({1, 1, s});
+  torch::Tensor rel = pos - lengths.view({b, 1, 1});  // (B,1,S)
   torch::Tensor in_new = (rel >= 0) & (rel < t);
-  torch::Tensor allowed_new = tm.gather(2, rel.clamp(0, t - 1).expand({b, t, s})) & in_new;  // (B,T,S)
-  torch::Tensor allowed = allowed_new | in_cache;
+  torch::Tensor allowed = tm.gather(2, rel.clamp(0, t - 1).expand({b, t, s})) & in_new;  // (B,T,S)
+  if (layout.spec_base.defined()) {
+    torch::Tensor srel = pos - layout.spec_base.view({b, 1, 1});  // (B,1,S)
+    int64_t p = layout.spec_visible.size(2);
+    torch::Tensor in_spec = (srel >= 0) & (rel < 0);
+    torch::Tensor seen = layout.spec_visible.to(torch::kBool)
+                             .gather(2, srel.clamp(0, p - 1).expand({b, t, s}));
+    allowed = allowed | (seen & in_spec) | (srel < 0);
+  } else {
+    allowed = allowed | (rel < 0);
+  }
   torch::Tensor zero = torch::zeros({}, torch::TensorOptions().dtype(dtype).device(lengths.device()));
   torch::Tensor ninf = torch::full({}, -std::numeric_limits<double>::infinity(), zero.options());
   return torch::where(allowed, zero, ninf).view({b, 1, 1, t, s});
@@ -129,24 +138,30 @@ TransformerImpl::TransformerImpl(const ModelConfig& c) : config_(c), rope_(c) {
 }
 
 ForwardResult TransformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                       KVCache* cache, const torch::Tensor& tree_mask) {
-  return forward_embeddings(embed(tokens), positions, cache, tree_mask);
+                                       KVCache* cache, const AttentionLayout& layout) {
+  return forward_embeddings(embed(tokens), positions, cache, layout);
 }
 
 ForwardResult TransformerImpl::forward_embeddings(const torch::Tensor& x,
                                                   const torch::Tensor& positions, KVCache* cache,
-                                                  const torch::Tensor& tree_mask) {
-  int64_t b = x.size(0), t = x.size(1);
-  torch::Tensor lengths =
-      cache ? cache->lengths_tensor() : torch::zeros({b}, torch::TensorOptions().dtype(torch::kInt64).device(x.device()));
-  int64_t s = cache ? cache->max_length() + t : t;
-  torch::Tensor mask = attention_mask(lengths, t, s, tree_mask, x.scalar_type());
-  torch::Tensor h = x;
-  for (size_t l = 0; l < layers->size(); ++l) {
-    h = layers[l]->as<DecoderLayerImpl>()->forward(h, positions, rope_, mask, cache, int64_t(l));
-  }
-  torch::Tensor hidden = norm(h);
+                                                  const AttentionLayout& layout) {
+  torch::Tensor hidden = norm(run_layers(layers, x, positions, cache, layout));
   return {lm_head(hidden), hidden};
+}
+
+torch::Tensor TransformerImpl::run_layers(torch::nn::ModuleList& stack, const torch::Tensor& x,
+                                          const torch::Tensor& positions, KVCache* cache,
+                                          const AttentionLayout& layout) {
+  int64_t b = x.size(0), t = x.size(1);
+  auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
+  torch::Tensor lengths = cache ? cache->lengths_tensor() : torch::zeros({b}, long_opts);
+  int64_t s = cache ? cache->max_length() + t : t;
+  torch::Tensor mask = attention_mask(lengths, t, s, layout, x.scalar_type());
+  torch::Tensor h = x;
+  for (size_t l = 0; l < stack->size(); ++l) {
+    h = stack[l]->as<DecoderLayerImpl>()->forward(h, positions, rope_, mask, cache, int64_t(l));
+  }
+  return h;
 }
 
 std::unique_ptr<KVCache> TransformerImpl::make_cache(int64_t max_batch, int64_t max_seq) const {

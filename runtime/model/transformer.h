@@ -35,11 +35,20 @@ struct Rope {
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions) const;
 };
 
-// Additive attention mask (B, 1, 1, T, S) with 0 where allowed and -inf elsewhere. New token t
-// of slot b sits at position lengths[b] + t; it sees the slot's committed prefix [0, lengths[b])
-// and the new tokens t' with tree_mask[b, t, t'] (lower-triangular when tree_mask is undefined).
+// Who attends to whom in one forward. New token t of slot b is written at cache position
+// lengths[b] + t. It sees the committed prefix, and the new tokens t' with tree[b, t, t'].
+// When spec_base is set, cache positions [spec_base[b], lengths[b]) hold speculative tokens
+// committed by earlier forwards of the same draft (a drafter growing a tree level by level);
+// token t sees speculative position spec_base[b] + p only if spec_visible[b, t, p].
+struct AttentionLayout {
+  torch::Tensor tree;          // (B, T, T) bool; undefined = causal (lower-triangular)
+  torch::Tensor spec_base;     // (B,) int64; undefined = no speculative prefix
+  torch::Tensor spec_visible;  // (B, T, P) bool, P = max(lengths - spec_base) >= 1
+};
+
+// Additive attention mask (B, 1, 1, T, S): 0 where allowed, -inf elsewhere (see AttentionLayout).
 torch::Tensor attention_mask(const torch::Tensor& lengths, int64_t t, int64_t s,
-                             const torch::Tensor& tree_mask, torch::Dtype dtype);
+                             const AttentionLayout& layout, torch::Dtype dtype);
 
 class AttentionImpl : public torch::nn::Module {
  public:
@@ -84,13 +93,17 @@ class TransformerImpl : public torch::nn::Module {
   explicit TransformerImpl(const ModelConfig& c);
 
   // tokens, positions: (B, T) int64. cache: nullptr for a stand-alone causal forward (training),
-  // else the layer caches are read and written (see KVCache). tree_mask: (B, T, T) bool or
-  // undefined for causal order among the new tokens.
+  // else the layer caches are read and written (see KVCache). layout: see AttentionLayout.
   ForwardResult forward(const torch::Tensor& tokens, const torch::Tensor& positions,
-                        KVCache* cache = nullptr, const torch::Tensor& tree_mask = {});
+                        KVCache* cache = nullptr, const AttentionLayout& layout = {});
   // Same, from input embeddings (B, T, C) instead of tokens (used by superposition training).
   ForwardResult forward_embeddings(const torch::Tensor& x, const torch::Tensor& positions,
-                                   KVCache* cache = nullptr, const torch::Tensor& tree_mask = {});
+                                   KVCache* cache = nullptr, const AttentionLayout& layout = {});
+  // Runs the decoder layers on x (B, T, C) and returns the last layer's output (before the final
+  // norm). Shared with the drafter, whose layers are DecoderLayers too.
+  torch::Tensor run_layers(torch::nn::ModuleList& stack, const torch::Tensor& x,
+                           const torch::Tensor& positions, KVCache* cache,
+                           const AttentionLayout& layout);
 
   // A cache sized for this model.
   std::unique_ptr<KVCache> make_cache(int64_t max_batch, int64_t max_seq) const;

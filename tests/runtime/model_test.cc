@@ -153,7 +153,9 @@ TEST(KVCache, TreePathCompactsToConsecutivePositions) {
   for (int i = 0; i < 5; ++i) {
     for (int a = i; a >= 0; a = parent[a]) tm[0][i][a] = true;
   }
-  ForwardResult tree = m->forward(toks, (depth + 5).view({1, 5}), cache.get(), tm);
+  AttentionLayout layout;
+  layout.tree = tm;
+  ForwardResult tree = m->forward(toks, (depth + 5).view({1, 5}), cache.get(), layout);
   ForwardResult full = m->forward(seq, positions_from(0, 9));
   // Node 4 (path 0,2,4) sees exactly positions 0..7 of the true sequence.
   double d_tree = maxdiff(tree.logits[0][4], full.logits[0][7]);

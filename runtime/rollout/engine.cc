@@ -1,0 +1,475 @@
+// Rollout engine. Per-request invariant: the target cache holds tokens[0, L) with
+// L = tokens.size() - 1; tokens[L] is the pending token (chosen, not yet run through the
+// target). The drafter cache holds pairs j < drafter_len (pair j = (h_j, t_{j+1})), and
+// `feats` holds the target hidden states of positions [drafter_len, L) not yet given to it.
+#include "runtime/rollout/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "runtime/rollout/ngram.h"
+
+namespace tlt::rollout {
+
+struct Engine::Active {
+  Request req;
+  Rng rng;
+  std::vector<int64_t> tokens;      // prompt + generated; back() is pending
+  int64_t generated = 0;
+  bool done = false, stopped = false;
+  std::vector<torch::Tensor> feats; // (n_i, C) chunks for positions [drafter_len, L)
+  int64_t drafter_len = 0;
+  int64_t spec_steps = 0, accepted = 0;
+  size_t order = 0;                 // index in the caller's request list
+
+  int64_t committed() const { return static_cast<int64_t>(tokens.size()) - 1; }
+  int64_t pending() const { return tokens.back(); }
+};
+
+namespace {
+
+constexpr int32_t kNgramDepth = 8;  // tokens an n-gram draft proposes at most
+
+double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+// Logits (B, T, V) of any dtype/device as one contiguous CPU float64 tensor.
+torch::Tensor host_logits(const torch::Tensor& logits) {
+  return logits.to(torch::kCPU, torch::kFloat64).contiguous();
+}
+
+int64_t pick(const double* row, int64_t vocab, const SamplingParams& params, Rng& rng) {
+  if (params.greedy()) return argmax(row, vocab);
+  return sample(sampling_probs(row, vocab, params), rng);
+}
+
+torch::Tensor long_tensor(const std::vector<int64_t>& v, torch::Device device) {
+  return torch::tensor(v, torch::kInt64).to(device);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Engine>> Engine::create(model::Transformer target, model::Drafter drafter,
+                                                 EngineOptions options) {
+  std::vector<NamedArm> arms;
+  for (const std::string& name : options.arms) {
+    NamedArm a{name, {}};
+    std::string why;
+    if (!api::parse_arm(name, &a.arm, &why)) {
+      return Status::InvalidArgument("arm \"" + name + "\": " + why);
+    }
+    if (!a.arm.ngram && drafter.is_empty()) continue;  // needs a drafter we do not have
+    arms.push_back(a);
+  }
+  if (options.selector != "bucketed-epsilon-greedy" && options.selector != "fixed") {
+    return Status::InvalidArgument("selector \"" + options.selector +
+                                   "\": use bucketed-epsilon-greedy or fixed");
+  }
+  if (options.max_batch < 1 || options.max_seq < 2) {
+    return Status::InvalidArgument("max_batch must be >= 1 and max_seq >= 2");
+  }
+  if (options.max_seq > target->config().max_seq) {
+    return Status::InvalidArgument("max_seq " + std::to_string(options.max_seq) +
+                                   " exceeds the model's " +
+                                   std::to_string(target->config().max_seq));
+  }
+  return std::unique_ptr<Engine>(
+      new Engine(std::move(target), std::move(drafter), std::move(options), std::move(arms)));
+}
+
+Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions options,
+               std::vector<NamedArm> arms)
+    : target_(std::move(target)),
+      drafter_(std::move(drafter)),
+      options_(std::move(options)),
+      arms_(std::move(arms)) {
+  double eps = options_.selector == "fixed" ? 0.0 : options_.epsilon;
+  selector_ = std::make_unique<ArmSelector>(options_.buckets,
+                                            std::max<int32_t>(1, int32_t(arms_.size())), eps,
+                                            options_.window, options_.seed);
+  cache_tgt_ = target_->make_cache(options_.max_batch, options_.max_seq);
+  if (!drafter_.is_empty()) cache_dft_ = drafter_->make_cache(options_.max_batch, options_.max_seq);
+  reset_stats();
+}
+
+void Engine::reset_stats() {
+  stats_ = EngineStats();
+  stats_.arm_steps.assign(arms_.size(), 0);
+  stats_.arm_accepted.assign(arms_.size(), 0);
+  stats_.arm_request_steps.assign(arms_.size(), 0);
+}
+
+StatusOr<std::vector<Completion>> Engine::generate(const std::vector<Request>& requests) {
+  int64_t headroom = 2;
+  for (const NamedArm& a : arms_) {
+    headroom = std::max<int64_t>(headroom, a.arm.ngram ? a.arm.depth + 2 : a.arm.verify_tokens + a.arm.depth + 2);
+  }
+  if (!arms_.empty()) headroom = std::max<int64_t>(headroom, kNgramDepth + 2);
+  for (const Request& r : requests) {
+    if (r.prompt.empty()) return Status::InvalidArgument("request " + std::to_string(r.id) + ": empty prompt");
+    if (int64_t(r.prompt.size()) + r.max_new_tokens + headroom > options_.max_seq) {
+      return Status::InvalidArgument("request " + std::to_string(r.id) + ": prompt (" +
+                                     std::to_string(r.prompt.size()) + ") + max_new_tokens (" +
+                                     std::to_string(r.max_new_tokens) + ") + draft headroom (" +
+                                     std::to_string(headroom) + ") exceeds max_seq " +
+                                     std::to_string(options_.max_seq));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  double start = now_seconds();
+  std::vector<Completion> out(requests.size());
+  std::vector<Active> active;
+  size_t next = 0;
+  while (next < requests.size() || !active.empty()) {
+    while (next < requests.size() && int64_t(active.size()) < options_.max_batch) {
+      TLT_RETURN_IF_ERROR(admit(requests[next], &active));
+      active.back().order = next++;
+      retire(active, &out);
+    }
+    if (active.empty()) continue;
+    bool speculate = options_.speculative && !arms_.empty() &&
+                     int64_t(active.size()) <= options_.activation_threshold;
+    if (speculate) {
+      spec_step(active, selector_->choose(int64_t(active.size())));
+    } else {
+      plain_step(active);
+    }
+    retire(active, &out);
+  }
+  stats_.seconds += now_seconds() - start;
+  return out;
+}
+
+Status Engine::admit(const Request& request, std::vector<Active>* active) {
+  int64_t slot = cache_tgt_->add_slot();
+  if (cache_dft_) cache_dft_->add_slot();
+  Active a{request, Rng(request.seed), request.prompt, 0, false, false, {}, 0, 0, 0, 0};
+  int64_t p = int64_t(request.prompt.size());
+  torch::Device dev = target_->lm_head->weight.device();
+  cache_tgt_->focus(slot, 1);
+  model::ForwardResult r = target_->forward(long_tensor(request.prompt, dev).view({1, p}),
+                                            torch::arange(p, torch::kInt64).to(dev).view({1, p}),
+                                            cache_tgt_.get());
+  cache_tgt_->unfocus();
+  cache_tgt_->commit_prefix(slot, p);
+  torch::Tensor last = host_logits(r.logits.select(1, p - 1));  // (1, V)
+  int64_t first = pick(last.data_ptr<double>(), last.size(1), request.sampling, a.rng);
+  active->push_back(std::move(a));
+  emit(active->back(), 0, {first}, r.hidden[0]);
+  return Status::Ok();
+}
+
+// Appends generated tokens (stopping at the stop token or the budget) and records the target
+// hidden states (n, C) of the n positions starting at `first_pos` that just became committed.
+void Engine::emit(Active& a, int64_t first_pos, const std::vector<int64_t>& new_tokens,
+                  const torch::Tensor& hidden) {
+  for (int64_t t : new_tokens) {
+    if (a.done) break;
+    a.tokens.push_back(t);
+    ++a.generated;
+    ++stats_.tokens;
+    if (t == a.req.stop_token) a.done = a.stopped = true;
+    if (a.generated >= a.req.max_new_tokens) a.done = true;
+  }
+  if (cache_dft_ && !a.done) a.feats.push_back(hidden);
+  if (sink_) {
+    int64_t n = std::min<int64_t>(hidden.size(0), int64_t(a.tokens.size()) - first_pos);
+    std::vector<int64_t> toks(a.tokens.begin() + first_pos, a.tokens.begin() + first_pos + n);
+    sink_(a.req.id, toks, hidden.narrow(0, 0, n));
+  }
+}
+
+void Engine::retire(std::vector<Active>& active, std::vector<Completion>* out) {
+  for (int64_t i = int64_t(active.size()) - 1; i >= 0; --i) {
+    if (!active[i].done) continue;
+    Active& a = active[i];
+    Completion& c = (*out)[a.order];
+    c.id = a.req.id;
+    c.tokens.assign(a.tokens.begin() + a.req.prompt.size(), a.tokens.end());
+    c.stopped = a.stopped;
+    c.spec_steps = a.spec_steps;
+    c.accepted = a.accepted;
+    cache_tgt_->remove_slot(i);
+    if (cache_dft_) cache_dft_->remove_slot(i);
+    if (i != int64_t(active.size()) - 1) active[i] = std::move(active.back());
+    active.pop_back();
+  }
+}
+
+void Engine::plain_step(std::vector<Active>& active) {
+  ++stats_.plain_steps;
+  int64_t b = int64_t(active.size());
+  torch::Device dev = target_->lm_head->weight.device();
+  std::vector<int64_t> toks(b), pos(b);
+  for (int64_t i = 0; i < b; ++i) toks[i] = active[i].pending(), pos[i] = active[i].committed();
+  model::ForwardResult r = target_->forward(long_tensor(toks, dev).view({b, 1}),
+                                            long_tensor(pos, dev).view({b, 1}), cache_tgt_.get());
+  torch::Tensor logits = host_logits(r.logits);  // (B, 1, V)
+  int64_t v = logits.size(2);
+  for (int64_t i = 0; i < b; ++i) {
+    cache_tgt_->commit_prefix(i, 1);
+    int64_t t = pick(logits.data_ptr<double>() + i * v, v, active[i].req.sampling, active[i].rng);
+    emit(active[i], pos[i], {t}, r.hidden[i]);
+  }
+}
+
+// Feeds every request's pending pairs to the drafter (ragged, padded to the longest) and
+// returns the drafter's prediction of h_L for each: (B, C).
+torch::Tensor Engine::drafter_catch_up(std::vector<Active>& active) {
+  int64_t b = int64_t(active.size());
+  int64_t c = target_->config().dim;
+  torch::Device dev = target_->lm_head->weight.device();
+  std::vector<int64_t> n(b);
+  int64_t t = 1;
+  for (int64_t i = 0; i < b; ++i) {
+    n[i] = active[i].committed() - active[i].drafter_len;
+    t = std::max(t, n[i]);
+  }
+  std::vector<int64_t> toks(b * t, 0), pos(b * t, 0);
+  torch::Tensor feats = torch::zeros({b, t, c}, target_->lm_head->weight.options());  // (B,T,C)
+  for (int64_t i = 0; i < b; ++i) {
+    Active& a = active[i];
+    if (n[i] > 0) feats[i].narrow(0, 0, n[i]).copy_(torch::cat(a.feats, 0));
+    for (int64_t j = 0; j < t; ++j) {
+      int64_t p = a.drafter_len + std::min(j, std::max<int64_t>(n[i] - 1, 0));
+      toks[i * t + j] = a.tokens[p + 1];  // pair p = (h_p, t_{p+1})
+      pos[i * t + j] = a.drafter_len + j;
+    }
+  }
+  torch::Tensor out = drafter_->forward(long_tensor(toks, dev).view({b, t}), feats,
+                                        long_tensor(pos, dev).view({b, t}), cache_dft_.get());
+  std::vector<int64_t> last(b);
+  for (int64_t i = 0; i < b; ++i) {
+    cache_dft_->commit_prefix(i, n[i]);
+    active[i].drafter_len += n[i];
+    active[i].feats.clear();
+    last[i] = std::max<int64_t>(n[i] - 1, 0);
+  }
+  torch::Tensor idx = long_tensor(last, dev).view({b, 1, 1}).expand({b, 1, c});
+  return out.gather(1, idx).squeeze(1);  // (B, C)
+}
+
+std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
+                                           const torch::Tensor& root_hidden, int32_t depth,
+                                           std::vector<std::vector<std::vector<double>>>* q) {
+  int64_t b = int64_t(active.size());
+  torch::Device dev = root_hidden.device();
+  std::vector<DraftTree> trees;
+  for (Active& a : active) trees.emplace_back(a.pending());
+  q->assign(b, {});
+  torch::Tensor h = root_hidden;  // (B, C)
+  for (int32_t k = 1; k <= depth; ++k) {
+    torch::Tensor logits = host_logits(drafter_->logits(h));  // (B, V)
+    int64_t v = logits.size(1);
+    std::vector<int64_t> toks(b), pos(b);
+    for (int64_t i = 0; i < b; ++i) {
+      const double* row = logits.data_ptr<double>() + i * v;
+      const SamplingParams& sp = active[i].req.sampling;
+      int64_t d;
+      if (sp.greedy()) {
+        d = argmax(row, v);
+      } else {
+        (*q)[i].push_back(sampling_probs(row, v, sp));
+        d = sample((*q)[i].back(), active[i].rng);
+      }
+      trees[i].add(d, k - 1, 0.0);
+      toks[i] = d;
+      pos[i] = active[i].drafter_len + k - 1;
+    }
+    if (k == depth) break;
+    h = drafter_->forward(long_tensor(toks, dev).view({b, 1}), h.unsqueeze(1),
+                          long_tensor(pos, dev).view({b, 1}), cache_dft_.get())
+            .squeeze(1);
+    for (int64_t i = 0; i < b; ++i) cache_dft_->commit_prefix(i, 1);
+  }
+  for (int64_t i = 0; i < b; ++i) cache_dft_->truncate(i, active[i].drafter_len);
+  return trees;
+}
+
+// EAGLE-2 style: expand the top_k best nodes of each level by their top_k children, score paths
+// by the drafter's cumulative log-probability, keep the best verify_tokens nodes.
+std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
+                                          const torch::Tensor& root_hidden, const api::Arm& arm) {
+  int64_t b = int64_t(active.size()), k = arm.top_k;
+  torch::Device dev = root_hidden.device();
+  std::vector<DraftTree> trees;
+  for (Active& a : active) trees.emplace_back(a.pending());
+  // Level 1: children of the root from the drafter's prediction of h_L.
+  torch::Tensor logp = torch::log_softmax(drafter_->logits(root_hidden).to(torch::kFloat64), -1);
+  auto [top_lp_t, top_ix_t] = logp.topk(k, -1);  // (B, k)
+  torch::Tensor top_lp_c = top_lp_t.cpu().contiguous(), top_ix_c = top_ix_t.cpu().contiguous();
+  auto top_lp = top_lp_c.accessor<double, 2>();
+  auto top_ix = top_ix_c.accessor<int64_t, 2>();
+  std::vector<std::vector<int32_t>> frontier(b);   // node ids expandable at the next level
+  torch::Tensor parent_h = root_hidden.unsqueeze(1).expand({b, k, root_hidden.size(1)});  // (B,k,C)
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      frontier[i].push_back(trees[i].add(top_ix[i][j], 0, top_lp[i][j]));
+    }
+  }
+  // expanded[i] lists the node ids in drafter-cache order (speculative entries after L).
+  std::vector<std::vector<int32_t>> expanded(b);
+  torch::Tensor feat_of_frontier = parent_h.contiguous();  // feature of each frontier node's pair
+  for (int32_t level = 2; level <= arm.depth; ++level) {
+    // Choose the k best frontier nodes per request (frontier[i] has >= k nodes).
+    std::vector<int64_t> toks(b * k), pos(b * k), chosen_rows(b * k);
+    std::vector<std::vector<int32_t>> chosen(b);
+    for (int64_t i = 0; i < b; ++i) {
+      std::vector<int32_t> f = frontier[i];
+      std::stable_sort(f.begin(), f.end(), [&](int32_t x, int32_t y) {
+        return trees[i].node(x).score > trees[i].node(y).score;
+      });
+      for (int64_t j = 0; j < k; ++j) {
+        int32_t node = f[j];
+        chosen[i].push_back(node);
+        toks[i * k + j] = trees[i].node(node).token;
+        pos[i * k + j] = active[i].drafter_len + level - 2;
+        auto it = std::find(frontier[i].begin(), frontier[i].end(), node);
+        chosen_rows[i * k + j] = int64_t(it - frontier[i].begin());
+      }
+    }
+    // Features of the chosen nodes' pairs, and which speculative entries each may see.
+    torch::Tensor rows = long_tensor(chosen_rows, dev).view({b, k, 1}).expand({b, k, feat_of_frontier.size(2)});
+    torch::Tensor feats = feat_of_frontier.gather(1, rows);  // (B,k,C)
+    int64_t p = std::max<int64_t>(1, int64_t(expanded[0].size()));
+    std::vector<uint8_t> vis(size_t(b) * k * p, 0);
+    std::vector<int64_t> base(b);
+    for (int64_t i = 0; i < b; ++i) {
+      base[i] = active[i].drafter_len;
+      for (int64_t j = 0; j < k; ++j) {
+        // A speculative entry is visible to the chosen node when it is one of its ancestors.
+        for (int32_t a = trees[i].node(chosen[i][j]).parent; a > 0; a = trees[i].node(a).parent) {
+          auto it = std::find(expanded[i].begin(), expanded[i].end(), a);
+          if (it != expanded[i].end()) vis[(size_t(i) * k + j) * p + size_t(it - expanded[i].begin())] = 1;
+        }
+      }
+    }
+    torch::Tensor visible = torch::from_blob(vis.data(), {b, k, p}, torch::kUInt8).to(torch::kBool);
+    model::AttentionLayout layout;
+    layout.tree = torch::eye(k, torch::kBool).expand({b, k, k}).to(dev);
+    if (!expanded[0].empty()) {
+      layout.spec_base = long_tensor(base, dev);
+      layout.spec_visible = visible.to(dev);
+    }
+    torch::Tensor h = drafter_->forward(long_tensor(toks, dev).view({b, k}), feats,
+                                        long_tensor(pos, dev).view({b, k}), cache_dft_.get(),
+                                        layout);  // (B,k,C)
+    for (int64_t i = 0; i < b; ++i) {
+      cache_dft_->commit_prefix(i, k);
+      for (int32_t node : chosen[i]) expanded[i].push_back(node);
+    }
+    torch::Tensor lp = torch::log_softmax(drafter_->logits(h).to(torch::kFloat64), -1);  // (B,k,V)
+    auto [clp_t, cix_t] = lp.topk(k, -1);  // (B,k,k)
+    torch::Tensor clp_c = clp_t.cpu().contiguous(), cix_c = cix_t.cpu().contiguous();
+    auto clp = clp_c.accessor<double, 3>();
+    auto cix = cix_c.accessor<int64_t, 3>();
+    for (int64_t i = 0; i < b; ++i) {
+      frontier[i].clear();
+      for (int64_t j = 0; j < k; ++j) {
+        double base_score = trees[i].node(chosen[i][j]).score;
+        for (int64_t c = 0; c < k; ++c) {
+          frontier[i].push_back(trees[i].add(cix[i][j][c], chosen[i][j], base_score + clp[i][j][c]));
+        }
+      }
+    }
+    // Each new frontier node's pair feature is its parent's predicted hidden state.
+    feat_of_frontier = h.unsqueeze(2).expand({b, k, k, h.size(2)}).reshape({b, k * k, h.size(2)});
+  }
+  for (int64_t i = 0; i < b; ++i) {
+    cache_dft_->truncate(i, active[i].drafter_len);
+    trees[i] = trees[i].pruned(arm.verify_tokens);
+  }
+  return trees;
+}
+
+std::vector<DraftTree> Engine::draft_ngram(std::vector<Active>& active, int32_t depth) {
+  std::vector<DraftTree> trees;
+  for (Active& a : active) {
+    DraftTree t(a.pending());
+    int32_t at = 0;
+    for (int64_t tok : ngram_propose(a.tokens, depth)) at = t.add(tok, at, 0.0);
+    trees.push_back(std::move(t));
+  }
+  return trees;
+}
+
+void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
+  double start = now_seconds();
+  const api::Arm& arm = arms_[arm_index].arm;
+  int64_t b = int64_t(active.size());
+  torch::Device dev = target_->lm_head->weight.device();
+  std::vector<std::vector<std::vector<double>>> q;
+  std::vector<DraftTree> trees;
+  bool sampled_chain = false;
+  if (arm.ngram) {
+    trees = draft_ngram(active, kNgramDepth);
+  } else {
+    torch::Tensor root = drafter_catch_up(active);
+    if (arm.top_k == 1) {
+      trees = draft_chain(active, root, std::min(arm.depth, arm.verify_tokens - 1), &q);
+      sampled_chain = true;
+    } else {
+      trees = draft_tree(active, root, arm);
+    }
+  }
+  // One target forward over every request's draft, padded to the largest.
+  int32_t n = 1;
+  for (const DraftTree& t : trees) n = std::max(n, t.size());
+  std::vector<int64_t> toks(b * n, 0), pos(b * n, 0);
+  std::vector<uint8_t> mask_bytes(size_t(b) * n * n, 0);
+  for (int64_t i = 0; i < b; ++i) {
+    std::vector<uint8_t> m = trees[i].ancestor_mask();
+    int32_t ni = trees[i].size();
+    uint8_t* mi = mask_bytes.data() + size_t(i) * n * n;
+    for (int32_t r = 0; r < n; ++r) {
+      toks[i * n + r] = r < ni ? trees[i].node(r).token : 0;
+      pos[i * n + r] = active[i].committed() + (r < ni ? trees[i].node(r).depth : 0);
+      if (r >= ni) mi[size_t(r) * n + r] = 1;  // padding sees the prefix and itself only
+      for (int32_t c = 0; c < ni && r < ni; ++c) mi[size_t(r) * n + c] = m[size_t(r) * ni + c];
+    }
+  }
+  torch::Tensor mask = torch::from_blob(mask_bytes.data(), {b, n, n}, torch::kUInt8).to(torch::kBool);
+  model::AttentionLayout layout;
+  layout.tree = mask.to(dev);
+  model::ForwardResult r = target_->forward(long_tensor(toks, dev).view({b, n}),
+                                            long_tensor(pos, dev).view({b, n}), cache_tgt_.get(),
+                                            layout);
+  torch::Tensor logits = host_logits(r.logits);  // (B, N, V)
+  int64_t v = logits.size(2);
+  int64_t emitted = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    Active& a = active[i];
+    NodeLogits nl{logits.data_ptr<double>() + i * n * v, v};
+    Verdict verdict;
+    if (a.req.sampling.greedy()) {
+      verdict = accept_greedy(trees[i], nl);
+    } else if (sampled_chain) {
+      verdict = options_.chain_rule(trees[i], nl, q[i], a.req.sampling, a.rng);
+    } else {
+      verdict = accept_by_sampling(trees[i], nl, a.req.sampling, a.rng);
+    }
+    std::vector<int64_t> path(verdict.path.begin(), verdict.path.end());
+    cache_tgt_->commit(i, path);
+    std::vector<int64_t> new_tokens;
+    for (size_t j = 1; j < path.size(); ++j) new_tokens.push_back(trees[i].node(int32_t(path[j])).token);
+    new_tokens.push_back(verdict.next_token);
+    a.spec_steps++;
+    a.accepted += verdict.accepted();
+    stats_.accepted += verdict.accepted();
+    stats_.arm_accepted[arm_index] += verdict.accepted();
+    emitted += int64_t(new_tokens.size());
+    torch::Tensor hid = r.hidden[i].index_select(0, long_tensor(path, dev));  // (a+1, C)
+    emit(a, a.committed(), new_tokens, hid);  // rows start at the old pending token
+  }
+  ++stats_.spec_steps;
+  stats_.request_spec_steps += b;
+  ++stats_.arm_steps[arm_index];
+  stats_.arm_request_steps[arm_index] += b;
+  double seconds = std::max(1e-9, now_seconds() - start);
+  selector_->report(b, arm_index, double(emitted) / seconds);
+}
+
+}  // namespace tlt::rollout

@@ -1,0 +1,137 @@
+// The rollout engine: batched generation with continuous batching and lossless, adaptive
+// speculative decoding.
+//
+// Requests join the running batch as slots free up and leave as they finish. While more than
+// `activation_threshold` requests are active the engine decodes plainly (one target forward per
+// token for the whole batch). At or below it, in the long tail, each step drafts with the arm the
+// bandit picks for the current batch size (EAGLE chain, EAGLE tree, or n-gram), verifies every
+// request's draft in one target forward, and commits what the acceptance rule keeps (see
+// runtime/rollout/speculative.h). Output is lossless: greedy requests produce exactly the tokens
+// of plain greedy decoding; sampled requests follow exactly the plain sampling distribution.
+//
+// Every committed position's final hidden state and token can be handed to a sink (the
+// drafter's training buffer) through `on_hidden`.
+//
+// Thread safety: one thread drives an Engine. The target and drafter modules must not be
+// modified while generate() runs (weights are updated between calls).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/arm.h"
+#include "api/status.h"
+#include "runtime/model/drafter.h"
+#include "runtime/model/transformer.h"
+#include "runtime/rollout/sampling.h"
+#include "runtime/rollout/selector.h"
+#include "runtime/rollout/speculative.h"
+
+namespace tlt::rollout {
+
+struct Request {
+  int64_t id = 0;
+  std::vector<int64_t> prompt;  // at least one token
+  int32_t max_new_tokens = 64;
+  int64_t stop_token = -1;      // -1: none
+  SamplingParams sampling;      // temperature 0: greedy
+  uint64_t seed = 0;            // per-request RNG seed
+};
+
+struct Completion {
+  int64_t id = 0;
+  std::vector<int64_t> tokens;  // generated tokens (the stop token included when hit)
+  bool stopped = false;         // ended on the stop token
+  int64_t spec_steps = 0;       // speculative steps this request took part in
+  int64_t accepted = 0;         // drafted tokens accepted over those steps
+};
+
+struct NamedArm {
+  std::string name;  // "8_4_48", "ngram"
+  api::Arm arm;
+};
+
+struct EngineOptions {
+  int64_t max_batch = 64;
+  int64_t max_seq = 1024;
+  bool speculative = true;
+  int64_t activation_threshold = 32;
+  std::vector<std::string> arms{"4_1_5", "6_2_8", "ngram"};
+  std::string selector = "bucketed-epsilon-greedy";  // or "fixed" (always the first arm)
+  std::vector<int32_t> buckets{1, 2, 5, 21};
+  double epsilon = 0.1;
+  int32_t window = 32;
+  uint64_t seed = 0;
+  // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
+  ChainRule chain_rule = accept_rejection_chain;
+};
+
+struct EngineStats {
+  int64_t plain_steps = 0, spec_steps = 0;
+  int64_t tokens = 0;             // generated tokens
+  int64_t request_spec_steps = 0; // sum over spec steps of the batch size
+  int64_t accepted = 0;           // drafted tokens accepted
+  std::vector<int64_t> arm_steps; // spec steps per arm
+  std::vector<int64_t> arm_accepted, arm_request_steps;
+  double seconds = 0.0;
+  // Mean tokens emitted per request per speculative step (accepted + 1).
+  double accept_length() const {
+    return request_spec_steps ? double(accepted + request_spec_steps) / request_spec_steps : 0.0;
+  }
+};
+
+using HiddenSink = std::function<void(int64_t request_id, const std::vector<int64_t>& tokens,
+                                      const torch::Tensor& hidden)>;  // hidden (n, C)
+
+class Engine {
+ public:
+  // drafter may be empty (nullptr holder): then only model-free arms (ngram) speculate.
+  // InvalidArgument for an unknown arm name or selector.
+  static StatusOr<std::unique_ptr<Engine>> create(model::Transformer target,
+                                                  model::Drafter drafter, EngineOptions options);
+
+  // Runs every request to completion; returns completions in the order of `requests`.
+  // InvalidArgument when a request cannot fit in max_seq or has an empty prompt.
+  StatusOr<std::vector<Completion>> generate(const std::vector<Request>& requests);
+
+  const EngineStats& stats() const { return stats_; }
+  void reset_stats();
+  const std::vector<NamedArm>& arms() const { return arms_; }
+  ArmSelector& selector() { return *selector_; }
+  void set_hidden_sink(HiddenSink sink) { sink_ = std::move(sink); }
+  // Switches speculation on or off between generate() calls.
+  void set_speculative(bool on) { options_.speculative = on; }
+
+ private:
+  struct Active;
+  Engine(model::Transformer target, model::Drafter drafter, EngineOptions options,
+         std::vector<NamedArm> arms);
+
+  Status admit(const Request& request, std::vector<Active>* active);
+  void plain_step(std::vector<Active>& active);
+  void spec_step(std::vector<Active>& active, int32_t arm);
+  torch::Tensor drafter_catch_up(std::vector<Active>& active);
+  std::vector<DraftTree> draft_chain(std::vector<Active>& active, const torch::Tensor& root_hidden,
+                                     int32_t depth, std::vector<std::vector<std::vector<double>>>* q);
+  std::vector<DraftTree> draft_tree(std::vector<Active>& active, const torch::Tensor& root_hidden,
+                                    const api::Arm& arm);
+  std::vector<DraftTree> draft_ngram(std::vector<Active>& active, int32_t depth);
+  void emit(Active& a, int64_t first_pos, const std::vector<int64_t>& tokens,
+            const torch::Tensor& hidden);
+  void retire(std::vector<Active>& active, std::vector<Completion>* out);
+
+  model::Transformer target_;
+  model::Drafter drafter_;
+  EngineOptions options_;
+  std::vector<NamedArm> arms_;
+  std::unique_ptr<ArmSelector> selector_;
+  std::unique_ptr<model::KVCache> cache_tgt_, cache_dft_;
+  HiddenSink sink_;
+  EngineStats stats_;
+};
+
+}  // namespace tlt::rollout

@@ -1,0 +1,372 @@
+// The rollout engine end to end: speculative decoding is lossless.
+//  - Greedy: speculative output equals plain output token for token over 200 prompts, batch
+//    sizes 1..32, chain, tree and n-gram arms, an untrained and a trained drafter (float64, so
+//    accumulation order cannot flip a near-tie; see the note in runtime/rollout/engine.h).
+//  - Sampling: a two-sample chi-square test finds speculative and plain sampling alike on the
+//    first tokens' distribution, and finds a deliberately broken acceptance rule out.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "runtime/drafter/trainer.h"
+#include "runtime/rollout/engine.h"
+
+namespace tlt::rollout {
+namespace {
+
+using model::Drafter;
+using model::ModelConfig;
+using model::Transformer;
+
+ModelConfig small_config(int64_t vocab) {
+  ModelConfig c;
+  c.vocab = vocab, c.dim = 32, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn = 64;
+  c.max_seq = 128;
+  return c;
+}
+
+// A float64 target whose next-token distributions are peaked (a random init is near-uniform,
+// which would hide both good and bad drafting).
+Transformer make_target(int64_t vocab, uint64_t seed, double head_scale) {
+  torch::manual_seed(seed);
+  Transformer t(small_config(vocab));
+  t->to(torch::kFloat64);
+  torch::NoGradGuard g;
+  t->lm_head->weight.mul_(head_scale);
+  t->eval();
+  return t;
+}
+
+std::vector<Request> prompts(int n, int64_t vocab, int max_new, double temperature, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Request> out;
+  for (int i = 0; i < n; ++i) {
+    Request r;
+    r.id = i;
+    int len = 2 + int(rng() % 9);
+    for (int j = 0; j < len; ++j) r.prompt.push_back(int64_t(rng() % vocab));
+    r.max_new_tokens = max_new - int(rng() % 5);
+    r.sampling.temperature = temperature;
+    r.seed = seed * 1000 + i;
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<Completion> run(Transformer target, Drafter drafter, EngineOptions opts,
+                            const std::vector<Request>& reqs, EngineStats* stats = nullptr) {
+  auto engine = Engine::create(target, drafter, opts);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  auto out = (*engine)->generate(reqs);
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  if (stats) *stats = (*engine)->stats();
+  return *out;
+}
+
+EngineOptions plain_options(int64_t max_batch) {
+  EngineOptions o;
+  o.max_batch = max_batch;
+  o.max_seq = 128;
+  o.speculative = false;
+  return o;
+}
+
+EngineOptions spec_options(int64_t max_batch, std::vector<std::string> arms,
+                           int64_t threshold = 1000) {
+  EngineOptions o = plain_options(max_batch);
+  o.speculative = true;
+  o.activation_threshold = threshold;
+  o.arms = std::move(arms);
+  o.selector = o.arms.size() == 1 ? "fixed" : "bucketed-epsilon-greedy";
+  return o;
+}
+
+// Trains the drafter on the target's greedy continuations of `reqs` for `steps` updates.
+void train_drafter(Transformer target, Drafter drafter, const std::vector<Request>& reqs, int steps) {
+  std::vector<Completion> outs = run(target, Drafter(nullptr), plain_options(32), reqs);
+  drafter::DrafterTrainer trainer(drafter, target, 3e-3);
+  std::mt19937_64 rng(1);
+  for (int s = 0; s < steps; ++s) {
+    const Request& r = reqs[rng() % reqs.size()];
+    std::vector<int64_t> seq = r.prompt;
+    const std::vector<int64_t>& gen = outs[r.id].tokens;
+    seq.insert(seq.end(), gen.begin(), gen.end());
+    int64_t t = int64_t(seq.size());
+    torch::Tensor toks = torch::tensor(seq, torch::kInt64).view({1, t});
+    torch::Tensor hidden;
+    {
+      torch::NoGradGuard g;
+      hidden = target->forward(toks, model::sequential_positions(torch::zeros({1}, torch::kInt64), t)).hidden;
+    }
+    trainer.step(toks, hidden, torch::ones({1, t}));
+  }
+  drafter->eval();
+}
+
+void expect_same_tokens(const std::vector<Completion>& a, const std::vector<Completion>& b,
+                        const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  int mismatches = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].tokens != b[i].tokens) {
+      if (++mismatches <= 3) ADD_FAILURE() << what << ": request " << i << " differs";
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << what;
+}
+
+class GreedyExactness : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    target_ = new Transformer(make_target(64, 11, 30.0));
+    reqs_ = new std::vector<Request>(prompts(200, 64, 24, 0.0, 3));
+    plain_ = new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(32), *reqs_));
+  }
+  static void TearDownTestSuite() {
+    delete target_;
+    delete reqs_;
+    delete plain_;
+  }
+  static Transformer* target_;
+  static std::vector<Request>* reqs_;
+  static std::vector<Completion>* plain_;
+};
+Transformer* GreedyExactness::target_ = nullptr;
+std::vector<Request>* GreedyExactness::reqs_ = nullptr;
+std::vector<Completion>* GreedyExactness::plain_ = nullptr;
+
+TEST_F(GreedyExactness, PlainIsIndependentOfBatchSize) {
+  expect_same_tokens(run(*target_, Drafter(nullptr), plain_options(1), *reqs_), *plain_, "batch 1");
+  expect_same_tokens(run(*target_, Drafter(nullptr), plain_options(7), *reqs_), *plain_, "batch 7");
+}
+
+TEST_F(GreedyExactness, UntrainedDrafterEveryArmAndBatchSize) {
+  torch::manual_seed(5);
+  Drafter drafter(*target_, 1);
+  drafter->eval();
+  for (int64_t batch : {1, 5, 32}) {
+    for (const char* arm : {"4_1_5", "3_3_8", "ngram"}) {
+      EngineStats st;
+      auto out = run(*target_, drafter, spec_options(batch, {arm}), *reqs_, &st);
+      expect_same_tokens(out, *plain_, std::string(arm) + " batch " + std::to_string(batch));
+      EXPECT_GT(st.spec_steps, 0);
+    }
+  }
+}
+
+TEST_F(GreedyExactness, TrainedDrafterWithBanditAndSwitching) {
+  torch::manual_seed(6);
+  Drafter drafter(*target_, 1);
+  train_drafter(*target_, drafter, *reqs_, 300);
+  EngineStats st;
+  // Bandit over all arms; speculation only at <= 8 active requests, so the batch switches.
+  auto out = run(*target_, drafter, spec_options(32, {"4_1_5", "6_2_8", "3_3_8", "ngram"}, 8),
+                 *reqs_, &st);
+  expect_same_tokens(out, *plain_, "bandit, threshold 8");
+  EXPECT_GT(st.plain_steps, 0);
+  EXPECT_GT(st.spec_steps, 0);
+  for (int64_t batch : {1, 16}) {
+    auto chain = run(*target_, drafter, spec_options(batch, {"6_1_7"}), *reqs_, &st);
+    expect_same_tokens(chain, *plain_, "trained chain batch " + std::to_string(batch));
+    EXPECT_GT(st.accept_length(), 1.5) << "a trained drafter should get tokens accepted";
+    auto tree = run(*target_, drafter, spec_options(batch, {"4_3_12"}), *reqs_, &st);
+    expect_same_tokens(tree, *plain_, "trained tree batch " + std::to_string(batch));
+  }
+}
+
+TEST_F(GreedyExactness, StopTokenEndsLikePlain) {
+  // Stop on the token plain decoding produces most often (after the first two), so many
+  // requests stop, some in the middle of an accepted draft.
+  std::map<int64_t, int> freq;
+  for (const Completion& c : *plain_) {
+    for (size_t i = 2; i < c.tokens.size(); ++i) freq[c.tokens[i]]++;
+  }
+  int64_t stop = std::max_element(freq.begin(), freq.end(), [](auto& a, auto& b) {
+                   return a.second < b.second;
+                 })->first;
+  std::vector<Request> reqs = *reqs_;
+  for (Request& r : reqs) r.stop_token = stop;
+  auto plain = run(*target_, Drafter(nullptr), plain_options(32), reqs);
+  torch::manual_seed(5);
+  Drafter drafter(*target_, 1);
+  drafter->eval();
+  auto spec = run(*target_, drafter, spec_options(8, {"4_1_5", "3_3_8"}), reqs);
+  expect_same_tokens(spec, plain, "stop token");
+  int stopped = 0;
+  for (const Completion& c : plain) {
+    stopped += c.stopped;
+    if (c.stopped) {
+      EXPECT_EQ(c.tokens.back(), stop);
+    }
+  }
+  EXPECT_GT(stopped, 0) << "the test should exercise stopping";
+}
+
+TEST_F(GreedyExactness, RequestTooLongIsRefused) {
+  std::vector<Request> reqs = {(*reqs_)[0]};
+  reqs[0].max_new_tokens = 500;
+  auto engine = Engine::create(*target_, Drafter(nullptr), plain_options(4));
+  ASSERT_TRUE(engine.ok());
+  auto out = (*engine)->generate(reqs);
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- sampling distribution ------------------------------------------------------------------
+
+// Regularized upper incomplete gamma Q(a, x): the chi-square p-value is Q(df/2, stat/2).
+double gamma_q(double a, double x) {
+  if (x <= 0) return 1.0;
+  double gln = std::lgamma(a);
+  if (x < a + 1) {  // series for P
+    double sum = 1.0 / a, del = sum, ap = a;
+    for (int n = 0; n < 1000; ++n) {
+      ap += 1;
+      del *= x / ap;
+      sum += del;
+      if (std::fabs(del) < std::fabs(sum) * 1e-14) break;
+    }
+    return 1.0 - sum * std::exp(-x + a * std::log(x) - gln);
+  }
+  double b = x + 1 - a, c = 1e300, d = 1 / b, h = d;  // continued fraction for Q
+  for (int i = 1; i < 1000; ++i) {
+    double an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    if (std::fabs(d) < 1e-300) d = 1e-300;
+    c = b + an / c;
+    if (std::fabs(c) < 1e-300) c = 1e-300;
+    d = 1 / d;
+    double del = d * c;
+    h *= del;
+    if (std::fabs(del - 1) < 1e-14) break;
+  }
+  return std::exp(-x + a * std::log(x) - gln) * h;
+}
+
+// Two-sample chi-square test of homogeneity over the values of token `pos`; cells with fewer
+// than 10 pooled observations are merged into one. Returns the p-value.
+double homogeneity_p(const std::vector<Completion>& a, const std::vector<Completion>& b, size_t pos) {
+  std::map<int64_t, std::pair<double, double>> cells;
+  double na = 0, nb = 0;
+  for (const Completion& c : a) {
+    if (c.tokens.size() > pos) cells[c.tokens[pos]].first++, na++;
+  }
+  for (const Completion& c : b) {
+    if (c.tokens.size() > pos) cells[c.tokens[pos]].second++, nb++;
+  }
+  std::vector<std::pair<double, double>> merged;
+  std::pair<double, double> rare{0, 0};
+  for (auto& [tok, n] : cells) {
+    if (n.first + n.second < 10) {
+      rare.first += n.first, rare.second += n.second;
+    } else {
+      merged.push_back(n);
+    }
+  }
+  if (rare.first + rare.second > 0) merged.push_back(rare);
+  double stat = 0;
+  for (auto [x, y] : merged) {
+    double tot = x + y;
+    double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
+    stat += (x - ea) * (x - ea) / ea + (y - eb) * (y - eb) / eb;
+  }
+  double df = double(merged.size()) - 1;
+  return df < 1 ? 1.0 : gamma_q(df / 2, stat / 2);
+}
+
+TEST(ChiSquare, PValueMatchesKnownValues) {
+  EXPECT_NEAR(gamma_q(0.5, 3.841 / 2), 0.05, 1e-3);   // df 1
+  EXPECT_NEAR(gamma_q(5.0, 18.307 / 2), 0.05, 1e-3);  // df 10
+  EXPECT_NEAR(gamma_q(5.0, 2.558 / 2), 0.99, 1e-3);
+}
+
+class SamplingDistribution : public ::testing::Test {
+ protected:
+  static constexpr int kN = 3000;
+  static void SetUpTestSuite() {
+    target_ = new Transformer(make_target(16, 21, 8.0));
+    torch::manual_seed(22);
+    drafter_ = new Drafter(*target_, 1);
+    (*drafter_)->eval();
+    // The same prompt many times, each request with its own seed.
+    reqs_ = new std::vector<Request>();
+    for (int i = 0; i < kN; ++i) {
+      Request r;
+      r.id = i;
+      r.prompt = {3, 1, 4, 1, 5};
+      r.max_new_tokens = 4;
+      r.sampling.temperature = 1.0;
+      r.seed = 100000 + i;
+      reqs_->push_back(r);
+    }
+    plain_ = new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(64), *reqs_));
+    std::vector<Request> other = *reqs_;
+    for (Request& r : other) r.seed += 7777777;
+    plain2_ = new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(64), other));
+  }
+  static void TearDownTestSuite() {
+    delete target_;
+    delete drafter_;
+    delete reqs_;
+    delete plain_;
+    delete plain2_;
+  }
+  static Transformer* target_;
+  static Drafter* drafter_;
+  static std::vector<Request>* reqs_;
+  static std::vector<Completion>* plain_;
+  static std::vector<Completion>* plain2_;
+};
+Transformer* SamplingDistribution::target_ = nullptr;
+Drafter* SamplingDistribution::drafter_ = nullptr;
+std::vector<Request>* SamplingDistribution::reqs_ = nullptr;
+std::vector<Completion>* SamplingDistribution::plain_ = nullptr;
+std::vector<Completion>* SamplingDistribution::plain2_ = nullptr;
+
+TEST_F(SamplingDistribution, PlainAgainstPlainPasses) {
+  for (size_t pos : {1, 2, 3}) EXPECT_GT(homogeneity_p(*plain_, *plain2_, pos), 1e-3) << pos;
+}
+
+TEST_F(SamplingDistribution, RejectionChainMatchesPlain) {
+  EngineStats st;
+  auto spec = run(*target_, *drafter_, spec_options(64, {"3_1_4"}), *reqs_, &st);
+  EXPECT_GT(st.accepted, kN / 10) << "the drafter must get tokens accepted for the test to mean anything";
+  for (size_t pos : {1, 2, 3}) {
+    double p = homogeneity_p(*plain_, spec, pos);
+    std::printf("rejection chain: token %zu p=%.4f (accept length %.2f)\n", pos, p, st.accept_length());
+    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
+  }
+}
+
+TEST_F(SamplingDistribution, TreeAndNgramMatchPlain) {
+  for (const char* arm : {"3_3_8", "ngram"}) {
+    auto spec = run(*target_, *drafter_, spec_options(64, {arm}), *reqs_);
+    for (size_t pos : {1, 2, 3}) {
+      double p = homogeneity_p(*plain_, spec, pos);
+      std::printf("%s: token %zu p=%.4f\n", arm, pos, p);
+      EXPECT_GT(p, 1e-3) << arm << " token " << pos << " p=" << p;
+    }
+  }
+}
+
+TEST_F(SamplingDistribution, BrokenAcceptanceRuleIsCaught) {
+  EngineOptions o = spec_options(64, {"3_1_4"});
+  // Wrong: accepts every drafted token, so outputs follow the drafter, not the target.
+  o.chain_rule = [](const DraftTree& chain, const NodeLogits& logits,
+                    const std::vector<std::vector<double>>&, const SamplingParams& params,
+                    Rng& rng) {
+    Verdict v;
+    for (int32_t k = 0; k < chain.size(); ++k) v.path.push_back(k);
+    v.next_token = sample(sampling_probs(logits.row(chain.size() - 1), logits.vocab, params), rng);
+    return v;
+  };
+  auto broken = run(*target_, *drafter_, o, *reqs_);
+  double worst = 1.0;
+  for (size_t pos : {1, 2}) worst = std::min(worst, homogeneity_p(*plain_, broken, pos));
+  std::printf("broken rule: smallest p=%.3g\n", worst);
+  EXPECT_LT(worst, 1e-6) << "the test must notice a lossy rule";
+}
+
+}  // namespace
+}  // namespace tlt::rollout

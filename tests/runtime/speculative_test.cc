@@ -1,0 +1,182 @@
+// Draft trees, acceptance rules, sampling helpers, the n-gram proposer and the arm bandit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "runtime/rollout/ngram.h"
+#include "runtime/rollout/sampling.h"
+#include "runtime/rollout/selector.h"
+#include "runtime/rollout/speculative.h"
+
+namespace tlt::rollout {
+namespace {
+
+TEST(Sampling, ArgmaxTiesGoToLowestIndex) {
+  std::vector<double> l{1, 3, 3, 2};
+  EXPECT_EQ(argmax(l.data(), 4), 1);
+}
+
+TEST(Sampling, TopPKeepsSmallestSetReachingMass) {
+  std::vector<double> l{std::log(0.5), std::log(0.3), std::log(0.15), std::log(0.05)};
+  std::vector<double> p = sampling_probs(l.data(), 4, {1.0, 0.8});
+  EXPECT_NEAR(p[0], 0.5 / 0.8, 1e-12);
+  EXPECT_NEAR(p[1], 0.3 / 0.8, 1e-12);
+  EXPECT_EQ(p[2], 0.0);
+  EXPECT_EQ(p[3], 0.0);
+  std::vector<double> t = sampling_probs(l.data(), 4, {2.0, 1.0});  // flatter at T=2
+  EXPECT_LT(t[0], 0.5);
+  EXPECT_NEAR(std::accumulate(t.begin(), t.end(), 0.0), 1.0, 1e-12);
+}
+
+TEST(Sampling, SampleFollowsProbabilities) {
+  Rng rng(7);
+  std::vector<double> p{0.1, 0.0, 0.6, 0.3};
+  std::vector<int> n(4);
+  for (int i = 0; i < 20000; ++i) ++n[sample(p, rng)];
+  EXPECT_EQ(n[1], 0);
+  EXPECT_NEAR(n[2] / 20000.0, 0.6, 0.015);
+  EXPECT_NEAR(n[0] / 20000.0, 0.1, 0.01);
+}
+
+// Tree: 0 root; 1,2 children of 0; 3 child of 1; 4 child of 2; 5 child of 4.
+DraftTree sample_tree() {
+  DraftTree t(10);
+  t.add(11, 0, -0.1);  // 1
+  t.add(12, 0, -0.5);  // 2
+  t.add(13, 1, -0.9);  // 3
+  t.add(14, 2, -0.6);  // 4
+  t.add(15, 4, -0.7);  // 5
+  return t;
+}
+
+TEST(DraftTree, AncestorMask) {
+  DraftTree t = sample_tree();
+  std::vector<uint8_t> m = t.ancestor_mask();
+  auto at = [&](int i, int j) { return m[i * 6 + j]; };
+  EXPECT_TRUE(at(5, 5) && at(5, 4) && at(5, 2) && at(5, 0));
+  EXPECT_FALSE(at(5, 1) || at(5, 3));
+  EXPECT_TRUE(at(3, 1) && at(3, 0));
+  EXPECT_FALSE(at(1, 2));
+}
+
+TEST(DraftTree, PrunedKeepsBestAncestorClosed) {
+  DraftTree p = sample_tree().pruned(4);  // root + 1 (-0.1), 2 (-0.5), 4 (-0.6)
+  ASSERT_EQ(p.size(), 4);
+  std::multiset<int64_t> toks;
+  for (int i = 0; i < p.size(); ++i) toks.insert(p.node(i).token);
+  EXPECT_EQ(toks, (std::multiset<int64_t>{10, 11, 12, 14}));
+  for (int i = 1; i < p.size(); ++i) {
+    EXPECT_LT(p.node(i).parent, i) << "parents precede children";
+    EXPECT_EQ(p.node(i).depth, p.node(p.node(i).parent).depth + 1);
+  }
+}
+
+// Logits for 6 nodes over a vocabulary of 20, each row peaked at `best[i]`.
+std::vector<double> peaked_logits(const std::vector<int64_t>& best, int64_t v = 20) {
+  std::vector<double> l(best.size() * v, 0.0);
+  for (size_t i = 0; i < best.size(); ++i) l[i * v + best[i]] = 10.0;
+  return l;
+}
+
+TEST(Accept, GreedyFollowsTargetArgmax) {
+  DraftTree t = sample_tree();
+  // Target after root wants 12 (node 2), after node 2 wants 14 (node 4), after 4 wants 7.
+  std::vector<double> l = peaked_logits({12, 0, 14, 0, 7, 0});
+  Verdict v = accept_greedy(t, {l.data(), 20});
+  EXPECT_EQ(v.path, (std::vector<int32_t>{0, 2, 4}));
+  EXPECT_EQ(v.next_token, 7);
+  EXPECT_EQ(v.accepted(), 2);
+  // Bonus token at a leaf.
+  l = peaked_logits({12, 0, 14, 0, 15, 3});
+  v = accept_greedy(t, {l.data(), 20});
+  EXPECT_EQ(v.path, (std::vector<int32_t>{0, 2, 4, 5}));
+  EXPECT_EQ(v.next_token, 3);
+}
+
+TEST(Accept, RejectionChainAcceptsWhenDrafterEqualsTarget) {
+  DraftTree chain(1);
+  chain.add(2, 0, 0);
+  chain.add(3, 1, 0);
+  std::vector<double> l = peaked_logits({2, 3, 4}, 8);
+  std::vector<std::vector<double>> q;
+  for (int k = 0; k < 2; ++k) {
+    q.push_back(sampling_probs(l.data() + k * 8, 8, {1.0, 1.0}));
+  }
+  Rng rng(1);
+  int full = 0;
+  for (int i = 0; i < 200; ++i) {
+    Verdict v = accept_rejection_chain(chain, {l.data(), 8}, q, {1.0, 1.0}, rng);
+    full += v.accepted() == 2;
+  }
+  EXPECT_EQ(full, 200) << "q == p accepts every drafted token";
+}
+
+TEST(Accept, RejectionChainResidualNeverRepeatsRejectedToken) {
+  // Drafter is sure of token 5; target puts a little mass on 5: on rejection, 5 cannot come out.
+  DraftTree chain(0);
+  chain.add(5, 0, 0);
+  std::vector<double> l{0, std::log(3.0), 0, 0, 0, std::log(0.5), 0, 0};
+  l.resize(16, 0.0);
+  std::vector<double> q(8, 0.0);
+  q[5] = 1.0;
+  Rng rng(3);
+  for (int i = 0; i < 500; ++i) {
+    Verdict v = accept_rejection_chain(chain, {l.data(), 8}, {q}, {1.0, 1.0}, rng);
+    if (v.accepted() == 0) {
+      EXPECT_NE(v.next_token, 5);
+    }
+  }
+}
+
+TEST(Ngram, ProposesContinuationOfLatestMatch) {
+  std::vector<int64_t> ctx{1, 2, 3, 9, 1, 2, 3, 8, 5, 1, 2, 3};
+  EXPECT_EQ(ngram_propose(ctx, 3), (std::vector<int64_t>{8, 5, 1}));
+  EXPECT_TRUE(ngram_propose({1, 2, 3}, 3).empty());
+  EXPECT_EQ(ngram_propose({4, 7, 4}, 2), (std::vector<int64_t>{7, 4}));
+}
+
+TEST(Selector, BucketsByBatchSize) {
+  ArmSelector s({1, 2, 5, 21}, 2, 0.1, 8, 0);
+  EXPECT_EQ(s.bucket_of(1), 0);
+  EXPECT_EQ(s.bucket_of(4), 1);
+  EXPECT_EQ(s.bucket_of(5), 2);
+  EXPECT_EQ(s.bucket_of(64), 3);
+}
+
+TEST(Selector, ConvergesToBestArmAndKeepsExploring) {
+  const double eps = 0.1;
+  ArmSelector s({1, 8}, 4, eps, 16, 42);
+  std::mt19937_64 noise(5);
+  std::normal_distribution<double> n01(0.0, 0.5);
+  // The best arm differs per bucket: arm 3 for small batches, arm 0 for large ones.
+  auto mean = [](int bucket, int arm) { return bucket == 0 ? 1.0 + arm : 4.0 - arm; };
+  std::map<int, int> picks_small, picks_large;
+  const int rounds = 4000;
+  for (int i = 0; i < rounds; ++i) {
+    int64_t batch = (i % 2) ? 1 : 16;
+    int arm = s.choose(batch);
+    (batch == 1 ? picks_small : picks_large)[arm]++;
+    s.report(batch, arm, mean(s.bucket_of(batch), arm) + n01(noise));
+  }
+  EXPECT_EQ(s.best(0), 3);
+  EXPECT_EQ(s.best(1), 0);
+  // Exploitation picks the best arm; exploration picks uniformly: best gets ~(1-eps) + eps/4.
+  double share_best = picks_small[3] / (rounds / 2.0);
+  EXPECT_NEAR(share_best, 1 - eps + eps / 4, 0.03);
+  double explore_rate = double(s.explorations()) / rounds;
+  EXPECT_NEAR(explore_rate, eps, 0.02);
+  for (int arm = 0; arm < 4; ++arm) EXPECT_GT(picks_large[arm], 20) << "every arm is still tried";
+}
+
+TEST(Selector, MedianIgnoresOutliers) {
+  ArmSelector s({1}, 2, 0.0, 5, 0);
+  for (double r : {1.0, 1.0, 100.0, 1.0, 1.0}) s.report(1, 0, r);
+  for (double r : {2.0, 2.0, 2.0}) s.report(1, 1, r);
+  EXPECT_DOUBLE_EQ(s.value(0, 0), 1.0);
+  EXPECT_EQ(s.best(0), 1);
+}
+
+}  // namespace
+}  // namespace tlt::rollout
