@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "runtime/cli/commands.h"
+#include "runtime/rollout/generate.h"
 #include "runtime/torch_env.h"
 
 int main(int argc, char** argv) {
@@ -28,11 +29,31 @@ int main(int argc, char** argv) {
 
   CLI::App* version = app.add_subcommand("version", "Print versions, devices and threads");
 
+  tlt::rollout::GenerateOptions gen;
+  CLI::App* generate = app.add_subcommand(
+      "generate", "Generate from a preset or checkpoint (byte-level text; no tokenizer yet)");
+  generate->add_option("--preset", gen.preset, "tiny or small")->capture_default_str();
+  generate->add_option("--checkpoint", gen.checkpoint, "Model weights (tlt checkpoint)");
+  generate->add_option("--drafter", gen.drafter_checkpoint, "Drafter weights (tlt checkpoint)");
+  generate->add_option("--prompt", gen.prompt, "Prompt text")->capture_default_str();
+  generate->add_option("--max-tokens", gen.max_tokens, "Tokens to generate")->capture_default_str();
+  generate->add_option("--temperature", gen.temperature, "0 = greedy")->capture_default_str();
+  generate->add_option("--top-p", gen.top_p, "Nucleus mass")->capture_default_str();
+  generate->add_option("--seed", gen.seed, "Sampling seed")->capture_default_str();
+  generate->add_option("--copies", gen.copies, "Batch of this many copies of the prompt");
+  generate->add_flag("--speculative", gen.speculative, "Speculative decoding (lossless)");
+  generate->add_option("--arms", gen.arms, "Drafting arms, e.g. 4_1_5 3_3_8 ngram");
+
   CLI11_PARSE(app, argc, argv);
   if (*validate) return tlt::cli::validate_command(files, std::cout, std::cerr);
   if (*explain) return tlt::cli::explain_command(kind, std::cout, std::cerr);
   tlt::runtime::configure_threads(threads);
   if (*run) return tlt::cli::run_command(job_file, baseline, std::cout, std::cerr);
   if (*version) return tlt::cli::version_command(std::cout);
+  if (*generate) {
+    tlt::Status st = tlt::rollout::run_generate(gen, std::cout);
+    if (!st.ok()) std::cerr << "tlt generate: " << st.message() << "\n";
+    return st.ok() ? 0 : 1;
+  }
   return 1;
 }

@@ -1,6 +1,10 @@
 // Model shapes, KV-cache equivalence (incremental == full forward), tree masks, rollback.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/transformer.h"
@@ -181,6 +185,73 @@ TEST(KVCache, RemoveSlotMovesTheLastOne) {
   ForwardResult full = m->forward(seqs, positions_from(0, 7, 3));
   double d = std::max(maxdiff(r.logits[0][0], full.logits[2][6]), maxdiff(r.logits[1][0], full.logits[1][6]));
   EXPECT_LT(d, 1e-10) << "maxdiff=" << d;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("tlt_test_" + name)).string();
+}
+
+TEST(Checkpoint, RoundTripRestoresOutputs) {
+  Transformer a = make_model(1), b = make_model(2);
+  std::string path = temp_path("roundtrip.ckpt");
+  ASSERT_TRUE(save_checkpoint(*a, path, "preset=test").ok());
+  torch::Tensor toks = torch::randint(0, 97, {1, 6});
+  EXPECT_GT(maxdiff(a->forward(toks, positions_from(0, 6)).logits,
+                    b->forward(toks, positions_from(0, 6)).logits), 1e-3);
+  auto meta = load_checkpoint(*b, path);
+  ASSERT_TRUE(meta.ok()) << meta.status().to_string();
+  EXPECT_EQ(*meta, "preset=test");
+  EXPECT_EQ(maxdiff(a->forward(toks, positions_from(0, 6)).logits,
+                    b->forward(toks, positions_from(0, 6)).logits), 0.0);
+  std::filesystem::remove(path);
+}
+
+TEST(Checkpoint, TruncatedOrCorruptFilesAreRefused) {
+  Transformer a = make_model(1);
+  std::string path = temp_path("corrupt.ckpt");
+  ASSERT_TRUE(save_checkpoint(*a, path, "m").ok());
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto write = [&](const std::string& data) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(data.data(), data.size());
+  };
+  Transformer b = make_model(2);
+  torch::Tensor before = b->lm_head->weight.clone();
+  write(bytes.substr(0, bytes.size() / 2));  // truncated
+  auto r = load_checkpoint(*b, path);
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
+  std::string flipped = bytes;
+  flipped[flipped.size() - 100] ^= 0x5a;  // one byte inside the payload
+  write(flipped);
+  r = load_checkpoint(*b, path);
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().message().find("checksum"), std::string::npos);
+  write("not a checkpoint at all");
+  EXPECT_EQ(load_checkpoint(*b, path).status().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(torch::equal(before, b->lm_head->weight)) << "a failed load changes nothing";
+  EXPECT_EQ(load_checkpoint(*b, temp_path("missing.ckpt")).status().code(), StatusCode::kNotFound);
+  std::filesystem::remove(path);
+}
+
+TEST(Checkpoint, OtherArchitectureIsRefusedWithoutChanges) {
+  Transformer a = make_model(1);
+  std::string path = temp_path("arch.ckpt");
+  ASSERT_TRUE(save_checkpoint(*a, path, "m").ok());
+  ModelConfig c = test_config();
+  c.dim = 48, c.n_heads = 4, c.n_kv_heads = 2, c.ffn = 64;
+  Transformer other(c);
+  other->to(torch::kFloat64);
+  torch::Tensor before = other->embed->weight.clone();
+  auto r = load_checkpoint(*other, path);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("another configuration"), std::string::npos)
+      << r.status().message();
+  EXPECT_TRUE(torch::equal(before, other->embed->weight));
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -342,6 +342,10 @@ TEST_F(SamplingDistribution, RejectionChainMatchesPlain) {
 TEST_F(SamplingDistribution, TreeAndNgramMatchPlain) {
   for (const char* arm : {"3_3_8", "ngram"}) {
     auto spec = run(*target_, *drafter_, spec_options(64, {arm}), *reqs_);
+    // Deterministic drafts verified by sampling draw one uniform per emitted token from the
+    // request's RNG, exactly as plain sampling does, so with the same seeds the outputs are not
+    // only alike in distribution but identical.
+    expect_same_tokens(spec, *plain_, std::string(arm) + " sampled, same seeds");
     for (size_t pos : {1, 2, 3}) {
       double p = homogeneity_p(*plain_, spec, pos);
       std::printf("%s: token %zu p=%.4f\n", arm, pos, p);

@@ -1,0 +1,141 @@
+#include "runtime/model/checkpoint.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace tlt::model {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'L', 'T', 'C', 'K', 'P', 'T', '1'};
+
+uint64_t fnv1a64(const std::string& data) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+template <class T>
+void put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+template <class T>
+bool get(const std::string& in, size_t* pos, T* v) {
+  if (in.size() < *pos + sizeof(T)) return false;
+  std::memcpy(v, in.data() + *pos, sizeof(T));
+  *pos += sizeof(T);
+  return true;
+}
+
+struct Parsed {
+  std::string metadata, payload;
+};
+
+StatusOr<Parsed> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": no such checkpoint");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  std::string data = buf.str();
+  auto corrupt = [&](const std::string& why) {
+    return Status::Corruption(path + ": " + why + "; the file is damaged or not a tlt checkpoint");
+  };
+  if (data.size() < sizeof kMagic || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) {
+    return corrupt("bad magic");
+  }
+  size_t pos = sizeof kMagic;
+  uint32_t meta_len = 0;
+  uint64_t payload_len = 0, checksum = 0;
+  if (!get(data, &pos, &meta_len) || data.size() < pos + meta_len) return corrupt("truncated header");
+  Parsed p;
+  p.metadata = data.substr(pos, meta_len);
+  pos += meta_len;
+  if (!get(data, &pos, &payload_len) || !get(data, &pos, &checksum)) return corrupt("truncated header");
+  if (data.size() - pos != payload_len) {
+    return corrupt("payload is " + std::to_string(data.size() - pos) + " bytes, expected " +
+                   std::to_string(payload_len) + " (truncated?)");
+  }
+  p.payload = data.substr(pos);
+  if (fnv1a64(p.payload) != checksum) return corrupt("checksum mismatch");
+  return p;
+}
+
+}  // namespace
+
+Status save_checkpoint(const torch::nn::Module& module, const std::string& path,
+                       const std::string& metadata) {
+  std::ostringstream payload_stream;
+  try {
+    torch::serialize::OutputArchive archive;
+    for (const auto& p : module.named_parameters()) archive.write(p.key(), p.value().detach().cpu());
+    for (const auto& b : module.named_buffers()) archive.write(b.key(), b.value().cpu(), true);
+    archive.save_to(payload_stream);
+  } catch (const c10::Error& e) {
+    return Status::Internal("serialising checkpoint: " + std::string(e.what_without_backtrace()));
+  }
+  std::string payload = payload_stream.str();
+  std::string out(kMagic, sizeof kMagic);
+  put(&out, static_cast<uint32_t>(metadata.size()));
+  out += metadata;
+  put(&out, static_cast<uint64_t>(payload.size()));
+  put(&out, fnv1a64(payload));
+  out += payload;
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return Status::Unavailable(tmp + ": cannot write; check the directory exists");
+    f.write(out.data(), static_cast<std::streamsize>(out.size()));
+    if (!f) return Status::Unavailable(tmp + ": write failed (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::Unavailable(path + ": cannot rename " + tmp + " into place");
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::string> read_checkpoint_metadata(const std::string& path) {
+  StatusOr<Parsed> p = read_file(path);
+  if (!p.ok()) return p.status();
+  return p->metadata;
+}
+
+StatusOr<std::string> load_checkpoint(torch::nn::Module& module, const std::string& path) {
+  StatusOr<Parsed> p = read_file(path);
+  if (!p.ok()) return p.status();
+  torch::serialize::InputArchive archive;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (destination, loaded)
+  try {
+    std::istringstream in(p->payload);
+    archive.load_from(in);
+    auto stage = [&](const std::string& key, torch::Tensor dst, bool buffer) -> Status {
+      torch::Tensor loaded;
+      if (!archive.try_read(key, loaded, buffer)) {
+        return Status::InvalidArgument(path + ": has no tensor \"" + key +
+                                       "\"; it was saved from a different model");
+      }
+      if (loaded.sizes() != dst.sizes() || loaded.scalar_type() != dst.scalar_type()) {
+        std::ostringstream why;
+        why << path << ": tensor \"" << key << "\" is " << loaded.sizes() << " "
+            << loaded.scalar_type() << " but the model expects " << dst.sizes() << " "
+            << dst.scalar_type() << "; the checkpoint is from another configuration";
+        return Status::InvalidArgument(why.str());
+      }
+      copies.emplace_back(dst, loaded);
+      return Status::Ok();
+    };
+    for (const auto& q : module.named_parameters()) TLT_RETURN_IF_ERROR(stage(q.key(), q.value(), false));
+    for (const auto& b : module.named_buffers()) TLT_RETURN_IF_ERROR(stage(b.key(), b.value(), true));
+  } catch (const c10::Error& e) {
+    return Status::Corruption(path + ": payload does not decode: " + e.what_without_backtrace());
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [dst, loaded] : copies) dst.copy_(loaded);
+  return p->metadata;
+}
+
+}  // namespace tlt::model

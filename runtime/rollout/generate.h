@@ -1,0 +1,35 @@
+// `tlt generate`: generate text from a preset or a checkpoint on this machine, plain or with
+// speculative decoding, and print what it cost. No tokenizer is bundled yet, so text goes in
+// and out byte by byte (token ids 0..255); ids above 255 print as <id>.
+//
+// Header free of LibTorch so the command line can include it cheaply.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "api/status.h"
+
+namespace tlt::rollout {
+
+struct GenerateOptions {
+  std::string preset = "tiny";
+  std::string checkpoint;          // model weights to load instead of random ones
+  std::string drafter_checkpoint;  // drafter weights (speculation with EAGLE arms)
+  std::string prompt = "Hello";
+  int32_t max_tokens = 64;
+  double temperature = 0.0;        // 0: greedy
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  int32_t copies = 1;              // the same prompt this many times (a batch)
+  bool speculative = false;
+  std::vector<std::string> arms{"4_1_5", "ngram"};
+};
+
+// Runs generation and writes the outputs and a summary line to `out`.
+// InvalidArgument for bad options; NotFound/Corruption for a bad checkpoint.
+Status run_generate(const GenerateOptions& options, std::ostream& out);
+
+}  // namespace tlt::rollout
