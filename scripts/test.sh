@@ -8,7 +8,6 @@ start=$(date +%s)
 scripts/setup.sh
 scripts/build.sh
 scripts/fuzz.sh "${TLT_FUZZ_SECONDS:-60}"
-echo "test: ctest"
+echo "test: set-up, build and fuzzing took $(( $(date +%s) - start )) s; now ctest (its summary is the last line)"
 cd build
-ctest -j "$(nproc)" --output-on-failure --timeout 1200
-echo "test: all passed in $(( $(date +%s) - start )) s"
+exec ctest -j "$(nproc)" --output-on-failure --timeout 1200
