@@ -60,7 +60,14 @@ bool looks_like_url(const std::string& s) {
 void check_string(const std::string& v, const std::string& path, const Rule& rule,
                   FieldErrors* errors) {
   if (v.empty()) {
-    if (rule.required) add(errors, path, "is required; set a value");
+    // An explicit empty value ("", or a bare YAML tag) is not "unset" for an enum without "".
+    bool empty_allowed = rule.one_of.empty() ||
+                         std::find(rule.one_of.begin(), rule.one_of.end(), "") != rule.one_of.end();
+    if (rule.required) {
+      add(errors, path, "is required; set a value");
+    } else if (!empty_allowed) {
+      add(errors, path, "must be one of " + quoted_list(rule.one_of) + " (got \"\")");
+    }
     return;
   }
   if (!rule.one_of.empty() &&

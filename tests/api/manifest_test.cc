@@ -147,6 +147,16 @@ TEST(Manifest, StreamsThatHangYamlCppAreRefused) {
   }
 }
 
+// Found by the fuzzer: a bare tag (`type: !bpe`) decodes as an empty string, which used to pass
+// as "unset" and then change in the JSON round trip.
+TEST(Manifest, ExplicitEmptyEnumIsAnError) {
+  auto docs = parse_manifest_file((kSource / "tests/fuzz/regressions/tagged-empty-enum.yaml").string());
+  ASSERT_TRUE(docs.ok());
+  ASSERT_EQ(docs->size(), 1u);
+  ASSERT_EQ((*docs)[0].errors.size(), 1u) << join_errors((*docs)[0].errors);
+  EXPECT_EQ((*docs)[0].errors[0].path, "spec.data.tokenizer.type");
+}
+
 TEST(Manifest, OversizedInputRefused) {
   std::string big(5 << 20, ' ');
   std::vector<Document> docs = parse_manifests(big);
