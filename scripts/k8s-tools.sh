@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes binaries that the operator's integration tests run -- kube-apiserver,
+# kubectl, etcd, kwok and helm -- from the Go module proxy only, and caches them outside the
+# checkout. Idempotent: a second run builds nothing and only says where the binaries are.
+#
+# Usage: scripts/k8s-tools.sh                  # build what is missing, print the bin dir last
+#        bin=$(scripts/k8s-tools.sh | tail -1)  # progress goes to stderr, the bin dir to stdout
+#
+# Cache:    ${TLT_CACHE:-$HOME/.cache/tlt}/k8s/<K8S_VERSION>/bin   (the binaries)
+#           ${TLT_CACHE:-$HOME/.cache/tlt}/k8s/go/{mod,build}       (Go module and build caches)
+# Versions: K8S_VERSION, ETCD_VERSION, KWOK_VERSION, HELM_VERSION override the pins below;
+#           a binary whose recorded version differs from its pin is rebuilt.
+#
+# kube-apiserver and kubectl come from k8s.io/kubernetes, whose go.mod points its staging
+# modules (k8s.io/api, k8s.io/client-go, ...) at directories inside its own repository. They are
+# built in a throwaway wrapper module (in a temp dir) that requires k8s.io/kubernetes and
+# replaces each staging module by its published v0.X.Y release; the list of staging modules is
+# read from the .mod file that `go mod download -json` reports. etcd, kwok and helm are built
+# the same way (a wrapper module each), so that their own replace directives cannot get in the way.
+# Needs: go (1.26 or newer), coreutils, sed, awk. Reaches nothing but the Go module proxy (and
+# the checksum database, as the go command does by default).
+set -euo pipefail
+
+# Pins. Kubernetes 1.36 is built with Go 1.26 and talks to etcd 3.6 (its go.mod pins the 3.6
+# client), so etcd is the newest 3.6 patch release.
+K8S_VERSION=${K8S_VERSION:-v1.36.3}
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
+HELM_VERSION=${HELM_VERSION:-v3.21.4}
+
+say() { printf 'k8s-tools: %s\n' "$*" >&2; }
+die() { printf 'k8s-tools: error: %s\n' "$*" >&2; exit 1; }
+
+command -v go >/dev/null 2>&1 || die "go is not installed (Go 1.26 or newer is needed)"
+[[ $K8S_VERSION =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "K8S_VERSION must look like v1.X.Y (got $K8S_VERSION)"
+K8S_MINOR=${BASH_REMATCH[1]}
+STAGING_VERSION="v0.${K8S_MINOR}.${BASH_REMATCH[2]}"   # k8s.io/api etc. for Kubernetes v1.X.Y
+
+ROOT="${TLT_CACHE:-$HOME/.cache/tlt}/k8s"
+BIN="$ROOT/$K8S_VERSION/bin"
+mkdir -p "$BIN" "$ROOT/go"
+
+# Go environment: caches under ROOT, module mode, static binaries, this machine's Go unless the
+# caller chose a toolchain, and no go.work from wherever the script was started.
+export GOMODCACHE="$ROOT/go/mod" GOCACHE="$ROOT/go/build"
+export GOFLAGS=-mod=mod CGO_ENABLED=0 GOWORK=off GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+unset GOOS GOARCH
+
+# One run at a time per cache (two runs would race on the same wrapper outputs and bin dir).
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$ROOT/.lock"
+  if ! flock -n 9; then
+    say "another k8s-tools.sh run holds $ROOT/.lock; waiting for it"
+    flock 9
+  fi
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tlt-k8s-tools.XXXXXX")
+STAGE=""   # half-built binaries of the build in progress, inside BIN
+cleanup() {
+  chmod -R u+w "$WORK" 2>/dev/null || true
+  rm -rf "$WORK" ${STAGE:+"$STAGE"}
+}
+trap cleanup EXIT
+
+# is_current NAME MODULE@VERSION: the cached binary exists and was built from MODULE@VERSION.
+is_current() {
+  [[ -x "$BIN/$1" && -f "$BIN/.$1.version" && "$(cat "$BIN/.$1.version")" == "$2" ]]
+}
+
+# show_log LOG: the go command's errors from LOG, indented, without its progress lines; the last
+# 25 at most (a missing module makes it report every import of it).
+show_log() {
+  grep -v '^go: downloading ' "$1" | tail -n 25 | sed 's/^/    /' >&2 || true
+}
+
+# registry_fail LOG WHAT: stop, naming the module the go command could not fetch (taken from
+# its error output in LOG), or WHAT when the output names none.
+registry_fail() {
+  local log=$1 what=$2 mod
+  mod=$(grep -oE '[A-Za-z0-9._~/-]+@v[0-9][A-Za-z0-9.+-]*' "$log" | tail -1 || true)
+  mod=${mod:-$what}
+  show_log "$log"
+  [[ $mod == "$what" ]] || mod+=" (needed for $what)"
+  die "the Go module proxy did not deliver $mod; check the version, GOPROXY and the network, then run again"
+}
+
+# mod_file MODULE@VERSION: download the module and print the path of its cached .mod file.
+mod_file() {
+  local mv=$1 log="$WORK/download.log" json gomod
+  if ! json=$(cd "$WORK" && go mod download -json "$mv" 2>"$log"); then
+    printf '%b\n' "$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Error": "\(.*\)",*$/\1/p')" >>"$log"
+    registry_fail "$log" "$mv"
+  fi
+  gomod=$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
+  [[ -f $gomod ]] || die "go mod download -json $mv reported no .mod file"
+  printf '%s\n' "$gomod"
+}
+
+# release_date MODFILE: the module version's publication time, from the .info file beside it.
+release_date() {
+  sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "${1%.mod}.info" 2>/dev/null | head -1
+}
+
+# new_wrapper NAME MODFILE: make an empty wrapper module in a temp dir, with the same go line as
+# the module it wraps; print its directory.
+new_wrapper() {
+  local dir="$WORK/$1" goline
+  mkdir -p "$dir"
+  goline=$(grep -m1 '^go [0-9]' "$2" || echo "go 1.26.0")
+  printf 'module tlt.invalid/k8s-tools/%s\n\n%s\n' "$1" "$goline" >"$dir/go.mod"
+  printf '%s\n' "$dir"
+}
+
+# build DIR WHAT LDFLAGS NAME PKG...: resolve (fetch) then compile PKGs in wrapper DIR into BIN,
+# as NAME when one package is built and NAME is not empty, else under go's default names.
+# Fetch and compile are separate steps so that a registry failure is reported as one.
+build() {
+  local dir=$1 what=$2 ldflags=$3 name=$4 start out f
+  shift 4
+  start=$SECONDS
+  say "$what: fetching the modules it needs"
+  if ! (cd "$dir" && go list -deps "$@" >/dev/null 2>"$WORK/list.log"); then
+    if grep -qE 'reading |dial tcp|no such host|404|410|not found|unrecognized import|verifying |module lookup disabled' "$WORK/list.log"; then
+      registry_fail "$WORK/list.log" "$what"
+    fi
+    show_log "$WORK/list.log"
+    die "$what: go list failed (see above)"
+  fi
+  say "$what: compiling $* (this can take many minutes on a small machine)"
+  STAGE=$(mktemp -d "$BIN/.stage.XXXXXX")
+  out="$STAGE/$name"
+  if ! (cd "$dir" && go build -trimpath -ldflags="-s -w $ldflags" -o "$out" "$@"); then
+    die "$what: go build failed (see above)"
+  fi
+  for f in "$STAGE"/*; do mv -f "$f" "$BIN/"; done
+  rmdir "$STAGE"
+  STAGE=""
+  say "$what: built in $((SECONDS - start)) s"
+}
+
+# stamp MODULE@VERSION NAME...: record what each binary was built from.
+stamp() {
+  local mv=$1 n
+  shift
+  for n in "$@"; do printf '%s\n' "$mv" >"$BIN/.$n.version"; done
+}
+
+say "cache: $BIN"
+
+# --- kube-apiserver and kubectl: k8s.io/kubernetes with its staging modules replaced ---------
+K8S_MV="k8s.io/kubernetes@$K8S_VERSION"
+if is_current kube-apiserver "$K8S_MV" && is_current kubectl "$K8S_MV"; then
+  say "kube-apiserver, kubectl $K8S_VERSION: cached"
+else
+  say "kube-apiserver, kubectl $K8S_VERSION: reading the staging modules from $K8S_MV"
+  modfile=$(mod_file "$K8S_MV")
+  # Lines like `k8s.io/api => ./staging/src/k8s.io/api`, inside a replace block or standalone.
+  staging=$(awk '
+    $1 == "replace" && $3 == "=>" && $4 ~ /^\.\/staging\// { print $2; next }
+    $2 == "=>" && $3 ~ /^\.\/staging\// { print $1 }' "$modfile" | sort -u)
+  [[ -n $staging ]] || die "found no staging modules in $modfile"
+  say "$(wc -l <<<"$staging") staging modules -> $STAGING_VERSION"
+  dir=$(new_wrapper kubernetes "$modfile")
+  {
+    grep '^godebug [^(]' "$modfile" || true
+    printf '\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$K8S_VERSION"
+    while read -r m; do printf '\t%s => %s %s\n' "$m" "$m" "$STAGING_VERSION"; done <<<"$staging"
+    printf ')\n'
+  } >>"$dir/go.mod"
+  # The version the binaries report, as the release build stamps it in; the module proxy does
+  # not say which git commit the version is, so gitCommit is left empty.
+  vflags=""
+  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    vflags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$K8S_MINOR"
+    vflags+=" -X $pkg.gitTreeState=archive -X $pkg.buildDate=$(release_date "$modfile") -X $pkg.gitCommit="
+  done
+  build "$dir" "kube-apiserver, kubectl $K8S_VERSION" "$vflags" "" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+  stamp "$K8S_MV" kube-apiserver kubectl
+fi
+
+# --- etcd: the server module's main package ---------------------------------------------------
+ETCD_MV="go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+if is_current etcd "$ETCD_MV"; then
+  say "etcd $ETCD_VERSION: cached"
+else
+  modfile=$(mod_file "$ETCD_MV")
+  dir=$(new_wrapper etcd "$modfile")
+  printf '\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >>"$dir/go.mod"
+  build "$dir" "etcd $ETCD_VERSION" "" etcd go.etcd.io/etcd/server/v3
+  stamp "$ETCD_MV" etcd
+fi
+
+# --- kwok -----------------------------------------------------------------------------------------
+KWOK_MV="sigs.k8s.io/kwok@$KWOK_VERSION"
+if is_current kwok "$KWOK_MV"; then
+  say "kwok $KWOK_VERSION: cached"
+else
+  modfile=$(mod_file "$KWOK_MV")
+  dir=$(new_wrapper kwok "$modfile")
+  printf '\nrequire sigs.k8s.io/kwok %s\n' "$KWOK_VERSION" >>"$dir/go.mod"
+  build "$dir" "kwok $KWOK_VERSION" "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" kwok \
+    sigs.k8s.io/kwok/cmd/kwok
+  stamp "$KWOK_MV" kwok
+fi
+
+# --- helm -----------------------------------------------------------------------------------------
+HELM_MV="helm.sh/helm/v3@$HELM_VERSION"
+if is_current helm "$HELM_MV"; then
+  say "helm $HELM_VERSION: cached"
+else
+  modfile=$(mod_file "$HELM_MV")
+  dir=$(new_wrapper helm "$modfile")
+  printf '\nrequire helm.sh/helm/v3 %s\n' "$HELM_VERSION" >>"$dir/go.mod"
+  # Helm's release build stamps its version and the Kubernetes version its client-go speaks
+  # (client-go v0.N.x is Kubernetes 1.N); without them `helm version` and .Capabilities are off.
+  cg=$(awk '$1 == "k8s.io/client-go" { print $2; exit }' "$modfile")
+  [[ $cg =~ ^v0\.([0-9]+)\. ]] || die "cannot read the k8s.io/client-go version from $modfile"
+  hflags="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  hflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    hflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=${BASH_REMATCH[1]}"
+  done
+  build "$dir" "helm $HELM_VERSION" "$hflags" helm helm.sh/helm/v3/cmd/helm
+  stamp "$HELM_MV" helm
+fi
+
+# --- summary ---------------------------------------------------------------------------------------
+for n in kube-apiserver kubectl etcd kwok helm; do
+  [[ -x "$BIN/$n" ]] || die "$BIN/$n is missing after the build"
+  say "$(printf '%-15s %-40s %4d MiB' "$n" "$(cat "$BIN/.$n.version")" $(( $(stat -c %s "$BIN/$n") / 1048576 )))"
+done
+printf '%s\n' "$BIN"
