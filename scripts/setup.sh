@@ -19,6 +19,7 @@ PACKAGES=(
   libcpprest-dev libssl-dev          # HTTP (operator's Kubernetes client, /metrics)
   prometheus-cpp-dev                 # metrics
   libsentencepiece-dev               # BPE tokenizer for pretraining corpora
+  gnuplot-nox                        # report pictures (loss vs FLOPs)
   libgtest-dev libgmock-dev          # unit tests
   clang-14 libclang-rt-14-dev        # libFuzzer for the manifest-parser fuzz test
 )

@@ -4,6 +4,7 @@
 
 #include "api/encode.h"
 #include "api/manifest.h"
+#include "runtime/cli/tst_command.h"
 #include "runtime/torch_env.h"
 
 namespace tlt::cli {
@@ -58,7 +59,8 @@ int explain_command(const std::string& kind, std::ostream& out, std::ostream& er
   return kExitOk;
 }
 
-int run_command(const std::string& file, bool baseline, std::ostream& out, std::ostream& err) {
+int run_command(const std::string& file, const RunFlags& flags, std::ostream& out,
+                std::ostream& err) {
   StatusOr<std::vector<api::Document>> docs = api::parse_manifest_file(file);
   if (!docs.ok()) {
     err << "tlt run: " << docs.status().message() << "\n";
@@ -70,12 +72,18 @@ int run_command(const std::string& file, bool baseline, std::ostream& out, std::
     return kExitInvalid;
   }
   const api::Job& job = *(*docs)[0].job;
+  if (const auto* tst = std::get_if<api::TSTPretrainJob>(&job)) {
+    TSTRunFlags tf;
+    tf.baseline = flags.baseline, tf.compare = flags.compare, tf.resume = flags.resume;
+    return run_tst_job(*tst, tf, out, err);
+  }
   out << "tlt run: " << file << " is a valid " << api::job_kind(job) << " ("
-      << api::job_name(job) << (baseline ? ", baseline" : "") << ").\n";
+      << api::job_name(job) << (flags.baseline ? ", baseline" : "") << ").\n";
   err << "tlt run: running " << api::job_kind(job)
       << " jobs is not implemented in this build yet. What exists today: the job spec API "
-         "(`tlt validate`, `tlt explain`) and the LibTorch runtime skeleton (`tlt version`). "
-         "The model, rollout engine, GRPO trainer and TST trainer are the next issues.\n";
+         "(`tlt validate`, `tlt explain`), the rollout engine (`tlt generate`) and "
+         "TSTPretrainJob runs (`tlt run examples/tst-tiny.yaml`). The GRPO trainer, the "
+         "roles and the online drafter training of RLJob are the next issue.\n";
   return kExitUnavailable;
 }
 

@@ -21,7 +21,13 @@ int validate_command(const std::vector<std::string>& files, std::ostream& out, s
 int explain_command(const std::string& kind, std::ostream& out, std::ostream& err);
 
 // `tlt run FILE`: validates, then runs the job. Returns kExitInvalid for a bad manifest.
-int run_command(const std::string& file, bool baseline, std::ostream& out, std::ostream& err);
+struct RunFlags {
+  bool baseline = false;  // the same job without TLT (RL) or without superposition (TST)
+  bool compare = false;   // TST: also run the baseline and report both
+  bool resume = false;    // continue from the job's checkpoints
+};
+int run_command(const std::string& file, const RunFlags& flags, std::ostream& out,
+                std::ostream& err);
 
 // `tlt version`: tlt and LibTorch versions, devices and threads.
 int version_command(std::ostream& out);

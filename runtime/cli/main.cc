@@ -22,10 +22,14 @@ int main(int argc, char** argv) {
   explain->add_option("kind", kind, "RLJob or TSTPretrainJob (default: both)");
 
   std::string job_file;
-  bool baseline = false;
+  tlt::cli::RunFlags run_flags;
   CLI::App* run = app.add_subcommand("run", "Run a job on this machine");
   run->add_option("file", job_file, "Job manifest")->required();
-  run->add_flag("--baseline", baseline, "Same job with speculation and drafter training off");
+  run->add_flag("--baseline", run_flags.baseline,
+                "The same job without TLT (RLJob) or without superposition (TSTPretrainJob)");
+  run->add_flag("--compare", run_flags.compare,
+                "TSTPretrainJob: also run the next-token baseline and report both");
+  run->add_flag("--resume", run_flags.resume, "Continue from the job's last checkpoint");
 
   CLI::App* version = app.add_subcommand("version", "Print versions, devices and threads");
 
@@ -48,7 +52,7 @@ int main(int argc, char** argv) {
   if (*validate) return tlt::cli::validate_command(files, std::cout, std::cerr);
   if (*explain) return tlt::cli::explain_command(kind, std::cout, std::cerr);
   tlt::runtime::configure_threads(threads);
-  if (*run) return tlt::cli::run_command(job_file, baseline, std::cout, std::cerr);
+  if (*run) return tlt::cli::run_command(job_file, run_flags, std::cout, std::cerr);
   if (*version) return tlt::cli::version_command(std::cout);
   if (*generate) {
     tlt::Status st = tlt::rollout::run_generate(gen, std::cout);

@@ -1,5 +1,7 @@
 #include "runtime/data/corpus.h"
 
+#include "runtime/data/token_file.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -61,12 +63,7 @@ StatusOr<std::vector<Document>> load_corpus(const std::string& corpus,
 
 void split_documents(const std::vector<Document>& all, double fraction,
                      std::vector<Document>* train, std::vector<Document>* held_out) {
-  for (const Document& d : all) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : d.name) h = (h ^ c) * 1099511628211ull;
-    bool hold = double(h % 1000000) < fraction * 1000000.0;
-    (hold ? held_out : train)->push_back(d);
-  }
+  for (const Document& d : all) (held_out_by_name(d.name, fraction) ? held_out : train)->push_back(d);
 }
 
 }  // namespace tlt::data

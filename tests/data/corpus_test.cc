@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "runtime/data/corpus.h"
+#include "runtime/data/token_file.h"
 #include "runtime/data/tokenizer.h"
 
 namespace tlt::data {
@@ -82,6 +83,36 @@ TEST(Tokenizer, TrainsCachesAndRoundTrips) {
   std::ofstream(model.string(), std::ios::trunc) << "garbage";
   EXPECT_EQ(Tokenizer::load(model.string()).status().code(), StatusCode::kCorruption);
   fs::remove_all(model.parent_path());
+}
+
+TEST(TokenFile, RoundTripAndCorruption) {
+  fs::path p = fs::temp_directory_path() / "tlt_tokens_test.tokens";
+  TokenizedCorpus c;
+  c.vocab = 300, c.eos_id = 1;
+  c.docs = {{"a.txt", {5, 6, 7, 1}}, {"b.txt", {9, 1}}};
+  ASSERT_TRUE(write_token_file(p.string(), c).ok());
+  auto back = read_token_file(p.string());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->vocab, 300);
+  ASSERT_EQ(back->docs.size(), 2u);
+  EXPECT_EQ(back->docs[1].name, "b.txt");
+  EXPECT_EQ(back->docs[0].ids, (std::vector<int32_t>{5, 6, 7, 1}));
+  std::string bytes;
+  {
+    std::ifstream in(p, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size() - 3);
+  EXPECT_EQ(read_token_file(p.string()).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(read_token_file("/nonexistent.tokens").status().code(), StatusCode::kNotFound);
+  fs::remove(p);
+}
+
+TEST(TokenFile, HeldOutByNameMatchesSplit) {
+  std::vector<Document> docs = synthetic_docs(100), train, held;
+  split_documents(docs, 0.2, &train, &held);
+  for (const Document& d : held) EXPECT_TRUE(held_out_by_name(d.name, 0.2));
+  for (const Document& d : train) EXPECT_FALSE(held_out_by_name(d.name, 0.2));
 }
 
 }  // namespace

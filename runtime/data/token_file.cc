@@ -1,0 +1,100 @@
+#include "runtime/data/token_file.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace tlt::data {
+namespace {
+
+constexpr char kMagic[] = "TLTTOK1\n";
+constexpr size_t kMagicLen = 8;
+
+uint64_t fnv1a64(const std::string& data) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : data) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void put32(std::string* s, int32_t v) { s->append(reinterpret_cast<const char*>(&v), 4); }
+
+bool get32(const std::string& s, size_t* pos, int32_t* v) {
+  if (s.size() < *pos + 4) return false;
+  std::memcpy(v, s.data() + *pos, 4);
+  *pos += 4;
+  return true;
+}
+
+}  // namespace
+
+bool held_out_by_name(const std::string& name, double fraction) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return double(h % 1000000) < fraction * 1000000.0;
+}
+
+Status write_token_file(const std::string& path, const TokenizedCorpus& corpus) {
+  std::string out(kMagic, kMagicLen);
+  put32(&out, corpus.vocab);
+  put32(&out, corpus.eos_id);
+  put32(&out, int32_t(corpus.docs.size()));
+  for (const TokenizedDocument& d : corpus.docs) {
+    put32(&out, int32_t(d.name.size()));
+    out += d.name;
+    put32(&out, int32_t(d.ids.size()));
+    out.append(reinterpret_cast<const char*>(d.ids.data()), d.ids.size() * 4);
+  }
+  uint64_t sum = fnv1a64(out);
+  out.append(reinterpret_cast<const char*>(&sum), 8);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) return Status::Unavailable(tmp + ": cannot write");
+    f.write(out.data(), std::streamsize(out.size()));
+    if (!f) return Status::Unavailable(tmp + ": write failed (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::Unavailable(path + ": cannot rename into place");
+  }
+  return Status::Ok();
+}
+
+StatusOr<TokenizedCorpus> read_token_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(path + ": no tokenized corpus");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  std::string s = buf.str();
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption(path + ": " + why + "; delete it and it is rebuilt");
+  };
+  if (s.size() < kMagicLen + 8 || s.compare(0, kMagicLen, kMagic) != 0) return bad("not a token file");
+  uint64_t sum = 0;
+  std::memcpy(&sum, s.data() + s.size() - 8, 8);
+  std::string body = s.substr(0, s.size() - 8);
+  if (fnv1a64(body) != sum) return bad("checksum mismatch (truncated or damaged)");
+  TokenizedCorpus c;
+  size_t pos = kMagicLen;
+  int32_t n = 0;
+  if (!get32(body, &pos, &c.vocab) || !get32(body, &pos, &c.eos_id) || !get32(body, &pos, &n) || n < 0) {
+    return bad("bad header");
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    TokenizedDocument d;
+    int32_t len = 0, count = 0;
+    if (!get32(body, &pos, &len) || len < 0 || body.size() < pos + size_t(len)) return bad("bad document");
+    d.name = body.substr(pos, size_t(len));
+    pos += size_t(len);
+    if (!get32(body, &pos, &count) || count < 0 || body.size() < pos + size_t(count) * 4) {
+      return bad("bad document");
+    }
+    d.ids.resize(size_t(count));
+    std::memcpy(d.ids.data(), body.data() + pos, size_t(count) * 4);
+    pos += size_t(count) * 4;
+    c.docs.push_back(std::move(d));
+  }
+  return c;
+}
+
+}  // namespace tlt::data

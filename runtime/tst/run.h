@@ -1,0 +1,46 @@
+// Running a whole pretraining job (TST or its next-token baseline) from tokenized documents:
+// the entry point `tlt run` uses for a TSTPretrainJob. LibTorch stays behind this header.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "api/status.h"
+
+namespace tlt::tst {
+
+struct RunPlan {
+  std::string preset = "tiny";
+  int64_t vocab = 4096;
+  int64_t steps = 300, warmup = 30;
+  double decay_fraction = 0.2, learning_rate = 1e-3, weight_decay = 0.1, grad_clip = 1.0;
+  bool superposition = true;
+  int64_t bag = 4;
+  double ratio = 0.3;
+  std::string weighting = "uniform";
+  int64_t batch = 16, positions = 128;
+  int64_t eval_every = 50, eval_batches = 4;
+  uint64_t seed = 0;
+  std::string checkpoint_dir;  // empty: no checkpoints
+  int64_t checkpoint_every = 0;
+  bool resume = false;         // continue from checkpoint_dir when it holds a state
+};
+
+struct Point {
+  int64_t step = 0;  // steps done
+  std::string phase;
+  double loss = 0, lr = 0, flops = 0, seconds = 0;
+  int64_t tokens_seen = 0;
+  double eval_loss = -1;  // held-out next-token loss, when evaluated at this step
+};
+
+// Trains and evaluates; calls on_point after every step. Returns the evaluated points (the
+// first before any step, the last after the final step). InvalidArgument for a bad plan.
+StatusOr<std::vector<Point>> run_pretraining(const RunPlan& plan,
+                                             std::vector<std::vector<int32_t>> train_docs,
+                                             std::vector<std::vector<int32_t>> held_out_docs,
+                                             const std::function<void(const Point&)>& on_point);
+
+}  // namespace tlt::tst
