@@ -1,0 +1,220 @@
+// bench/rollout: tokens/s of plain vs adaptive speculative decoding, side by side in one run.
+//
+// 1. Target: a preset trained with next-token loss on the tokenized corpus (the State of the
+//    Union by default), cached; never a random model, whose speculation numbers mean nothing.
+// 2. Drafter: trained for a bounded number of steps on the target's own generations.
+// 3. For each batch size, the same requests (held-out prompts, long responses) decode plainly
+//    and with the adaptive engine (bandit over the arms; plain above the threshold), on one
+//    thread, as a rollout worker that owns one core would. Prints the ratios and the accepted
+//    length per arm.
+//
+// Usage: bench_rollout --tokens FILE [--preset small] [--train-steps 400] [--drafter-steps 400]
+//                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <torch/torch.h>
+
+#include "runtime/data/token_file.h"
+#include "runtime/drafter/trainer.h"
+#include "runtime/model/checkpoint.h"
+#include "runtime/rollout/engine.h"
+#include "runtime/torch_env.h"
+#include "runtime/tst/trainer.h"
+
+namespace {
+
+using namespace tlt;
+namespace fs = std::filesystem;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');) v.push_back(std::stoi(x));
+  return v;
+}
+
+model::Transformer trained_target(const std::string& preset, const data::TokenizedCorpus& corpus,
+                                  const std::vector<std::vector<int32_t>>& train,
+                                  const std::vector<std::vector<int32_t>>& held, int steps,
+                                  const std::string& cache) {
+  model::ModelConfig cfg = *model::preset_config(preset, corpus.vocab);
+  torch::manual_seed(0);
+  model::Transformer target(cfg);
+  if (fs::exists(cache) && model::load_checkpoint(*target, cache).ok()) {
+    std::printf("target: loaded %s\n", cache.c_str());
+    return target;
+  }
+  tst::TrainerOptions o;
+  o.schedule.steps = steps, o.schedule.warmup = steps / 20, o.schedule.decay_fraction = 0.2;
+  o.schedule.peak_lr = 2e-3, o.schedule.superposition = false;
+  o.batch = 16, o.positions = 256, o.eval_batches = 2;
+  tst::TSTTrainer trainer(target, tst::PackedStream(train, 1), tst::PackedStream(held, 2), o);
+  double t0 = now();
+  std::printf("target: training %s (%lld parameters) for %d steps...\n", preset.c_str(),
+              (long long)cfg.parameter_count(), steps);
+  while (!trainer.finished()) {
+    tst::StepResult r = trainer.step();
+    if ((r.step + 1) % std::max(1, steps / 10) == 0) {
+      std::printf("  step %lld loss %.3f (%.0f s)\n", (long long)r.step + 1, r.loss, now() - t0);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("target: held-out loss %.3f\n", trainer.evaluate());
+  fs::create_directories(fs::path(cache).parent_path());
+  if (!model::save_checkpoint(*target, cache, preset).ok()) std::printf("target: not cached\n");
+  return target;
+}
+
+std::vector<rollout::Request> prompts(const std::vector<std::vector<int32_t>>& held, int n,
+                                      int max_new, double temperature, int offset) {
+  std::vector<rollout::Request> out;
+  for (int i = 0; i < n; ++i) {
+    const auto& d = held[size_t(i + offset) % held.size()];
+    size_t start = (size_t(i) * 97) % std::max<size_t>(1, d.size() > 64 ? d.size() - 64 : 1);
+    rollout::Request r;
+    r.id = i;
+    r.prompt.assign(d.begin() + long(start), d.begin() + long(std::min(d.size(), start + 32)));
+    r.max_new_tokens = max_new;
+    r.sampling.temperature = temperature;
+    r.seed = uint64_t(i);
+    out.push_back(r);
+  }
+  return out;
+}
+
+void train_drafter(model::Transformer target, model::Drafter drafter,
+                   const std::vector<std::vector<int32_t>>& held, int steps) {
+  // The target's own generations (temperature 1, as RL rollouts sample) are the training data.
+  rollout::EngineOptions eo;
+  eo.max_batch = 32, eo.max_seq = 512, eo.speculative = false;
+  auto engine = std::move(rollout::Engine::create(target, model::Drafter(nullptr), eo).value());
+  std::vector<rollout::Request> reqs = prompts(held, 64, 160, 1.0, 1000);
+  std::vector<rollout::Completion> gens = *engine->generate(reqs);
+  drafter::DrafterTrainer trainer(drafter, target, 1e-3);
+  double t0 = now();
+  for (int s = 0; s < steps; ++s) {
+    std::vector<torch::Tensor> toks;
+    for (int b = 0; b < 8; ++b) {
+      size_t i = size_t(s * 8 + b) % reqs.size();
+      std::vector<int64_t> seq = reqs[i].prompt;
+      seq.insert(seq.end(), gens[i].tokens.begin(), gens[i].tokens.end());
+      seq.resize(std::min<size_t>(seq.size(), 192));
+      while (seq.size() < 192) seq.push_back(seq.back());
+      toks.push_back(torch::tensor(seq, torch::kInt64));
+    }
+    torch::Tensor batch = torch::stack(toks);  // (8, 192)
+    torch::Tensor hidden;
+    {
+      torch::NoGradGuard g;
+      hidden = target->forward(batch, model::sequential_positions(torch::zeros({8}, torch::kInt64), 192)).hidden;
+    }
+    double loss = trainer.step(batch, hidden, torch::ones({8, 192}));
+    if ((s + 1) % std::max(1, steps / 5) == 0) {
+      std::printf("  drafter step %d loss %.3f (%.0f s)\n", s + 1, loss, now() - t0);
+      std::fflush(stdout);
+    }
+  }
+  drafter->eval();
+}
+
+struct Run {
+  double tokens_per_s = 0, accept = 0;
+  rollout::EngineStats stats;
+};
+
+Run measure(model::Transformer target, model::Drafter drafter, const std::vector<rollout::Request>& reqs,
+            bool speculative, std::vector<std::string> arms, int64_t threshold) {
+  rollout::EngineOptions eo;
+  eo.max_batch = int64_t(reqs.size());
+  eo.max_seq = 512;
+  eo.speculative = speculative;
+  eo.arms = arms;
+  eo.selector = arms.size() == 1 ? "fixed" : "bucketed-epsilon-greedy";
+  eo.activation_threshold = threshold;
+  auto engine = std::move(rollout::Engine::create(target, drafter, eo).value());
+  engine->generate(reqs).value();
+  Run r;
+  r.stats = engine->stats();
+  r.tokens_per_s = r.stats.tokens / r.stats.seconds;
+  r.accept = r.stats.accept_length();
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_rollout: plain vs adaptive speculative decoding"};
+  std::string tokens, preset = "small", batches_s = "1,4,16,64";
+  int train_steps = 400, drafter_steps = 400, max_new = 192, threads = 1;
+  double temperature = 0.0;
+  bool prepare_only = false;
+  app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize)")->required();
+  app.add_flag("--prepare-only", prepare_only,
+               "Train and cache target and drafter (on all cores), then exit");
+  app.add_option("--preset", preset, "Target preset")->capture_default_str();
+  app.add_option("--train-steps", train_steps, "Target training steps (cached)")->capture_default_str();
+  app.add_option("--drafter-steps", drafter_steps, "Drafter training steps")->capture_default_str();
+  app.add_option("--batches", batches_s, "Batch sizes")->capture_default_str();
+  app.add_option("--max-new", max_new, "Tokens per response")->capture_default_str();
+  app.add_option("--threads", threads, "Compute threads (a worker owns one core)")->capture_default_str();
+  app.add_option("--temperature", temperature, "0 = greedy")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto corpus = data::read_token_file(tokens);
+  if (!corpus.ok()) {
+    std::cerr << corpus.status().to_string() << "\n";
+    return 1;
+  }
+  std::vector<std::vector<int32_t>> train, held;
+  for (auto& d : corpus->docs) (data::held_out_by_name(d.name, 0.05) ? held : train).push_back(d.ids);
+  // BLIS reads its thread count once, so training (all cores) and measuring (one core per
+  // worker) run in separate processes: bench/rollout.sh calls --prepare-only first.
+  runtime::configure_threads(prepare_only ? 0 : threads);
+  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/tmp";
+  std::string cache = home + "/.cache/tlt/bench/target-" + preset + "-" + std::to_string(corpus->vocab) +
+                      "-" + std::to_string(train_steps) + ".ckpt";
+  model::Transformer target = trained_target(preset, *corpus, train, held, train_steps, cache);
+  target->eval();
+  torch::manual_seed(1);
+  model::Drafter drafter(target, 1);
+  std::string drafter_cache = cache + ".drafter-" + std::to_string(drafter_steps);
+  if (fs::exists(drafter_cache) && model::load_checkpoint(*drafter, drafter_cache).ok()) {
+    std::printf("drafter: loaded %s\n", drafter_cache.c_str());
+  } else {
+    std::printf("drafter: training %d steps on the target's generations\n", drafter_steps);
+    train_drafter(target, drafter, held, drafter_steps);
+    if (!model::save_checkpoint(*drafter, drafter_cache, "drafter").ok()) std::printf("drafter: not cached\n");
+  }
+  drafter->eval();
+  if (prepare_only) return 0;
+  std::vector<std::string> arms{"4_1_5", "6_1_7", "4_2_8", "ngram"};
+  std::printf("\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32\n",
+              threads, temperature, max_new);
+  std::printf("%6s %12s %12s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio", "accept", "arm steps");
+  for (int b : parse_list(batches_s)) {
+    std::vector<rollout::Request> reqs = prompts(held, b, max_new, temperature, 0);
+    Run plain = measure(target, drafter, reqs, false, arms, 32);
+    Run spec = measure(target, drafter, reqs, true, arms, 32);
+    std::string usage;
+    for (size_t a = 0; a < arms.size(); ++a) usage += arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
+    std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %s\n", b, plain.tokens_per_s, spec.tokens_per_s,
+                spec.tokens_per_s / plain.tokens_per_s, spec.accept, usage.c_str());
+    std::fflush(stdout);
+  }
+  std::printf("\naccepted length per arm at batch 1 (fixed arm):\n");
+  std::vector<rollout::Request> one = prompts(held, 1, max_new, temperature, 3);
+  for (const std::string& arm : arms) {
+    Run r = measure(target, drafter, one, true, {arm}, 32);
+    std::printf("  %-8s accept %.2f  %.1f tok/s\n", arm.c_str(), r.accept, r.tokens_per_s);
+  }
+  return 0;
+}
