@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/fnv.h"
 #include "runtime/data/token_file.h"
 #include "runtime/tst/run.h"
 
@@ -29,10 +30,8 @@ std::string cache_dir() {
 std::string corpus_key(const api::TSTPretrainJobSpec& spec) {
   std::string key = spec.data.corpus;
   if (spec.data.corpus == "files") {
-    uint64_t h = 1469598103934665603ull;
-    for (const std::string& p : spec.data.paths) {
-      for (unsigned char c : p) h = (h ^ c) * 1099511628211ull;
-    }
+    uint64_t h = fnv1a64("");
+    for (const std::string& p : spec.data.paths) h = fnv1a64(p, h);
     key += "-" + std::to_string(h % 1000000007ull);
   }
   char frac[32];

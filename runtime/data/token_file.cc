@@ -5,17 +5,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "api/fnv.h"
+
 namespace tlt::data {
 namespace {
 
 constexpr char kMagic[] = "TLTTOK1\n";
 constexpr size_t kMagicLen = 8;
-
-uint64_t fnv1a64(const std::string& data) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : data) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 void put32(std::string* s, int32_t v) { s->append(reinterpret_cast<const char*>(&v), 4); }
 
@@ -29,9 +25,7 @@ bool get32(const std::string& s, size_t* pos, int32_t* v) {
 }  // namespace
 
 bool held_out_by_name(const std::string& name, double fraction) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  return double(h % 1000000) < fraction * 1000000.0;
+  return double(fnv1a64(name) % 1000000) < fraction * 1000000.0;
 }
 
 Status write_token_file(const std::string& path, const TokenizedCorpus& corpus) {

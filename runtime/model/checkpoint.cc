@@ -5,19 +5,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "api/fnv.h"
+
 namespace tlt::model {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'L', 'T', 'C', 'K', 'P', 'T', '1'};
-
-uint64_t fnv1a64(const std::string& data) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : data) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 template <class T>
 void put(std::string* out, T v) {

@@ -73,12 +73,17 @@ DraftTree DraftTree::pruned(int32_t n) const {
   return out;
 }
 
-Verdict accept_greedy(const DraftTree& tree, const NodeLogits& logits) {
+namespace {
+
+// From the root, let the target choose its token at each node (`choose(row)`) and follow the
+// child holding it; stop with the target's token where no child does.
+template <class Choose>
+Verdict follow_target(const DraftTree& tree, const NodeLogits& logits, Choose choose) {
   Verdict v;
   int32_t at = 0;
   v.path.push_back(0);
   for (;;) {
-    int64_t y = argmax(logits.row(at), logits.vocab);
+    int64_t y = choose(logits.row(at));
     int32_t next = tree.child_with_token(at, y);
     if (next < 0) {
       v.next_token = y;
@@ -89,21 +94,17 @@ Verdict accept_greedy(const DraftTree& tree, const NodeLogits& logits) {
   }
 }
 
+}  // namespace
+
+Verdict accept_greedy(const DraftTree& tree, const NodeLogits& logits) {
+  return follow_target(tree, logits, [&](const double* row) { return argmax(row, logits.vocab); });
+}
+
 Verdict accept_by_sampling(const DraftTree& tree, const NodeLogits& logits,
                            const SamplingParams& params, Rng& rng) {
-  Verdict v;
-  int32_t at = 0;
-  v.path.push_back(0);
-  for (;;) {
-    int64_t y = sample(sampling_probs(logits.row(at), logits.vocab, params), rng);
-    int32_t next = tree.child_with_token(at, y);
-    if (next < 0) {
-      v.next_token = y;
-      return v;
-    }
-    v.path.push_back(next);
-    at = next;
-  }
+  return follow_target(tree, logits, [&](const double* row) {
+    return sample(sampling_probs(row, logits.vocab, params), rng);
+  });
 }
 
 Verdict accept_rejection_chain(const DraftTree& chain, const NodeLogits& logits,
