@@ -105,7 +105,11 @@ void Engine::reset_stats() {
 StatusOr<std::vector<Completion>> Engine::generate(const std::vector<Request>& requests) {
   int64_t headroom = 2;
   for (const NamedArm& a : arms_) {
-    headroom = std::max<int64_t>(headroom, a.arm.ngram ? a.arm.depth + 2 : a.arm.verify_tokens + a.arm.depth + 2);
+    // Target: the verified draft. Drafter: a tree commits top_k nodes per expanded level.
+    int64_t need = a.arm.ngram ? kNgramDepth + 2
+                               : std::max<int64_t>(a.arm.verify_tokens + 1,
+                                                   int64_t(a.arm.top_k) * a.arm.depth + 2);
+    headroom = std::max<int64_t>(headroom, need);
   }
   if (!arms_.empty()) headroom = std::max<int64_t>(headroom, kNgramDepth + 2);
   for (const Request& r : requests) {

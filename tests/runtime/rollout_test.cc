@@ -203,6 +203,23 @@ TEST_F(GreedyExactness, StopTokenEndsLikePlain) {
   EXPECT_GT(stopped, 0) << "the test should exercise stopping";
 }
 
+TEST_F(GreedyExactness, WideTreeFitsItsDrafterHeadroom) {
+  // A tree commits top_k nodes per expanded level to the drafter cache (8 x 7 = 56 here), more
+  // than it verifies (16): a request must leave room for that, or be refused up front.
+  torch::manual_seed(5);
+  Drafter drafter(*target_, 1);
+  drafter->eval();
+  std::vector<Request> reqs(reqs_->begin(), reqs_->begin() + 4);
+  for (Request& r : reqs) r.max_new_tokens = 128 - int(r.prompt.size()) - 30;
+  auto engine = Engine::create(*target_, drafter, spec_options(4, {"8_8_16"}));
+  ASSERT_TRUE(engine.ok());
+  EXPECT_EQ((*engine)->generate(reqs).status().code(), StatusCode::kInvalidArgument);
+  for (Request& r : reqs) r.max_new_tokens = 128 - int(r.prompt.size()) - 66;
+  auto plain = run(*target_, Drafter(nullptr), plain_options(4), reqs);
+  auto spec = run(*target_, drafter, spec_options(4, {"8_8_16"}), reqs);
+  expect_same_tokens(spec, plain, "8_8_16 at the edge of max_seq");
+}
+
 TEST_F(GreedyExactness, RequestTooLongIsRefused) {
   std::vector<Request> reqs = {(*reqs_)[0]};
   reqs[0].max_new_tokens = 500;
