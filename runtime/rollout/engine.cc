@@ -122,6 +122,16 @@ StatusOr<std::vector<Completion>> Engine::generate(const std::vector<Request>& r
                                      std::to_string(options_.max_seq));
     }
   }
+  try {
+    return run_all(requests);
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("rollout engine: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("rollout engine: ") + e.what());
+  }
+}
+
+StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& requests) {
   torch::NoGradGuard no_grad;
   double start = now_seconds();
   std::vector<Completion> out(requests.size());

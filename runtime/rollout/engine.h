@@ -95,7 +95,8 @@ class Engine {
                                                   model::Drafter drafter, EngineOptions options);
 
   // Runs every request to completion; returns completions in the order of `requests`.
-  // InvalidArgument when a request cannot fit in max_seq or has an empty prompt.
+  // InvalidArgument when a request cannot fit in max_seq or has an empty prompt; Internal when
+  // LibTorch fails (never throws). After an error the engine must not be reused.
   StatusOr<std::vector<Completion>> generate(const std::vector<Request>& requests);
 
   const EngineStats& stats() const { return stats_; }
@@ -111,6 +112,8 @@ class Engine {
   Engine(model::Transformer target, model::Drafter drafter, EngineOptions options,
          std::vector<NamedArm> arms);
 
+  // generate() after its checks; LibTorch and cache errors propagate as exceptions to it.
+  StatusOr<std::vector<Completion>> run_all(const std::vector<Request>& requests);
   Status admit(const Request& request, std::vector<Active>* active);
   void plain_step(std::vector<Active>& active);
   void spec_step(std::vector<Active>& active, int32_t arm);
