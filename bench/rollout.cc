@@ -206,6 +206,7 @@ int main(int argc, char** argv) {
     Run spec = measure(target, drafter, reqs, true, arms, 32);
     std::string usage;
     for (size_t a = 0; a < arms.size(); ++a) usage += arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
+    usage += "plain:" + std::to_string(spec.stats.plain_chosen);
     std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %s\n", b, plain.tokens_per_s, spec.tokens_per_s,
                 spec.tokens_per_s / plain.tokens_per_s, spec.accept, usage.c_str());
     std::fflush(stdout);

@@ -86,9 +86,9 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
       drafter_(std::move(drafter)),
       options_(std::move(options)),
       arms_(std::move(arms)) {
-  double eps = options_.selector == "fixed" ? 0.0 : options_.epsilon;
-  selector_ = std::make_unique<ArmSelector>(options_.buckets,
-                                            std::max<int32_t>(1, int32_t(arms_.size())), eps,
+  bool fixed = options_.selector == "fixed";
+  int32_t n = std::max<int32_t>(1, int32_t(arms_.size())) + (!fixed && options_.plain_arm ? 1 : 0);
+  selector_ = std::make_unique<ArmSelector>(options_.buckets, n, fixed ? 0.0 : options_.epsilon,
                                             options_.window, options_.seed);
   cache_tgt_ = target_->make_cache(options_.max_batch, options_.max_seq);
   if (!drafter_.is_empty()) cache_dft_ = drafter_->make_cache(options_.max_batch, options_.max_seq);
@@ -146,8 +146,15 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
     if (active.empty()) continue;
     bool speculate = options_.speculative && !arms_.empty() &&
                      int64_t(active.size()) <= options_.activation_threshold;
-    if (speculate) {
-      spec_step(active, selector_->choose(int64_t(active.size())));
+    int32_t arm = speculate ? selector_->choose(int64_t(active.size())) : -1;
+    if (arm >= int32_t(arms_.size())) {  // the bandit's "plain" arm
+      int64_t b = int64_t(active.size()), before = stats_.tokens;
+      double t0 = now_seconds();
+      plain_step(active);
+      ++stats_.plain_chosen;
+      selector_->report(b, arm, double(stats_.tokens - before) / std::max(1e-9, now_seconds() - t0));
+    } else if (arm >= 0) {
+      spec_step(active, arm);
     } else {
       plain_step(active);
     }

@@ -66,12 +66,16 @@ struct EngineOptions {
   double epsilon = 0.1;
   int32_t window = 32;
   uint64_t seed = 0;
+  // With the bandit, "decode plainly" is one more arm below the threshold, so the engine can
+  // learn that speculation does not pay at some batch size.
+  bool plain_arm = true;
   // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
   ChainRule chain_rule = accept_rejection_chain;
 };
 
 struct EngineStats {
   int64_t plain_steps = 0, spec_steps = 0;
+  int64_t plain_chosen = 0;       // plain steps the bandit chose below the threshold
   int64_t tokens = 0;             // generated tokens
   int64_t request_spec_steps = 0; // sum over spec steps of the batch size
   int64_t accepted = 0;           // drafted tokens accepted

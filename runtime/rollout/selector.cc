@@ -5,11 +5,12 @@
 namespace tlt::rollout {
 
 ArmSelector::ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double epsilon,
-                         int32_t window, uint64_t seed)
+                         int32_t window, uint64_t seed, int32_t min_samples)
     : buckets_(std::move(buckets)),
       n_arms_(n_arms),
       epsilon_(epsilon),
       window_(static_cast<size_t>(window)),
+      min_samples_(static_cast<size_t>(std::max(1, std::min(min_samples, window)))),
       rng_(seed),
       rewards_(buckets_.size(), std::vector<std::deque<double>>(n_arms)) {}
 
@@ -33,8 +34,8 @@ int32_t ArmSelector::best(int32_t bucket) const {
   int32_t best = 0;
   double best_value = -2.0;
   for (int32_t a = 0; a < n_arms_; ++a) {
+    if (rewards_[bucket][a].size() < min_samples_) return a;  // not explored enough yet
     double v = value(bucket, a);
-    if (v < 0) return a;  // unexplored first
     if (v > best_value) best_value = v, best = a;
   }
   return best;

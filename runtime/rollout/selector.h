@@ -1,7 +1,8 @@
 // Choosing a drafting strategy (an "arm") per batch: an epsilon-greedy bandit per batch-size
 // bucket. The reward of a step is the tokens it emitted per second of wall time (accepted
 // tokens x batch size / step time); an arm's value is the median of its last `window` rewards,
-// which shrugs off the odd slow step. Each bucket tries every arm once before exploiting, then
+// which shrugs off the odd slow step. Each bucket tries every arm `min_samples` times before
+// exploiting (one sample is too noisy: an arm's first step may carry one-off costs), then
 // explores a uniformly random arm with probability epsilon.
 //
 // Thread safety: none; one engine thread owns a selector.
@@ -18,7 +19,7 @@ class ArmSelector {
  public:
   // buckets: lower bounds of batch-size buckets, strictly increasing from 1 (api validates).
   ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double epsilon, int32_t window,
-              uint64_t seed);
+              uint64_t seed, int32_t min_samples = 3);
 
   // The arm to use for a step over `batch_size` active requests.
   int32_t choose(int64_t batch_size);
@@ -28,7 +29,8 @@ class ArmSelector {
   int32_t bucket_of(int64_t batch_size) const;
   // Median reward of `arm` in `bucket`, or -1 when it has none yet.
   double value(int32_t bucket, int32_t arm) const;
-  // The arm with the highest value in `bucket` (first unexplored arm if any).
+  // The arm with the highest value in `bucket` (first arm with fewer than min_samples rewards
+  // if any).
   int32_t best(int32_t bucket) const;
   int32_t n_arms() const { return n_arms_; }
   int64_t explorations() const { return explorations_; }
@@ -38,6 +40,7 @@ class ArmSelector {
   const int32_t n_arms_;
   const double epsilon_;
   const size_t window_;
+  const size_t min_samples_;
   std::mt19937_64 rng_;
   std::vector<std::vector<std::deque<double>>> rewards_;  // [bucket][arm] -> recent rewards
   int64_t explorations_ = 0;

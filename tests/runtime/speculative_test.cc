@@ -170,6 +170,18 @@ TEST(Selector, ConvergesToBestArmAndKeepsExploring) {
   for (int arm = 0; arm < 4; ++arm) EXPECT_GT(picks_large[arm], 20) << "every arm is still tried";
 }
 
+TEST(Selector, TriesEveryArmMinSamplesTimesFirst) {
+  ArmSelector s({1}, 3, 0.0, 8, 0, /*min_samples=*/3);
+  std::vector<int> count(3);
+  for (int i = 0; i < 9; ++i) {
+    int arm = s.choose(1);
+    ++count[arm];
+    s.report(1, arm, arm == 0 ? 100.0 : 1.0);  // arm 0 looks best from its first sample
+  }
+  EXPECT_EQ(count, (std::vector<int>{3, 3, 3}));
+  EXPECT_EQ(s.choose(1), 0);
+}
+
 TEST(Selector, MedianIgnoresOutliers) {
   ArmSelector s({1}, 2, 0.0, 5, 0);
   for (double r : {1.0, 1.0, 100.0, 1.0, 1.0}) s.report(1, 0, r);
