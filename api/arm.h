@@ -34,8 +34,8 @@ inline bool parse_arm(const std::string& text, Arm* arm, std::string* why) {
   // A tree of depth d expanding top-k per level offers k + (d-1)k^2 candidates plus its root.
   long long candidates = 1 + k + static_cast<long long>(d - 1) * k * k;
   if (n > candidates) {
-    *why = "verifies " + std::to_string(n) + " tokens but a depth-" + std::to_string(d) +
-           " top-" + std::to_string(k) + " tree has only " + std::to_string(candidates) +
+    *why = "verifies " + std::to_string(n) + " tokens but a depth-" + std::to_string(d) + " top-" +
+           std::to_string(k) + " tree has only " + std::to_string(candidates) +
            "; lower verifyTokens or raise depth/topk";
     return false;
   }

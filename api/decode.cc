@@ -26,7 +26,9 @@ void add(FieldErrors* errors, const std::string& path, std::string message) {
   errors->push_back({path, std::move(message)});
 }
 
-bool is_plain(const YAML::Node& node) { return node.Tag() != "!"; }
+bool is_plain(const YAML::Node& node) {
+  return node.Tag() != "!";
+}
 
 bool parse_int(const std::string& s, long long* out) {
   if (s.empty() || s.size() > 32) return false;
@@ -69,10 +71,9 @@ void decode_int(const YAML::Node& node, const std::string& path, Int& out, Field
   }
   if (v < static_cast<long long>(std::numeric_limits<Int>::min()) ||
       v > static_cast<long long>(std::numeric_limits<Int>::max())) {
-    add(errors, path, "must be an integer between " +
-                          std::to_string(std::numeric_limits<Int>::min()) + " and " +
-                          std::to_string(std::numeric_limits<Int>::max()) + " (got " +
-                          shown(node) + ")");
+    add(errors, path,
+        "must be an integer between " + std::to_string(std::numeric_limits<Int>::min()) + " and " +
+            std::to_string(std::numeric_limits<Int>::max()) + " (got " + shown(node) + ")");
     return;
   }
   out = static_cast<Int>(v);
@@ -96,8 +97,7 @@ void decode_value(const YAML::Node& node, const std::string& path, double& out,
   out = v;
 }
 
-void decode_value(const YAML::Node& node, const std::string& path, bool& out,
-                  FieldErrors* errors) {
+void decode_value(const YAML::Node& node, const std::string& path, bool& out, FieldErrors* errors) {
   if (!need_scalar(node, path, "true or false", errors)) return;
   const std::string& s = node.Scalar();
   if (s == "true" || s == "True" || s == "TRUE") {
@@ -120,8 +120,8 @@ void decode_value(const YAML::Node& node, const std::string& path, Duration& out
   if (!need_scalar(node, path, "a duration", errors)) return;
   double seconds = 0;
   if (!parse_duration(node.Scalar(), &seconds)) {
-    add(errors, path, "must be a duration such as \"60s\", \"5m\" or \"1h30m\" (got " +
-                          shown(node) + ")");
+    add(errors, path,
+        "must be a duration such as \"60s\", \"5m\" or \"1h30m\" (got " + shown(node) + ")");
     return;
   }
   out.text = node.Scalar();
@@ -132,8 +132,9 @@ void decode_value(const YAML::Node& node, const std::string& path, Quantity& out
                   FieldErrors* errors) {
   if (!need_scalar(node, path, "a quantity", errors)) return;
   if (!is_quantity(node.Scalar())) {
-    add(errors, path, "must be a Kubernetes quantity such as \"2\", \"500m\" or \"8Gi\" (got " +
-                          shown(node) + ")");
+    add(errors, path,
+        "must be a Kubernetes quantity such as \"2\", \"500m\" or \"8Gi\" (got " + shown(node) +
+            ")");
     return;
   }
   out.text = node.Scalar();
@@ -161,8 +162,8 @@ template <class T>
 void decode_value(const YAML::Node& node, const std::string& path, std::vector<T>& out,
                   FieldErrors* errors);
 template <class T>
-void decode_value(const YAML::Node& node, const std::string& path,
-                  std::map<std::string, T>& out, FieldErrors* errors);
+void decode_value(const YAML::Node& node, const std::string& path, std::map<std::string, T>& out,
+                  FieldErrors* errors);
 template <class T, std::enable_if_t<is_described<T>::value, int> = 0>
 void decode_value(const YAML::Node& node, const std::string& path, T& out, FieldErrors* errors);
 
@@ -250,8 +251,8 @@ void decode_value(const YAML::Node& node, const std::string& path, std::vector<T
 }
 
 template <class T>
-void decode_value(const YAML::Node& node, const std::string& path,
-                  std::map<std::string, T>& out, FieldErrors* errors) {
+void decode_value(const YAML::Node& node, const std::string& path, std::map<std::string, T>& out,
+                  FieldErrors* errors) {
   if (!node.IsMap()) {
     add(errors, path, "must be a mapping (got " + shown(node) + ")");
     return;
@@ -334,8 +335,10 @@ YAML::Node json_to_yaml_at(const nlohmann::json& value, int depth) {
 template <class Job>
 void decode_job(const YAML::Node& node, Job* out, FieldErrors* errors) {
   if (!node.IsMap()) {
-    add(errors, "", "a job manifest must be a mapping with apiVersion, kind, metadata and spec "
-                    "(got " + shown(node) + ")");
+    add(errors, "",
+        "a job manifest must be a mapping with apiVersion, kind, metadata and spec "
+        "(got " +
+            shown(node) + ")");
     return;
   }
   decode_value(node, "", *out, errors);
@@ -350,7 +353,11 @@ void decode(const YAML::Node& node, TSTPretrainJob* out, FieldErrors* errors) {
   decode_job(node, out, errors);
 }
 
-nlohmann::json yaml_to_json(const YAML::Node& node) { return yaml_to_json_at(node, 0); }
-YAML::Node json_to_yaml(const nlohmann::json& value) { return json_to_yaml_at(value, 0); }
+nlohmann::json yaml_to_json(const YAML::Node& node) {
+  return yaml_to_json_at(node, 0);
+}
+YAML::Node json_to_yaml(const nlohmann::json& value) {
+  return json_to_yaml_at(value, 0);
+}
 
 }  // namespace tlt::api

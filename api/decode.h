@@ -8,8 +8,8 @@
 // Thread safety: stateless functions.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "api/field.h"
 #include "api/spec.h"

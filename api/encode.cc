@@ -8,14 +8,30 @@
 namespace tlt::api {
 namespace {
 
-nlohmann::json encode_value(int32_t v) { return v; }
-nlohmann::json encode_value(int64_t v) { return v; }
-nlohmann::json encode_value(double v) { return v; }
-nlohmann::json encode_value(bool v) { return v; }
-nlohmann::json encode_value(const std::string& v) { return v; }
-nlohmann::json encode_value(const Duration& v) { return v.text; }
-nlohmann::json encode_value(const Quantity& v) { return v.text; }
-nlohmann::json encode_value(const FreeForm& v) { return v.value; }
+nlohmann::json encode_value(int32_t v) {
+  return v;
+}
+nlohmann::json encode_value(int64_t v) {
+  return v;
+}
+nlohmann::json encode_value(double v) {
+  return v;
+}
+nlohmann::json encode_value(bool v) {
+  return v;
+}
+nlohmann::json encode_value(const std::string& v) {
+  return v;
+}
+nlohmann::json encode_value(const Duration& v) {
+  return v.text;
+}
+nlohmann::json encode_value(const Quantity& v) {
+  return v.text;
+}
+nlohmann::json encode_value(const FreeForm& v) {
+  return v.value;
+}
 template <class T, std::enable_if_t<is_described<T>::value, int> = 0>
 nlohmann::json encode_value(const T& v);
 template <class T>
@@ -67,8 +83,9 @@ nlohmann::json encode_value(const T& v) {
 std::string describe_rule(const Rule& r) {
   std::string s;
   if (r.min) s += std::string(r.min_exclusive ? "> " : ">= ") + format_number(*r.min);
-  if (r.max) s += std::string(s.empty() ? "" : ", ") + (r.max_exclusive ? "< " : "<= ") +
-                  format_number(*r.max);
+  if (r.max)
+    s += std::string(s.empty() ? "" : ", ") + (r.max_exclusive ? "< " : "<= ") +
+         format_number(*r.max);
   for (const std::string& v : r.one_of) {
     if (!v.empty()) s += std::string(s.empty() ? "" : " \\| ") + "`" + v + "`";
   }
@@ -117,12 +134,24 @@ std::string reference_for() {
 
 }  // namespace
 
-nlohmann::json to_json(const RLJob& job) { return encode_value(job); }
-nlohmann::json to_json(const TSTPretrainJob& job) { return encode_value(job); }
-nlohmann::json to_json(const RLJobSpec& spec) { return encode_value(spec); }
-nlohmann::json to_json(const TSTPretrainJobSpec& spec) { return encode_value(spec); }
-nlohmann::json to_json(const RLJobStatus& status) { return encode_value(status); }
-nlohmann::json to_json(const TSTPretrainJobStatus& status) { return encode_value(status); }
+nlohmann::json to_json(const RLJob& job) {
+  return encode_value(job);
+}
+nlohmann::json to_json(const TSTPretrainJob& job) {
+  return encode_value(job);
+}
+nlohmann::json to_json(const RLJobSpec& spec) {
+  return encode_value(spec);
+}
+nlohmann::json to_json(const TSTPretrainJobSpec& spec) {
+  return encode_value(spec);
+}
+nlohmann::json to_json(const RLJobStatus& status) {
+  return encode_value(status);
+}
+nlohmann::json to_json(const TSTPretrainJobStatus& status) {
+  return encode_value(status);
+}
 
 std::string reference_markdown(const std::string& kind) {
   if (kind == kRLJobKind) return reference_for<RLJobSpec>();

@@ -33,7 +33,7 @@ bool read_duration_term(const std::string& s, size_t* pos, double* seconds) {
     double scale;
   };
   // Longest names first so "ms" is not read as "m" followed by "s".
-  static const Unit kUnits[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3},
+  static const Unit kUnits[] = {{"ns", 1e-9},  {"us", 1e-6}, {"ms", 1e-3},
                                 {"h", 3600.0}, {"m", 60.0},  {"s", 1.0}};
   for (const Unit& u : kUnits) {
     size_t n = std::char_traits<char>::length(u.name);
@@ -71,8 +71,8 @@ bool is_quantity(const std::string& text) {
   }
   if (digits == 0) return false;
   std::string suffix = text.substr(i);
-  static const char* kSuffixes[] = {"",  "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u",
-                                    "m", "k",  "M",  "G",  "T",  "P",  "E"};
+  static const char* kSuffixes[] = {"",  "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n",
+                                    "u", "m",  "k",  "M",  "G",  "T",  "P",  "E"};
   for (const char* s : kSuffixes) {
     if (suffix == s) return true;
   }

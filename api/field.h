@@ -42,8 +42,8 @@ inline std::string index_path(const std::string& parent, size_t i) {
 
 // A duration written the Kubernetes way: "60s", "1m30s", "500ms", "2h". Parsed on decode.
 struct Duration {
-  std::string text;      // as written, e.g. "60s"
-  double seconds = 0.0;  // parsed value
+  std::string text;                      // as written, e.g. "60s"
+  double seconds = 0.0;                  // parsed value
   static Duration of(const char* text);  // for defaults; asserts the literal parses
 };
 
@@ -71,20 +71,54 @@ struct Rule {
   bool min_exclusive = false, max_exclusive = false;
   std::vector<std::string> one_of;  // allowed values of a string field
   enum class Format { kNone, kDnsLabel, kUrl, kPath } format = Format::kNone;
-  bool required = false;            // must be present and non-empty
-  bool immutable = false;           // may not change once the job exists (enforced by the CRD)
+  bool required = false;   // must be present and non-empty
+  bool immutable = false;  // may not change once the job exists (enforced by the CRD)
   std::string documentation;
 
-  Rule& ge(double v) { min = v; min_exclusive = false; return *this; }
-  Rule& gt(double v) { min = v; min_exclusive = true; return *this; }
-  Rule& le(double v) { max = v; max_exclusive = false; return *this; }
-  Rule& lt(double v) { max = v; max_exclusive = true; return *this; }
-  Rule& values(std::vector<std::string> v) { one_of = std::move(v); return *this; }
-  Rule& dns_label() { format = Format::kDnsLabel; return *this; }
-  Rule& url() { format = Format::kUrl; return *this; }
-  Rule& must() { required = true; return *this; }
-  Rule& fixed() { immutable = true; return *this; }
-  Rule& doc(std::string d) { documentation = std::move(d); return *this; }
+  Rule& ge(double v) {
+    min = v;
+    min_exclusive = false;
+    return *this;
+  }
+  Rule& gt(double v) {
+    min = v;
+    min_exclusive = true;
+    return *this;
+  }
+  Rule& le(double v) {
+    max = v;
+    max_exclusive = false;
+    return *this;
+  }
+  Rule& lt(double v) {
+    max = v;
+    max_exclusive = true;
+    return *this;
+  }
+  Rule& values(std::vector<std::string> v) {
+    one_of = std::move(v);
+    return *this;
+  }
+  Rule& dns_label() {
+    format = Format::kDnsLabel;
+    return *this;
+  }
+  Rule& url() {
+    format = Format::kUrl;
+    return *this;
+  }
+  Rule& must() {
+    required = true;
+    return *this;
+  }
+  Rule& fixed() {
+    immutable = true;
+    return *this;
+  }
+  Rule& doc(std::string d) {
+    documentation = std::move(d);
+    return *this;
+  }
 };
 
 // Parses "1h2m3.5s", "500ms", "90s", "2m". Returns false (and leaves *seconds) on bad syntax.
@@ -118,7 +152,8 @@ struct NullVisitor {
 template <class T, class = void>
 struct is_described : std::false_type {};
 template <class T>
-struct is_described<T, std::void_t<decltype(std::declval<T&>().fields(
-                           std::declval<NullVisitor&>()))>> : std::true_type {};
+struct is_described<T,
+                    std::void_t<decltype(std::declval<T&>().fields(std::declval<NullVisitor&>()))>>
+    : std::true_type {};
 
 }  // namespace tlt::api

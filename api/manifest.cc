@@ -64,7 +64,10 @@ std::string check_document_stream(const std::string& text) {
     if (pos >= 0 && pos == last_pos) {
       int line = 1, column = 1;
       for (size_t i = 0; i < static_cast<size_t>(pos) && i < text.size(); ++i) {
-        if (text[i] == '\n') ++line, column = 1; else ++column;
+        if (text[i] == '\n')
+          ++line, column = 1;
+        else
+          ++column;
       }
       return "YAML syntax error at line " + std::to_string(line) + ", column " +
              std::to_string(column) + ": unexpected character; the parser cannot continue here";
@@ -94,8 +97,9 @@ Job decode_and_validate(const YAML::Node& node, FieldErrors* errors) {
 
 std::optional<Job> decode_document(const YAML::Node& node, FieldErrors* errors) {
   if (!node.IsMap()) {
-    errors->push_back({"", "a job manifest must be a mapping with apiVersion, kind, metadata and "
-                           "spec"});
+    errors->push_back({"",
+                       "a job manifest must be a mapping with apiVersion, kind, metadata and "
+                       "spec"});
     return std::nullopt;
   }
   const YAML::Node kind = node["kind"];

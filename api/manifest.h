@@ -24,9 +24,9 @@ using Job = std::variant<RLJob, TSTPretrainJob>;
 
 // One YAML document of a manifest file.
 struct Document {
-  int index = 0;            // 0-based position in the file
-  std::optional<Job> job;   // set when the kind was recognised (even if errors follow)
-  FieldErrors errors;       // syntax, type, unknown-field, range and cross-field problems
+  int index = 0;           // 0-based position in the file
+  std::optional<Job> job;  // set when the kind was recognised (even if errors follow)
+  FieldErrors errors;      // syntax, type, unknown-field, range and cross-field problems
   bool ok() const { return job.has_value() && errors.empty(); }
 };
 

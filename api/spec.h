@@ -76,16 +76,22 @@ struct ModelSpec {
 
   template <class V>
   void fields(V& v) {
-    v("preset", preset, Rule().values({"", "tiny", "small"}).doc(
-        "Built-in architecture: tiny (~3M parameters, tests) or small (~30M, benchmarks). "
-        "Default tiny when no path is given."));
+    v("preset", preset,
+      Rule()
+          .values({"", "tiny", "small"})
+          .doc("Built-in architecture: tiny (~3M parameters, tests) or small (~30M, benchmarks). "
+               "Default tiny when no path is given."));
     v("path", path, Rule().doc("Checkpoint to load instead of a preset (tlt or GGUF file)."));
-    v("format", format, Rule().values({"auto", "tlt", "gguf"}).doc(
-        "Checkpoint format; auto looks at the file."));
-    v("dtype", dtype, Rule().values({"float32", "bfloat16", "float16"}).doc(
-        "Parameter dtype. CPU runs use float32."));
-    v("device", device, Rule().values({"auto", "cpu", "cuda"}).doc(
-        "auto takes CUDA when the binary and the machine have it."));
+    v("format", format,
+      Rule().values({"auto", "tlt", "gguf"}).doc("Checkpoint format; auto looks at the file."));
+    v("dtype", dtype,
+      Rule()
+          .values({"float32", "bfloat16", "float16"})
+          .doc("Parameter dtype. CPU runs use float32."));
+    v("device", device,
+      Rule()
+          .values({"auto", "cpu", "cuda"})
+          .doc("auto takes CUDA when the binary and the machine have it."));
   }
   std::string effective_preset() const { return preset.empty() && path.empty() ? "tiny" : preset; }
   void check(const std::string& path, FieldErrors* errors) const;
@@ -114,8 +120,9 @@ struct RoleSpec {
   void fields(V& v) {
     v("replicas", replicas, Rule().ge(0).le(4096).doc("Pods that run this role."));
     v("resources", resources, Rule().doc("Resources of each pod of this role."));
-    v("podTemplate", pod_template, Rule().doc(
-        "A PodTemplateSpec merged into each pod (nodeSelector, tolerations, volumes...)."));
+    v("podTemplate", pod_template,
+      Rule().doc(
+          "A PodTemplateSpec merged into each pod (nodeSelector, tolerations, volumes...)."));
   }
 };
 
@@ -127,8 +134,8 @@ struct CheckpointSpec {
   template <class V>
   void fields(V& v) {
     v("path", path, Rule().doc("Directory for checkpoints; empty keeps none."));
-    v("everySteps", every_steps, Rule().ge(0).doc(
-        "Checkpoint every N steps; 0 only at the end and on SIGTERM."));
+    v("everySteps", every_steps,
+      Rule().ge(0).doc("Checkpoint every N steps; 0 only at the end and on SIGTERM."));
     v("keep", keep, Rule().ge(1).le(1000).doc("How many recent checkpoints to keep."));
   }
 };
@@ -138,8 +145,9 @@ struct MetricsSpec {
 
   template <class V>
   void fields(V& v) {
-    v("port", port, Rule().ge(0).le(65535).doc(
-        "Port of each process's Prometheus /metrics endpoint; 0 turns it off."));
+    v("port", port,
+      Rule().ge(0).le(65535).doc(
+          "Port of each process's Prometheus /metrics endpoint; 0 turns it off."));
   }
 };
 
@@ -153,12 +161,15 @@ struct TaskSpec {
 
   template <class V>
   void fields(V& v) {
-    v("name", name, Rule().values({"arithmetic-cot", "countdown"}).doc(
-        "Task with a verifiable reward: multi-step arithmetic with a written chain of thought "
-        "(heavy-tailed lengths) or Countdown."));
+    v("name", name,
+      Rule()
+          .values({"arithmetic-cot", "countdown"})
+          .doc("Task with a verifiable reward: multi-step arithmetic with a written chain of "
+               "thought "
+               "(heavy-tailed lengths) or Countdown."));
     v("seed", seed, Rule().ge(0).doc("Seed of the problem generator."));
-    v("heldOut", held_out, Rule().ge(0).le(1000000).doc(
-        "Problems held out for evaluation (never trained on)."));
+    v("heldOut", held_out,
+      Rule().ge(0).le(1000000).doc("Problems held out for evaluation (never trained on)."));
   }
 };
 
@@ -180,10 +191,11 @@ struct AlgorithmSpec {
     v("type", type, Rule().values({"grpo"}).doc("RL algorithm."));
     v("steps", steps, Rule().ge(1).doc("RL steps (rollout + policy update)."));
     v("promptsPerStep", prompts_per_step, Rule().ge(1).doc("Prompts sampled per step."));
-    v("groupSize", group_size, Rule().ge(2).le(1024).doc(
-        "Responses per prompt; advantages are normalised within a group, so at least 2."));
-    v("maxResponseTokens", max_response_tokens, Rule().ge(1).le(131072).doc(
-        "Longest response generated."));
+    v("groupSize", group_size,
+      Rule().ge(2).le(1024).doc(
+          "Responses per prompt; advantages are normalised within a group, so at least 2."));
+    v("maxResponseTokens", max_response_tokens,
+      Rule().ge(1).le(131072).doc("Longest response generated."));
     v("temperature", temperature, Rule().gt(0).le(10).doc("Rollout sampling temperature."));
     v("topP", top_p, Rule().gt(0).le(1).doc("Nucleus sampling mass."));
     v("learningRate", learning_rate, Rule().gt(0).lt(1).doc("Policy learning rate."));
@@ -202,12 +214,13 @@ struct DrafterRoleSpec {
 
   template <class V>
   void fields(V& v) {
-    v("replicas", replicas, Rule().ge(0).le(4096).doc(
-        "Dedicated drafter-training pods (idle rollout pods train the drafter too)."));
-    v("minReplicas", min_replicas, Rule().ge(0).le(4096).doc(
-        "Fewest dedicated drafter pods the rebalancer keeps."));
-    v("maxReplicas", max_replicas, Rule().ge(0).le(4096).doc(
-        "Most dedicated drafter pods the rebalancer may add."));
+    v("replicas", replicas,
+      Rule().ge(0).le(4096).doc(
+          "Dedicated drafter-training pods (idle rollout pods train the drafter too)."));
+    v("minReplicas", min_replicas,
+      Rule().ge(0).le(4096).doc("Fewest dedicated drafter pods the rebalancer keeps."));
+    v("maxReplicas", max_replicas,
+      Rule().ge(0).le(4096).doc("Most dedicated drafter pods the rebalancer may add."));
     v("resources", resources, Rule().doc("Resources of each drafter pod."));
     v("podTemplate", pod_template, Rule().doc("A PodTemplateSpec merged into each drafter pod."));
   }
@@ -236,17 +249,19 @@ struct SelectorSpec {
 
   template <class V>
   void fields(V& v) {
-    v("type", type, Rule().values({"bucketed-epsilon-greedy", "fixed"}).doc(
-        "How an arm is chosen per batch: a bandit per batch-size bucket, or always the first."));
+    v("type", type,
+      Rule()
+          .values({"bucketed-epsilon-greedy", "fixed"})
+          .doc("How an arm is chosen per batch: a bandit per batch-size bucket, or always the "
+               "first."));
     v("epsilon", epsilon, Rule().ge(0).le(1).doc("Exploration rate of the bandit."));
-    v("buckets", buckets, Rule().doc(
-        "Lower bounds of the batch-size buckets, strictly increasing, starting at 1."));
-    v("window", window, Rule().ge(1).le(100000).doc(
-        "Rewards kept per arm; the bandit uses their median."));
+    v("buckets", buckets,
+      Rule().doc("Lower bounds of the batch-size buckets, strictly increasing, starting at 1."));
+    v("window", window,
+      Rule().ge(1).le(100000).doc("Rewards kept per arm; the bandit uses their median."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
 };
-
 
 struct SpeculativeSpec {
   bool enabled = true;
@@ -257,10 +272,12 @@ struct SpeculativeSpec {
   template <class V>
   void fields(V& v) {
     v("enabled", enabled, Rule().doc("Speculative decoding in rollouts."));
-    v("activationThreshold", activation_threshold, Rule().ge(1).doc(
-        "Speculate only while at most this many requests are active (the long tail)."));
-    v("arms", arms, Rule().doc(
-        "Drafting strategies \"depth_topk_verifyTokens\" (top-k 1 = chain) or \"ngram\"."));
+    v("activationThreshold", activation_threshold,
+      Rule().ge(1).doc(
+          "Speculate only while at most this many requests are active (the long tail)."));
+    v("arms", arms,
+      Rule().doc(
+          "Drafting strategies \"depth_topk_verifyTokens\" (top-k 1 = chain) or \"ngram\"."));
     v("selector", selector, Rule().doc("How an arm is picked per batch."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
@@ -277,10 +294,10 @@ struct DrafterTrainingSpec {
   void fields(V& v) {
     v("enabled", enabled, Rule().doc("Train the drafter online on idle workers."));
     v("learningRate", learning_rate, Rule().gt(0).lt(1).doc("Drafter learning rate."));
-    v("minIdleWorkers", min_idle_workers, Rule().ge(1).doc(
-        "Idle workers needed before drafter training starts."));
-    v("bufferSteps", buffer_steps, Rule().ge(1).le(64).doc(
-        "RL steps of hidden states kept for drafter training."));
+    v("minIdleWorkers", min_idle_workers,
+      Rule().ge(1).doc("Idle workers needed before drafter training starts."));
+    v("bufferSteps", buffer_steps,
+      Rule().ge(1).le(64).doc("RL steps of hidden states kept for drafter training."));
     v("batchSize", batch_size, Rule().ge(1).le(65536).doc("Sequences per drafter update."));
   }
 };
@@ -293,9 +310,10 @@ struct DrafterSpec {
   template <class V>
   void fields(V& v) {
     v("layers", layers, Rule().ge(1).le(8).doc("Decoder layers of the EAGLE-style drafter."));
-    v("vocabSubset", vocab_subset, Rule().ge(0).doc(
-        "Drafter LM head over the N most frequent tokens (0 = full vocabulary). The target "
-        "still verifies over the full vocabulary, so output stays lossless."));
+    v("vocabSubset", vocab_subset,
+      Rule().ge(0).doc(
+          "Drafter LM head over the N most frequent tokens (0 = full vocabulary). The target "
+          "still verifies over the full vocabulary, so output stays lossless."));
     v("training", training, Rule().doc("Online drafter training."));
   }
 };
@@ -313,19 +331,23 @@ struct RebalancingSpec {
   template <class V>
   void fields(V& v) {
     v("enabled", enabled, Rule().doc("Let the operator move idle rollout pods to drafting."));
-    v("idleBelow", idle_below, Rule().ge(0).le(1).doc(
-        "A pod whose GPU busy ratio stays below this over the window counts as idle."));
+    v("idleBelow", idle_below,
+      Rule().ge(0).le(1).doc(
+          "A pod whose GPU busy ratio stays below this over the window counts as idle."));
     v("window", window, Rule().gt(0).doc("How long a pod must stay idle."));
     v("interval", interval, Rule().gt(0).doc("How often the rebalancer looks."));
-    v("metric", metric, Rule().values({"tlt_gpu_busy_ratio", "DCGM_FI_DEV_GPU_UTIL",
-                                       "DCGM_FI_PROF_GR_ENGINE_ACTIVE"}).doc(
-        "Utilisation metric: the runtime's own gauge or DCGM's."));
-    v("podLabel", pod_label, Rule().values({"pod", "exported_pod"}).doc(
-        "Label that names the pod in the metric (DCGM exporters often use exported_pod)."));
-    v("prometheusURL", prometheus_url, Rule().url().doc(
-        "Prometheus base URL, e.g. http://prometheus.monitoring:9090."));
-    v("minRolloutReplicas", min_rollout_replicas, Rule().ge(1).doc(
-        "Rollout pods never reassigned, so generation keeps this capacity."));
+    v("metric", metric,
+      Rule()
+          .values({"tlt_gpu_busy_ratio", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"})
+          .doc("Utilisation metric: the runtime's own gauge or DCGM's."));
+    v("podLabel", pod_label,
+      Rule()
+          .values({"pod", "exported_pod"})
+          .doc("Label that names the pod in the metric (DCGM exporters often use exported_pod)."));
+    v("prometheusURL", prometheus_url,
+      Rule().url().doc("Prometheus base URL, e.g. http://prometheus.monitoring:9090."));
+    v("minRolloutReplicas", min_rollout_replicas,
+      Rule().ge(1).doc("Rollout pods never reassigned, so generation keeps this capacity."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
 };
@@ -356,10 +378,10 @@ struct RLJobSpec {
     v("checkpoint", checkpoint, Rule().doc("Checkpoints of policy and drafter."));
     v("metrics", metrics, Rule().doc("Prometheus endpoint of the job's processes."));
     v("suspend", suspend, Rule().doc("true deletes the pods and keeps the job; false resumes."));
-    v("backoffLimit", backoff_limit, Rule().ge(0).le(1000).doc(
-        "Pod failures tolerated before the job is Failed."));
-    v("ttlSecondsAfterFinished", ttl_seconds_after_finished, Rule().ge(0).doc(
-        "Delete the finished job after this many seconds; unset keeps it."));
+    v("backoffLimit", backoff_limit,
+      Rule().ge(0).le(1000).doc("Pod failures tolerated before the job is Failed."));
+    v("ttlSecondsAfterFinished", ttl_seconds_after_finished,
+      Rule().ge(0).doc("Delete the finished job after this many seconds; unset keeps it."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
 };
@@ -439,8 +461,8 @@ struct RLJobStatus {
     v("conditions", conditions, Rule().doc("Conditions."));
     v("roles", roles, Rule().doc("Pods per role."));
     v("drafter", drafter, Rule().doc("Drafter version and quality."));
-    v("reclaimedGPUSeconds", reclaimed_gpu_seconds, Rule().doc(
-        "Idle GPU-seconds turned into drafter training."));
+    v("reclaimedGPUSeconds", reclaimed_gpu_seconds,
+      Rule().doc("Idle GPU-seconds turned into drafter training."));
     v("idleGPUSeconds", idle_gpu_seconds, Rule().doc("GPU-seconds rollout workers sat idle."));
     v("restarts", restarts, Rule().doc("Pod restarts counted against backoffLimit."));
     v("startTime", start_time, Rule().doc("When the job started running."));
@@ -472,12 +494,15 @@ struct DataSpec {
 
   template <class V>
   void fields(V& v) {
-    v("corpus", corpus, Rule().values({"sotu", "kjv", "files"}).doc(
-        "Packaged corpus (State of the Union speeches, King James Bible) or your own files."));
+    v("corpus", corpus,
+      Rule()
+          .values({"sotu", "kjv", "files"})
+          .doc("Packaged corpus (State of the Union speeches, King James Bible) or your own "
+               "files."));
     v("paths", paths, Rule().doc("Text files, one document each, when corpus is files."));
     v("tokenizer", tokenizer, Rule().doc("Tokenizer."));
-    v("heldOutFraction", held_out_fraction, Rule().gt(0).le(0.5).doc(
-        "Share of documents held out for evaluation."));
+    v("heldOutFraction", held_out_fraction,
+      Rule().gt(0).le(0.5).doc("Share of documents held out for evaluation."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
 };
@@ -489,8 +514,9 @@ struct ScheduleSpec {
   template <class V>
   void fields(V& v) {
     v("warmupSteps", warmup_steps, Rule().ge(0).doc("Linear warmup steps."));
-    v("decayFraction", decay_fraction, Rule().ge(0).lt(1).doc(
-        "Final share of steps with linear decay to zero (warmup-stable-decay)."));
+    v("decayFraction", decay_fraction,
+      Rule().ge(0).lt(1).doc(
+          "Final share of steps with linear decay to zero (warmup-stable-decay)."));
   }
 };
 
@@ -516,8 +542,8 @@ struct TrainingSpec {
     v("gradClip", grad_clip, Rule().ge(0).doc("Gradient-norm clip; 0 turns it off."));
     v("seed", seed, Rule().ge(0).doc("Seed of initialisation and data order."));
     v("schedule", schedule, Rule().doc("Warmup-stable-decay learning-rate schedule."));
-    v("evalEverySteps", eval_every_steps, Rule().ge(0).doc(
-        "Held-out next-token loss every N steps; 0 only at the end."));
+    v("evalEverySteps", eval_every_steps,
+      Rule().ge(0).doc("Held-out next-token loss every N steps; 0 only at the end."));
     v("evalBatches", eval_batches, Rule().ge(1).doc("Batches per evaluation."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
@@ -532,12 +558,16 @@ struct SuperpositionSpec {
   template <class V>
   void fields(V& v) {
     v("enabled", enabled, Rule().doc("false runs the plain next-token baseline."));
-    v("bagSize", bag_size, Rule().ge(1).le(64).doc(
-        "Tokens per bag s: each position reads the mean embedding of s tokens."));
-    v("ratio", ratio, Rule().gt(0).lt(1).doc(
-        "Share r of steps in the superposition phase; recovery follows at step r x steps."));
-    v("weighting", weighting, Rule().values({"uniform", "power-law"}).doc(
-        "Weights of the s cross-entropies inside a bag."));
+    v("bagSize", bag_size,
+      Rule().ge(1).le(64).doc(
+          "Tokens per bag s: each position reads the mean embedding of s tokens."));
+    v("ratio", ratio,
+      Rule().gt(0).lt(1).doc(
+          "Share r of steps in the superposition phase; recovery follows at step r x steps."));
+    v("weighting", weighting,
+      Rule()
+          .values({"uniform", "power-law"})
+          .doc("Weights of the s cross-entropies inside a bag."));
   }
 };
 
@@ -576,10 +606,10 @@ struct TSTPretrainJobSpec {
     v("checkpoint", checkpoint, Rule().doc("Checkpoints."));
     v("metrics", metrics, Rule().doc("Prometheus endpoint of the job's processes."));
     v("suspend", suspend, Rule().doc("true deletes the pods and keeps the job; false resumes."));
-    v("backoffLimit", backoff_limit, Rule().ge(0).le(1000).doc(
-        "Pod failures tolerated before the job is Failed."));
-    v("ttlSecondsAfterFinished", ttl_seconds_after_finished, Rule().ge(0).doc(
-        "Delete the finished job after this many seconds; unset keeps it."));
+    v("backoffLimit", backoff_limit,
+      Rule().ge(0).le(1000).doc("Pod failures tolerated before the job is Failed."));
+    v("ttlSecondsAfterFinished", ttl_seconds_after_finished,
+      Rule().ge(0).doc("Delete the finished job after this many seconds; unset keeps it."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
 };

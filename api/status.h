@@ -16,32 +16,43 @@ namespace tlt {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // the caller's input is wrong; retrying the same input cannot help
-  kNotFound,          // a named thing (file, object, key) does not exist
-  kAlreadyExists,     // a create met an existing object
-  kCorruption,        // stored data failed a checksum or a format check
-  kUnavailable,       // a peer (apiserver, Prometheus, worker) could not be reached; retry
-  kFailedPrecondition,// the system is not in a state where the call can work
-  kAborted,           // a conflict (optimistic concurrency); retry after re-reading
-  kDeadlineExceeded,  // a timeout
-  kUnimplemented,     // the feature is not built into this binary
-  kInternal,          // a bug in tlt
+  kInvalidArgument,     // the caller's input is wrong; retrying the same input cannot help
+  kNotFound,            // a named thing (file, object, key) does not exist
+  kAlreadyExists,       // a create met an existing object
+  kCorruption,          // stored data failed a checksum or a format check
+  kUnavailable,         // a peer (apiserver, Prometheus, worker) could not be reached; retry
+  kFailedPrecondition,  // the system is not in a state where the call can work
+  kAborted,             // a conflict (optimistic concurrency); retry after re-reading
+  kDeadlineExceeded,    // a timeout
+  kUnimplemented,       // the feature is not built into this binary
+  kInternal,            // a bug in tlt
 };
 
 // Returns the stable upper-case name of a code ("INVALID_ARGUMENT").
 inline const char* status_code_name(StatusCode c) {
   switch (c) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
-    case StatusCode::kCorruption: return "CORRUPTION";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kAborted: return "ABORTED";
-    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-    case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kAlreadyExists:
+      return "ALREADY_EXISTS";
+    case StatusCode::kCorruption:
+      return "CORRUPTION";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kAborted:
+      return "ABORTED";
+    case StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::kUnimplemented:
+      return "UNIMPLEMENTED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
   }
   return "UNKNOWN";
 }
@@ -52,7 +63,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
@@ -92,8 +105,8 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
-  StatusOr(Status status) : status_(std::move(status)) {    // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
+  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     assert(!status_.ok() && "StatusOr built from an OK status without a value");
     if (status_.ok()) status_ = Status::Internal("StatusOr built from OK without a value");
   }

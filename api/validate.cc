@@ -32,16 +32,18 @@ void check_number(double v, const std::string& path, const Rule& rule, FieldErro
   if (rule.min) {
     bool bad = rule.min_exclusive ? !(v > *rule.min) : !(v >= *rule.min);
     if (bad) {
-      add(errors, path, std::string("must be ") + (rule.min_exclusive ? "> " : ">= ") +
-                            format_number(*rule.min) + " (got " + format_number(v) + ")");
+      add(errors, path,
+          std::string("must be ") + (rule.min_exclusive ? "> " : ">= ") + format_number(*rule.min) +
+              " (got " + format_number(v) + ")");
       return;
     }
   }
   if (rule.max) {
     bool bad = rule.max_exclusive ? !(v < *rule.max) : !(v <= *rule.max);
     if (bad) {
-      add(errors, path, std::string("must be ") + (rule.max_exclusive ? "< " : "<= ") +
-                            format_number(*rule.max) + " (got " + format_number(v) + ")");
+      add(errors, path,
+          std::string("must be ") + (rule.max_exclusive ? "< " : "<= ") + format_number(*rule.max) +
+              " (got " + format_number(v) + ")");
     }
   }
 }
@@ -73,13 +75,16 @@ void check_string(const std::string& v, const std::string& path, const Rule& rul
   if (!rule.one_of.empty() &&
       std::find(rule.one_of.begin(), rule.one_of.end(), v) == rule.one_of.end()) {
     std::string hint = nearest_name(v, rule.one_of);
-    add(errors, path, "must be one of " + quoted_list(rule.one_of) + " (got \"" + v + "\")" +
-                          (hint.empty() || hint == v ? "" : "; did you mean \"" + hint + "\"?"));
+    add(errors, path,
+        "must be one of " + quoted_list(rule.one_of) + " (got \"" + v + "\")" +
+            (hint.empty() || hint == v ? "" : "; did you mean \"" + hint + "\"?"));
     return;
   }
   if (rule.format == Rule::Format::kDnsLabel && !is_dns_label(v)) {
-    add(errors, path, "must be a DNS label: lower-case letters, digits and '-', starting and "
-                      "ending with a letter or digit, at most 63 characters (got \"" + v + "\")");
+    add(errors, path,
+        "must be a DNS label: lower-case letters, digits and '-', starting and "
+        "ending with a letter or digit, at most 63 characters (got \"" +
+            v + "\")");
   }
   if (rule.format == Rule::Format::kUrl && !looks_like_url(v)) {
     add(errors, path, "must be an http:// or https:// URL (got \"" + v + "\")");
@@ -107,8 +112,9 @@ class Validator {
   }
   void check(const Duration& v, const std::string& p, const Rule& r) {
     if (r.min && !(r.min_exclusive ? v.seconds > *r.min : v.seconds >= *r.min)) {
-      add(errors_, p, std::string("must be ") + (r.min_exclusive ? "longer than " : "at least ") +
-                          format_number(*r.min) + "s (got \"" + v.text + "\")");
+      add(errors_, p,
+          std::string("must be ") + (r.min_exclusive ? "longer than " : "at least ") +
+              format_number(*r.min) + "s (got \"" + v.text + "\")");
     }
   }
   void check(const Quantity&, const std::string&, const Rule&) {}
@@ -151,8 +157,8 @@ void validate_at(const T& value, const std::string& path, FieldErrors* errors) {
 template <class Job>
 void validate_job(const Job& job, FieldErrors* errors) {
   if (job.api_version != kApiVersion) {
-    add(errors, "apiVersion", std::string("must be \"") + kApiVersion + "\" (got \"" +
-                                  job.api_version + "\")");
+    add(errors, "apiVersion",
+        std::string("must be \"") + kApiVersion + "\" (got \"" + job.api_version + "\")");
   }
   validate_at(job.metadata, "metadata", errors);
   validate_at(job.spec, "spec", errors);
@@ -160,8 +166,12 @@ void validate_job(const Job& job, FieldErrors* errors) {
 
 }  // namespace
 
-void validate(const RLJob& job, FieldErrors* errors) { validate_job(job, errors); }
-void validate(const TSTPretrainJob& job, FieldErrors* errors) { validate_job(job, errors); }
+void validate(const RLJob& job, FieldErrors* errors) {
+  validate_job(job, errors);
+}
+void validate(const TSTPretrainJob& job, FieldErrors* errors) {
+  validate_job(job, errors);
+}
 
 // ---- cross-field rules ------------------------------------------------------------------------
 
@@ -174,13 +184,15 @@ constexpr size_t kMaxJobName = 47;
 void ObjectMeta::check(const std::string& path, FieldErrors* errors) const {
   std::string p = join_path(path, "name");
   if (!name.empty() && is_dns_label(name) && !(name[0] >= 'a' && name[0] <= 'z')) {
-    add(errors, p, "must start with a letter, because the job's Service is named after it (got \"" +
-                       name + "\")");
+    add(errors, p,
+        "must start with a letter, because the job's Service is named after it (got \"" + name +
+            "\")");
   }
   if (name.size() > kMaxJobName && is_dns_label(name)) {
-    add(errors, p, "must be at most " + std::to_string(kMaxJobName) +
-                       " characters so that pod names like NAME-rollout-1234 fit in 63 (got " +
-                       std::to_string(name.size()) + ")");
+    add(errors, p,
+        "must be at most " + std::to_string(kMaxJobName) +
+            " characters so that pod names like NAME-rollout-1234 fit in 63 (got " +
+            std::to_string(name.size()) + ")");
   }
   if (!generate_name_ignored.empty()) {
     add(errors, join_path(path, "generateName"), "is not supported; set metadata.name instead");
@@ -229,14 +241,14 @@ void SelectorSpec::check(const std::string& path, FieldErrors* errors) const {
     return;
   }
   if (buckets[0] != 1) {
-    add(errors, index_path(p, 0), "must be 1 so that every batch size has a bucket (got " +
-                                      std::to_string(buckets[0]) + ")");
+    add(errors, index_path(p, 0),
+        "must be 1 so that every batch size has a bucket (got " + std::to_string(buckets[0]) + ")");
   }
   for (size_t i = 1; i < buckets.size(); ++i) {
     if (buckets[i] <= buckets[i - 1]) {
-      add(errors, index_path(p, i), "must be greater than the bucket before it (" +
-                                        std::to_string(buckets[i - 1]) + ") (got " +
-                                        std::to_string(buckets[i]) + ")");
+      add(errors, index_path(p, i),
+          "must be greater than the bucket before it (" + std::to_string(buckets[i - 1]) +
+              ") (got " + std::to_string(buckets[i]) + ")");
     }
   }
 }
@@ -264,8 +276,8 @@ void RebalancingSpec::check(const std::string& path, FieldErrors* errors) const 
         "is required when rebalancing is enabled; give the Prometheus base URL");
   }
   if (window.seconds < interval.seconds) {
-    add(errors, join_path(path, "window"), "must be at least the interval (\"" + interval.text +
-                                               "\") (got \"" + window.text + "\")");
+    add(errors, join_path(path, "window"),
+        "must be at least the interval (\"" + interval.text + "\") (got \"" + window.text + "\")");
   }
 }
 
@@ -310,12 +322,11 @@ void TSTPretrainJobSpec::check(const std::string& path, FieldErrors* errors) con
   if (workers.replicas >= 1 && training.batch_size % workers.replicas != 0) {
     add(errors, join_path(path, "training.batchSize"),
         "must be divisible by spec.workers.replicas (" + std::to_string(workers.replicas) +
-            ") so every worker gets the same share (got " +
-            std::to_string(training.batch_size) + ")");
+            ") so every worker gets the same share (got " + std::to_string(training.batch_size) +
+            ")");
   }
   bool ratio_in_range = superposition.ratio > 0 && superposition.ratio < 1;
-  if (superposition.enabled && ratio_in_range &&
-      training.schedule.warmup_steps < training.steps) {
+  if (superposition.enabled && ratio_in_range && training.schedule.warmup_steps < training.steps) {
     // The phase switch must fall in the stable part of warmup-stable-decay (SEEDS.md, TST).
     double switch_step = superposition.ratio * training.steps;
     double stable_end = training.steps * (1.0 - training.schedule.decay_fraction);

@@ -16,8 +16,8 @@
 #include <iostream>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
 #include <torch/torch.h>
+#include <CLI/CLI.hpp>
 
 #include "runtime/data/token_file.h"
 #include "runtime/drafter/trainer.h"
@@ -115,7 +115,9 @@ void train_drafter(model::Transformer target, model::Drafter drafter,
     torch::Tensor hidden;
     {
       torch::NoGradGuard g;
-      hidden = target->forward(batch, model::sequential_positions(torch::zeros({8}, torch::kInt64), 192)).hidden;
+      hidden =
+          target->forward(batch, model::sequential_positions(torch::zeros({8}, torch::kInt64), 192))
+              .hidden;
     }
     double loss = trainer.step(batch, hidden, torch::ones({8, 192}));
     if ((s + 1) % std::max(1, steps / 5) == 0) {
@@ -131,8 +133,9 @@ struct Run {
   rollout::EngineStats stats;
 };
 
-Run measure(model::Transformer target, model::Drafter drafter, const std::vector<rollout::Request>& reqs,
-            bool speculative, std::vector<std::string> arms, int64_t threshold) {
+Run measure(model::Transformer target, model::Drafter drafter,
+            const std::vector<rollout::Request>& reqs, bool speculative,
+            std::vector<std::string> arms, int64_t threshold) {
   rollout::EngineOptions eo;
   eo.max_batch = int64_t(reqs.size());
   eo.max_seq = 512;
@@ -161,11 +164,13 @@ int main(int argc, char** argv) {
   app.add_flag("--prepare-only", prepare_only,
                "Train and cache target and drafter (on all cores), then exit");
   app.add_option("--preset", preset, "Target preset")->capture_default_str();
-  app.add_option("--train-steps", train_steps, "Target training steps (cached)")->capture_default_str();
+  app.add_option("--train-steps", train_steps, "Target training steps (cached)")
+      ->capture_default_str();
   app.add_option("--drafter-steps", drafter_steps, "Drafter training steps")->capture_default_str();
   app.add_option("--batches", batches_s, "Batch sizes")->capture_default_str();
   app.add_option("--max-new", max_new, "Tokens per response")->capture_default_str();
-  app.add_option("--threads", threads, "Compute threads (a worker owns one core)")->capture_default_str();
+  app.add_option("--threads", threads, "Compute threads (a worker owns one core)")
+      ->capture_default_str();
   app.add_option("--temperature", temperature, "0 = greedy")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -175,13 +180,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<std::vector<int32_t>> train, held;
-  for (auto& d : corpus->docs) (data::held_out_by_name(d.name, 0.05) ? held : train).push_back(d.ids);
+  for (auto& d : corpus->docs)
+    (data::held_out_by_name(d.name, 0.05) ? held : train).push_back(d.ids);
   // BLIS reads its thread count once, so training (all cores) and measuring (one core per
   // worker) run in separate processes: bench/rollout.sh calls --prepare-only first.
   runtime::configure_threads(prepare_only ? 0 : threads);
   std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/tmp";
-  std::string cache = home + "/.cache/tlt/bench/target-" + preset + "-" + std::to_string(corpus->vocab) +
-                      "-" + std::to_string(train_steps) + ".ckpt";
+  std::string cache = home + "/.cache/tlt/bench/target-" + preset + "-" +
+                      std::to_string(corpus->vocab) + "-" + std::to_string(train_steps) + ".ckpt";
   model::Transformer target = trained_target(preset, *corpus, train, held, train_steps, cache);
   target->eval();
   torch::manual_seed(1);
@@ -192,20 +198,24 @@ int main(int argc, char** argv) {
   } else {
     std::printf("drafter: training %d steps on the target's generations\n", drafter_steps);
     train_drafter(target, drafter, held, drafter_steps);
-    if (!model::save_checkpoint(*drafter, drafter_cache, "drafter").ok()) std::printf("drafter: not cached\n");
+    if (!model::save_checkpoint(*drafter, drafter_cache, "drafter").ok())
+      std::printf("drafter: not cached\n");
   }
   drafter->eval();
   if (prepare_only) return 0;
   std::vector<std::string> arms{"4_1_5", "6_1_7", "4_2_8", "ngram"};
-  std::printf("\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32\n",
-              threads, temperature, max_new);
-  std::printf("%6s %12s %12s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio", "accept", "arm steps");
+  std::printf(
+      "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32\n",
+      threads, temperature, max_new);
+  std::printf("%6s %12s %12s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio", "accept",
+              "arm steps");
   for (int b : parse_list(batches_s)) {
     std::vector<rollout::Request> reqs = prompts(held, b, max_new, temperature, 0);
     Run plain = measure(target, drafter, reqs, false, arms, 32);
     Run spec = measure(target, drafter, reqs, true, arms, 32);
     std::string usage;
-    for (size_t a = 0; a < arms.size(); ++a) usage += arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
+    for (size_t a = 0; a < arms.size(); ++a)
+      usage += arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
     usage += "plain:" + std::to_string(spec.stats.plain_chosen);
     std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %s\n", b, plain.tokens_per_s, spec.tokens_per_s,
                 spec.tokens_per_s / plain.tokens_per_s, spec.accept, usage.c_str());

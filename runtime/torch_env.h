@@ -16,8 +16,8 @@ struct ComputeInfo {
   std::string torch_version;  // e.g. "1.13.1"
   bool cuda_available = false;
   int cuda_devices = 0;
-  int intra_op_threads = 0;   // at::get_num_threads()
-  int cores = 0;              // std::thread::hardware_concurrency()
+  int intra_op_threads = 0;  // at::get_num_threads()
+  int cores = 0;             // std::thread::hardware_concurrency()
 };
 
 // Sets LibTorch's intra-op threads and the BLAS/OpenMP thread variables to `threads`;

@@ -77,8 +77,8 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
     tf.baseline = flags.baseline, tf.compare = flags.compare, tf.resume = flags.resume;
     return run_tst_job(*tst, tf, out, err);
   }
-  out << "tlt run: " << file << " is a valid " << api::job_kind(job) << " ("
-      << api::job_name(job) << (flags.baseline ? ", baseline" : "") << ").\n";
+  out << "tlt run: " << file << " is a valid " << api::job_kind(job) << " (" << api::job_name(job)
+      << (flags.baseline ? ", baseline" : "") << ").\n";
   err << "tlt run: running " << api::job_kind(job)
       << " jobs is not implemented in this build yet. What exists today: the job spec API "
          "(`tlt validate`, `tlt explain`), the rollout engine (`tlt generate`) and "
@@ -91,8 +91,7 @@ int version_command(std::ostream& out) {
   runtime::ComputeInfo info = runtime::compute_info();
   out << "tlt " << TLT_VERSION << "\n"
       << "libtorch " << info.torch_version << "\n"
-      << "cuda " << (info.cuda_available ? "yes" : "no") << " devices=" << info.cuda_devices
-      << "\n"
+      << "cuda " << (info.cuda_available ? "yes" : "no") << " devices=" << info.cuda_devices << "\n"
       << "threads " << info.intra_op_threads << " cores=" << info.cores << "\n";
   return kExitOk;
 }

@@ -10,8 +10,8 @@ namespace tlt::cli {
 
 // Exit codes shared by the subcommands.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitInvalid = 1;        // a manifest (or flag) is wrong
-inline constexpr int kExitUnavailable = 69;   // the feature is not built yet (EX_UNAVAILABLE)
+inline constexpr int kExitInvalid = 1;       // a manifest (or flag) is wrong
+inline constexpr int kExitUnavailable = 69;  // the feature is not built yet (EX_UNAVAILABLE)
 
 // `tlt validate FILE...`: prints "FILE: ok (KIND NAME)" per valid document, or the file and
 // every error, one per line as "  path: message". Returns kExitInvalid if any document fails.

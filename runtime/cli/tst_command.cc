@@ -21,7 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string cache_dir() {
-  if (const char* d = std::getenv("TLT_DATA_DIR"); d && *d) return fs::path(d).parent_path().string();
+  if (const char* d = std::getenv("TLT_DATA_DIR"); d && *d)
+    return fs::path(d).parent_path().string();
   const char* home = std::getenv("HOME");
   return std::string(home ? home : "/tmp") + "/.cache/tlt";
 }
@@ -90,12 +91,13 @@ class Progress {
   void operator()(const tst::Point& p) {
     if (p.eval_loss >= 0) last_eval_ = p.eval_loss;
     elapsed_ += p.seconds;
-    bool log_now = p.step == steps_ || p.eval_loss >= 0 || (steps_ >= 10 && p.step % (steps_ / 10) == 0);
+    bool log_now =
+        p.step == steps_ || p.eval_loss >= 0 || (steps_ >= 10 && p.step % (steps_ / 10) == 0);
     if (!tty_ && !log_now) return;
     double eta = p.step > 0 ? elapsed_ / p.step * (steps_ - p.step) : 0;
     std::ostringstream line;
-    line << label_ << " step=" << p.step << "/" << steps_ << " phase=" << p.phase
-         << std::fixed << std::setprecision(3) << " loss=" << p.loss << " eval_loss=" << last_eval_
+    line << label_ << " step=" << p.step << "/" << steps_ << " phase=" << p.phase << std::fixed
+         << std::setprecision(3) << " loss=" << p.loss << " eval_loss=" << last_eval_
          << std::setprecision(1) << " tokens=" << p.tokens_seen
          << " tokens_per_s=" << (p.seconds > 0 ? p.tokens_seen / std::max(elapsed_, 1e-9) : 0.0)
          << " eta_s=" << eta;
@@ -117,8 +119,12 @@ class Progress {
 nlohmann::json points_json(const std::vector<tst::Point>& pts) {
   nlohmann::json a = nlohmann::json::array();
   for (const tst::Point& p : pts) {
-    a.push_back({{"step", p.step}, {"phase", p.phase}, {"flops", p.flops},
-                 {"tokensSeen", p.tokens_seen}, {"heldOutLoss", p.eval_loss}, {"trainLoss", p.loss}});
+    a.push_back({{"step", p.step},
+                 {"phase", p.phase},
+                 {"flops", p.flops},
+                 {"tokensSeen", p.tokens_seen},
+                 {"heldOutLoss", p.eval_loss},
+                 {"trainLoss", p.loss}});
   }
   return a;
 }
@@ -126,7 +132,8 @@ nlohmann::json points_json(const std::vector<tst::Point>& pts) {
 void write_tsv(const fs::path& path, const std::vector<tst::Point>& pts) {
   std::ofstream f(path);
   f << "# flops\theld_out_loss\ttokens_seen\tstep\n";
-  for (const tst::Point& p : pts) f << p.flops << "\t" << p.eval_loss << "\t" << p.tokens_seen << "\t" << p.step << "\n";
+  for (const tst::Point& p : pts)
+    f << p.flops << "\t" << p.eval_loss << "\t" << p.tokens_seen << "\t" << p.step << "\n";
 }
 
 // Draws loss against FLOPs with gnuplot when it is installed; returns the picture's path or "".
@@ -137,7 +144,9 @@ std::string plot(const fs::path& dir, bool with_baseline) {
   g << "set terminal svg size 800,500\nset output '" << svg.string() << "'\n"
     << "set xlabel 'training FLOPs'\nset ylabel 'held-out next-token loss'\nset grid\n"
     << "plot '" << (dir / "tst.tsv").string() << "' using 1:2 with linespoints title 'TST'";
-  if (with_baseline) g << ", '" << (dir / "baseline.tsv").string() << "' using 1:2 with linespoints title 'baseline'";
+  if (with_baseline)
+    g << ", '" << (dir / "baseline.tsv").string()
+      << "' using 1:2 with linespoints title 'baseline'";
   g << "\n";
   g.close();
   std::string cmd = "gnuplot '" + script.string() + "' >/dev/null 2>&1";
@@ -169,12 +178,15 @@ int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::o
   out << "tlt run: corpus " << spec.data.corpus << ": " << train_ids.size() << " training ("
       << train_tokens << " tokens) and " << held_ids.size() << " held-out documents, vocab "
       << corpus->vocab << "\n";
-  std::string base_dir = spec.checkpoint.path.empty() ? ".tlt/" + job.metadata.name : spec.checkpoint.path;
-  fs::path report = flags.report_dir.empty() ? fs::path(base_dir) / "report" : fs::path(flags.report_dir);
+  std::string base_dir =
+      spec.checkpoint.path.empty() ? ".tlt/" + job.metadata.name : spec.checkpoint.path;
+  fs::path report =
+      flags.report_dir.empty() ? fs::path(base_dir) / "report" : fs::path(flags.report_dir);
   std::error_code ec;
   fs::create_directories(report, ec);
   nlohmann::json summary = {{"job", job.metadata.name}, {"kind", job.kind}};
-  auto run_one = [&](bool superposition, const std::string& label) -> StatusOr<std::vector<tst::Point>> {
+  auto run_one = [&](bool superposition,
+                     const std::string& label) -> StatusOr<std::vector<tst::Point>> {
     tst::RunPlan plan = plan_from(spec, corpus->vocab);
     plan.superposition = superposition && spec.superposition.enabled;
     plan.resume = flags.resume;
@@ -197,7 +209,9 @@ int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::o
         << pts->back().flops << " FLOPs and " << pts->back().tokens_seen << " tokens\n";
   }
   std::string picture = plot(report, runs.size() == 2 || flags.baseline);
-  if (flags.baseline) fs::copy_file(report / "baseline.tsv", report / "tst.tsv", fs::copy_options::overwrite_existing, ec);
+  if (flags.baseline)
+    fs::copy_file(report / "baseline.tsv", report / "tst.tsv", fs::copy_options::overwrite_existing,
+                  ec);
   summary["picture"] = picture;
   std::ofstream(report / "report.json") << summary.dump(2) << "\n";
   out << "report: " << (report / "report.json").string()

@@ -10,10 +10,10 @@
 namespace tlt::cli {
 
 struct TSTRunFlags {
-  bool compare = false;   // also run the baseline with the same seed, data and FLOPs
-  bool baseline = false;  // run only the baseline
-  bool resume = false;    // continue from the job's checkpoint directory
-  std::string report_dir; // default: <checkpoint.path or .tlt/NAME>/report
+  bool compare = false;    // also run the baseline with the same seed, data and FLOPs
+  bool baseline = false;   // run only the baseline
+  bool resume = false;     // continue from the job's checkpoint directory
+  std::string report_dir;  // default: <checkpoint.path or .tlt/NAME>/report
 };
 
 // Returns the process exit code (0 ok, 1 bad input or failure).

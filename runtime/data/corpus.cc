@@ -63,7 +63,8 @@ StatusOr<std::vector<Document>> load_corpus(const std::string& corpus,
 
 void split_documents(const std::vector<Document>& all, double fraction,
                      std::vector<Document>* train, std::vector<Document>* held_out) {
-  for (const Document& d : all) (held_out_by_name(d.name, fraction) ? held_out : train)->push_back(d);
+  for (const Document& d : all)
+    (held_out_by_name(d.name, fraction) ? held_out : train)->push_back(d);
 }
 
 }  // namespace tlt::data

@@ -13,7 +13,9 @@ namespace {
 constexpr char kMagic[] = "TLTTOK1\n";
 constexpr size_t kMagicLen = 8;
 
-void put32(std::string* s, int32_t v) { s->append(reinterpret_cast<const char*>(&v), 4); }
+void put32(std::string* s, int32_t v) {
+  s->append(reinterpret_cast<const char*>(&v), 4);
+}
 
 bool get32(const std::string& s, size_t* pos, int32_t* v) {
   if (s.size() < *pos + 4) return false;
@@ -63,7 +65,8 @@ StatusOr<TokenizedCorpus> read_token_file(const std::string& path) {
   auto bad = [&](const std::string& why) {
     return Status::Corruption(path + ": " + why + "; delete it and it is rebuilt");
   };
-  if (s.size() < kMagicLen + 8 || s.compare(0, kMagicLen, kMagic) != 0) return bad("not a token file");
+  if (s.size() < kMagicLen + 8 || s.compare(0, kMagicLen, kMagic) != 0)
+    return bad("not a token file");
   uint64_t sum = 0;
   std::memcpy(&sum, s.data() + s.size() - 8, 8);
   std::string body = s.substr(0, s.size() - 8);
@@ -71,13 +74,15 @@ StatusOr<TokenizedCorpus> read_token_file(const std::string& path) {
   TokenizedCorpus c;
   size_t pos = kMagicLen;
   int32_t n = 0;
-  if (!get32(body, &pos, &c.vocab) || !get32(body, &pos, &c.eos_id) || !get32(body, &pos, &n) || n < 0) {
+  if (!get32(body, &pos, &c.vocab) || !get32(body, &pos, &c.eos_id) || !get32(body, &pos, &n) ||
+      n < 0) {
     return bad("bad header");
   }
   for (int32_t i = 0; i < n; ++i) {
     TokenizedDocument d;
     int32_t len = 0, count = 0;
-    if (!get32(body, &pos, &len) || len < 0 || body.size() < pos + size_t(len)) return bad("bad document");
+    if (!get32(body, &pos, &len) || len < 0 || body.size() < pos + size_t(len))
+      return bad("bad document");
     d.name = body.substr(pos, size_t(len));
     pos += size_t(len);
     if (!get32(body, &pos, &count) || count < 0 || body.size() < pos + size_t(count) * 4) {

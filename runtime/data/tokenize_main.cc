@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   tok->add_option("--paths", paths, "Text files when --corpus files");
   tok->add_option("--vocab", vocab, "Vocabulary size")->capture_default_str();
   tok->add_option("--held-out", held_out, "Held-out fraction (not used to train the tokenizer)");
-  tok->add_option("--tokenizer", tokenizer, "Tokenizer model path (trained if missing)")->required();
+  tok->add_option("--tokenizer", tokenizer, "Tokenizer model path (trained if missing)")
+      ->required();
   tok->add_option("--out", out, "Token file to write")->required();
   CLI11_PARSE(app, argc, argv);
 

@@ -63,7 +63,11 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   return s;
 }
 
-int Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
-int Tokenizer::eos_id() const { return sp_->eos_id(); }
+int Tokenizer::vocab_size() const {
+  return sp_->GetPieceSize();
+}
+int Tokenizer::eos_id() const {
+  return sp_->eos_id();
+}
 
 }  // namespace tlt::data

@@ -6,12 +6,13 @@ torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& target,
                            const torch::Tensor& tokens, const torch::Tensor& hidden,
                            const torch::Tensor& mask) {
   int64_t b = tokens.size(0), t = tokens.size(1);
-  torch::Tensor in_tokens = tokens.narrow(1, 1, t - 1);                  // (B, T-1): x_{j+1}
-  torch::Tensor in_feats = hidden.narrow(1, 0, t - 1).detach();          // (B, T-1, C): h_j
-  torch::Tensor want = hidden.narrow(1, 1, t - 1).detach();              // (B, T-1, C): h_{j+1}
-  torch::Tensor w = mask.narrow(1, 1, t - 1).to(hidden.scalar_type());   // (B, T-1)
+  torch::Tensor in_tokens = tokens.narrow(1, 1, t - 1);                 // (B, T-1): x_{j+1}
+  torch::Tensor in_feats = hidden.narrow(1, 0, t - 1).detach();         // (B, T-1, C): h_j
+  torch::Tensor want = hidden.narrow(1, 1, t - 1).detach();             // (B, T-1, C): h_{j+1}
+  torch::Tensor w = mask.narrow(1, 1, t - 1).to(hidden.scalar_type());  // (B, T-1)
   torch::Tensor positions = model::sequential_positions(
-      torch::zeros({b}, torch::TensorOptions().dtype(torch::kInt64).device(tokens.device())), t - 1);
+      torch::zeros({b}, torch::TensorOptions().dtype(torch::kInt64).device(tokens.device())),
+      t - 1);
   torch::Tensor pred = drafter->forward(in_tokens, in_feats, positions);  // (B, T-1, C)
   torch::Tensor reg = torch::smooth_l1_loss(pred, want, at::Reduction::None).mean(-1);  // (B,T-1)
   torch::Tensor target_p;
@@ -19,7 +20,8 @@ torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& target,
     torch::NoGradGuard no_grad;
     target_p = torch::softmax(target->lm_head(want), -1);  // (B, T-1, V)
   }
-  torch::Tensor ce = -(target_p * torch::log_softmax(drafter->logits(pred), -1)).sum(-1);  // (B,T-1)
+  torch::Tensor ce =
+      -(target_p * torch::log_softmax(drafter->logits(pred), -1)).sum(-1);  // (B,T-1)
   torch::Tensor per = 0.5 * reg + 0.5 * ce;
   return (per * w).sum() / w.sum().clamp_min(1.0);
 }

@@ -44,11 +44,13 @@ StatusOr<Parsed> read_file(const std::string& path) {
   size_t pos = sizeof kMagic;
   uint32_t meta_len = 0;
   uint64_t payload_len = 0, checksum = 0;
-  if (!get(data, &pos, &meta_len) || data.size() < pos + meta_len) return corrupt("truncated header");
+  if (!get(data, &pos, &meta_len) || data.size() < pos + meta_len)
+    return corrupt("truncated header");
   Parsed p;
   p.metadata = data.substr(pos, meta_len);
   pos += meta_len;
-  if (!get(data, &pos, &payload_len) || !get(data, &pos, &checksum)) return corrupt("truncated header");
+  if (!get(data, &pos, &payload_len) || !get(data, &pos, &checksum))
+    return corrupt("truncated header");
   if (data.size() - pos != payload_len) {
     return corrupt("payload is " + std::to_string(data.size() - pos) + " bytes, expected " +
                    std::to_string(payload_len) + " (truncated?)");
@@ -65,7 +67,8 @@ Status save_checkpoint(const torch::nn::Module& module, const std::string& path,
   std::ostringstream payload_stream;
   try {
     torch::serialize::OutputArchive archive;
-    for (const auto& p : module.named_parameters()) archive.write(p.key(), p.value().detach().cpu());
+    for (const auto& p : module.named_parameters())
+      archive.write(p.key(), p.value().detach().cpu());
     for (const auto& b : module.named_buffers()) archive.write(b.key(), b.value().cpu(), true);
     archive.save_to(payload_stream);
   } catch (const c10::Error& e) {
@@ -121,8 +124,10 @@ StatusOr<std::string> load_checkpoint(torch::nn::Module& module, const std::stri
       copies.emplace_back(dst, loaded);
       return Status::Ok();
     };
-    for (const auto& q : module.named_parameters()) TLT_RETURN_IF_ERROR(stage(q.key(), q.value(), false));
-    for (const auto& b : module.named_buffers()) TLT_RETURN_IF_ERROR(stage(b.key(), b.value(), true));
+    for (const auto& q : module.named_parameters())
+      TLT_RETURN_IF_ERROR(stage(q.key(), q.value(), false));
+    for (const auto& b : module.named_buffers())
+      TLT_RETURN_IF_ERROR(stage(b.key(), b.value(), true));
   } catch (const c10::Error& e) {
     return Status::Corruption(path + ": payload does not decode: " + e.what_without_backtrace());
   }

@@ -14,13 +14,13 @@
 namespace tlt::model {
 
 struct ModelConfig {
-  int64_t vocab = 4096;     // V
-  int64_t dim = 192;        // C
-  int64_t n_layers = 4;     // L
-  int64_t n_heads = 6;      // H
-  int64_t n_kv_heads = 2;   // Hkv; H must be a multiple (grouped-query attention)
-  int64_t ffn = 512;        // F, SwiGLU hidden width
-  int64_t max_seq = 1024;   // longest sequence RoPE tables and caches are sized for
+  int64_t vocab = 4096;    // V
+  int64_t dim = 192;       // C
+  int64_t n_layers = 4;    // L
+  int64_t n_heads = 6;     // H
+  int64_t n_kv_heads = 2;  // Hkv; H must be a multiple (grouped-query attention)
+  int64_t ffn = 512;       // F, SwiGLU hidden width
+  int64_t max_seq = 1024;  // longest sequence RoPE tables and caches are sized for
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
 

@@ -5,7 +5,8 @@ namespace tlt::model {
 DrafterImpl::DrafterImpl(Transformer target, int64_t n_layers)
     : target_(std::move(target)), n_layers_(n_layers) {
   const ModelConfig& c = target_->config();
-  fc = register_module("fc", torch::nn::Linear(torch::nn::LinearOptions(2 * c.dim, c.dim).bias(false)));
+  fc = register_module("fc",
+                       torch::nn::Linear(torch::nn::LinearOptions(2 * c.dim, c.dim).bias(false)));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t l = 0; l < n_layers; ++l) layers->push_back(DecoderLayer(c));
   torch::NoGradGuard no_grad;

@@ -50,9 +50,10 @@ void KVCache::write(int64_t layer, const torch::Tensor& k, const torch::Tensor& 
   int64_t b = k.size(0), t = k.size(2);
   if (max_length() + t > max_seq_) throw std::length_error("KVCache: sequence exceeds max_seq");
   // idx[b, h, t, d] = length(b) + t: where each new token lands.
-  torch::Tensor idx = lengths_tensor().view({b, 1, 1, 1}) +
-                      torch::arange(t, torch::TensorOptions().dtype(torch::kInt64).device(k.device()))
-                          .view({1, 1, t, 1});
+  torch::Tensor idx =
+      lengths_tensor().view({b, 1, 1, 1}) +
+      torch::arange(t, torch::TensorOptions().dtype(torch::kInt64).device(k.device()))
+          .view({1, 1, t, 1});
   idx = idx.expand_as(k);
   k_[layer].narrow(0, focus_first_, b).scatter_(2, idx, k);
   v_[layer].narrow(0, focus_first_, b).scatter_(2, idx, v);

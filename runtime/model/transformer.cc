@@ -38,9 +38,10 @@ torch::Tensor attention_mask(const torch::Tensor& lengths, int64_t t, int64_t s,
                              const AttentionLayout& layout, torch::Dtype dtype) {
   int64_t b = lengths.size(0);
   auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(lengths.device());
-  torch::Tensor tm = layout.tree.defined()
-                         ? layout.tree.to(torch::kBool)
-                         : torch::ones({t, t}, long_opts.dtype(torch::kBool)).tril().expand({b, t, t});
+  torch::Tensor tm =
+      layout.tree.defined()
+          ? layout.tree.to(torch::kBool)
+          : torch::ones({t, t}, long_opts.dtype(torch::kBool)).tril().expand({b, t, t});
   torch::Tensor pos = torch::arange(s, long_opts).view({1, 1, s});
   torch::Tensor rel = pos - lengths.view({b, 1, 1});  // (B,1,S)
   torch::Tensor in_new = (rel >= 0) & (rel < t);
@@ -49,13 +50,14 @@ torch::Tensor attention_mask(const torch::Tensor& lengths, int64_t t, int64_t s,
     torch::Tensor srel = pos - layout.spec_base.view({b, 1, 1});  // (B,1,S)
     int64_t p = layout.spec_visible.size(2);
     torch::Tensor in_spec = (srel >= 0) & (rel < 0);
-    torch::Tensor seen = layout.spec_visible.to(torch::kBool)
-                             .gather(2, srel.clamp(0, p - 1).expand({b, t, s}));
+    torch::Tensor seen =
+        layout.spec_visible.to(torch::kBool).gather(2, srel.clamp(0, p - 1).expand({b, t, s}));
     allowed = allowed | (seen & in_spec) | (srel < 0);
   } else {
     allowed = allowed | (rel < 0);
   }
-  torch::Tensor zero = torch::zeros({}, torch::TensorOptions().dtype(dtype).device(lengths.device()));
+  torch::Tensor zero =
+      torch::zeros({}, torch::TensorOptions().dtype(dtype).device(lengths.device()));
   torch::Tensor ninf = torch::full({}, -std::numeric_limits<double>::infinity(), zero.options());
   return torch::where(allowed, zero, ninf).view({b, 1, 1, t, s});
 }
@@ -86,11 +88,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   // Query heads grouped by the K/V head they share: (B,Hkv,G*T,D); no K/V copy.
   torch::Tensor qg = q.reshape({b, n_kv_heads_, g * t, head_dim_});
   torch::Tensor scores = torch::matmul(qg, k.transpose(-1, -2)) / std::sqrt(double(head_dim_));
-  scores = scores.view({b, n_kv_heads_, g, t, s}) + mask;             // (B,Hkv,G,T,S)
+  scores = scores.view({b, n_kv_heads_, g, t, s}) + mask;  // (B,Hkv,G,T,S)
   torch::Tensor probs = torch::softmax(scores, -1).view({b, n_kv_heads_, g * t, s});
-  torch::Tensor out = torch::matmul(probs, v);                         // (B,Hkv,G*T,D)
+  torch::Tensor out = torch::matmul(probs, v);  // (B,Hkv,G*T,D)
   out = out.view({b, n_heads_, t, head_dim_}).transpose(1, 2).reshape({b, t, n_heads_ * head_dim_});
-  return wo(out);                                                      // (B,T,C)
+  return wo(out);  // (B,T,C)
 }
 
 MlpImpl::MlpImpl(const ModelConfig& c) {
@@ -112,8 +114,8 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
-                                        const Rope& rope, const torch::Tensor& mask,
-                                        KVCache* cache, int64_t layer) {
+                                        const Rope& rope, const torch::Tensor& mask, KVCache* cache,
+                                        int64_t layer) {
   torch::Tensor h = x + attn(attn_norm(x), positions, rope, mask, cache, layer);
   return h + mlp(mlp_norm(h));
 }

@@ -21,7 +21,7 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps);
   torch::Tensor forward(const torch::Tensor& x);  // (..., C) -> (..., C)
-  torch::Tensor weight;                            // (C)
+  torch::Tensor weight;                           // (C)
  private:
   double eps_;
 };
@@ -67,7 +67,7 @@ TORCH_MODULE(Attention);
 class MlpImpl : public torch::nn::Module {
  public:
   explicit MlpImpl(const ModelConfig& c);
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
+  torch::Tensor forward(const torch::Tensor& x);                      // (B, T, C) -> (B, T, C)
   torch::nn::Linear w_gate{nullptr}, w_up{nullptr}, w_down{nullptr};  // (F, C), (F, C), (C, F)
 };
 TORCH_MODULE(Mlp);
@@ -109,10 +109,10 @@ class TransformerImpl : public torch::nn::Module {
   std::unique_ptr<KVCache> make_cache(int64_t max_batch, int64_t max_seq) const;
 
   const ModelConfig& config() const { return config_; }
-  torch::nn::Embedding embed{nullptr};   // (V, C)
+  torch::nn::Embedding embed{nullptr};  // (V, C)
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
-  torch::nn::Linear lm_head{nullptr};    // (V, C)
+  torch::nn::Linear lm_head{nullptr};  // (V, C)
 
  private:
   ModelConfig config_;

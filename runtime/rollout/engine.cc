@@ -15,13 +15,13 @@ namespace tlt::rollout {
 struct Engine::Active {
   Request req;
   Rng rng;
-  std::vector<int64_t> tokens;      // prompt + generated; back() is pending
+  std::vector<int64_t> tokens;  // prompt + generated; back() is pending
   int64_t generated = 0;
   bool done = false, stopped = false;
-  std::vector<torch::Tensor> feats; // (n_i, C) chunks for positions [drafter_len, L)
+  std::vector<torch::Tensor> feats;  // (n_i, C) chunks for positions [drafter_len, L)
   int64_t drafter_len = 0;
   int64_t spec_steps = 0, accepted = 0;
-  size_t order = 0;                 // index in the caller's request list
+  size_t order = 0;  // index in the caller's request list
 
   int64_t committed() const { return static_cast<int64_t>(tokens.size()) - 1; }
   int64_t pending() const { return tokens.back(); }
@@ -113,13 +113,13 @@ StatusOr<std::vector<Completion>> Engine::generate(const std::vector<Request>& r
   }
   if (!arms_.empty()) headroom = std::max<int64_t>(headroom, kNgramDepth + 2);
   for (const Request& r : requests) {
-    if (r.prompt.empty()) return Status::InvalidArgument("request " + std::to_string(r.id) + ": empty prompt");
+    if (r.prompt.empty())
+      return Status::InvalidArgument("request " + std::to_string(r.id) + ": empty prompt");
     if (int64_t(r.prompt.size()) + r.max_new_tokens + headroom > options_.max_seq) {
-      return Status::InvalidArgument("request " + std::to_string(r.id) + ": prompt (" +
-                                     std::to_string(r.prompt.size()) + ") + max_new_tokens (" +
-                                     std::to_string(r.max_new_tokens) + ") + draft headroom (" +
-                                     std::to_string(headroom) + ") exceeds max_seq " +
-                                     std::to_string(options_.max_seq));
+      return Status::InvalidArgument(
+          "request " + std::to_string(r.id) + ": prompt (" + std::to_string(r.prompt.size()) +
+          ") + max_new_tokens (" + std::to_string(r.max_new_tokens) + ") + draft headroom (" +
+          std::to_string(headroom) + ") exceeds max_seq " + std::to_string(options_.max_seq));
     }
   }
   try {
@@ -152,7 +152,8 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
       double t0 = now_seconds();
       plain_step(active);
       ++stats_.plain_chosen;
-      selector_->report(b, arm, double(stats_.tokens - before) / std::max(1e-9, now_seconds() - t0));
+      selector_->report(b, arm,
+                        double(stats_.tokens - before) / std::max(1e-9, now_seconds() - t0));
     } else if (arm >= 0) {
       spec_step(active, arm);
     } else {
@@ -171,9 +172,9 @@ Status Engine::admit(const Request& request, std::vector<Active>* active) {
   int64_t p = int64_t(request.prompt.size());
   torch::Device dev = target_->lm_head->weight.device();
   cache_tgt_->focus(slot, 1);
-  model::ForwardResult r = target_->forward(long_tensor(request.prompt, dev).view({1, p}),
-                                            torch::arange(p, torch::kInt64).to(dev).view({1, p}),
-                                            cache_tgt_.get());
+  model::ForwardResult r =
+      target_->forward(long_tensor(request.prompt, dev).view({1, p}),
+                       torch::arange(p, torch::kInt64).to(dev).view({1, p}), cache_tgt_.get());
   cache_tgt_->unfocus();
   cache_tgt_->commit_prefix(slot, p);
   torch::Tensor last = host_logits(r.logits.select(1, p - 1));  // (1, V)
@@ -301,8 +302,9 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
       pos[i] = active[i].drafter_len + k - 1;
     }
     if (k == depth) break;
-    h = drafter_->forward(long_tensor(toks, dev).view({b, 1}), h.unsqueeze(1),
-                          long_tensor(pos, dev).view({b, 1}), cache_dft_.get())
+    h = drafter_
+            ->forward(long_tensor(toks, dev).view({b, 1}), h.unsqueeze(1),
+                      long_tensor(pos, dev).view({b, 1}), cache_dft_.get())
             .squeeze(1);
     for (int64_t i = 0; i < b; ++i) cache_dft_->commit_prefix(i, 1);
   }
@@ -324,7 +326,7 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
   torch::Tensor top_lp_c = top_lp_t.cpu().contiguous(), top_ix_c = top_ix_t.cpu().contiguous();
   auto top_lp = top_lp_c.accessor<double, 2>();
   auto top_ix = top_ix_c.accessor<int64_t, 2>();
-  std::vector<std::vector<int32_t>> frontier(b);   // node ids expandable at the next level
+  std::vector<std::vector<int32_t>> frontier(b);  // node ids expandable at the next level
   torch::Tensor parent_h = root_hidden.unsqueeze(1).expand({b, k, root_hidden.size(1)});  // (B,k,C)
   for (int64_t i = 0; i < b; ++i) {
     for (int64_t j = 0; j < k; ++j) {
@@ -353,7 +355,8 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
       }
     }
     // Features of the chosen nodes' pairs, and which speculative entries each may see.
-    torch::Tensor rows = long_tensor(chosen_rows, dev).view({b, k, 1}).expand({b, k, feat_of_frontier.size(2)});
+    torch::Tensor rows =
+        long_tensor(chosen_rows, dev).view({b, k, 1}).expand({b, k, feat_of_frontier.size(2)});
     torch::Tensor feats = feat_of_frontier.gather(1, rows);  // (B,k,C)
     int64_t p = std::max<int64_t>(1, int64_t(expanded[0].size()));
     std::vector<uint8_t> vis(size_t(b) * k * p, 0);
@@ -364,7 +367,8 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
         // A speculative entry is visible to the chosen node when it is one of its ancestors.
         for (int32_t a = trees[i].node(chosen[i][j]).parent; a > 0; a = trees[i].node(a).parent) {
           auto it = std::find(expanded[i].begin(), expanded[i].end(), a);
-          if (it != expanded[i].end()) vis[(size_t(i) * k + j) * p + size_t(it - expanded[i].begin())] = 1;
+          if (it != expanded[i].end())
+            vis[(size_t(i) * k + j) * p + size_t(it - expanded[i].begin())] = 1;
         }
       }
     }
@@ -383,7 +387,7 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
       for (int32_t node : chosen[i]) expanded[i].push_back(node);
     }
     torch::Tensor lp = torch::log_softmax(drafter_->logits(h).to(torch::kFloat64), -1);  // (B,k,V)
-    auto [clp_t, cix_t] = lp.topk(k, -1);  // (B,k,k)
+    auto [clp_t, cix_t] = lp.topk(k, -1);                                                // (B,k,k)
     torch::Tensor clp_c = clp_t.cpu().contiguous(), cix_c = cix_t.cpu().contiguous();
     auto clp = clp_c.accessor<double, 3>();
     auto cix = cix_c.accessor<int64_t, 3>();
@@ -392,7 +396,8 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
       for (int64_t j = 0; j < k; ++j) {
         double base_score = trees[i].node(chosen[i][j]).score;
         for (int64_t c = 0; c < k; ++c) {
-          frontier[i].push_back(trees[i].add(cix[i][j][c], chosen[i][j], base_score + clp[i][j][c]));
+          frontier[i].push_back(
+              trees[i].add(cix[i][j][c], chosen[i][j], base_score + clp[i][j][c]));
         }
       }
     }
@@ -452,12 +457,13 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
       for (int32_t c = 0; c < ni && r < ni; ++c) mi[size_t(r) * n + c] = m[size_t(r) * ni + c];
     }
   }
-  torch::Tensor mask = torch::from_blob(mask_bytes.data(), {b, n, n}, torch::kUInt8).to(torch::kBool);
+  torch::Tensor mask =
+      torch::from_blob(mask_bytes.data(), {b, n, n}, torch::kUInt8).to(torch::kBool);
   model::AttentionLayout layout;
   layout.tree = mask.to(dev);
-  model::ForwardResult r = target_->forward(long_tensor(toks, dev).view({b, n}),
-                                            long_tensor(pos, dev).view({b, n}), cache_tgt_.get(),
-                                            layout);
+  model::ForwardResult r =
+      target_->forward(long_tensor(toks, dev).view({b, n}), long_tensor(pos, dev).view({b, n}),
+                       cache_tgt_.get(), layout);
   torch::Tensor logits = host_logits(r.logits);  // (B, N, V)
   int64_t v = logits.size(2);
   int64_t emitted = 0;
@@ -475,7 +481,8 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
     std::vector<int64_t> path(verdict.path.begin(), verdict.path.end());
     cache_tgt_->commit(i, path);
     std::vector<int64_t> new_tokens;
-    for (size_t j = 1; j < path.size(); ++j) new_tokens.push_back(trees[i].node(int32_t(path[j])).token);
+    for (size_t j = 1; j < path.size(); ++j)
+      new_tokens.push_back(trees[i].node(int32_t(path[j])).token);
     new_tokens.push_back(verdict.next_token);
     a.spec_steps++;
     a.accepted += verdict.accepted();

@@ -37,9 +37,9 @@ struct Request {
   int64_t id = 0;
   std::vector<int64_t> prompt;  // at least one token
   int32_t max_new_tokens = 64;
-  int64_t stop_token = -1;      // -1: none
-  SamplingParams sampling;      // temperature 0: greedy
-  uint64_t seed = 0;            // per-request RNG seed
+  int64_t stop_token = -1;  // -1: none
+  SamplingParams sampling;  // temperature 0: greedy
+  uint64_t seed = 0;        // per-request RNG seed
 };
 
 struct Completion {
@@ -75,11 +75,11 @@ struct EngineOptions {
 
 struct EngineStats {
   int64_t plain_steps = 0, spec_steps = 0;
-  int64_t plain_chosen = 0;       // plain steps the bandit chose below the threshold
-  int64_t tokens = 0;             // generated tokens
-  int64_t request_spec_steps = 0; // sum over spec steps of the batch size
-  int64_t accepted = 0;           // drafted tokens accepted
-  std::vector<int64_t> arm_steps; // spec steps per arm
+  int64_t plain_chosen = 0;        // plain steps the bandit chose below the threshold
+  int64_t tokens = 0;              // generated tokens
+  int64_t request_spec_steps = 0;  // sum over spec steps of the batch size
+  int64_t accepted = 0;            // drafted tokens accepted
+  std::vector<int64_t> arm_steps;  // spec steps per arm
   std::vector<int64_t> arm_accepted, arm_request_steps;
   double seconds = 0.0;
   // Mean tokens emitted per request per speculative step (accepted + 1).
@@ -95,8 +95,8 @@ class Engine {
  public:
   // drafter may be empty (nullptr holder): then only model-free arms (ngram) speculate.
   // InvalidArgument for an unknown arm name or selector.
-  static StatusOr<std::unique_ptr<Engine>> create(model::Transformer target,
-                                                  model::Drafter drafter, EngineOptions options);
+  static StatusOr<std::unique_ptr<Engine>> create(model::Transformer target, model::Drafter drafter,
+                                                  EngineOptions options);
 
   // Runs every request to completion; returns completions in the order of `requests`.
   // InvalidArgument when a request cannot fit in max_seq or has an empty prompt; Internal when
@@ -123,7 +123,8 @@ class Engine {
   void spec_step(std::vector<Active>& active, int32_t arm);
   torch::Tensor drafter_catch_up(std::vector<Active>& active);
   std::vector<DraftTree> draft_chain(std::vector<Active>& active, const torch::Tensor& root_hidden,
-                                     int32_t depth, std::vector<std::vector<std::vector<double>>>* q);
+                                     int32_t depth,
+                                     std::vector<std::vector<std::vector<double>>>* q);
   std::vector<DraftTree> draft_tree(std::vector<Active>& active, const torch::Tensor& root_hidden,
                                     const api::Arm& arm);
   std::vector<DraftTree> draft_ngram(std::vector<Active>& active, int32_t depth);

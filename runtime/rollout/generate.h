@@ -20,10 +20,10 @@ struct GenerateOptions {
   std::string drafter_checkpoint;  // drafter weights (speculation with EAGLE arms)
   std::string prompt = "Hello";
   int32_t max_tokens = 64;
-  double temperature = 0.0;        // 0: greedy
+  double temperature = 0.0;  // 0: greedy
   double top_p = 1.0;
   uint64_t seed = 0;
-  int32_t copies = 1;              // the same prompt this many times (a batch)
+  int32_t copies = 1;  // the same prompt this many times (a batch)
   bool speculative = false;
   std::vector<std::string> arms{"4_1_5", "ngram"};
 };

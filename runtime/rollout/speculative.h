@@ -79,8 +79,8 @@ Verdict accept_rejection_chain(const DraftTree& chain, const NodeLogits& logits,
                                const SamplingParams& params, Rng& rng);
 
 // The signature of a chain rule, so tests can swap in a deliberately wrong one.
-using ChainRule = std::function<Verdict(const DraftTree&, const NodeLogits&,
-                                        const std::vector<std::vector<double>>&,
-                                        const SamplingParams&, Rng&)>;
+using ChainRule =
+    std::function<Verdict(const DraftTree&, const NodeLogits&,
+                          const std::vector<std::vector<double>>&, const SamplingParams&, Rng&)>;
 
 }  // namespace tlt::rollout

@@ -25,7 +25,7 @@ struct RunPlan {
   uint64_t seed = 0;
   std::string checkpoint_dir;  // empty: no checkpoints
   int64_t checkpoint_every = 0;
-  bool resume = false;         // continue from checkpoint_dir when it holds a state
+  bool resume = false;  // continue from checkpoint_dir when it holds a state
 };
 
 struct Point {

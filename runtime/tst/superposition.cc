@@ -2,8 +2,7 @@
 
 namespace tlt::tst {
 
-torch::Tensor bag_embeddings(torch::nn::Embedding embed, const torch::Tensor& tokens,
-                             int64_t s) {
+torch::Tensor bag_embeddings(torch::nn::Embedding embed, const torch::Tensor& tokens, int64_t s) {
   int64_t b = tokens.size(0), l = tokens.size(1) / s;
   torch::Tensor e = embed->forward(tokens.narrow(1, 0, l * s));  // (B, s*L, C)
   torch::Dtype acc = e.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
@@ -29,11 +28,11 @@ torch::Tensor bag_weights(int64_t s, const std::string& weighting, torch::Dtype 
 torch::Tensor multi_hot_ce(const torch::Tensor& logits, const torch::Tensor& labels,
                            const torch::Tensor& weights) {
   torch::Dtype acc = logits.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  torch::Tensor logp = torch::log_softmax(logits.to(acc), -1);   // (B, L, V)
-  torch::Tensor valid = labels != kIgnore;                        // (B, L, s)
-  torch::Tensor picked = logp.gather(2, labels.clamp_min(0));     // (B, L, s)
+  torch::Tensor logp = torch::log_softmax(logits.to(acc), -1);  // (B, L, V)
+  torch::Tensor valid = labels != kIgnore;                      // (B, L, s)
+  torch::Tensor picked = logp.gather(2, labels.clamp_min(0));   // (B, L, s)
   torch::Tensor w = weights.to(logp.dtype()).view({1, 1, -1}) * valid.to(logp.dtype());
-  torch::Tensor w_sum = w.sum(-1);                                // (B, L)
+  torch::Tensor w_sum = w.sum(-1);  // (B, L)
   torch::Tensor per_pos = -(picked * w).sum(-1) / w_sum.clamp_min(1e-12);
   torch::Tensor has = w_sum > 0;
   return per_pos.masked_select(has).mean();

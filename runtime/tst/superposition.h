@@ -21,8 +21,7 @@ inline constexpr int64_t kIgnore = -100;
 
 // Mean embeddings of the bags: tokens (B, s*L) int64 -> (B, L, C) in the embedding's dtype,
 // accumulated in fp32 (fp64 when the embedding is fp64).
-torch::Tensor bag_embeddings(torch::nn::Embedding embed, const torch::Tensor& tokens,
-                             int64_t s);
+torch::Tensor bag_embeddings(torch::nn::Embedding embed, const torch::Tensor& tokens, int64_t s);
 
 // Labels (B, L, s): row l holds bag l+1's tokens, i.e. next-token labels shifted by s-1; the
 // last row, whose next bag is not in the sequence, is kIgnore.

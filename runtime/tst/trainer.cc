@@ -31,9 +31,9 @@ double now() {
 torch::Tensor rows_loss(model::Transformer& m, const torch::Tensor& rows, int64_t s,
                         const torch::Tensor& weights) {
   int64_t b = rows.size(0), l = rows.size(1) / s;
-  torch::Tensor x = bag_embeddings(m->embed, rows, s);                    // (B, L, C)
+  torch::Tensor x = bag_embeddings(m->embed, rows, s);  // (B, L, C)
   torch::Tensor pos = torch::arange(l, torch::kInt64).view({1, l}).expand({b, l});
-  torch::Tensor logits = m->forward_embeddings(x, pos).logits;            // (B, L, V)
+  torch::Tensor logits = m->forward_embeddings(x, pos).logits;  // (B, L, V)
   return multi_hot_ce(logits, bag_labels(rows, s), weights);
 }
 }  // namespace
@@ -53,10 +53,11 @@ StepResult TSTTrainer::step() {
   torch::Tensor rows = torch::tensor(raw, torch::kInt64).view({options_.batch, -1});
   model_->train();
   optimizer_->zero_grad();
-  torch::Tensor loss = rows_loss(model_, rows, r.bag,
-                                 bag_weights(r.bag, options_.weighting, torch::kFloat32));
+  torch::Tensor loss =
+      rows_loss(model_, rows, r.bag, bag_weights(r.bag, options_.weighting, torch::kFloat32));
   loss.backward();
-  if (options_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.grad_clip);
+  if (options_.grad_clip > 0)
+    torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.grad_clip);
   optimizer_->step();
   r.loss = loss.item<double>();
   flops_ += train_step_flops(model_->config(), options_.batch, options_.positions);

@@ -21,8 +21,8 @@ namespace tlt::tst {
 
 struct TrainerOptions {
   Schedule schedule;
-  int64_t batch = 16;      // B rows per step
-  int64_t positions = 128; // L positions the model sees per row
+  int64_t batch = 16;       // B rows per step
+  int64_t positions = 128;  // L positions the model sees per row
   double weight_decay = 0.1;
   double grad_clip = 1.0;
   std::string weighting = "uniform";
@@ -30,14 +30,14 @@ struct TrainerOptions {
 };
 
 struct StepResult {
-  int64_t step = 0;        // 0-based index of the step just taken
-  std::string phase;       // superposition | recovery | baseline
+  int64_t step = 0;   // 0-based index of the step just taken
+  std::string phase;  // superposition | recovery | baseline
   int64_t bag = 1;
-  double loss = 0.0;       // training loss of the step (MCE in superposition, NTP otherwise)
+  double loss = 0.0;  // training loss of the step (MCE in superposition, NTP otherwise)
   double lr = 0.0;
-  double flops = 0.0;      // cumulative training FLOPs after this step
-  int64_t tokens_seen = 0; // cumulative corpus tokens read
-  double seconds = 0.0;    // wall time of the step
+  double flops = 0.0;       // cumulative training FLOPs after this step
+  int64_t tokens_seen = 0;  // cumulative corpus tokens read
+  double seconds = 0.0;     // wall time of the step
 };
 
 class TSTTrainer {

@@ -39,7 +39,7 @@ kind: RLJob
 metadata: {name: a}
 spec: {algorithm: {steps: ~}}
 )",
-                  &errors);
+                        &errors);
   EXPECT_TRUE(errors.empty());
   EXPECT_EQ(job.spec.algorithm.steps, AlgorithmSpec().steps);
 }
@@ -57,8 +57,8 @@ spec:
             &errors);
   std::vector<std::string> paths;
   for (const FieldError& e : errors) paths.push_back(e.path);
-  std::vector<std::string> want{"spec.algorithm.steps",   "spec.algorithm.temperature",
-                                "spec.algorithm.seed",    "spec.roles.rollout",
+  std::vector<std::string> want{"spec.algorithm.steps",     "spec.algorithm.temperature",
+                                "spec.algorithm.seed",      "spec.roles.rollout",
                                 "spec.speculative.enabled", "spec.speculative.arms"};
   std::sort(paths.begin(), paths.end());
   std::sort(want.begin(), want.end());
@@ -67,8 +67,7 @@ spec:
 
 TEST(Decode, IntegerOverflowIsAnError) {
   FieldErrors errors;
-  decode_rl("kind: RLJob\nmetadata: {name: a}\nspec: {algorithm: {steps: 99999999999}}\n",
-            &errors);
+  decode_rl("kind: RLJob\nmetadata: {name: a}\nspec: {algorithm: {steps: 99999999999}}\n", &errors);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].path, "spec.algorithm.steps");
   EXPECT_NE(errors[0].message.find("between"), std::string::npos) << errors[0].message;
@@ -165,16 +164,16 @@ spec:
 }
 
 TEST(Decode, StatusDecodesFromJson) {
-  nlohmann::json j = {{"apiVersion", "tlt.dev/v1alpha1"},
-                      {"kind", "RLJob"},
-                      {"metadata", {{"name", "a"}}},
-                      {"spec", nlohmann::json::object()},
-                      {"status",
-                       {{"phase", "Running"},
-                        {"step", 4},
-                        {"reward", 0.5},
-                        {"conditions",
-                         {{{"type", "Running"}, {"status", "True"}, {"reason", "PodsReady"}}}}}}};
+  nlohmann::json j = {
+      {"apiVersion", "tlt.dev/v1alpha1"},
+      {"kind", "RLJob"},
+      {"metadata", {{"name", "a"}}},
+      {"spec", nlohmann::json::object()},
+      {"status",
+       {{"phase", "Running"},
+        {"step", 4},
+        {"reward", 0.5},
+        {"conditions", {{{"type", "Running"}, {"status", "True"}, {"reason", "PodsReady"}}}}}}};
   RLJob job;
   FieldErrors errors;
   decode(json_to_yaml(j), &job, &errors);

@@ -67,8 +67,8 @@ TEST_P(BadManifest, ProducesExactlyTheExpectedFieldPaths) {
     bool found = std::any_of(got.begin(), got.end(), [&](const FieldError& g) {
       return g.path == e.path && g.message.find(e.fragment) != std::string::npos;
     });
-    EXPECT_TRUE(found) << "no error at " << e.path << " containing \"" << e.fragment
-                       << "\"; got:\n" << listing;
+    EXPECT_TRUE(found) << "no error at " << e.path << " containing \"" << e.fragment << "\"; got:\n"
+                       << listing;
   }
 }
 
@@ -79,7 +79,9 @@ INSTANTIATE_TEST_SUITE_P(Corpus, BadManifest, ::testing::ValuesIn(bad_manifests(
                            return name;
                          });
 
-TEST(BadManifestCorpus, HasAtLeast25Files) { EXPECT_GE(bad_manifests().size(), 25u); }
+TEST(BadManifestCorpus, HasAtLeast25Files) {
+  EXPECT_GE(bad_manifests().size(), 25u);
+}
 
 TEST(Examples, AllValidate) {
   int n = 0;
@@ -150,7 +152,8 @@ TEST(Manifest, StreamsThatHangYamlCppAreRefused) {
 // Found by the fuzzer: a bare tag (`type: !bpe`) decodes as an empty string, which used to pass
 // as "unset" and then change in the JSON round trip.
 TEST(Manifest, ExplicitEmptyEnumIsAnError) {
-  auto docs = parse_manifest_file((kSource / "tests/fuzz/regressions/tagged-empty-enum.yaml").string());
+  auto docs =
+      parse_manifest_file((kSource / "tests/fuzz/regressions/tagged-empty-enum.yaml").string());
   ASSERT_TRUE(docs.ok());
   ASSERT_EQ(docs->size(), 1u);
   ASSERT_EQ((*docs)[0].errors.size(), 1u) << join_errors((*docs)[0].errors);

@@ -108,17 +108,20 @@ void check_every_range_and_enum_rule(const std::string& base, const std::vector<
     for (const std::string& bad : bad_values) {
       std::string all;
       EXPECT_TRUE(has_error_at(with_value(base, leaf.path, YAML::Node(bad)), leaf.path, &all))
-          << leaf.path << " = " << bad << " was accepted; errors:\n" << all;
+          << leaf.path << " = " << bad << " was accepted; errors:\n"
+          << all;
       ++n_checked;
     }
     // The boundary itself is allowed when inclusive.
     if (leaf.is_number && leaf.rule.min && !leaf.rule.min_exclusive) {
       std::string all;
       std::string at_min = format_number(*leaf.rule.min);
-      bool rejected = has_error_at(with_value(base, leaf.path, YAML::Node(at_min)), leaf.path, &all);
+      bool rejected =
+          has_error_at(with_value(base, leaf.path, YAML::Node(at_min)), leaf.path, &all);
       // Cross-field rules may still object to the minimum (e.g. replicas); the range rule may not.
       EXPECT_TRUE(!rejected || all.find("must be >= " + at_min + " ") == std::string::npos)
-          << leaf.path << " = " << at_min << " hit its own range rule:\n" << all;
+          << leaf.path << " = " << at_min << " hit its own range rule:\n"
+          << all;
     }
   }
   EXPECT_GT(n_checked, 20);
@@ -301,8 +304,8 @@ TEST(ValidateCross, PhaseSwitchInStablePart) {
 }
 
 TEST(ValidateCross, BatchDividesAmongWorkers) {
-  expect_single_error(tst_with("spec.workers.replicas", YAML::Node(5)),
-                      "spec.training.batchSize", "divisible by spec.workers.replicas (5)");
+  expect_single_error(tst_with("spec.workers.replicas", YAML::Node(5)), "spec.training.batchSize",
+                      "divisible by spec.workers.replicas (5)");
   EXPECT_TRUE(errors_of(tst_with("spec.workers.replicas", YAML::Node(4))).empty());
 }
 

@@ -14,8 +14,9 @@ namespace fs = std::filesystem;
 
 std::vector<Document> synthetic_docs(int n) {
   std::vector<Document> docs;
-  const char* words[] = {"the", "union", "state", "congress", "people", "nation", "war", "peace",
-                         "law", "year", "1790", "2018", "economy", "freedom", "justice"};
+  const char* words[] = {"the",    "union", "state",   "congress", "people",
+                         "nation", "war",   "peace",   "law",      "year",
+                         "1790",   "2018",  "economy", "freedom",  "justice"};
   uint64_t x = 7;
   for (int i = 0; i < n; ++i) {
     std::string t;

@@ -115,9 +115,11 @@ TEST(KVCache, RaggedLengthsInOneBatch) {
     cache->commit_prefix(1, 5);
   }
   torch::Tensor next = torch::cat({a.narrow(1, 8, 1), b.narrow(1, 5, 1)});
-  torch::Tensor pos = torch::stack({torch::full({1}, 8, torch::kInt64), torch::full({1}, 5, torch::kInt64)});
+  torch::Tensor pos =
+      torch::stack({torch::full({1}, 8, torch::kInt64), torch::full({1}, 5, torch::kInt64)});
   ForwardResult r = m->forward(next, pos, cache.get());
-  double d = std::max(maxdiff(r.logits[0][0], fa.logits[0][8]), maxdiff(r.logits[1][0], fb.logits[0][5]));
+  double d =
+      std::max(maxdiff(r.logits[0][0], fa.logits[0][8]), maxdiff(r.logits[1][0], fb.logits[0][5]));
   EXPECT_LT(d, 1e-10) << "maxdiff=" << d;
 }
 
@@ -183,7 +185,8 @@ TEST(KVCache, RemoveSlotMovesTheLastOne) {
   torch::Tensor next = torch::stack({seqs[2].narrow(0, 6, 1), seqs[1].narrow(0, 6, 1)});
   ForwardResult r = m->forward(next, positions_from(6, 1, 2), cache.get());
   ForwardResult full = m->forward(seqs, positions_from(0, 7, 3));
-  double d = std::max(maxdiff(r.logits[0][0], full.logits[2][6]), maxdiff(r.logits[1][0], full.logits[1][6]));
+  double d = std::max(maxdiff(r.logits[0][0], full.logits[2][6]),
+                      maxdiff(r.logits[1][0], full.logits[1][6]));
   EXPECT_LT(d, 1e-10) << "maxdiff=" << d;
 }
 
@@ -197,12 +200,14 @@ TEST(Checkpoint, RoundTripRestoresOutputs) {
   ASSERT_TRUE(save_checkpoint(*a, path, "preset=test").ok());
   torch::Tensor toks = torch::randint(0, 97, {1, 6});
   EXPECT_GT(maxdiff(a->forward(toks, positions_from(0, 6)).logits,
-                    b->forward(toks, positions_from(0, 6)).logits), 1e-3);
+                    b->forward(toks, positions_from(0, 6)).logits),
+            1e-3);
   auto meta = load_checkpoint(*b, path);
   ASSERT_TRUE(meta.ok()) << meta.status().to_string();
   EXPECT_EQ(*meta, "preset=test");
   EXPECT_EQ(maxdiff(a->forward(toks, positions_from(0, 6)).logits,
-                    b->forward(toks, positions_from(0, 6)).logits), 0.0);
+                    b->forward(toks, positions_from(0, 6)).logits),
+            0.0);
   std::filesystem::remove(path);
 }
 

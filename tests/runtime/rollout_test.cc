@@ -83,7 +83,8 @@ EngineOptions spec_options(int64_t max_batch, std::vector<std::string> arms,
 }
 
 // Trains the drafter on the target's greedy continuations of `reqs` for `steps` updates.
-void train_drafter(Transformer target, Drafter drafter, const std::vector<Request>& reqs, int steps) {
+void train_drafter(Transformer target, Drafter drafter, const std::vector<Request>& reqs,
+                   int steps) {
   std::vector<Completion> outs = run(target, Drafter(nullptr), plain_options(32), reqs);
   drafter::DrafterTrainer trainer(drafter, target, 3e-3);
   std::mt19937_64 rng(1);
@@ -97,7 +98,9 @@ void train_drafter(Transformer target, Drafter drafter, const std::vector<Reques
     torch::Tensor hidden;
     {
       torch::NoGradGuard g;
-      hidden = target->forward(toks, model::sequential_positions(torch::zeros({1}, torch::kInt64), t)).hidden;
+      hidden =
+          target->forward(toks, model::sequential_positions(torch::zeros({1}, torch::kInt64), t))
+              .hidden;
     }
     trainer.step(toks, hidden, torch::ones({1, t}));
   }
@@ -121,7 +124,8 @@ class GreedyExactness : public ::testing::Test {
   static void SetUpTestSuite() {
     target_ = new Transformer(make_target(64, 11, 30.0));
     reqs_ = new std::vector<Request>(prompts(200, 64, 24, 0.0, 3));
-    plain_ = new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(32), *reqs_));
+    plain_ =
+        new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(32), *reqs_));
   }
   static void TearDownTestSuite() {
     delete target_;
@@ -263,7 +267,8 @@ double gamma_q(double a, double x) {
 
 // Two-sample chi-square test of homogeneity over the values of token `pos`; cells with fewer
 // than 10 pooled observations are merged into one. Returns the p-value.
-double homogeneity_p(const std::vector<Completion>& a, const std::vector<Completion>& b, size_t pos) {
+double homogeneity_p(const std::vector<Completion>& a, const std::vector<Completion>& b,
+                     size_t pos) {
   std::map<int64_t, std::pair<double, double>> cells;
   double na = 0, nb = 0;
   for (const Completion& c : a) {
@@ -317,10 +322,12 @@ class SamplingDistribution : public ::testing::Test {
       r.seed = 100000 + i;
       reqs_->push_back(r);
     }
-    plain_ = new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(64), *reqs_));
+    plain_ =
+        new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(64), *reqs_));
     std::vector<Request> other = *reqs_;
     for (Request& r : other) r.seed += 7777777;
-    plain2_ = new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(64), other));
+    plain2_ =
+        new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(64), other));
   }
   static void TearDownTestSuite() {
     delete target_;
@@ -348,10 +355,12 @@ TEST_F(SamplingDistribution, PlainAgainstPlainPasses) {
 TEST_F(SamplingDistribution, RejectionChainMatchesPlain) {
   EngineStats st;
   auto spec = run(*target_, *drafter_, spec_options(64, {"3_1_4"}), *reqs_, &st);
-  EXPECT_GT(st.accepted, kN / 10) << "the drafter must get tokens accepted for the test to mean anything";
+  EXPECT_GT(st.accepted, kN / 10)
+      << "the drafter must get tokens accepted for the test to mean anything";
   for (size_t pos : {1, 2, 3}) {
     double p = homogeneity_p(*plain_, spec, pos);
-    std::printf("rejection chain: token %zu p=%.4f (accept length %.2f)\n", pos, p, st.accept_length());
+    std::printf("rejection chain: token %zu p=%.4f (accept length %.2f)\n", pos, p,
+                st.accept_length());
     EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
   }
 }

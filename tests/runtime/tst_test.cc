@@ -37,7 +37,8 @@ TEST(Superposition, BagEmbeddingIsMeanOfEmbeddings) {
 TEST(Superposition, LabelsAreNextBagShiftedBySMinusOne) {
   torch::Tensor toks = torch::tensor({{10L, 11L, 12L, 13L, 14L, 15L, 16L, 17L, 18L}});
   torch::Tensor l = bag_labels(toks, 3);  // bags [10..12] [13..15] [16..18]
-  torch::Tensor want = torch::tensor({{{13L, 14L, 15L}, {16L, 17L, 18L}, {kIgnore, kIgnore, kIgnore}}});
+  torch::Tensor want =
+      torch::tensor({{{13L, 14L, 15L}, {16L, 17L, 18L}, {kIgnore, kIgnore, kIgnore}}});
   EXPECT_TRUE(torch::equal(l, want)) << l;
   // s = 1: plain next-token labels.
   torch::Tensor l1 = bag_labels(toks.narrow(1, 0, 4), 1);
@@ -58,7 +59,8 @@ TEST(Superposition, MultiHotCeIsMeanOfTheSCrossEntropies) {
       if (labels[b][l][0].item<int64_t>() == kIgnore) continue;
       double pos = 0;
       for (int j = 0; j < 4; ++j) {
-        pos += torch::nn::functional::cross_entropy(logits[b][l].unsqueeze(0), labels[b][l][j].unsqueeze(0))
+        pos += torch::nn::functional::cross_entropy(logits[b][l].unsqueeze(0),
+                                                    labels[b][l][j].unsqueeze(0))
                    .item<double>();
       }
       sum += pos / 4, ++n;
@@ -85,7 +87,8 @@ TEST(Superposition, BagSizeOneIsExactlyNextTokenLoss) {
   torch::Tensor mce = multi_hot_ce(m->forward_embeddings(x, pos).logits, bag_labels(rows, 1),
                                    bag_weights(1, "uniform", torch::kFloat64));
   torch::Tensor logits = m->forward(rows, pos).logits.narrow(1, 0, 9).reshape({-1, 50});
-  torch::Tensor ntp = torch::nn::functional::cross_entropy(logits, rows.narrow(1, 1, 9).reshape({-1}));
+  torch::Tensor ntp =
+      torch::nn::functional::cross_entropy(logits, rows.narrow(1, 1, 9).reshape({-1}));
   double d = std::abs(mce.item<double>() - ntp.item<double>());
   EXPECT_LT(d, 1e-12) << "maxdiff=" << d;
 }
