@@ -1,0 +1,46 @@
+// Tasks with verifiable rewards for RLJob, generated from a seed.
+//
+//   arithmetic-cot  a chain of integer operations to evaluate left to right, answered with a
+//                   written chain of thought ("3 + 4 = 7. 7 * 2 = 14. Answer: 14"). The number of
+//                   operations is heavy-tailed (most problems need 1-3 steps, a few need 20+),
+//                   which gives rollouts the long tail TLT exploits.
+//   countdown       reach a target with given numbers, each used at most once, with + - * and
+//                   exact division ("Answer: (25 - 3) * 7").
+//
+// Rewards are 1 for a correct final answer and 0 otherwise; a malformed response scores 0 and
+// never throws. Training and held-out problems come from disjoint streams of the same seed.
+// Every problem carries a worked solution (used for the supervised warm start) that scores 1.
+//
+// Thread safety: tasks are immutable after construction; all methods are const.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "api/status.h"
+
+namespace tlt::rl {
+
+struct Problem {
+  std::string prompt;    // what the policy reads
+  std::string solution;  // a correct response, chain of thought included
+  std::string answer;    // the final answer alone
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  // The i-th training (held_out = false) or held-out problem. Deterministic in (seed, i).
+  virtual Problem problem(uint64_t i, bool held_out) const = 0;
+  // 1.0 when the response's final "Answer:" is correct for `p`, else 0.0.
+  virtual double reward(const Problem& p, const std::string& response) const = 0;
+};
+
+// "arithmetic-cot" or "countdown"; NotFound for another name.
+StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed);
+
+// The text after the last "Answer:" in `response`, trimmed; "" when there is none.
+std::string final_answer(const std::string& response);
+
+}  // namespace tlt::rl

@@ -1,0 +1,102 @@
+// Task generators and reward checkers: deterministic, disjoint held-out stream, heavy-tailed
+// arithmetic lengths, worked solutions score 1, wrong or malformed answers score 0 safely.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "runtime/rl/tasks.h"
+
+namespace tlt::rl {
+namespace {
+
+std::unique_ptr<Task> task(const std::string& name, uint64_t seed = 1) {
+  auto t = make_task(name, seed);
+  EXPECT_TRUE(t.ok());
+  return std::move(*t);
+}
+
+TEST(Tasks, UnknownNameIsNotFound) {
+  EXPECT_EQ(make_task("sudoku", 1).status().code(), StatusCode::kNotFound);
+}
+
+TEST(Tasks, FinalAnswerTakesTheLastOne) {
+  EXPECT_EQ(final_answer("Answer: 3. wait. Answer: 12."), "12");
+  EXPECT_EQ(final_answer("no answer here"), "");
+  EXPECT_EQ(final_answer("Answer:  (1 + 2) * 3 \nmore text"), "(1 + 2) * 3");
+}
+
+class EveryTask : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryTask, DeterministicAndHeldOutIsDisjoint) {
+  auto a = task(GetParam(), 7), b = task(GetParam(), 7), c = task(GetParam(), 8);
+  EXPECT_EQ(a->problem(3, false).prompt, b->problem(3, false).prompt);
+  int same_seed_differs = 0;
+  std::set<std::string> train;
+  for (uint64_t i = 0; i < 500; ++i) {
+    train.insert(a->problem(i, false).prompt);
+    same_seed_differs += a->problem(i, false).prompt != c->problem(i, false).prompt;
+  }
+  EXPECT_GT(same_seed_differs, 400);
+  int overlap = 0;
+  for (uint64_t i = 0; i < 200; ++i) overlap += train.count(a->problem(i, true).prompt);
+  EXPECT_EQ(overlap, 0) << "no held-out prompt may appear in training, even a one-step one";
+}
+
+TEST_P(EveryTask, WorkedSolutionsScoreOneAndWrongAnswersZero) {
+  auto t = task(GetParam());
+  for (uint64_t i = 0; i < 300; ++i) {
+    Problem p = t->problem(i, i % 2 == 0);
+    EXPECT_EQ(t->reward(p, p.solution), 1.0) << p.prompt << p.solution;
+    EXPECT_EQ(t->reward(p, "Answer: " + p.answer + "9999"), 0.0);
+  }
+}
+
+TEST_P(EveryTask, MalformedResponsesScoreZeroWithoutThrowing) {
+  auto t = task(GetParam());
+  Problem p = t->problem(0, false);
+  for (const char* bad :
+       {"", "Answer:", "Answer: ((((", "Answer: 1/0", "Answer: 99999999999999999999999",
+        "Answer: 3 +", "Answer: )(", "Answer: 1e5",
+        "Answer: ((((((((((((((((((((((((((((((((((("
+        "((((((1))))))))))))))))))))))))))))))))))))))",
+        "Answer: 999999999 * 999999999 * 999999999 * 999999999", "\xff\xfe Answer: \x01"}) {
+    EXPECT_EQ(t->reward(p, bad), 0.0) << bad;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tasks, EveryTask, ::testing::Values("arithmetic-cot", "countdown"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(ArithmeticCot, LengthsAreHeavyTailed) {
+  auto t = task("arithmetic-cot");
+  std::vector<size_t> len;
+  for (uint64_t i = 0; i < 4000; ++i) len.push_back(t->problem(i, false).solution.size());
+  std::sort(len.begin(), len.end());
+  size_t p50 = len[len.size() / 2], p99 = len[len.size() * 99 / 100];
+  EXPECT_GT(double(p99) / double(p50), 5.0) << "p50=" << p50 << " p99=" << p99;
+}
+
+TEST(Countdown, ChecksNumbersAreGivenAndUsedAtMostOnce) {
+  auto t = task("countdown");
+  Problem p;
+  p.prompt = "Numbers: 3 7 25 1. Target: 176. Use each number at most once.\n";
+  p.answer = "176";
+  EXPECT_EQ(t->reward(p, "Answer: (25 - 3) * 7 + 1 + 21"), 0.0) << "21 was not given";
+  EXPECT_EQ(t->reward(p, "Answer: (25 - 3) * 7 + 25 - 3"), 0.0) << "25 and 3 used twice";
+  p.prompt = "Numbers: 3 7 25 1. Target: 155. Use each number at most once.\n";
+  p.answer = "155";
+  EXPECT_EQ(t->reward(p, "Answer: (25 - 3) * 7 + 1"), 1.0);
+  EXPECT_EQ(t->reward(p, "Answer: (25 - 3) * 7 + 1 / 1"), 0.0) << "1 used twice";
+  p.prompt = "Numbers: 6 4 3. Target: 2. Use each number at most once.\n";
+  p.answer = "2";
+  EXPECT_EQ(t->reward(p, "Answer: 6 / 3"), 1.0) << "exact division";
+  EXPECT_EQ(t->reward(p, "Answer: 6 / 4 + 3"), 0.0) << "4.5 is not 2";
+}
+
+}  // namespace
+}  // namespace tlt::rl
