@@ -145,24 +145,17 @@ class ExprParser {
       return std::nullopt;
     return norm(n, z);
   }
-  std::optional<Rational> expr(int depth) {
-    auto left = term(depth);
+  // Precedence levels: 0 is "+ -" over terms, 1 is "* /" over factors.
+  std::optional<Rational> expr(int depth) { return level(0, depth); }
+  std::optional<Rational> level(int prec, int depth) {
+    const char* ops = prec == 0 ? "+-" : "*/";
+    auto operand = [&] { return prec == 0 ? level(1, depth) : factor(depth); };
+    auto left = operand();
     for (;;) {
       skip();
-      if (!left || pos_ >= s_.size() || (s_[pos_] != '+' && s_[pos_] != '-')) return left;
+      if (!left || pos_ >= s_.size() || (s_[pos_] != ops[0] && s_[pos_] != ops[1])) return left;
       char op = s_[pos_++];
-      auto right = term(depth);
-      if (!right) return std::nullopt;
-      left = apply(op, *left, *right);
-    }
-  }
-  std::optional<Rational> term(int depth) {
-    auto left = factor(depth);
-    for (;;) {
-      skip();
-      if (!left || pos_ >= s_.size() || (s_[pos_] != '*' && s_[pos_] != '/')) return left;
-      char op = s_[pos_++];
-      auto right = factor(depth);
+      auto right = operand();
       if (!right) return std::nullopt;
       left = apply(op, *left, *right);
     }
