@@ -185,8 +185,7 @@ int main(int argc, char** argv) {
   // BLIS reads its thread count once, so training (all cores) and measuring (one core per
   // worker) run in separate processes: bench/rollout.sh calls --prepare-only first.
   runtime::configure_threads(prepare_only ? 0 : threads);
-  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/tmp";
-  std::string cache = home + "/.cache/tlt/bench/target-" + preset + "-" +
+  std::string cache = data::cache_root() + "/bench/target-" + preset + "-" +
                       std::to_string(corpus->vocab) + "-" + std::to_string(train_steps) + ".ckpt";
   model::Transformer target = trained_target(preset, *corpus, train, held, train_steps, cache);
   target->eval();

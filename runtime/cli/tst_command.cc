@@ -20,13 +20,6 @@ namespace tlt::cli {
 namespace {
 namespace fs = std::filesystem;
 
-std::string cache_dir() {
-  if (const char* d = std::getenv("TLT_DATA_DIR"); d && *d)
-    return fs::path(d).parent_path().string();
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache/tlt";
-}
-
 // Cache key of a corpus + tokenizer + split: the same inputs give the same files.
 std::string corpus_key(const api::TSTPretrainJobSpec& spec) {
   std::string key = spec.data.corpus;
@@ -44,9 +37,9 @@ std::string corpus_key(const api::TSTPretrainJobSpec& spec) {
 StatusOr<data::TokenizedCorpus> tokenized_corpus(const api::TSTPretrainJobSpec& spec,
                                                  std::ostream& out) {
   std::string key = corpus_key(spec);
-  std::string tokens = cache_dir() + "/corpora/" + key + ".tokens";
+  std::string tokens = data::cache_root() + "/corpora/" + key + ".tokens";
   std::string tokenizer = spec.data.tokenizer.path.empty()
-                              ? cache_dir() + "/tokenizers/" + key + ".model"
+                              ? data::cache_root() + "/tokenizers/" + key + ".model"
                               : spec.data.tokenizer.path;
   std::error_code ec;
   if (!fs::exists(tokens, ec)) {

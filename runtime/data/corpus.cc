@@ -13,8 +13,7 @@ namespace fs = std::filesystem;
 
 std::string data_dir() {
   if (const char* d = std::getenv("TLT_DATA_DIR"); d && *d) return d;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache/tlt/data";
+  return cache_root() + "/data";
 }
 
 namespace {

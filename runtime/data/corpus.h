@@ -20,7 +20,7 @@ struct Document {
   std::string text;
 };
 
-// $TLT_DATA_DIR, else ~/.cache/tlt/data.
+// $TLT_DATA_DIR, else cache_root()/data (see token_file.h).
 std::string data_dir();
 
 // Loads a corpus by name ("sotu", or "files" with `paths`), documents sorted by name.

@@ -1,6 +1,7 @@
 #include "runtime/data/token_file.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -25,6 +26,12 @@ bool get32(const std::string& s, size_t* pos, int32_t* v) {
 }
 
 }  // namespace
+
+std::string cache_root() {
+  if (const char* d = std::getenv("TLT_CACHE"); d && *d) return d;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.cache/tlt";
+}
 
 bool held_out_by_name(const std::string& name, double fraction) {
   return double(fnv1a64(name) % 1000000) < fraction * 1000000.0;

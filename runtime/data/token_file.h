@@ -33,6 +33,10 @@ Status write_token_file(const std::string& path, const TokenizedCorpus& corpus);
 // NotFound when missing; Corruption when truncated or failing its checksum.
 StatusOr<TokenizedCorpus> read_token_file(const std::string& path);
 
+// Where tlt keeps what it downloads, builds or derives, outside the checkout: $TLT_CACHE, else
+// ~/.cache/tlt (corpora/, tokenizers/, bench/ below it; data/ unless $TLT_DATA_DIR says else).
+std::string cache_root();
+
 // Same rule as split_documents() in corpus.h: held out when the name's hash falls in the
 // first `fraction`.
 bool held_out_by_name(const std::string& name, double fraction);
