@@ -71,8 +71,10 @@ struct Rule {
   bool min_exclusive = false, max_exclusive = false;
   std::vector<std::string> one_of;  // allowed values of a string field
   enum class Format { kNone, kDnsLabel, kUrl, kPath } format = Format::kNone;
-  bool required = false;   // must be present and non-empty
-  bool immutable = false;  // may not change once the job exists (enforced by the CRD)
+  std::optional<size_t> max_items;   // most items a list field may hold
+  std::optional<size_t> max_length;  // longest string (for a list of strings: each item)
+  bool required = false;             // must be present and non-empty
+  bool immutable = false;            // may not change once the job exists (enforced by the CRD)
   std::string documentation;
 
   Rule& ge(double v) {
@@ -105,6 +107,16 @@ struct Rule {
   }
   Rule& url() {
     format = Format::kUrl;
+    return *this;
+  }
+  // Bounds that keep the CRD's CEL rules within the apiserver's cost budget (which needs
+  // maxItems/maxLength on what a rule iterates over); the validator enforces them too.
+  Rule& at_most_items(size_t n) {
+    max_items = n;
+    return *this;
+  }
+  Rule& at_most_chars(size_t n) {
+    max_length = n;
     return *this;
   }
   Rule& must() {

@@ -256,7 +256,8 @@ struct SelectorSpec {
                "first."));
     v("epsilon", epsilon, Rule().ge(0).le(1).doc("Exploration rate of the bandit."));
     v("buckets", buckets,
-      Rule().doc("Lower bounds of the batch-size buckets, strictly increasing, starting at 1."));
+      Rule().at_most_items(64).doc(
+          "Lower bounds of the batch-size buckets, strictly increasing, starting at 1."));
     v("window", window,
       Rule().ge(1).le(100000).doc("Rewards kept per arm; the bandit uses their median."));
   }
@@ -276,7 +277,7 @@ struct SpeculativeSpec {
       Rule().ge(1).doc(
           "Speculate only while at most this many requests are active (the long tail)."));
     v("arms", arms,
-      Rule().doc(
+      Rule().at_most_items(64).at_most_chars(16).doc(
           "Drafting strategies \"depth_topk_verifyTokens\" (top-k 1 = chain) or \"ngram\"."));
     v("selector", selector, Rule().doc("How an arm is picked per batch."));
   }

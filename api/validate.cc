@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <type_traits>
 
 namespace tlt::api {
 
@@ -61,6 +62,12 @@ bool looks_like_url(const std::string& s) {
 
 void check_string(const std::string& v, const std::string& path, const Rule& rule,
                   FieldErrors* errors) {
+  if (rule.max_length && v.size() > *rule.max_length) {
+    add(errors, path,
+        "must be at most " + std::to_string(*rule.max_length) + " characters (got " +
+            std::to_string(v.size()) + ")");
+    return;
+  }
   if (v.empty()) {
     // An explicit empty value ("", or a bare YAML tag) is not "unset" for an enum without "".
     bool empty_allowed = rule.one_of.empty() ||
@@ -127,7 +134,12 @@ class Validator {
   template <class T>
   void check(const std::vector<T>& v, const std::string& p, const Rule& r) {
     if (r.required && v.empty()) add(errors_, p, "must not be empty");
-    for (size_t i = 0; i < v.size(); ++i) check_element(v[i], index_path(p, i));
+    if (r.max_items && v.size() > *r.max_items) {
+      add(errors_, p,
+          "must list at most " + std::to_string(*r.max_items) + " items (got " +
+              std::to_string(v.size()) + ")");
+    }
+    for (size_t i = 0; i < v.size(); ++i) check_element(v[i], index_path(p, i), r);
   }
   template <class T>
   void check(const std::map<std::string, T>& v, const std::string& p, const Rule& r) {
@@ -140,8 +152,15 @@ class Validator {
     if constexpr (has_check<T>::value) v.check(p, errors_);
   }
   template <class T>
-  void check_element(const T& v, const std::string& p) {
+  void check_element(const T& v, const std::string& p, const Rule& list_rule) {
     if constexpr (is_described<T>::value) check(v, p, Rule());
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (list_rule.max_length) {
+        Rule length_only;
+        length_only.max_length = list_rule.max_length;
+        check_string(v, p, length_only, errors_);
+      }
+    }
   }
 
   const std::string path_;

@@ -1,0 +1,107 @@
+// A Kubernetes API client for the operator: typed by resource, untyped in content (objects are
+// nlohmann::json as the apiserver sends them; decoding a job is api/manifest.h's business).
+//
+// Every call is one request (list: one per page) through an HttpTransport; nothing is cached
+// and nothing retried here (retries and rate limits belong to the caller's work queue).
+// Errors map from HTTP the way client-go does:
+//   404 -> NotFound; 409 AlreadyExists (create) -> AlreadyExists; other 409 -> Aborted (re-read
+//   and retry); 400, 422 -> InvalidArgument (the apiserver's message names the field);
+//   401, 403 -> FailedPrecondition (credentials or RBAC); 410 -> Aborted with "410 Gone" in the
+//   message (a watch or list resumed from a compacted resourceVersion: relist);
+//   429, 5xx and transport failures -> Unavailable; anything else -> Internal.
+// Messages carry the apiserver's own `message` field.
+//
+// Thread safety: KubeClient implementations are safe for concurrent use.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/status.h"
+#include "operator/kube/http.h"
+
+namespace tlt::kube {
+
+// A resource type and, for namespaced resources, a namespace ("" for all namespaces in list
+// and watch, or for cluster-scoped resources).
+struct Resource {
+  std::string group;    // "" for the core group
+  std::string version;  // "v1", "v1alpha1"
+  std::string plural;   // "pods", "rljobs"
+  std::string namespace_;
+
+  // "/api/v1/namespaces/ns/pods" or "/apis/tlt.dev/v1alpha1/namespaces/ns/rljobs" (no
+  // namespace segment when namespace_ is empty).
+  std::string collection_path() const;
+  // collection_path() + "/" + name.
+  std::string object_path(const std::string& name) const;
+};
+
+struct ListOptions {
+  std::string label_selector;  // "app=x,tier!=y"; "" for all
+  std::string field_selector;  // "metadata.name=x"; "" for all
+  int page_size = 500;         // items per request (limit); pages are followed via continue
+};
+
+struct ObjectList {
+  std::vector<nlohmann::json> items;
+  std::string resource_version;  // of the list: where a watch starts
+};
+
+// One watch event: type ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and the object (for ERROR
+// a metav1.Status).
+struct WatchEvent {
+  std::string type;
+  nlohmann::json object;
+};
+
+struct WatchOptions {
+  std::string resource_version;  // start after this version ("" = the current state first)
+  std::string label_selector;
+  int timeout_seconds = 300;  // the server ends the watch after this
+  bool allow_bookmarks = true;
+};
+
+class KubeClient {
+ public:
+  virtual ~KubeClient() = default;
+
+  // The object, or NotFound.
+  virtual StatusOr<nlohmann::json> get(const Resource& r, const std::string& name) = 0;
+  // Every object, following `continue` tokens across pages of options.page_size. A 410 in the
+  // middle (the continue token expired) returns Aborted: list again.
+  virtual StatusOr<ObjectList> list(const Resource& r, const ListOptions& options) = 0;
+  // Creates `object` (its metadata.name set); returns the stored object. AlreadyExists if taken.
+  virtual StatusOr<nlohmann::json> create(const Resource& r, const nlohmann::json& object) = 0;
+  // Server-side apply of `object` (apiVersion, kind, metadata.name and the fields this manager
+  // owns) as `field_manager`, forcing conflicts (the operator owns what it applies). Returns the
+  // stored object. Creates the object when it does not exist.
+  virtual StatusOr<nlohmann::json> apply(const Resource& r, const nlohmann::json& object,
+                                         const std::string& field_manager) = 0;
+  // JSON merge patch of the status subresource (`status` is the new status, or a part of it).
+  // Returns the stored object; NotFound when the object is gone.
+  virtual StatusOr<nlohmann::json> patch_status(const Resource& r, const std::string& name,
+                                                const nlohmann::json& status) = 0;
+  // Deletes with background propagation (owned objects go too). NotFound when already gone.
+  virtual Status remove(const Resource& r, const std::string& name) = 0;
+  // Streams events to `on_event` until the server ends the watch (after
+  // options.timeout_seconds), `on_event` returns false, or an error. Ok when the stream ended;
+  // Aborted with "410 Gone" when options.resource_version is too old (list again); errors as
+  // above. The caller resumes from the last event's metadata.resourceVersion.
+  virtual Status watch(const Resource& r, const WatchOptions& options,
+                       const std::function<bool(const WatchEvent&)>& on_event) = 0;
+};
+
+// The client over `transport` (owned).
+std::unique_ptr<KubeClient> make_client(std::unique_ptr<HttpTransport> transport);
+
+// Maps an apiserver response to a Status as described at the top (OK for 2xx). `verb` and
+// `what` make the message: "create rljobs/x: ...".
+Status status_from_response(const HttpResponse& response, const std::string& verb,
+                            const std::string& what);
+
+}  // namespace tlt::kube

@@ -1,0 +1,18 @@
+// HttpTransport on cpprestsdk: HTTPS to one apiserver with a bearer token and a CA bundle.
+//
+// Thread safety: send() and stream() may be called concurrently (cpprestsdk's http_client is
+// thread-safe; the token is re-read per request).
+#pragma once
+
+#include <memory>
+
+#include "operator/kube/http.h"
+#include "operator/kube/kubeconfig.h"
+
+namespace tlt::kube {
+
+// A transport to credentials.server. Requests with the default 30 s timeout share one client
+// (and its connections); other timeouts (watches) get a client of their own.
+std::unique_ptr<HttpTransport> make_cpprest_transport(const Credentials& credentials);
+
+}  // namespace tlt::kube

@@ -1,0 +1,173 @@
+# shellcheck shell=bash
+# A throwaway Kubernetes control plane for tests, to be sourced (not run): etcd and a
+# kube-apiserver on 127.0.0.1 with token auth, RBAC and service-account keys (as envtest starts
+# them), in a temp dir, from the binaries that scripts/k8s-tools.sh builds and caches.
+# The start-up is the one scripts/k8s-smoke.sh has used since the tools landed.
+#
+#   source scripts/k8s-env.sh
+#   k8s_env_init "my-test"                # finds or builds the binaries, makes $K8S_TMP
+#   trap 'k8s_env_exit_trap' EXIT         # stops everything started, by PID, even on failure
+#   k8s_start_control_plane               # etcd + kube-apiserver; writes $KUBECONFIG
+#   kc get --raw /readyz                  # kubectl against it
+#
+# After k8s_start_control_plane: K8S_SERVER (https://127.0.0.1:PORT), K8S_TOKEN (a
+# system:masters bearer token), K8S_CA (the apiserver's self-signed serving certificate),
+# KUBECONFIG (token + CA, written in $K8S_TMP), K8S_BIN (the binaries).
+# K8S_BIN=DIR uses the binaries in DIR; KEEP=1 keeps $K8S_TMP (logs, certs) afterwards.
+# k8s_env_exit_trap prints the logs' last lines when the script fails; the caller prints its own
+# PASS/FAIL line in K8S_ON_EXIT (a function name, called with the exit code) if it wants one.
+# Needs: openssl, bash's /dev/tcp (free ports).
+
+k8s_say() { printf '%s: %s\n' "${K8S_ENV_NAME:-k8s-env}" "$*"; }
+
+K8S_PIDS=()              # every process started here, in start order
+declare -A K8S_NAMES=()  # PID -> name, for messages
+K8S_STEP="setup"         # what was being done, for failure messages
+K8S_TAKEN=" "            # ports handed out
+
+# k8s_env_init NAME: binaries (built once by scripts/k8s-tools.sh if not cached) and a temp dir.
+k8s_env_init() {
+  K8S_ENV_NAME=$1
+  local here
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  if [[ -z ${K8S_BIN:-} ]]; then
+    k8s_say "finding (or, the first time, building) the Kubernetes binaries: scripts/k8s-tools.sh"
+    K8S_BIN=$("$here/k8s-tools.sh" | tail -1) || {
+      k8s_say "scripts/k8s-tools.sh could not provide the binaries (see above)"
+      return 1
+    }
+  fi
+  local n
+  for n in etcd kube-apiserver kubectl; do
+    [[ -x "$K8S_BIN/$n" ]] || { k8s_say "$K8S_BIN/$n missing (run scripts/k8s-tools.sh)"; return 1; }
+  done
+  command -v openssl >/dev/null 2>&1 || { k8s_say "openssl is not installed"; return 1; }
+  K8S_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tlt-$K8S_ENV_NAME.XXXXXX")
+  export KUBECONFIG="$K8S_TMP/kubeconfig"  # keeps the caller's kubeconfig out of this
+  # The script's own stdout/stderr, for the exit trap (a signal may arrive during a redirection).
+  exec 8>&1 9>&2
+}
+
+# Stops what was started, newest first: TERM, up to 10 s grace, then KILL; then waits on each.
+k8s_stop_all() {
+  local i pid n
+  for ((i = ${#K8S_PIDS[@]} - 1; i >= 0; i--)); do
+    pid=${K8S_PIDS[i]}
+    kill -TERM "$pid" 2>/dev/null || continue
+    for ((n = 0; n < 100; n++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  K8S_PIDS=()
+}
+
+k8s_env_exit_trap() {
+  local rc=$?
+  trap - EXIT INT TERM
+  exec 1>&8 2>&9
+  k8s_stop_all
+  if [[ $rc -ne 0 && -n ${K8S_TMP:-} ]]; then
+    local f
+    for f in etcd kube-apiserver; do
+      [[ -s "$K8S_TMP/$f.log" ]] || continue
+      k8s_say "last lines of $f.log:"
+      tail -n 15 "$K8S_TMP/$f.log" | sed 's/^/    /'
+    done
+  fi
+  if [[ -n ${K8S_TMP:-} ]]; then
+    if [[ -n ${KEEP:-} ]]; then k8s_say "kept $K8S_TMP"; else rm -rf "$K8S_TMP"; fi
+  fi
+  [[ -n ${K8S_ON_EXIT:-} ]] && "$K8S_ON_EXIT" "$rc"
+  exit "$rc"
+}
+
+# k8s_free_port VAR: a port on 127.0.0.1 that nothing listens on and not handed out yet (so not
+# to be called in a subshell).
+k8s_free_port() {
+  local p tries
+  for ((tries = 0; tries < 200; tries++)); do
+    p=$((20000 + RANDOM % 10000))
+    [[ $K8S_TAKEN == *" $p "* ]] && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      K8S_TAKEN+="$p "
+      printf -v "$1" '%s' "$p"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# k8s_wait_for SECONDS PID CMD...: retry CMD every half second until it succeeds; give up when
+# the time is over or process PID has died.
+k8s_wait_for() {
+  local deadline=$((SECONDS + $1)) pid=$2
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      K8S_STEP+=" (${K8S_NAMES[$pid]:-pid $pid} exited early; its log follows)"
+      return 1
+    fi
+    ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
+}
+
+# k8s_start NAME LOG CMD...: starts CMD in the background, remembered for k8s_stop_all.
+k8s_start() {
+  local name=$1 log=$2
+  shift 2
+  "$@" >"$log" 2>&1 </dev/null 8>&- 9>&- &
+  K8S_PIDS+=("$!")
+  K8S_NAMES[$!]=$name
+  K8S_LAST_PID=$!
+}
+
+# kubectl against the test apiserver, with its discovery cache in the temp dir (not ~/.kube).
+kc() { "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG" --cache-dir "$K8S_TMP/kube-cache" "$@"; }
+
+k8s_start_control_plane() {
+  local etcd_client etcd_peer api_port
+  K8S_STEP="start etcd"
+  k8s_free_port etcd_client && k8s_free_port etcd_peer || return 1
+  k8s_start etcd "$K8S_TMP/etcd.log" "$K8S_BIN/etcd" --name test --data-dir "$K8S_TMP/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_client" \
+    --advertise-client-urls "http://127.0.0.1:$etcd_client" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+    --initial-cluster "test=http://127.0.0.1:$etcd_peer" --log-level warn
+  local etcd_pid=$K8S_LAST_PID
+  K8S_STEP="etcd did not listen on 127.0.0.1:$etcd_client within 30 s"
+  k8s_wait_for 30 "$etcd_pid" bash -c "exec 3<>/dev/tcp/127.0.0.1/$etcd_client" || return 1
+
+  K8S_STEP="prepare kube-apiserver credentials"
+  K8S_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  printf '%s,test-admin,test-admin-uid,"system:masters"\n' "$K8S_TOKEN" >"$K8S_TMP/tokens.csv"
+  openssl genrsa -out "$K8S_TMP/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$K8S_TMP/sa.key" -pubout -out "$K8S_TMP/sa.pub" 2>/dev/null
+  k8s_free_port api_port || return 1
+  K8S_SERVER="https://127.0.0.1:$api_port"
+  K8S_STEP="start kube-apiserver"
+  k8s_start kube-apiserver "$K8S_TMP/kube-apiserver.log" "$K8S_BIN/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_client" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --cert-dir "$K8S_TMP/certs" \
+    --token-auth-file "$K8S_TMP/tokens.csv" --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$K8S_TMP/sa.pub" \
+    --service-account-signing-key-file "$K8S_TMP/sa.key" \
+    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true
+  local api_pid=$K8S_LAST_PID
+  K8S_STEP="kube-apiserver did not write its serving certificate within 60 s"
+  K8S_CA="$K8S_TMP/certs/apiserver.crt"
+  k8s_wait_for 60 "$api_pid" test -s "$K8S_CA" || return 1
+  "$K8S_BIN/kubectl" config --kubeconfig "$KUBECONFIG" set-cluster test --server "$K8S_SERVER" \
+    --certificate-authority "$K8S_CA" --embed-certs=true >/dev/null
+  "$K8S_BIN/kubectl" config --kubeconfig "$KUBECONFIG" set-credentials test-admin \
+    --token "$K8S_TOKEN" >/dev/null
+  "$K8S_BIN/kubectl" config --kubeconfig "$KUBECONFIG" set-context test --cluster test \
+    --user test-admin >/dev/null
+  "$K8S_BIN/kubectl" config --kubeconfig "$KUBECONFIG" use-context test >/dev/null
+  K8S_STEP="kube-apiserver did not report ready on $K8S_SERVER/readyz within 90 s"
+  k8s_wait_for 90 "$api_pid" kc get --raw /readyz || return 1
+  k8s_say "kube-apiserver ready on $K8S_SERVER (etcd on 127.0.0.1:$etcd_client)"
+}
