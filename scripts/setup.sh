@@ -18,6 +18,7 @@ PACKAGES=(
   libcli11-dev                       # command lines
   libcpprest-dev libssl-dev          # HTTP (operator's Kubernetes client, /metrics)
   prometheus-cpp-dev                 # metrics
+  prometheus                         # real Prometheus (and promtool) for the scrape test
   libsentencepiece-dev               # BPE tokenizer for pretraining corpora
   gnuplot-nox                        # report pictures (loss vs FLOPs)
   libgtest-dev libgmock-dev          # unit tests

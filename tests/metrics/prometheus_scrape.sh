@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# A real Prometheus scrapes tlt's /metrics: metrics_demo serves RuntimeMetrics with known values
+# on a free port, Prometheus (Debian's `prometheus`, installed by scripts/setup.sh) scrapes it
+# every second, and its HTTP query API must return those values with their labels. Also lints
+# the exposition with `promtool check metrics` when promtool exists.
+# Usage: prometheus_scrape.sh METRICS_DEMO_BINARY
+set -u
+demo=$1
+fail() { echo "FAIL: $*"; exit 1; }
+command -v prometheus >/dev/null 2>&1 ||
+  fail "the 'prometheus' binary is not installed; run scripts/setup.sh (Debian package prometheus)"
+command -v curl >/dev/null 2>&1 || fail "curl is not installed"
+
+work=$(mktemp -d)
+demo_pid=""; prom_pid=""
+cleanup() {
+  for pid in $prom_pid $demo_pid; do
+    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# 1. The exporter, on a free port it picks itself.
+"$demo" "$work/demo.port" 120 > "$work/demo.log" 2>&1 &
+demo_pid=$!
+for _ in $(seq 100); do [ -s "$work/demo.port" ] && break; sleep 0.1; done
+[ -s "$work/demo.port" ] || { cat "$work/demo.log"; fail "metrics_demo wrote no port"; }
+port=$(cat "$work/demo.port")
+curl -fsS "http://127.0.0.1:$port/metrics" > "$work/exposition.txt" ||
+  fail "GET http://127.0.0.1:$port/metrics failed"
+grep -q '^tlt_rl_step{job="demo-job"} 42$' "$work/exposition.txt" ||
+  { cat "$work/exposition.txt"; fail "exposition lacks tlt_rl_step 42"; }
+
+# 2. promtool's lint of names, types and help texts.
+if command -v promtool >/dev/null 2>&1; then
+  promtool check metrics < "$work/exposition.txt" > "$work/promtool.log" 2>&1 ||
+    { cat "$work/promtool.log"; fail "promtool check metrics rejected the exposition"; }
+  echo "promtool check metrics: ok"
+else
+  echo "promtool not found: lint skipped"
+fi
+
+# 3. Prometheus, on a free port with its own storage. honor_labels keeps our `job` label (else
+#    Prometheus renames it exported_job); the test checks it survives.
+prom_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat > "$work/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: tlt-scrape-test
+    honor_labels: true
+    scrape_interval: 1s
+    scrape_timeout: 1s
+    static_configs:
+      - targets: ['127.0.0.1:$port']
+EOF
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+  --web.listen-address="127.0.0.1:$prom_port" > "$work/prometheus.log" 2>&1 &
+prom_pid=$!
+
+# 4. Wait for a successful scrape, then query. All checks in one Python program.
+python3 - "http://127.0.0.1:$prom_port" "$prom_pid" <<'PY' || { tail -20 "$work/prometheus.log"; exit 1; }
+import json, os, sys, time, urllib.parse, urllib.request
+base, prom_pid = sys.argv[1], int(sys.argv[2])
+
+def fail(msg):
+    print("FAIL:", msg); sys.exit(1)
+
+def get(path):
+    with urllib.request.urlopen(base + path, timeout=5) as r:
+        return json.load(r)
+
+def query(q):
+    d = get("/api/v1/query?query=" + urllib.parse.quote(q))
+    if d.get("status") != "success": fail("query %s: %s" % (q, d))
+    return d["data"]["result"]
+
+deadline = time.time() + 60
+up = False
+while time.time() < deadline:
+    try:
+        os.kill(prom_pid, 0)
+    except OSError:
+        fail("prometheus exited")
+    try:
+        targets = get("/api/v1/targets")["data"]["activeTargets"]
+        if targets and targets[0]["health"] == "up" and query("tlt_rl_step"):
+            up = True
+            break
+    except OSError:
+        pass  # not listening yet
+    time.sleep(0.5)
+if not up: fail("target never up with samples within 60 s")
+
+def one(q):
+    r = query(q)
+    if len(r) != 1: fail("%s: expected one series, got %s" % (q, r))
+    return r[0]["metric"], float(r[0]["value"][1])
+
+def expect(q, want):
+    _, v = one(q)
+    if v != want: fail("%s = %s, want %s" % (q, v, want))
+    print("ok: %s = %s" % (q, v))
+
+labels, step = one("tlt_rl_step")
+if step != 42: fail("tlt_rl_step = %s, want 42" % step)
+if labels.get("job") != "demo-job": fail("tlt_rl_step labels %s: want job=demo-job" % labels)
+print("ok: tlt_rl_step = 42 %s" % labels)
+expect('up{job="tlt-scrape-test"}', 1)
+expect("tlt_rl_reward_mean", 0.75)
+expect("tlt_rollout_tokens_total", 1234)
+expect("tlt_tst_phase", 2)
+expect('tlt_worker_state{pod="pod-0",state="training"}', 1)
+expect('tlt_worker_state{pod="pod-0",state="generating"}', 0)
+expect('tlt_worker_state{pod="pod-1",state="generating"}', 1)
+expect('sum(tlt_worker_state{job="demo-job"})', 2)
+expect('tlt_gpu_busy_ratio{pod="pod-0"}', 0.5)
+expect("tlt_spec_accept_length_count", 4)
+expect('tlt_spec_accept_length_bucket{le="3"}', 3)
+expect('histogram_quantile(1, tlt_spec_accept_length_bucket)', 7)
+expect('tlt_spec_arm_selected_total{arm="8_4_48"}', 3)
+expect("tlt_reclaimed_seconds_total", 12.5)
+PY
+echo "prometheus scrape: all values made it through"
