@@ -78,9 +78,9 @@ struct ModelSpec {
   void fields(V& v) {
     v("preset", preset,
       Rule()
-          .values({"", "tiny", "small"})
-          .doc("Built-in architecture: tiny (~3M parameters, tests) or small (~30M, benchmarks). "
-               "Default tiny when no path is given."));
+          .values({"", "micro", "tiny", "small"})
+          .doc("Built-in architecture: micro (~0.4M parameters, CPU RL), tiny (~3M, tests) or "
+               "small (~30M, benchmarks). Default tiny when no path is given."));
     v("path", path, Rule().doc("Checkpoint to load instead of a preset (tlt or GGUF file)."));
     v("format", format,
       Rule().values({"auto", "tlt", "gguf"}).doc("Checkpoint format; auto looks at the file."));
@@ -185,6 +185,8 @@ struct AlgorithmSpec {
   double kl_coef = 0.0;
   double clip_ratio = 0.2;
   int64_t seed = 0;
+  int32_t warm_start_steps = 300;
+  double warm_start_learning_rate = 2e-3;
 
   template <class V>
   void fields(V& v) {
@@ -202,6 +204,11 @@ struct AlgorithmSpec {
     v("klCoef", kl_coef, Rule().ge(0).le(100).doc("Weight of the KL penalty to the reference."));
     v("clipRatio", clip_ratio, Rule().gt(0).lt(1).doc("PPO-style ratio clip epsilon."));
     v("seed", seed, Rule().ge(0).doc("Seed of sampling and initialisation."));
+    v("warmStartSteps", warm_start_steps,
+      Rule().ge(0).le(1000000).doc(
+          "Supervised steps on the task's worked solutions before RL (cached; 0: none)."));
+    v("warmStartLearningRate", warm_start_learning_rate,
+      Rule().gt(0).lt(1).doc("Learning rate of the supervised warm start."));
   }
 };
 

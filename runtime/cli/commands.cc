@@ -4,6 +4,7 @@
 
 #include "api/encode.h"
 #include "api/manifest.h"
+#include "runtime/cli/rl_command.h"
 #include "runtime/cli/tst_command.h"
 #include "runtime/torch_env.h"
 
@@ -77,14 +78,10 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
     tf.baseline = flags.baseline, tf.compare = flags.compare, tf.resume = flags.resume;
     return run_tst_job(*tst, tf, out, err);
   }
-  out << "tlt run: " << file << " is a valid " << api::job_kind(job) << " (" << api::job_name(job)
-      << (flags.baseline ? ", baseline" : "") << ").\n";
-  err << "tlt run: running " << api::job_kind(job)
-      << " jobs is not implemented in this build yet. What exists today: the job spec API "
-         "(`tlt validate`, `tlt explain`), the rollout engine (`tlt generate`) and "
-         "TSTPretrainJob runs (`tlt run examples/tst-tiny.yaml`). The GRPO trainer, the "
-         "roles and the online drafter training of RLJob are the next issue.\n";
-  return kExitUnavailable;
+  const auto& rl_job = std::get<api::RLJob>(job);
+  RLRunFlags rf;
+  rf.baseline = flags.baseline, rf.compare = flags.compare, rf.resume = flags.resume;
+  return run_rl_job(rl_job, rf, out, err);
 }
 
 int version_command(std::ostream& out) {

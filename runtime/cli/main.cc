@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "runtime/cli/commands.h"
+#include "runtime/cli/rl_command.h"
 #include "runtime/rollout/generate.h"
 #include "runtime/torch_env.h"
 
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
   run->add_flag("--baseline", run_flags.baseline,
                 "The same job without TLT (RLJob) or without superposition (TSTPretrainJob)");
   run->add_flag("--compare", run_flags.compare,
-                "TSTPretrainJob: also run the next-token baseline and report both");
+                "Also run the baseline (no TLT / no superposition) and report both");
   run->add_flag("--resume", run_flags.resume, "Continue from the job's last checkpoint");
 
   CLI::App* version = app.add_subcommand("version", "Print versions, devices and threads");
@@ -48,7 +49,11 @@ int main(int argc, char** argv) {
   generate->add_flag("--speculative", gen.speculative, "Speculative decoding (lossless)");
   generate->add_option("--arms", gen.arms, "Drafting arms, e.g. 4_1_5 3_3_8 ngram");
 
+  CLI::App* worker = app.add_subcommand("rl-worker", "");  // internal: spawned by `tlt run`
+  worker->group("");
+
   CLI11_PARSE(app, argc, argv);
+  if (*worker) return tlt::cli::rl_worker_command();
   if (*validate) return tlt::cli::validate_command(files, std::cout, std::cerr);
   if (*explain) return tlt::cli::explain_command(kind, std::cout, std::cerr);
   tlt::runtime::configure_threads(threads);

@@ -33,12 +33,14 @@ Status ModelConfig::validate() const {
 
 StatusOr<ModelConfig> preset_config(const std::string& name, int64_t vocab) {
   ModelConfig c;
-  if (name == "tiny") {
+  if (name == "micro") {
+    c.dim = 128, c.n_layers = 2, c.n_heads = 4, c.n_kv_heads = 2, c.ffn = 384;
+  } else if (name == "tiny") {
     c.dim = 192, c.n_layers = 4, c.n_heads = 6, c.n_kv_heads = 2, c.ffn = 512;
   } else if (name == "small") {
     c.dim = 512, c.n_layers = 8, c.n_heads = 8, c.n_kv_heads = 4, c.ffn = 1408;
   } else {
-    return Status::NotFound("unknown model preset \"" + name + "\"; use tiny or small");
+    return Status::NotFound("unknown model preset \"" + name + "\"; use micro, tiny or small");
   }
   if (vocab > 0) c.vocab = vocab;
   TLT_RETURN_IF_ERROR(c.validate());

@@ -1,0 +1,27 @@
+// `tlt run` for an RLJob: GRPO with the adaptive drafter on one machine (runtime/rl/run.h),
+// a live progress line, /metrics, checkpoints, and a report directory (JSON per step, a
+// per-worker timeline and step-time/reward pictures; TLT vs baseline with --compare).
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "api/spec.h"
+
+namespace tlt::cli {
+
+struct RLRunFlags {
+  bool baseline = false;   // speculation and drafter training off
+  bool compare = false;    // run TLT, then the baseline, and report both
+  bool resume = false;     // continue from the job's last checkpoint
+  std::string report_dir;  // default: <checkpoint.path or .tlt/NAME>/report
+};
+
+// Returns the process exit code: 0 (also after SIGTERM, once checkpointed), 1 on failure.
+int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out,
+               std::ostream& err);
+
+// `tlt rl-worker`: a rollout worker process talking to its driver over stdin/stdout.
+int rl_worker_command();
+
+}  // namespace tlt::cli

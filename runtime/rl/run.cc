@@ -1,0 +1,630 @@
+#include "runtime/rl/run.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "api/fnv.h"
+#include "runtime/cluster/coordinator.h"
+#include "runtime/model/checkpoint.h"
+#include "runtime/model/config.h"
+#include "runtime/model/drafter.h"
+#include "runtime/rl/channel.h"
+#include "runtime/rl/grpo.h"
+#include "runtime/rl/policy_trainer.h"
+#include "runtime/rl/sequences.h"
+#include "runtime/rl/tasks.h"
+#include "runtime/rl/text.h"
+#include "runtime/rl/warm_start.h"
+
+namespace tlt::rl {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json to_json(const StepReport& r) {
+  json tl = json::array();
+  for (const Interval& i : r.timeline)
+    tl.push_back({{"worker", i.worker}, {"state", i.state}, {"start", i.start}, {"end", i.end}});
+  return {{"step", r.step},
+          {"rewardMean", r.reward_mean},
+          {"responseTokens",
+           {{"p50", r.len_p50}, {"p90", r.len_p90}, {"p99", r.len_p99}, {"max", r.len_max}}},
+          {"rolloutSeconds", r.rollout_seconds},
+          {"updateSeconds", r.update_seconds},
+          {"stepSeconds", r.step_seconds},
+          {"generatingWorkerSeconds", r.generating_worker_seconds},
+          {"idleWorkerSeconds", r.idle_worker_seconds},
+          {"reclaimedWorkerSeconds", r.reclaimed_worker_seconds},
+          {"acceptLength", r.accept_length},
+          {"arms", r.arms},
+          {"tokens", r.tokens},
+          {"drafterVersion", r.drafter_version},
+          {"drafterSteps", r.drafter_steps},
+          {"drafterLoss", r.drafter_loss},
+          {"stopLatencyMs", r.stop_latency_ms},
+          {"kl", r.kl},
+          {"clipFraction", r.clip_fraction},
+          {"loss", r.loss},
+          {"restarts", r.restarts},
+          {"timeline", tl}};
+}
+
+StepReport step_from_json(const json& j) {
+  StepReport r;
+  r.step = j.at("step");
+  r.reward_mean = j.at("rewardMean");
+  r.len_p50 = j.at("responseTokens").at("p50"), r.len_p90 = j.at("responseTokens").at("p90");
+  r.len_p99 = j.at("responseTokens").at("p99"), r.len_max = j.at("responseTokens").at("max");
+  r.rollout_seconds = j.at("rolloutSeconds"), r.update_seconds = j.at("updateSeconds");
+  r.step_seconds = j.at("stepSeconds");
+  r.generating_worker_seconds = j.at("generatingWorkerSeconds");
+  r.idle_worker_seconds = j.at("idleWorkerSeconds");
+  r.reclaimed_worker_seconds = j.at("reclaimedWorkerSeconds");
+  r.accept_length = j.at("acceptLength");
+  r.arms = j.at("arms").get<std::map<std::string, int64_t>>();
+  r.tokens = j.at("tokens");
+  r.drafter_version = j.at("drafterVersion"), r.drafter_steps = j.at("drafterSteps");
+  r.drafter_loss = j.at("drafterLoss"), r.stop_latency_ms = j.at("stopLatencyMs");
+  r.kl = j.at("kl"), r.clip_fraction = j.at("clipFraction"), r.loss = j.at("loss");
+  r.restarts = j.at("restarts");
+  for (const json& i : j.at("timeline"))
+    r.timeline.push_back({i.at("worker"), i.at("state"), i.at("start"), i.at("end")});
+  return r;
+}
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
+  x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
+  return x;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t k = size_t(std::ceil(q * double(v.size())));
+  return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+}
+
+// A worker process and its channel.
+struct Proc {
+  pid_t pid = -1;
+  int to = -1, from = -1;
+  std::unique_ptr<Channel> ch;
+};
+
+class Driver {
+ public:
+  Driver(const RLRunPlan& plan, const RunCallbacks& cb, const std::atomic<bool>* stop)
+      : plan_(plan), cb_(cb), stop_(stop) {}
+  ~Driver() { shutdown(); }
+  StatusOr<RLRunResult> run();
+
+ private:
+  Status init_models();
+  Status spawn(int w);
+  void shutdown();
+  bool stopping() const { return stop_ && stop_->load(); }
+  Status run_step(int64_t step, StepReport* report);
+  Status update_policy(int64_t step, const std::vector<Problem>& problems,
+                       const std::vector<std::vector<int64_t>>& prompts,
+                       const std::vector<std::vector<int64_t>>& responses, StepReport* r);
+  Status merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts);
+  Status save_checkpoint(int64_t step);
+  Status load_checkpoint();
+  std::string policy_path(int64_t v) const {
+    return plan_.run_dir + "/policy-v" + std::to_string(v) + ".ckpt";
+  }
+  std::string drafter_path(int64_t v) const {
+    return plan_.run_dir + "/drafter-v" + std::to_string(v) + ".ckpt";
+  }
+  void log(const std::string& s) {
+    if (cb_.log) cb_.log(s);
+  }
+
+  RLRunPlan plan_;
+  RunCallbacks cb_;
+  const std::atomic<bool>* stop_;
+  std::unique_ptr<Task> task_;
+  model::ModelConfig cfg_;
+  model::Transformer policy_{nullptr}, reference_{nullptr};
+  model::Drafter drafter_{nullptr};
+  std::unique_ptr<PolicyTrainer> trainer_;
+  std::vector<Proc> procs_;
+  RLRunResult result_;
+  int64_t start_step_ = 0;  // steps already done (resume)
+  int64_t drafter_version_ = 0;
+  int64_t last_saved_ = -1;
+  bool killed_once_ = false;
+};
+
+Status Driver::init_models() {
+  StatusOr<std::unique_ptr<Task>> task = make_task(plan_.task, plan_.task_seed);
+  if (!task.ok()) return task.status();
+  task_ = std::move(*task);
+  StatusOr<model::ModelConfig> cfg = model::preset_config(plan_.preset, kTextVocab);
+  if (!cfg.ok()) return cfg.status();
+  cfg_ = *cfg;
+  torch::manual_seed(plan_.seed);
+  policy_ = model::Transformer(cfg_);
+  reference_ = model::Transformer(cfg_);
+  WarmStartOptions wo;
+  wo.steps = plan_.warm_start_steps;
+  wo.learning_rate = plan_.warm_start_learning_rate;
+  wo.seed = plan_.seed;
+  wo.max_response_tokens = plan_.max_response_tokens;
+  std::ostringstream key;
+  key << plan_.preset << "-" << plan_.task << "-" << plan_.task_seed << "-" << wo.steps << "-"
+      << wo.learning_rate << "-" << wo.batch << "-" << wo.max_response_tokens << "-"
+      << wo.max_prompt_chars << "-" << wo.seed;
+  result_.warm_start = plan_.cache_dir + "/rl/warm-start-" +
+                       std::to_string(fnv1a64(key.str()) % 1000000007ull) + ".ckpt";
+  log("warm start: " + result_.warm_start);
+  TLT_RETURN_IF_ERROR(load_or_train_warm_start(policy_, *task_, wo, result_.warm_start,
+                                               &result_.warm_start_trained, cb_.warm_start));
+  TLT_RETURN_IF_ERROR(model::load_checkpoint(*reference_, result_.warm_start).status());
+  for (auto& p : reference_->parameters()) p.set_requires_grad(false);
+  reference_->eval();
+  policy_->eval();
+  torch::manual_seed(mix(plan_.seed, 7));
+  drafter_ = model::Drafter(policy_, plan_.drafter_layers);
+  GrpoOptions go;
+  go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;
+  go.temperature = plan_.temperature;
+  trainer_ = std::make_unique<PolicyTrainer>(policy_, reference_, go);
+  return Status::Ok();
+}
+
+Status Driver::spawn(int w) {
+  int to_child[2], from_child[2];
+  if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0)
+    return Status::Unavailable("cannot create pipes for a rollout worker");
+  // A worker plays one GPU with one core: one compute thread, also for BLIS and OpenMP, whose
+  // pools would otherwise oversubscribe the pinned core (the parent's values are inherited).
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("BLIS_NUM_THREADS=", 0) != 0 && kv.rfind("OMP_NUM_THREADS=", 0) != 0)
+      env_strings.push_back(kv);
+  }
+  env_strings.push_back("BLIS_NUM_THREADS=1");
+  env_strings.push_back("OMP_NUM_THREADS=1");
+  std::vector<char*> envp;
+  for (std::string& kv : env_strings) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  char arg0[] = "tlt", arg1[] = "rl-worker";
+  char* argv[] = {arg0, arg1, nullptr};
+  pid_t pid = fork();
+  if (pid < 0) return Status::Unavailable("cannot fork a rollout worker");
+  if (pid == 0) {
+    dup2(to_child[0], 0);
+    dup2(from_child[1], 1);
+    execve(plan_.worker_exe.c_str(), argv, envp.data());
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  Proc& p = procs_[w];
+  p.pid = pid, p.to = to_child[1], p.from = from_child[0];
+  p.ch = std::make_unique<Channel>(p.from, p.to);
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  json setup = {{"op", "setup"},
+                {"index", w},
+                {"dir", plan_.run_dir},
+                {"core", int(w % cores)},
+                {"preset", plan_.preset},
+                {"vocab", kTextVocab},
+                {"drafter_layers", plan_.drafter_layers},
+                {"max_batch",
+                 (plan_.prompts_per_step + plan_.workers - 1) / plan_.workers * plan_.group_size},
+                {"activation_threshold", plan_.activation_threshold},
+                {"arms", plan_.arms},
+                {"selector", plan_.selector},
+                {"buckets", plan_.buckets},
+                {"epsilon", plan_.epsilon},
+                {"window", plan_.window},
+                {"seed", mix(plan_.seed, 11)},
+                {"drafter_lr", plan_.drafter_learning_rate},
+                {"drafter_batch", plan_.drafter_batch}};
+  return p.ch->send(setup);
+}
+
+void Driver::shutdown() {
+  for (Proc& p : procs_) {
+    if (p.pid <= 0) continue;
+    if (p.ch) (void)p.ch->send({{"op", "exit"}});
+    close(p.to);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = waitpid(p.pid, nullptr, WNOHANG) == p.pid;
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!gone) kill(p.pid, SIGKILL), waitpid(p.pid, nullptr, 0);
+    close(p.from);
+    p.pid = -1;
+  }
+}
+
+Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts) {
+  torch::NoGradGuard no_grad;
+  int64_t total = 0;
+  for (const auto& [path, steps] : parts) total += steps;
+  if (total == 0) return Status::Ok();
+  std::vector<torch::Tensor> sum;
+  for (auto& p : drafter_->parameters()) sum.push_back(torch::zeros_like(p));
+  for (const auto& [path, steps] : parts) {
+    model::Drafter d(policy_, plan_.drafter_layers);
+    StatusOr<std::string> meta = model::load_checkpoint(*d, path);
+    if (!meta.ok()) return meta.status();
+    auto ps = d->parameters();
+    for (size_t i = 0; i < ps.size(); ++i) sum[i] += ps[i] * (double(steps) / double(total));
+  }
+  auto mine = drafter_->parameters();
+  for (size_t i = 0; i < mine.size(); ++i) mine[i].copy_(sum[i]);
+  ++drafter_version_;
+  return model::save_checkpoint(*drafter_, drafter_path(drafter_version_),
+                                "drafter v" + std::to_string(drafter_version_));
+}
+
+Status Driver::run_step(int64_t step, StepReport* r) {
+  r->step = step;
+  int64_t p_count = plan_.prompts_per_step, g = plan_.group_size, n = plan_.workers;
+  // This step's problems: a window of the training stream, so a resumed run sees the same.
+  std::vector<Problem> problems;
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t i = 0; i < p_count; ++i) {
+    problems.push_back(task_->problem(uint64_t((step - 1) * p_count + i), false));
+    prompts.push_back(encode_text(problems.back().prompt));
+  }
+  bool speculate = !plan_.baseline && plan_.speculative;
+  bool train_drafter = !plan_.baseline && plan_.drafter_training &&
+                       (plan_.freeze_drafter_after < 0 || step <= plan_.freeze_drafter_after);
+  std::vector<json> gen_msgs(static_cast<size_t>(n));
+  for (int64_t w = 0; w < n; ++w) {
+    json reqs = json::array();
+    for (int64_t pi = w; pi < p_count; pi += n) {
+      for (int64_t k = 0; k < g; ++k) {
+        int64_t id = pi * g + k;
+        reqs.push_back({{"id", id},
+                        {"prompt", prompts[pi]},
+                        {"max_new", plan_.max_response_tokens},
+                        {"stop", kEndOfText},
+                        {"seed", mix(mix(plan_.seed, uint64_t(step)), uint64_t(id))},
+                        {"temperature", plan_.temperature},
+                        {"top_p", plan_.top_p}});
+      }
+    }
+    json m = {{"op", "generate"},
+              {"step", step},
+              {"policy", policy_path(step - 1)},
+              {"policy_version", step - 1},
+              {"speculative", speculate},
+              {"collect_hidden", train_drafter},
+              {"requests", reqs}};
+    if (speculate)
+      m["drafter"] = drafter_path(drafter_version_), m["drafter_version"] = drafter_version_;
+    gen_msgs[size_t(w)] = std::move(m);
+  }
+  cluster::Coordinator coord(
+      int(n), train_drafter ? plan_.min_idle_workers : std::numeric_limits<int>::max());
+  double t0 = now_s();
+  TLT_RETURN_IF_ERROR(coord.begin_step(step, 0.0));
+  std::vector<double> since(size_t(n), 0.0);
+  std::vector<std::string> state(size_t(n), "generating");
+  auto mark = [&](int w, const std::string& s, double t) {
+    if (t > since[w]) r->timeline.push_back({w, state[w], since[w], t});
+    state[w] = s, since[w] = t;
+    if (cb_.worker_state) cb_.worker_state(w, s);
+  };
+  for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(procs_[w].ch->send(gen_msgs[w]));
+
+  std::vector<std::vector<int64_t>> responses(size_t(p_count * g));
+  std::vector<bool> done(size_t(n), false), awaiting_trained(size_t(n), false);
+  std::vector<std::pair<std::string, int64_t>> drafter_parts;
+  int64_t accepted = 0, req_spec = 0;
+  double rollout_end = -1;
+  bool stop_sent = false;
+  // Buffers available to drafter trainers: previous steps' and this step's finished workers.
+  auto buffers = [&]() {
+    json files = json::array();
+    for (int64_t s = std::max<int64_t>(1, step - plan_.buffer_steps + 1); s <= step; ++s)
+      for (int64_t w = 0; w < n; ++w) {
+        std::string f =
+            plan_.run_dir + "/buffer/step-" + std::to_string(s) + "-w" + std::to_string(w) + ".pt";
+        if (fs::exists(f)) files.push_back(f);
+      }
+    return files;
+  };
+  auto start_training = [&](const std::vector<int>& ws, double t) -> Status {
+    for (int w : ws) {
+      mark(w, "training", t);
+      awaiting_trained[w] = true;
+      TLT_RETURN_IF_ERROR(
+          procs_[w].ch->send({{"op", "train"}, {"step", step}, {"buffers", buffers()}}));
+    }
+    return Status::Ok();
+  };
+  const char* fault = std::getenv("TLT_FAULT_KILL_WORKER");
+  int64_t kill_step = fault ? std::atoll(fault) : -1;
+
+  for (;;) {
+    if (stopping()) return Status::Aborted("stopped by signal");
+    double t = now_s() - t0;
+    if (step == kill_step && !killed_once_ && t > 0.05 && !done[0]) {
+      killed_once_ = true;
+      log("fault injection: killing rollout worker 0 (pid " + std::to_string(procs_[0].pid) +
+          ") mid-step");
+      kill(procs_[0].pid, SIGKILL);
+    }
+    std::vector<pollfd> fds;
+    for (int64_t w = 0; w < n; ++w) fds.push_back({procs_[w].from, POLLIN, 0});
+    int pr = poll(fds.data(), fds.size(), 20);
+    if (pr < 0 && errno != EINTR) return Status::Internal("poll failed");
+    t = now_s() - t0;
+    for (int64_t w = 0; w < n; ++w) {
+      if (!(fds[w].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Status st = procs_[w].ch->pump();
+      if (!st.ok() && !procs_[w].ch->has_buffered()) {
+        // The worker died: restart it and rerun what it had not finished.
+        waitpid(procs_[w].pid, nullptr, 0);
+        close(procs_[w].to), close(procs_[w].from);
+        procs_[w].pid = -1;
+        ++r->restarts;
+        log("rollout worker " + std::to_string(w) + " died (" + st.message() + "); restarting");
+        TLT_RETURN_IF_ERROR(spawn(int(w)));
+        bool was_generating = coord.state(int(w)) == cluster::WorkerState::kGenerating;
+        StatusOr<std::vector<int>> again = coord.worker_restarted(int(w), t);
+        if (!again.ok()) return again.status();
+        if (was_generating) {
+          TLT_RETURN_IF_ERROR(procs_[w].ch->send(gen_msgs[w]));
+        } else {
+          if (awaiting_trained[w]) mark(int(w), "released", t);
+          awaiting_trained[w] = false;
+          if (!stop_sent) TLT_RETURN_IF_ERROR(start_training(*again, t));
+        }
+        continue;
+      }
+      while (std::optional<json> m = procs_[w].ch->pop()) {
+        std::string op = m->value("op", "");
+        if (op == "generated") {
+          if (m->at("policy_version").get<int64_t>() != step - 1)
+            return Status::Internal("worker generated with policy version " +
+                                    m->at("policy_version").dump());
+          for (const json& c : m->at("completions"))
+            responses[c.at("id").get<size_t>()] = c.at("tokens").get<std::vector<int64_t>>();
+          const json& s = m->at("stats");
+          r->tokens += s.at("tokens").get<int64_t>();
+          accepted += s.at("accepted").get<int64_t>();
+          req_spec += s.at("request_spec_steps").get<int64_t>();
+          for (auto& [arm, c] : s.at("arms").items()) r->arms[arm] += c.get<int64_t>();
+          done[w] = true;
+          r->generating_worker_seconds += t;
+          mark(int(w), "released", t);
+          StatusOr<std::vector<int>> train = coord.worker_done(int(w), t);
+          if (!train.ok()) return train.status();
+          if (!stop_sent) TLT_RETURN_IF_ERROR(start_training(*train, t));
+        } else if (op == "trained") {
+          awaiting_trained[w] = false;
+          mark(int(w), "released", t);
+          int64_t steps = m->at("steps").get<int64_t>();
+          r->drafter_steps += steps;
+          if (steps > 0) {
+            drafter_parts.push_back({m->at("drafter").get<std::string>(), steps});
+            r->drafter_loss = m->at("loss_last").get<double>();
+          }
+          r->stop_latency_ms =
+              std::max(r->stop_latency_ms, 1000.0 * m->at("stop_latency_s").get<double>());
+        } else {
+          return Status::Internal("unexpected worker message " + m->dump().substr(0, 120));
+        }
+      }
+    }
+    if (!stop_sent && coord.rollout_finished()) {
+      rollout_end = t;
+      stop_sent = true;
+      for (int64_t w = 0; w < n; ++w)
+        if (awaiting_trained[w])
+          TLT_RETURN_IF_ERROR(procs_[w].ch->send({{"op", "stop"}, {"sent_at", now_s()}}));
+    }
+    if (stop_sent &&
+        std::none_of(awaiting_trained.begin(), awaiting_trained.end(), [](bool b) { return b; }))
+      break;
+  }
+  double before_idle = 0, before_reclaimed = 0;
+  StatusOr<std::vector<int>> preempted = coord.end_step(rollout_end);
+  if (!preempted.ok()) return preempted.status();
+  r->idle_worker_seconds = coord.idle_seconds() - before_idle;
+  r->reclaimed_worker_seconds = coord.reclaimed_seconds() - before_reclaimed;
+  for (int64_t w = 0; w < n; ++w) mark(int(w), "idle", now_s() - t0);
+  r->rollout_seconds = rollout_end;
+  r->accept_length = req_spec ? double(accepted + req_spec) / double(req_spec) : 0.0;
+  TLT_RETURN_IF_ERROR(merge_drafters(drafter_parts));
+  r->drafter_version = drafter_version_;
+  // Old buffers rotate out.
+  std::error_code ec;
+  for (int64_t w = 0; w < n; ++w)
+    fs::remove(plan_.run_dir + "/buffer/step-" + std::to_string(step - plan_.buffer_steps) + "-w" +
+                   std::to_string(w) + ".pt",
+               ec);
+  std::vector<std::vector<int64_t>> group_prompts;
+  for (int64_t i = 0; i < p_count * g; ++i) group_prompts.push_back(prompts[i / g]);
+  TLT_RETURN_IF_ERROR(update_policy(step, problems, group_prompts, responses, r));
+  r->step_seconds = now_s() - t0;
+  return Status::Ok();
+}
+
+Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
+                             const std::vector<std::vector<int64_t>>& prompts,
+                             const std::vector<std::vector<int64_t>>& responses, StepReport* r) {
+  int64_t g = plan_.group_size, b = int64_t(responses.size());
+  std::vector<float> rewards(static_cast<size_t>(b), 0.f);
+  std::vector<double> lens;
+  for (int64_t i = 0; i < b; ++i) {
+    rewards[i] = float(task_->reward(problems[i / g], decode_text(responses[i])));
+    lens.push_back(double(responses[i].size()));
+    r->reward_mean += rewards[i] / double(b);
+  }
+  r->len_p50 = percentile(lens, 0.5), r->len_p90 = percentile(lens, 0.9);
+  r->len_p99 = percentile(lens, 0.99), r->len_max = percentile(lens, 1.0);
+  torch::Tensor adv = group_advantages(torch::tensor(rewards).view({b / g, g})).view({b});  // (B,)
+  SequenceBatch batch = make_batch(prompts, responses);
+  UpdateStats us = trainer_->update(batch, adv);
+  r->update_seconds = us.seconds, r->kl = us.kl, r->clip_fraction = us.clip_fraction;
+  r->loss = us.loss;
+  return model::save_checkpoint(*policy_, policy_path(step), "policy v" + std::to_string(step));
+}
+
+Status Driver::save_checkpoint(int64_t step) {
+  if (plan_.checkpoint_dir.empty() || step <= 0 || step == last_saved_) return Status::Ok();
+  std::string dir = plan_.checkpoint_dir + "/step-" + std::to_string(step);
+  TLT_RETURN_IF_ERROR(trainer_->save(dir, "rl step " + std::to_string(step)));
+  TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, dir + "/drafter.ckpt",
+                                             "drafter v" + std::to_string(drafter_version_)));
+  json steps = json::array();
+  for (const StepReport& s : result_.steps) steps.push_back(to_json(s));
+  json state = {{"step", step},
+                {"drafterVersion", drafter_version_},
+                {"heldOutBefore", result_.held_out_before},
+                {"steps", steps}};
+  {
+    std::ofstream f(dir + "/state.json.tmp");
+    f << state.dump() << "\n";
+    if (!f) return Status::Unavailable(dir + "/state.json: cannot write");
+  }
+  std::error_code ec;
+  fs::rename(dir + "/state.json.tmp", dir + "/state.json", ec);
+  {
+    std::ofstream f(plan_.checkpoint_dir + "/latest.tmp");
+    f << "step-" << step << "\n";
+  }
+  fs::rename(plan_.checkpoint_dir + "/latest.tmp", plan_.checkpoint_dir + "/latest", ec);
+  if (ec) return Status::Unavailable(plan_.checkpoint_dir + "/latest: " + ec.message());
+  last_saved_ = step;
+  // Keep the newest `keep` checkpoints.
+  std::vector<int64_t> have;
+  for (const auto& e : fs::directory_iterator(plan_.checkpoint_dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0) have.push_back(std::atoll(name.c_str() + 5));
+  }
+  std::sort(have.begin(), have.end());
+  for (size_t i = 0; i + size_t(plan_.checkpoint_keep) < have.size(); ++i)
+    fs::remove_all(plan_.checkpoint_dir + "/step-" + std::to_string(have[i]), ec);
+  log("checkpoint: " + dir);
+  return Status::Ok();
+}
+
+Status Driver::load_checkpoint() {
+  std::ifstream latest(plan_.checkpoint_dir + "/latest");
+  std::string name;
+  if (!(latest >> name))
+    return Status::NotFound("no checkpoint to resume under " + plan_.checkpoint_dir +
+                            " (spec.checkpoint.path); run without --resume to start over");
+  std::string dir = plan_.checkpoint_dir + "/" + name;
+  StatusOr<std::string> meta = trainer_->load(dir);
+  if (!meta.ok()) return meta.status().with_context("resume from " + dir);
+  StatusOr<std::string> dm = model::load_checkpoint(*drafter_, dir + "/drafter.ckpt");
+  if (!dm.ok()) return dm.status().with_context("resume from " + dir);
+  std::ifstream f(dir + "/state.json");
+  json state = json::parse(f, nullptr, false);
+  if (state.is_discarded() || !state.contains("step"))
+    return Status::Corruption(dir + "/state.json is not a tlt RL state; delete " + dir +
+                              " to resume from an older checkpoint");
+  try {
+    start_step_ = state.at("step");
+    drafter_version_ = state.at("drafterVersion");
+    result_.held_out_before = state.at("heldOutBefore");
+    for (const json& s : state.at("steps")) result_.steps.push_back(step_from_json(s));
+  } catch (const json::exception& e) {
+    return Status::Corruption(dir + "/state.json: " + e.what());
+  }
+  last_saved_ = start_step_;
+  log("resumed from " + dir + " after step " + std::to_string(start_step_));
+  return Status::Ok();
+}
+
+StatusOr<RLRunResult> Driver::run() {
+  if (plan_.run_dir.empty()) return Status::InvalidArgument("run directory is empty");
+  if (plan_.prompts_per_step < plan_.workers)
+    return Status::InvalidArgument(
+        "spec.algorithm.promptsPerStep (" + std::to_string(plan_.prompts_per_step) +
+        ") must be at least spec.roles.rollout.replicas (" + std::to_string(plan_.workers) + ")");
+  std::error_code ec;
+  fs::create_directories(plan_.run_dir + "/buffer", ec);
+  if (ec) return Status::Unavailable(plan_.run_dir + ": " + ec.message());
+  for (const auto& e : fs::directory_iterator(plan_.run_dir + "/buffer", ec)) fs::remove(e, ec);
+  TLT_RETURN_IF_ERROR(init_models());
+  if (plan_.resume) TLT_RETURN_IF_ERROR(load_checkpoint());
+  TLT_RETURN_IF_ERROR(model::save_checkpoint(*policy_, policy_path(start_step_), "policy"));
+  TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, drafter_path(drafter_version_), "drafter"));
+  if (!plan_.resume) {
+    StatusOr<HeldOutResult> before =
+        evaluate_held_out(policy_, *task_, plan_.held_out, plan_.max_response_tokens);
+    if (!before.ok()) return before.status();
+    result_.held_out_before = before->reward;
+    log("held-out reward of the warm start: " + std::to_string(before->reward));
+  }
+  signal(SIGPIPE, SIG_IGN);
+  procs_.resize(size_t(plan_.workers));
+  for (int w = 0; w < plan_.workers; ++w) TLT_RETURN_IF_ERROR(spawn(w));
+  for (int64_t step = start_step_ + 1; step <= plan_.steps; ++step) {
+    StepReport r;
+    Status st = run_step(step, &r);
+    if (st.code() == StatusCode::kAborted && stopping()) {
+      result_.interrupted = true;
+      break;
+    }
+    TLT_RETURN_IF_ERROR(st);
+    result_.steps.push_back(r);
+    if (cb_.step) cb_.step(r);
+    bool due = plan_.checkpoint_every > 0 && step % plan_.checkpoint_every == 0;
+    if (due || step == plan_.steps) TLT_RETURN_IF_ERROR(save_checkpoint(step));
+    if (stopping()) {
+      result_.interrupted = step < plan_.steps;
+      break;
+    }
+  }
+  shutdown();
+  if (result_.interrupted) {
+    TLT_RETURN_IF_ERROR(save_checkpoint(
+        start_step_ + int64_t(result_.steps.size()) -
+        int64_t(std::count_if(result_.steps.begin(), result_.steps.end(),
+                              [&](const StepReport& s) { return s.step <= start_step_; }))));
+    return result_;
+  }
+  StatusOr<HeldOutResult> after =
+      evaluate_held_out(policy_, *task_, plan_.held_out, plan_.max_response_tokens);
+  if (!after.ok()) return after.status();
+  result_.held_out_after = after->reward;
+  return result_;
+}
+
+}  // namespace
+
+StatusOr<RLRunResult> run_rl(const RLRunPlan& plan, const RunCallbacks& callbacks,
+                             const std::atomic<bool>* stop) {
+  Driver d(plan, callbacks, stop);
+  try {
+    return d.run();
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("rl run: ") + e.what());
+  }
+}
+
+}  // namespace tlt::rl

@@ -1,0 +1,126 @@
+// The RLJob driver on one machine: the in-job coordinator and the trainer role in this process,
+// N rollout workers as child processes (`tlt rl-worker`, runtime/rl/worker.h).
+//
+// One RL step:
+//   1. the step's prompts (groups of G) are split over the workers with the current policy and
+//      drafter versions; every worker is GENERATING (runtime/cluster/coordinator.h);
+//   2. a worker whose requests are done is RELEASED; once minIdleWorkers are released they are
+//      TRAINING: each trains its drafter copy on the hidden-state buffers of the last bufferSteps
+//      steps (the current step's included as soon as a worker has written it);
+//   3. when no worker generates any more, the trainers are stopped at their next optimizer-step
+//      boundary, their drafters are averaged (weighted by steps) into a new drafter version that
+//      every worker loads before the next step's speculation;
+//   4. the trainer computes rewards and group advantages and takes the GRPO update, then writes
+//      the next policy version, which workers load before generating again.
+// With `baseline` set, speculation and drafter training are off and nothing else changes: same
+// prompts, same seeds, same update.
+//
+// Sampling is seeded per request from (seed, step, index), and the engine's outputs do not
+// depend on the drafting arm, so a step is reproducible whichever worker generates a request,
+// after a worker restart, and after --resume.
+//
+// Faults: a worker that dies is restarted and its unfinished requests rerun. SIGTERM (the
+// `stop` flag) ends the run after checkpointing the last completed step. A checkpoint that
+// fails its checks is refused (Corruption / InvalidArgument naming the file).
+//
+// Thread safety: run_rl is called from one thread; `stop` may be set from a signal handler.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/status.h"
+
+namespace tlt::rl {
+
+struct RLRunPlan {
+  std::string job = "rljob";
+  std::string preset = "micro";
+  std::string task = "arithmetic-cot";
+  uint64_t task_seed = 1;
+  int64_t held_out = 64;
+  int64_t steps = 4, prompts_per_step = 8, group_size = 4;
+  int32_t max_response_tokens = 96;
+  double temperature = 1.0, top_p = 1.0;
+  double learning_rate = 1e-4, kl_coef = 0.0, clip = 0.2;
+  uint64_t seed = 0;
+  int64_t warm_start_steps = 300;
+  double warm_start_learning_rate = 2e-3;
+  int workers = 2;
+  bool baseline = false;  // speculation and drafter training off
+  bool speculative = true;
+  int64_t activation_threshold = 8;
+  std::vector<std::string> arms{"4_1_5", "ngram"};
+  std::string selector = "bucketed-epsilon-greedy";
+  std::vector<int32_t> buckets{1, 2, 5};
+  double epsilon = 0.1;
+  int32_t window = 32;
+  int64_t drafter_layers = 1;
+  bool drafter_training = true;
+  double drafter_learning_rate = 3e-4;
+  int min_idle_workers = 1;
+  int buffer_steps = 2;
+  int64_t drafter_batch = 16;
+  // Drafter frozen after this many steps of training (-1: never): the benchmark's control.
+  int64_t freeze_drafter_after = -1;
+  std::string run_dir;         // scratch: weights pushed to workers, buffers (required)
+  std::string checkpoint_dir;  // empty: no checkpoints
+  int64_t checkpoint_every = 0;
+  int64_t checkpoint_keep = 2;
+  bool resume = false;
+  std::string worker_exe;  // the `tlt` binary to run as `tlt rl-worker`
+  std::string cache_dir;   // where the warm start is cached
+};
+
+struct Interval {
+  int worker = 0;
+  std::string state;          // generating | released (done, not training) | training
+  double start = 0, end = 0;  // seconds since the step began
+};
+
+struct StepReport {
+  int64_t step = 0;  // 1-based
+  double reward_mean = 0.0;
+  double len_p50 = 0, len_p90 = 0, len_p99 = 0, len_max = 0;  // response tokens
+  double rollout_seconds = 0, update_seconds = 0, step_seconds = 0;
+  double generating_worker_seconds = 0, idle_worker_seconds = 0, reclaimed_worker_seconds = 0;
+  double accept_length = 0.0;  // mean tokens per request per speculative step (0: none)
+  std::map<std::string, int64_t> arms;
+  int64_t tokens = 0;
+  int64_t drafter_version = 0, drafter_steps = 0;
+  double drafter_loss = -1;    // last training loss this step (-1: no training)
+  double stop_latency_ms = 0;  // slowest preemption of a drafter trainer
+  double kl = 0, clip_fraction = 0, loss = 0;
+  int64_t restarts = 0;
+  std::vector<Interval> timeline;
+};
+
+nlohmann::json to_json(const StepReport& r);
+StepReport step_from_json(const nlohmann::json& j);
+
+struct RLRunResult {
+  std::vector<StepReport> steps;
+  double held_out_before = 0, held_out_after = 0;  // greedy held-out reward
+  bool interrupted = false;  // stopped by the stop flag (SIGTERM) before the last step
+  std::string warm_start;    // path of the cached warm-start checkpoint
+  bool warm_start_trained = false;
+};
+
+// Events for the progress line: "warm-start" (step, loss), "step" (a StepReport).
+struct RunCallbacks {
+  std::function<void(int64_t step, double loss)> warm_start;
+  std::function<void(const StepReport&)> step;
+  std::function<void(const std::string&)> log;
+  std::function<void(int worker, const std::string& state)> worker_state;
+};
+
+StatusOr<RLRunResult> run_rl(const RLRunPlan& plan, const RunCallbacks& callbacks,
+                             const std::atomic<bool>* stop);
+
+}  // namespace tlt::rl

@@ -1,0 +1,57 @@
+// The warm start of an RL policy and its held-out evaluation.
+//
+// RL from a random policy earns no reward, so GRPO has nothing to normalise. The warm start is
+// supervised training on the task's worked solutions (prompt -> solution + end-of-text), loss on
+// the solution tokens only, with AdamW. It is cached as a checkpoint keyed by everything that
+// determines it, so every run of a job (and its baseline) starts from the same policy.
+//
+// Thread safety: functions; the model must not be used by other threads meanwhile.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "api/status.h"
+#include "runtime/model/transformer.h"
+#include "runtime/rl/tasks.h"
+
+namespace tlt::rl {
+
+struct WarmStartOptions {
+  int64_t steps = 300;
+  int64_t batch = 32;
+  double learning_rate = 1e-3;
+  uint64_t seed = 0;
+  // Solutions are cut to this many tokens (end-of-text included), as rollouts are.
+  int64_t max_response_tokens = 96;
+  // Only problems whose prompt has at most this many characters are imitated: the warm start
+  // teaches the format on the short head of the distribution; RL meets the long tail.
+  int64_t max_prompt_chars = 64;
+};
+
+// Trains `policy` in place; `progress(step, loss)` is called after every step when set.
+// Returns the mean loss of the last 10 steps.
+double supervised_warm_start(model::Transformer policy, const Task& task,
+                             const WarmStartOptions& options,
+                             const std::function<void(int64_t, double)>& progress = {});
+
+// Loads the warm start from `path`, or trains it and saves it there. NotFound/Corruption/
+// InvalidArgument from a bad file at `path` are returned, not papered over by retraining.
+// Sets *trained to whether it trained now.
+Status load_or_train_warm_start(model::Transformer policy, const Task& task,
+                                const WarmStartOptions& options, const std::string& path,
+                                bool* trained,
+                                const std::function<void(int64_t, double)>& progress = {});
+
+struct HeldOutResult {
+  double reward = 0.0;       // mean reward of greedy responses
+  double mean_tokens = 0.0;  // mean response length
+  int64_t problems = 0;
+};
+
+// Greedy responses to the first `n` held-out problems through the rollout engine (plain
+// decoding); Internal when generation fails.
+StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
+                                          int32_t max_tokens);
+
+}  // namespace tlt::rl

@@ -1,0 +1,316 @@
+#include "runtime/rl/worker.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include "runtime/drafter/trainer.h"
+#include "runtime/model/checkpoint.h"
+#include "runtime/model/config.h"
+#include "runtime/rl/channel.h"
+#include "runtime/rollout/engine.h"
+#include "runtime/torch_env.h"
+
+namespace tlt::rl {
+namespace {
+
+using nlohmann::json;
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Every position's token and hidden state of one step's requests, per request id.
+struct StepBuffer {
+  struct Seq {
+    std::vector<int64_t> tokens;
+    std::vector<torch::Tensor> hidden;  // chunks of (n, C)
+    int64_t prompt = 0;
+  };
+  std::map<int64_t, Seq> seqs;
+
+  // tokens (R, T) int64, hidden (R, T, C), mask (R, T): 1 on response positions, and the
+  // prompt and total lengths (R,) int64.
+  std::vector<torch::Tensor> tensors() const {
+    int64_t r = int64_t(seqs.size()), t = 1, c = 0;
+    for (const auto& [id, s] : seqs) {
+      t = std::max<int64_t>(t, int64_t(s.tokens.size()));
+      if (!s.hidden.empty()) c = s.hidden[0].size(1);
+    }
+    torch::Tensor tok = torch::zeros({r, t}, torch::kInt64);
+    torch::Tensor hid = torch::zeros({r, t, std::max<int64_t>(c, 1)});
+    torch::Tensor mask = torch::zeros({r, t});
+    torch::Tensor prompts = torch::zeros({r}, torch::kInt64),
+                  lens = torch::zeros({r}, torch::kInt64);
+    int64_t i = 0;
+    for (const auto& [id, s] : seqs) {
+      int64_t n = int64_t(s.tokens.size());
+      tok[i].narrow(0, 0, n).copy_(torch::tensor(s.tokens, torch::kInt64));
+      if (!s.hidden.empty()) hid[i].narrow(0, 0, n).copy_(torch::cat(s.hidden, 0).narrow(0, 0, n));
+      if (n > s.prompt) mask[i].narrow(0, s.prompt, n - s.prompt).fill_(1.0);
+      prompts[i] = s.prompt;
+      lens[i] = n;
+      ++i;
+    }
+    return {tok, hid, mask, prompts, lens};
+  }
+};
+
+class Worker {
+ public:
+  Worker(int in_fd, int out_fd) : ch_(in_fd, out_fd) {}
+  int loop();
+
+ private:
+  Status setup(const json& m);
+  Status generate(const json& m);
+  Status train(const json& m);
+  Status load_weights(const json& m);
+  // Drafter minibatch from the loaded buffers: tokens (b, T), hidden (b, T, C), mask (b, T).
+  std::vector<torch::Tensor> sample(int64_t b);
+
+  Channel ch_;
+  int index_ = 0;
+  std::string dir_;
+  model::Transformer target_{nullptr};
+  model::Drafter drafter_{nullptr};
+  std::unique_ptr<rollout::Engine> engine_;
+  std::unique_ptr<drafter::DrafterTrainer> trainer_;
+  int64_t policy_version_ = -1, drafter_version_ = -1;
+  int64_t drafter_batch_ = 32;
+  std::vector<std::vector<torch::Tensor>> train_data_;
+  std::mt19937_64 rng_{0};
+};
+
+Status Worker::setup(const json& m) {
+  index_ = m.at("index").get<int>();
+  dir_ = m.at("dir").get<std::string>();
+  int core = m.value("core", -1);
+  if (core >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(core, &set);
+    sched_setaffinity(0, sizeof set, &set);  // best effort: a cgroup may forbid it
+    runtime::configure_threads(1);
+  }
+  StatusOr<model::ModelConfig> cfg =
+      model::preset_config(m.at("preset").get<std::string>(), m.at("vocab").get<int64_t>());
+  if (!cfg.ok()) return cfg.status();
+  target_ = model::Transformer(*cfg);
+  target_->eval();
+  drafter_ = model::Drafter(target_, m.at("drafter_layers").get<int64_t>());
+  rollout::EngineOptions eo;
+  eo.max_batch = m.at("max_batch").get<int64_t>();
+  eo.max_seq = cfg->max_seq;
+  eo.activation_threshold = m.at("activation_threshold").get<int64_t>();
+  eo.arms = m.at("arms").get<std::vector<std::string>>();
+  eo.selector = m.at("selector").get<std::string>();
+  eo.buckets = m.at("buckets").get<std::vector<int32_t>>();
+  eo.epsilon = m.at("epsilon").get<double>();
+  eo.window = m.at("window").get<int32_t>();
+  eo.seed = m.at("seed").get<uint64_t>() + uint64_t(index_);
+  StatusOr<std::unique_ptr<rollout::Engine>> e = rollout::Engine::create(target_, drafter_, eo);
+  if (!e.ok()) return e.status();
+  engine_ = std::move(*e);
+  trainer_ = std::make_unique<drafter::DrafterTrainer>(drafter_, target_,
+                                                       m.at("drafter_lr").get<double>());
+  drafter_batch_ = m.at("drafter_batch").get<int64_t>();
+  rng_.seed(eo.seed);
+  return Status::Ok();
+}
+
+Status Worker::load_weights(const json& m) {
+  int64_t pv = m.at("policy_version").get<int64_t>();
+  if (pv != policy_version_) {
+    StatusOr<std::string> meta =
+        model::load_checkpoint(*target_, m.at("policy").get<std::string>());
+    if (!meta.ok()) return meta.status();
+    policy_version_ = pv;
+  }
+  int64_t dv = m.value("drafter_version", int64_t(-1));
+  if (dv >= 0 && dv != drafter_version_) {
+    StatusOr<std::string> meta =
+        model::load_checkpoint(*drafter_, m.at("drafter").get<std::string>());
+    if (!meta.ok()) return meta.status();
+    drafter_version_ = dv;
+  }
+  return Status::Ok();
+}
+
+Status Worker::generate(const json& m) {
+  TLT_RETURN_IF_ERROR(load_weights(m));
+  double start = now_s();
+  int64_t step = m.at("step").get<int64_t>();
+  std::vector<rollout::Request> reqs;
+  StepBuffer buffer;
+  for (const json& r : m.at("requests")) {
+    rollout::Request q;
+    q.id = r.at("id").get<int64_t>();
+    q.prompt = r.at("prompt").get<std::vector<int64_t>>();
+    q.max_new_tokens = r.at("max_new").get<int32_t>();
+    q.stop_token = r.at("stop").get<int64_t>();
+    q.seed = r.at("seed").get<uint64_t>();
+    q.sampling.temperature = r.at("temperature").get<double>();
+    q.sampling.top_p = r.at("top_p").get<double>();
+    buffer.seqs[q.id].prompt = int64_t(q.prompt.size());
+    reqs.push_back(std::move(q));
+  }
+  bool collect = m.value("collect_hidden", false);
+  if (collect) {
+    engine_->set_hidden_sink(
+        [&buffer](int64_t id, const std::vector<int64_t>& toks, const torch::Tensor& hidden) {
+          StepBuffer::Seq& s = buffer.seqs[id];
+          s.tokens.insert(s.tokens.end(), toks.begin(), toks.end());
+          s.hidden.push_back(hidden.detach().to(torch::kFloat32).clone());
+        });
+  } else {
+    engine_->set_hidden_sink(nullptr);
+  }
+  engine_->set_speculative(m.value("speculative", false));
+  engine_->reset_stats();
+  torch::NoGradGuard no_grad;
+  StatusOr<std::vector<rollout::Completion>> out = engine_->generate(reqs);
+  if (!out.ok()) return out.status();
+  json done = {{"op", "generated"},
+               {"step", step},
+               {"worker", index_},
+               {"policy_version", policy_version_},
+               {"drafter_version", drafter_version_}};
+  json comps = json::array();
+  for (const rollout::Completion& c : *out)
+    comps.push_back({{"id", c.id}, {"tokens", c.tokens}, {"stopped", c.stopped}});
+  done["completions"] = std::move(comps);
+  const rollout::EngineStats& st = engine_->stats();
+  json arms = json::object();
+  for (size_t a = 0; a < engine_->arms().size() && a < st.arm_steps.size(); ++a)
+    if (st.arm_steps[a] > 0) arms[engine_->arms()[a].name] = st.arm_steps[a];
+  if (st.plain_chosen > 0) arms["plain"] = st.plain_chosen;
+  done["stats"] = {{"tokens", st.tokens},         {"plain_steps", st.plain_steps},
+                   {"spec_steps", st.spec_steps}, {"request_spec_steps", st.request_spec_steps},
+                   {"accepted", st.accepted},     {"arms", arms}};
+  if (collect) {
+    std::string path =
+        dir_ + "/buffer/step-" + std::to_string(step) + "-w" + std::to_string(index_) + ".pt";
+    torch::save(buffer.tensors(), path + ".tmp");
+    std::rename((path + ".tmp").c_str(), path.c_str());
+    done["buffer"] = path;
+  }
+  done["seconds"] = now_s() - start;
+  return ch_.send(done);
+}
+
+std::vector<torch::Tensor> Worker::sample(int64_t b) {
+  // Rows uniformly over every loaded buffer; from each row a window of at most kWindow positions
+  // that lies in the response (plus the last prompt position, which predicts the first response
+  // token), so an optimizer step costs the same whatever the sequence lengths.
+  constexpr int64_t kWindow = 64;
+  int64_t total = 0;
+  for (const auto& d : train_data_) total += d[0].size(0);
+  std::vector<torch::Tensor> tok, hid, mask;
+  for (int64_t k = 0; k < b; ++k) {
+    int64_t r = int64_t(rng_() % uint64_t(total));
+    size_t f = 0;
+    while (r >= train_data_[f][0].size(0)) r -= train_data_[f][0].size(0), ++f;
+    const auto& d = train_data_[f];
+    int64_t p = d[3][r].item<int64_t>(), n = d[4][r].item<int64_t>();
+    int64_t w = std::min(kWindow, n);
+    int64_t lo = std::clamp<int64_t>(p - 1, 0, n - w), hi = n - w;
+    int64_t start = lo + int64_t(rng_() % uint64_t(hi - lo + 1));
+    int64_t pad = kWindow - w;
+    tok.push_back(torch::constant_pad_nd(d[0][r].narrow(0, start, w), {0, pad}));
+    hid.push_back(torch::constant_pad_nd(d[1][r].narrow(0, start, w), {0, 0, 0, pad}));
+    mask.push_back(torch::constant_pad_nd(d[2][r].narrow(0, start, w), {0, pad}));
+  }
+  return {torch::stack(tok), torch::stack(hid), torch::stack(mask)};
+}
+
+Status Worker::train(const json& m) {
+  double start = now_s();
+  int64_t step = m.at("step").get<int64_t>();
+  train_data_.clear();
+  for (const json& p : m.at("buffers")) {
+    std::vector<torch::Tensor> d;
+    try {
+      torch::load(d, p.get<std::string>());
+    } catch (const c10::Error& e) {
+      continue;  // a buffer the driver has already rotated away; train on the others
+    }
+    if (d.size() == 5 && d[0].size(0) > 0 && d[2].sum().item<double>() > 0)
+      train_data_.push_back(std::move(d));
+  }
+  json reply = {{"op", "trained"}, {"step", step}, {"worker", index_}};
+  int64_t steps = 0;
+  double first = -1, last = -1, stop_latency = 0;
+  bool stopped = false;
+  while (!stopped) {
+    if (!train_data_.empty()) {
+      std::vector<torch::Tensor> b = sample(drafter_batch_);
+      last = trainer_->step(b[0], b[1], b[2]);
+      if (first < 0) first = last;
+      ++steps;
+    }
+    // Step boundary: preempted when the driver says so.
+    StatusOr<std::optional<json>> msg = ch_.receive(train_data_.empty() ? 50 : 0);
+    if (!msg.ok()) return msg.status();
+    if (*msg) {
+      const json& s = **msg;
+      if (s.value("op", "") != "stop")
+        return Status::FailedPrecondition("expected stop while training, got " + s.dump());
+      stop_latency = now_s() - s.value("sent_at", now_s());
+      stopped = true;
+    }
+  }
+  std::string path = dir_ + "/drafter-w" + std::to_string(index_) + ".ckpt";
+  if (steps > 0) TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, path, "worker drafter"));
+  reply["steps"] = steps;
+  reply["loss_first"] = first;
+  reply["loss_last"] = last;
+  reply["drafter"] = steps > 0 ? path : "";
+  reply["stop_latency_s"] = stop_latency;
+  reply["seconds"] = now_s() - start;
+  return ch_.send(reply);
+}
+
+int Worker::loop() {
+  for (;;) {
+    StatusOr<std::optional<json>> msg = ch_.receive(-1);
+    if (!msg.ok()) return msg.status().code() == StatusCode::kUnavailable ? 0 : 2;
+    if (!*msg) continue;
+    const json& m = **msg;
+    std::string op = m.value("op", "");
+    Status st;
+    try {
+      if (op == "setup")
+        st = setup(m);
+      else if (op == "generate")
+        st = generate(m);
+      else if (op == "train")
+        st = train(m);
+      else if (op == "stop")
+        continue;  // a stop that crossed our `trained` reply
+      else if (op == "exit")
+        return 0;
+      else
+        st = Status::InvalidArgument("unknown message op \"" + op + "\"");
+    } catch (const std::exception& e) {
+      st = Status::Internal(std::string("worker: ") + e.what());
+    }
+    if (!st.ok()) {
+      std::cerr << "tlt rl-worker " << index_ << ": " << op << ": " << st.message() << "\n";
+      return 1;
+    }
+  }
+}
+
+}  // namespace
+
+int run_worker(int in_fd, int out_fd) {
+  Worker w(in_fd, out_fd);
+  return w.loop();
+}
+
+}  // namespace tlt::rl
