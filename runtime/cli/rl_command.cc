@@ -308,6 +308,8 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
       if (!t.empty()) summary[label]["timeline"] = t;
     }
   }
+  // The last values of every metric, as Prometheus would have scraped them at the end.
+  if (m) std::ofstream(report / "metrics.prom") << metrics::render(*m);
   std::string steps_svg = have_gnuplot() ? plot_steps(report, labels) : "";
   summary["steps"] = steps_svg;
   std::ofstream(report / "report.json") << summary.dump(2) << "\n";

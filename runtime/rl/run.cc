@@ -86,6 +86,10 @@ StepReport step_from_json(const json& j) {
 
 namespace {
 
+// Held-out reward: the mean over this many samples per problem at the rollout temperature
+// (what GRPO optimises), on the same seeds before and after training.
+constexpr int64_t kHeldOutSamples = 4;
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -575,10 +579,12 @@ StatusOr<RLRunResult> Driver::run() {
   TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, drafter_path(drafter_version_), "drafter"));
   if (!plan_.resume) {
     StatusOr<HeldOutResult> before =
-        evaluate_held_out(policy_, *task_, plan_.held_out, plan_.max_response_tokens);
+        evaluate_held_out(policy_, *task_, plan_.held_out, plan_.max_response_tokens,
+                          plan_.temperature, kHeldOutSamples, plan_.seed);
     if (!before.ok()) return before.status();
     result_.held_out_before = before->reward;
-    log("held-out reward of the warm start: " + std::to_string(before->reward));
+    log("held-out reward of the warm start (" + std::to_string(kHeldOutSamples) +
+        " samples per problem): " + std::to_string(before->reward));
   }
   signal(SIGPIPE, SIG_IGN);
   procs_.resize(size_t(plan_.workers));
@@ -609,7 +615,8 @@ StatusOr<RLRunResult> Driver::run() {
     return result_;
   }
   StatusOr<HeldOutResult> after =
-      evaluate_held_out(policy_, *task_, plan_.held_out, plan_.max_response_tokens);
+      evaluate_held_out(policy_, *task_, plan_.held_out, plan_.max_response_tokens,
+                        plan_.temperature, kHeldOutSamples, plan_.seed);
   if (!after.ok()) return after.status();
   result_.held_out_after = after->reward;
   return result_;

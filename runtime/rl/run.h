@@ -106,7 +106,7 @@ StepReport step_from_json(const nlohmann::json& j);
 
 struct RLRunResult {
   std::vector<StepReport> steps;
-  double held_out_before = 0, held_out_after = 0;  // greedy held-out reward
+  double held_out_before = 0, held_out_after = 0;  // sampled held-out reward
   bool interrupted = false;  // stopped by the stop flag (SIGTERM) before the last step
   std::string warm_start;    // path of the cached warm-start checkpoint
   bool warm_start_trained = false;

@@ -72,12 +72,14 @@ Status load_or_train_warm_start(model::Transformer policy, const Task& task,
 }
 
 StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
-                                          int32_t max_tokens) {
+                                          int32_t max_tokens, double temperature, int64_t samples,
+                                          uint64_t seed) {
+  if (temperature <= 0) samples = 1;
   torch::NoGradGuard no_grad;
   policy->eval();
   rollout::EngineOptions eo;
   eo.speculative = false;
-  eo.max_batch = std::max<int64_t>(1, n);
+  eo.max_batch = std::max<int64_t>(1, n * samples);
   eo.max_seq = policy->config().max_seq;
   StatusOr<std::unique_ptr<rollout::Engine>> engine =
       rollout::Engine::create(policy, model::Drafter(nullptr), eo);
@@ -86,23 +88,26 @@ StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task&
   std::vector<rollout::Request> requests;
   for (int64_t i = 0; i < n; ++i) {
     problems.push_back(task.problem(uint64_t(i), /*held_out=*/true));
-    rollout::Request r;
-    r.id = i;
-    r.prompt = encode_text(problems.back().prompt);
-    r.max_new_tokens = max_tokens;
-    r.stop_token = kEndOfText;
-    r.sampling.temperature = 0.0;
-    requests.push_back(std::move(r));
+    for (int64_t k = 0; k < samples; ++k) {
+      rollout::Request r;
+      r.id = i * samples + k;
+      r.prompt = encode_text(problems.back().prompt);
+      r.max_new_tokens = max_tokens;
+      r.stop_token = kEndOfText;
+      r.sampling.temperature = temperature;
+      r.seed = seed * 1000003ull + uint64_t(r.id);
+      requests.push_back(std::move(r));
+    }
   }
   StatusOr<std::vector<rollout::Completion>> out = (*engine)->generate(requests);
   if (!out.ok()) return out.status();
   HeldOutResult res;
   res.problems = n;
-  for (int64_t i = 0; i < n; ++i) {
-    res.reward += task.reward(problems[i], decode_text((*out)[i].tokens));
-    res.mean_tokens += double((*out)[i].tokens.size());
+  for (size_t j = 0; j < out->size(); ++j) {
+    res.reward += task.reward(problems[j / size_t(samples)], decode_text((*out)[j].tokens));
+    res.mean_tokens += double((*out)[j].tokens.size());
   }
-  if (n > 0) res.reward /= double(n), res.mean_tokens /= double(n);
+  if (!out->empty()) res.reward /= double(out->size()), res.mean_tokens /= double(out->size());
   return res;
 }
 

@@ -49,9 +49,11 @@ struct HeldOutResult {
   int64_t problems = 0;
 };
 
-// Greedy responses to the first `n` held-out problems through the rollout engine (plain
-// decoding); Internal when generation fails.
+// `samples` responses to each of the first `n` held-out problems through the rollout engine
+// (plain decoding), sampled at `temperature` (0: greedy, one sample) with seeds fixed by `seed`,
+// so two policies are compared on the same random numbers. Internal when generation fails.
 StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
-                                          int32_t max_tokens);
+                                          int32_t max_tokens, double temperature = 0.0,
+                                          int64_t samples = 1, uint64_t seed = 0);
 
 }  // namespace tlt::rl

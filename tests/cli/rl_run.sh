@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# `tlt run` of a short RLJob end to end, with its faults:
+#   1. an uninterrupted run writes a report (steps, timeline, pictures, metrics snapshot);
+#   2. --baseline produces the very same rollouts and rewards (speculation is lossless and
+#      sampling is seeded per request), only without drafting and drafter training;
+#   3. SIGTERM mid-run checkpoints and exits 0; --resume finishes with the same steps as (1);
+#   4. a rollout worker SIGKILLed mid-step is restarted and the step's results are unchanged;
+#   5. a corrupt checkpoint is refused with a clear error.
+# Usage: rl_run.sh TLT_BINARY SOURCE_DIR
+set -u
+tlt=$1; src=$2
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+job() {  # job NAME -> a manifest with its own checkpoint directory and metrics port
+  sed -e "s|PLACEHOLDER|$work/$1|" -e "s|METRICSPORT|$(port)|" \
+    "$src/tests/manifests/e2e/rl-e2e.yaml" > "$work/$1.yaml"
+}
+fail() { echo "FAIL: $*"; exit 1; }
+
+job full
+"$tlt" run "$work/full.yaml" > "$work/full.log" 2>&1 || { cat "$work/full.log"; fail "tlt run exited $?"; }
+job base
+"$tlt" run "$work/base.yaml" --baseline > "$work/base.log" 2>&1 || { cat "$work/base.log"; fail "--baseline exited $?"; }
+python3 - "$work" <<'PY' || exit 1
+import json, os, sys
+w = sys.argv[1]
+def fail(m): print("FAIL:", m); sys.exit(1)
+full = json.load(open(w + "/full/report/tlt.json"))
+base = json.load(open(w + "/base/report/baseline.json"))
+if len(full["steps"]) != 4: fail("expected 4 steps, got %d" % len(full["steps"]))
+keys = ["rewardMean", "responseTokens", "rolloutSeconds", "updateSeconds", "idleWorkerSeconds",
+        "reclaimedWorkerSeconds", "acceptLength", "arms", "timeline", "drafterVersion"]
+for s in full["steps"]:
+    for k in keys:
+        if k not in s: fail("step %d lacks %s" % (s["step"], k))
+    states = {i["state"] for i in s["timeline"]}
+    if "generating" not in states: fail("timeline of step %d: %s" % (s["step"], states))
+if not any(s["drafterSteps"] > 0 for s in full["steps"]): fail("the drafter never trained")
+if full["steps"][-1]["drafterVersion"] < 1: fail("no new drafter version was pushed")
+if full["reclaimedWorkerSeconds"] <= 0: fail("no idle worker time was reclaimed")
+if not any(s["acceptLength"] > 1 for s in full["steps"]): fail("speculation never ran")
+for s in base["steps"]:
+    if s["drafterSteps"] != 0 or s["acceptLength"] != 0: fail("baseline drafted or trained: %s" % s)
+# Lossless and seeded: the same responses, hence the same rewards, lengths and token counts.
+for a, b in zip(full["steps"], base["steps"]):
+    for k in ("rewardMean", "responseTokens", "tokens"):
+        if a[k] != b[k]: fail("step %d %s differs: TLT %s vs baseline %s" % (a["step"], k, a[k], b[k]))
+for f in ("report.json", "timeline-tlt.svg", "steps.svg", "metrics.prom"):
+    if not os.path.getsize(w + "/full/report/" + f): fail("empty " + f)
+prom = open(w + "/full/report/metrics.prom").read()
+for line in ('tlt_rl_step{job="rl-e2e"} 4', "tlt_drafter_version", "tlt_reclaimed_seconds_total",
+             'tlt_worker_state{job="rl-e2e",pod="rollout-0",role="rollout",state="idle"} 1'):
+    if line not in prom: fail("metrics.prom lacks " + line)
+print("rl e2e: 4 steps, TLT and baseline rollouts identical; reclaimed %.2f of %.2f idle worker-s" %
+      (full["reclaimedWorkerSeconds"], full["reclaimedWorkerSeconds"] + full["idleWorkerSeconds"]))
+PY
+if command -v promtool >/dev/null; then
+  promtool check metrics < "$work/full/report/metrics.prom" || fail "promtool rejects metrics.prom"
+fi
+
+# SIGTERM: checkpoint and exit 0, then --resume reproduces the remaining steps.
+job term
+"$tlt" run "$work/term.yaml" > "$work/term.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "step=2/4" "$work/term.log" && break; sleep 0.1; done
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+[ "$rc" = 0 ] || { cat "$work/term.log"; fail "SIGTERM exit code $rc"; }
+grep -q "stopped by signal" "$work/term.log" || grep -q "step=4/4" "$work/term.log" || { cat "$work/term.log"; fail "no stop message"; }
+"$tlt" run "$work/term.yaml" --resume > "$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "--resume exited $?"; }
+grep -q "resumed from" "$work/resume.log" || { cat "$work/resume.log"; fail "--resume did not resume"; }
+
+# A rollout worker killed in the middle of step 2 is restarted; the step completes unchanged.
+job kill
+TLT_FAULT_KILL_WORKER=2 "$tlt" run "$work/kill.yaml" > "$work/kill.log" 2>&1 || { cat "$work/kill.log"; fail "run with a killed worker exited $?"; }
+grep -q "died" "$work/kill.log" || { cat "$work/kill.log"; fail "the worker was not killed"; }
+python3 - "$work" <<'PY' || exit 1
+import json, sys
+w = sys.argv[1]
+def fail(m): print("FAIL:", m); sys.exit(1)
+full = json.load(open(w + "/full/report/tlt.json"))["steps"]
+for name in ("term", "kill"):
+    other = json.load(open(w + "/%s/report/tlt.json" % name))["steps"]
+    if [s["step"] for s in other] != [1, 2, 3, 4]: fail("%s: steps %s" % (name, [s["step"] for s in other]))
+    for a, b in zip(full, other):
+        for k in ("rewardMean", "responseTokens", "tokens"):
+            if a[k] != b[k]: fail("%s step %d %s: %s vs uninterrupted %s" % (name, a["step"], k, b[k], a[k]))
+kill = json.load(open(w + "/kill/report/tlt.json"))["steps"]
+if kill[1]["restarts"] != 1: fail("step 2 restarts = %s" % kill[1]["restarts"])
+print("rl e2e: SIGTERM + --resume and a killed worker reproduce the uninterrupted steps")
+PY
+
+# A damaged checkpoint is refused, naming the file.
+latest=$(cat "$work/kill/tlt/latest")
+printf 'garbage' > "$work/kill/tlt/$latest/policy.ckpt"
+if "$tlt" run "$work/kill.yaml" --resume > "$work/corrupt.log" 2>&1; then fail "corrupt checkpoint accepted"; fi
+grep -q "policy.ckpt.*not a tlt checkpoint" "$work/corrupt.log" || { cat "$work/corrupt.log"; fail "no clear error"; }
+echo "rl e2e: corrupt checkpoint refused"

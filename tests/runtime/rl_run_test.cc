@@ -1,0 +1,165 @@
+// Unit tests of the RL runner's pieces: batches, the supervised warm start, the GRPO policy
+// update, the drafter's spot training on a fixed buffer, and the driver<->worker channel.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "runtime/drafter/trainer.h"
+#include "runtime/model/config.h"
+#include "runtime/rl/channel.h"
+#include "runtime/rl/policy_trainer.h"
+#include "runtime/rl/sequences.h"
+#include "runtime/rl/text.h"
+#include "runtime/rl/warm_start.h"
+
+namespace tlt::rl {
+namespace {
+
+model::Transformer micro_policy(uint64_t seed) {
+  torch::manual_seed(seed);
+  return model::Transformer(*model::preset_config("micro", kTextVocab));
+}
+
+TEST(RlText, RoundTripsAsciiAndStopsAtEndOfText) {
+  std::vector<int64_t> ids = encode_text("7 + 5 = 12");
+  EXPECT_EQ(decode_text(ids), "7 + 5 = 12");
+  ids.push_back(kEndOfText);
+  ids.push_back('9');
+  EXPECT_EQ(decode_text(ids), "7 + 5 = 12");
+  EXPECT_EQ(encode_text("\xc3\xa9")[0], int64_t('?'));  // non-ASCII bytes are '?'
+}
+
+TEST(RlSequences, MaskCoversExactlyTheResponseTargets) {
+  SequenceBatch b = make_batch({{1, 2, 3}, {4}}, {{5, 6}, {7, 8, 9}});
+  // Row 0: tokens 1 2 3 5 6 -> targets 2 3 5 6; the response targets are 5 and 6.
+  ASSERT_EQ(b.tokens.size(1), 5);
+  std::vector<float> m0(b.mask[0].data_ptr<float>(), b.mask[0].data_ptr<float>() + 4);
+  EXPECT_EQ(m0, (std::vector<float>{0, 0, 1, 1}));
+  // Row 1: tokens 4 7 8 9 pad -> targets 7 8 9 pad; response targets 7 8 9.
+  std::vector<float> m1(b.mask[1].data_ptr<float>(), b.mask[1].data_ptr<float>() + 4);
+  EXPECT_EQ(m1, (std::vector<float>{1, 1, 1, 0}));
+  EXPECT_EQ(b.targets[1][0].item<int64_t>(), 7);
+  EXPECT_EQ(b.response_tokens, 5);
+}
+
+TEST(RlWarmStart, SupervisedLossFalls) {
+  model::Transformer policy = micro_policy(1);
+  StatusOr<std::unique_ptr<Task>> made = make_task("arithmetic-cot", 3);
+  ASSERT_TRUE(made.ok());
+  std::unique_ptr<Task> task = std::move(*made);
+  WarmStartOptions o;
+  o.steps = 1, o.batch = 8;
+  double first = supervised_warm_start(policy, *task, o);
+  model::Transformer again = micro_policy(1);
+  o.steps = 40;
+  double later = supervised_warm_start(again, *task, o);
+  EXPECT_LT(later, first * 0.7) << "40 steps should cut the loss well below one step's";
+}
+
+TEST(RlPolicyTrainer, PositiveAdvantageRaisesItsResponseLogProbability) {
+  model::Transformer policy = micro_policy(2), reference = micro_policy(2);
+  GrpoOptions o;
+  o.learning_rate = 3e-3, o.minibatches = 1;
+  PolicyTrainer trainer(policy, reference, o);
+  SequenceBatch b = make_batch({{10, 11}, {10, 11}}, {{20, 21, 22}, {30, 31, 32}});
+  auto logp = [&](int row) {
+    torch::NoGradGuard g;
+    return (sequence_logprobs(policy, b, 1.0)[row] * b.mask[row]).sum().item<double>();
+  };
+  double good0 = logp(0), bad0 = logp(1);
+  for (int i = 0; i < 5; ++i) trainer.update(b, torch::tensor({1.0f, -1.0f}));
+  EXPECT_GT(logp(0), good0 + 0.1);
+  EXPECT_LT(logp(1), bad0 - 0.1);
+}
+
+TEST(RlPolicyTrainer, SaveLoadRestoresWeightsAndRefusesCorruption) {
+  model::Transformer policy = micro_policy(3), reference = micro_policy(3);
+  PolicyTrainer trainer(policy, reference, GrpoOptions{});
+  std::string dir = ::testing::TempDir() + "/rl_trainer_ckpt";
+  ASSERT_TRUE(trainer.save(dir, "meta").ok());
+  model::Transformer other = micro_policy(4);
+  PolicyTrainer loader(other, reference, GrpoOptions{});
+  ASSERT_TRUE(loader.load(dir).ok());
+  EXPECT_TRUE(torch::equal(other->lm_head->weight, policy->lm_head->weight));
+  // Flip one payload byte: the load is refused and the weights stay as they were.
+  std::string path = dir + "/policy.ckpt";
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  off_t end = ::lseek(fd, 0, SEEK_END);
+  char c;
+  ASSERT_EQ(::pread(fd, &c, 1, end - 10), 1);
+  c ^= 0x40;
+  ASSERT_EQ(::pwrite(fd, &c, 1, end - 10), 1);
+  ::close(fd);
+  model::Transformer fresh = micro_policy(5);
+  torch::Tensor before = fresh->lm_head->weight.clone();
+  PolicyTrainer third(fresh, reference, GrpoOptions{});
+  StatusOr<std::string> st = third.load(dir);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.status().code(), StatusCode::kCorruption) << st.status().message();
+  EXPECT_TRUE(torch::equal(fresh->lm_head->weight, before));
+}
+
+TEST(RlDrafterTraining, LossFallsOnAFixedBuffer) {
+  model::Transformer target = micro_policy(6);
+  model::Drafter drafter(target, 1);
+  drafter::DrafterTrainer trainer(drafter, target, 3e-3);
+  torch::manual_seed(7);
+  torch::Tensor tokens = torch::randint(1, kTextVocab, {8, 32}, torch::kInt64);
+  torch::Tensor hidden;
+  {
+    torch::NoGradGuard g;
+    hidden = target->forward(tokens, torch::arange(32).unsqueeze(0).expand({8, 32})).hidden;
+  }
+  torch::Tensor mask = torch::ones({8, 32});
+  // The soft cross-entropy cannot go below the entropy of the target's own distribution, so
+  // the test watches the loss above that floor (0.5 * entropy; the regression half can reach 0).
+  double floor;
+  {
+    torch::NoGradGuard g;
+    torch::Tensor p = torch::softmax(target->lm_head(hidden.narrow(1, 1, 31)), -1);
+    floor = 0.5 * (-(p * p.log()).sum(-1)).mean().item<double>();
+  }
+  auto excess = [&] {
+    torch::NoGradGuard g;
+    return drafter::drafter_loss(drafter, target, tokens, hidden, mask).item<double>() - floor;
+  };
+  double first = excess();
+  for (int i = 0; i < 60; ++i) trainer.step(tokens, hidden, mask);
+  double last = excess();
+  EXPECT_GT(first, 0.0);
+  EXPECT_LT(last, first * 0.5) << "floor " << floor;
+}
+
+TEST(RlChannel, MessagesSurvivePartialWritesAndEofIsUnavailable) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  Channel reader(p[0], -1);
+  std::string a = nlohmann::json{{"op", "generate"}, {"n", 1}}.dump() + "\n";
+  std::string b = nlohmann::json{{"op", "stop"}}.dump() + "\n";
+  std::string both = a + b;
+  // Written in three pieces that cut through a message.
+  ASSERT_EQ(::write(p[1], both.data(), 5), 5);
+  auto first = reader.receive(100);
+  ASSERT_TRUE(first.ok());
+  EXPECT_FALSE(first->has_value());  // half a line is not a message
+  ASSERT_EQ(::write(p[1], both.data() + 5, both.size() - 5), ssize_t(both.size() - 5));
+  auto m1 = reader.receive(1000);
+  ASSERT_TRUE(m1.ok() && m1->has_value());
+  EXPECT_EQ((**m1)["op"], "generate");
+  auto m2 = reader.receive(1000);
+  ASSERT_TRUE(m2.ok() && m2->has_value());
+  EXPECT_EQ((**m2)["op"], "stop");
+  ASSERT_EQ(::write(p[1], "{oops\n", 6), 6);
+  auto bad = reader.receive(1000);
+  EXPECT_EQ(bad.status().code(), StatusCode::kCorruption);
+  ::close(p[1]);
+  auto eof = reader.receive(1000);
+  EXPECT_EQ(eof.status().code(), StatusCode::kUnavailable);
+  ::close(p[0]);
+}
+
+}  // namespace
+}  // namespace tlt::rl
