@@ -113,6 +113,7 @@ Status Worker::setup(const json& m) {
   eo.epsilon = m.at("epsilon").get<double>();
   eo.window = m.at("window").get<int32_t>();
   eo.seed = m.at("seed").get<uint64_t>() + uint64_t(index_);
+  eo.reproducible = true;  // a request's tokens depend on its seed only (restarts, --resume)
   StatusOr<std::unique_ptr<rollout::Engine>> e = rollout::Engine::create(target_, drafter_, eo);
   if (!e.ok()) return e.status();
   engine_ = std::move(*e);

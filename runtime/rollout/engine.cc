@@ -291,7 +291,7 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
       const double* row = logits.data_ptr<double>() + i * v;
       const SamplingParams& sp = active[i].req.sampling;
       int64_t d;
-      if (sp.greedy()) {
+      if (sp.greedy() || options_.reproducible) {
         d = argmax(row, v);
       } else {
         (*q)[i].push_back(sampling_probs(row, v, sp));
@@ -436,7 +436,7 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
     torch::Tensor root = drafter_catch_up(active);
     if (arm.top_k == 1) {
       trees = draft_chain(active, root, std::min(arm.depth, arm.verify_tokens - 1), &q);
-      sampled_chain = true;
+      sampled_chain = !options_.reproducible;
     } else {
       trees = draft_tree(active, root, arm);
     }

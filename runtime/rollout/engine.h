@@ -69,6 +69,12 @@ struct EngineOptions {
   // With the bandit, "decode plainly" is one more arm below the threshold, so the engine can
   // learn that speculation does not pay at some batch size.
   bool plain_arm = true;
+  // Sampled requests: draft chains with the drafter's top-1 and verify by sampling from the
+  // target at each node (as trees and n-grams are), instead of drafting by sampling and
+  // verifying by rejection. Then a request's tokens equal plain sampling's for its seed
+  // whatever the arm, batch or drafter (up to float rounding between a verify forward and a
+  // one-token forward), which RL needs for restarts and resume; acceptance can be lower.
+  bool reproducible = false;
   // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
   ChainRule chain_rule = accept_rejection_chain;
 };

@@ -380,6 +380,18 @@ TEST_F(SamplingDistribution, TreeAndNgramMatchPlain) {
   }
 }
 
+TEST_F(SamplingDistribution, ReproducibleChainEqualsPlainSampling) {
+  // RL's mode: chains drafted with the drafter's top-1 and verified by sampling reproduce plain
+  // sampling token for token for the same seeds, whatever arm the bandit picks.
+  EngineOptions o = spec_options(64, {"3_1_4", "ngram"});
+  o.reproducible = true;
+  o.selector = "bucketed-epsilon-greedy";
+  EngineStats st;
+  auto spec = run(*target_, *drafter_, o, *reqs_, &st);
+  EXPECT_GT(st.accepted, 0) << "speculation must accept tokens for the test to mean anything";
+  expect_same_tokens(spec, *plain_, "reproducible chain, same seeds");
+}
+
 TEST_F(SamplingDistribution, BrokenAcceptanceRuleIsCaught) {
   EngineOptions o = spec_options(64, {"3_1_4"});
   // Wrong: accepts every drafted token, so outputs follow the drafter, not the target.
