@@ -1,16 +1,30 @@
 // `tlt-operator`: reconciles RLJob and TSTPretrainJob resources on a Kubernetes cluster.
 //
-// This build has the command line, the shared job-spec API and the CRDs generated from it
-// (--print-crds, --write-crds). The Kubernetes client (operator/kube) is built and tested but not
-// wired in; the reconcilers and rebalancer are not built yet, and the binary says so instead of
-// pretending.
+// Runs the controller (operator/controller) against the apiserver of --kubeconfig, or of the
+// pod's service account when none is given; serves /metrics, /healthz and /readyz on
+// --metrics-port; with --leader-elect only the replica holding the Lease reconciles. SIGTERM or
+// SIGINT stops it (releasing the Lease). Also: --check (decode and validate manifests as the
+// operator would), --print-crds / --write-crds (the CRDs generated from api/). Not built yet:
+// the rebalancer.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
 #include "api/manifest.h"
 #include "api/schema.h"
+#include "operator/controller/controller.h"
+#include "operator/controller/leader.h"
+#include "operator/controller/log.h"
+#include "operator/controller/metrics.h"
+#include "operator/kube/cpprest_transport.h"
+#include "operator/kube/kubeconfig.h"
 
 namespace {
 
@@ -42,18 +56,157 @@ int print_crds(const std::string& dir, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+int check_manifests(const std::vector<std::string>& files) {
+  int code = 0;
+  for (const std::string& f : files) {
+    auto docs = tlt::api::parse_manifest_file(f);
+    if (!docs.ok()) {
+      std::cerr << docs.status().message() << "\n";
+      code = 1;
+      continue;
+    }
+    for (const auto& d : *docs) {
+      if (d.ok()) continue;
+      code = 1;
+      std::cerr << f << ":\n" << tlt::api::join_errors(d.errors) << "\n";
+    }
+  }
+  return code;
+}
+
+struct RunFlags {
+  std::string kubeconfig, context, service_account_dir, namespace_, runtime_image;
+  std::string metrics_bind = "0.0.0.0";
+  int metrics_port = 8080, workers = 2, watch_timeout = 120;
+  double qps = 20;
+  int burst = 200;
+  bool leader_elect = false;
+  std::string lease_namespace = "default", lease_name = "tlt-operator", identity;
+  int lease_seconds = 15;
+};
+
+// Runs until SIGTERM/SIGINT or lost leadership. Returns the exit code.
+int run(const RunFlags& flags) {
+  using namespace tlt::controller;
+  // Signals are taken by sigwait() below, so every thread started from here on blocks them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  tlt::StatusOr<tlt::kube::Credentials> creds =
+      flags.kubeconfig.empty() ? tlt::kube::in_cluster_credentials(flags.service_account_dir)
+                               : tlt::kube::load_kubeconfig(flags.kubeconfig, flags.context);
+  if (!creds.ok()) {
+    std::cerr << "tlt-operator: " << creds.status().to_string() << "\n";
+    return 1;
+  }
+  std::shared_ptr<tlt::kube::KubeClient> client =
+      tlt::kube::make_client(tlt::kube::make_cpprest_transport(*creds));
+  auto metrics = std::make_shared<OperatorMetrics>();
+
+  ControllerOptions options;
+  options.namespace_ = flags.namespace_;
+  options.workers = flags.workers;
+  options.pod.runtime_image = flags.runtime_image;
+  options.rate.qps = flags.qps;
+  options.rate.burst = flags.burst;
+  options.watch_timeout_seconds = flags.watch_timeout;
+  Controller controller(client, metrics, options);
+
+  std::atomic<bool> stop{false};
+  HttpHandlers handlers;
+  handlers.metrics = [metrics] { return metrics->render(); };
+  handlers.healthy = [] { return true; };
+  handlers.not_ready = [&controller] { return controller.not_ready(); };
+  auto server = HttpServer::start(flags.metrics_bind, flags.metrics_port, handlers);
+  if (!server.ok()) {
+    std::cerr << "tlt-operator: " << server.status().to_string() << "\n";
+    return 1;
+  }
+  log_info("Serving /metrics, /healthz and /readyz.",
+           {{"address", flags.metrics_bind + ":" + std::to_string(flags.metrics_port)},
+            {"apiserver", creds->server}});
+
+  // The signal waiter sets `stop`; the main thread leads (or just runs) until then.
+  std::thread([&stop, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    log_info("Stopping on a signal.", {{"signal", std::to_string(sig)}});
+    stop = true;
+  }).detach();
+
+  int code = 0;
+  RealClock clock;
+  if (flags.leader_elect) {
+    LeaderOptions lo;
+    lo.namespace_ = flags.lease_namespace;
+    lo.name = flags.lease_name;
+    lo.identity = flags.identity;
+    lo.lease_duration = std::chrono::seconds(flags.lease_seconds);
+    lo.renew_deadline = std::chrono::seconds(std::max(2, flags.lease_seconds * 2 / 3));
+    if (lo.identity.empty()) {
+      char host[256] = "";
+      gethostname(host, sizeof host - 1);
+      lo.identity = std::string(host) + "_" + std::to_string(getpid());
+    }
+    LeaderElector elector(client.get(), &clock, lo);
+    if (elector.acquire(stop)) {
+      metrics->set_leader(true);
+      controller.start();
+      if (!elector.hold(stop)) code = 1;  // lost: stop acting at once
+      metrics->set_leader(false);
+    }
+  } else {
+    controller.start();
+    while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  controller.stop();
+  log_info(code == 0 ? "Stopped." : "Stopped after losing leadership.", {});
+  // The watch threads may sit in a long poll; they hold only shared state, and the process ends
+  // without waiting for them.
+  std::cerr << std::flush;
+  std::_Exit(code);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tlt-operator: reconciles RLJob and TSTPretrainJob resources"};
-  std::string kubeconfig, metrics_address = ":8080", probe_address = ":8081";
-  bool leader_elect = false, show_version = false, show_crds = false;
+  RunFlags f;
+  bool show_version = false, show_crds = false;
   std::string crd_dir;
   std::vector<std::string> check_files;
-  app.add_option("--kubeconfig", kubeconfig, "Kubeconfig file (default: in-cluster)");
-  app.add_option("--metrics-bind-address", metrics_address, "Address of /metrics");
-  app.add_option("--health-probe-bind-address", probe_address, "Address of /healthz, /readyz");
-  app.add_flag("--leader-elect", leader_elect, "Elect one active replica with a Lease");
+  app.add_option("--kubeconfig", f.kubeconfig,
+                 "Kubeconfig file (default: the pod's service account, in-cluster)");
+  app.add_option("--context", f.context, "Kubeconfig context (default: its current-context)");
+  f.service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+  app.add_option("--service-account-dir", f.service_account_dir,
+                 "In-cluster: where the service account's token and ca.crt are")
+      ->capture_default_str();
+  app.add_option("--namespace", f.namespace_, "Watch only this namespace (default: all)");
+  f.runtime_image = "ghcr.io/tlt-dev/tlt:latest";
+  app.add_option("--runtime-image", f.runtime_image, "Image of the job pods' tlt container")
+      ->capture_default_str();
+  app.add_option("--metrics-port", f.metrics_port, "Port of /metrics, /healthz and /readyz")
+      ->capture_default_str();
+  app.add_option("--metrics-bind-address", f.metrics_bind, "IPv4 address to serve them on")
+      ->capture_default_str();
+  app.add_option("--workers", f.workers, "Jobs reconciled concurrently")->capture_default_str();
+  app.add_option("--qps", f.qps, "Retries per second across all jobs (token bucket)")
+      ->capture_default_str();
+  app.add_option("--burst", f.burst, "Token bucket size")->capture_default_str();
+  app.add_option("--watch-timeout", f.watch_timeout, "Seconds before each watch is resumed")
+      ->capture_default_str();
+  app.add_flag("--leader-elect", f.leader_elect, "Elect one active replica with a Lease");
+  app.add_option("--leader-election-namespace", f.lease_namespace, "Namespace of the Lease")
+      ->capture_default_str();
+  app.add_option("--leader-election-id", f.lease_name, "Name of the Lease")->capture_default_str();
+  app.add_option("--leader-election-identity", f.identity,
+                 "This replica's identity (default: hostname_pid)");
+  app.add_option("--lease-duration", f.lease_seconds, "Seconds before an unrenewed Lease is taken")
+      ->capture_default_str();
   app.add_flag("--version", show_version, "Print the version and exit");
   app.add_option("--check", check_files, "Decode and validate manifests as the operator would");
   app.add_flag("--print-crds", show_crds,
@@ -67,24 +220,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (show_crds || !crd_dir.empty()) return print_crds(crd_dir, std::cout, std::cerr);
-  if (!check_files.empty()) {
-    int code = 0;
-    for (const std::string& f : check_files) {
-      auto docs = tlt::api::parse_manifest_file(f);
-      if (!docs.ok()) {
-        std::cerr << docs.status().message() << "\n";
-        code = 1;
-        continue;
-      }
-      for (const auto& d : *docs) {
-        if (d.ok()) continue;
-        code = 1;
-        std::cerr << f << ":\n" << tlt::api::join_errors(d.errors) << "\n";
-      }
-    }
-    return code;
-  }
-  std::cerr << "tlt-operator: the Kubernetes client and reconcilers are not built yet; this "
-               "binary only parses its flags and checks manifests (--check).\n";
-  return 69;
+  if (!check_files.empty()) return check_manifests(check_files);
+  return run(f);
 }

@@ -113,6 +113,15 @@ class RestKubeClient : public KubeClient {
     return exchange(req, "patch status of", r.plural + "/" + name);
   }
 
+  StatusOr<Json> patch(const Resource& r, const std::string& name, const Json& patch) override {
+    HttpRequest req;
+    req.method = "PATCH";
+    req.path = r.object_path(name);
+    req.headers["Content-Type"] = "application/merge-patch+json";
+    req.body = patch.dump();
+    return exchange(req, "patch", r.plural + "/" + name);
+  }
+
   Status remove(const Resource& r, const std::string& name) override {
     HttpRequest req;
     req.method = "DELETE";

@@ -86,6 +86,11 @@ class KubeClient {
   // Returns the stored object; NotFound when the object is gone.
   virtual StatusOr<nlohmann::json> patch_status(const Resource& r, const std::string& name,
                                                 const nlohmann::json& status) = 0;
+  // JSON merge patch (RFC 7386) of the object itself (not its status). A patch that carries
+  // metadata.resourceVersion applies only to that version: Aborted when the object changed since
+  // (re-read and retry). Returns the stored object; NotFound when the object is gone.
+  virtual StatusOr<nlohmann::json> patch(const Resource& r, const std::string& name,
+                                         const nlohmann::json& patch) = 0;
   // Deletes with background propagation (owned objects go too). NotFound when already gone.
   virtual Status remove(const Resource& r, const std::string& name) = 0;
   // Streams events to `on_event` until the server ends the watch (after

@@ -131,6 +131,20 @@ TEST_F(ClientTest, PatchStatus_MergePatchOnStatusSubresource) {
   EXPECT_EQ(Json::parse(last().body), (Json{{"status", {{"phase", "Running"}}}}));
 }
 
+TEST_F(ClientTest, Patch_MergePatchOnObjectConflictIsAborted) {
+  respond(200, {{"metadata", {{"name", "j"}}}});
+  Json patch = {{"metadata", {{"finalizers", {"tlt.dev/cleanup"}}, {"resourceVersion", "7"}}}};
+  ASSERT_TRUE(client_->patch(rljobs_, "j", patch).ok());
+  EXPECT_EQ(last().method, "PATCH");
+  EXPECT_EQ(last().path, "/apis/tlt.dev/v1alpha1/namespaces/ns1/rljobs/j");
+  EXPECT_EQ(last().headers.at("Content-Type"), "application/merge-patch+json");
+  EXPECT_EQ(Json::parse(last().body), patch);
+  respond(
+      409,
+      {{"kind", "Status"}, {"reason", "Conflict"}, {"message", "the object has been modified"}});
+  EXPECT_EQ(client_->patch(rljobs_, "j", patch).status().code(), StatusCode::kAborted);
+}
+
 TEST_F(ClientTest, Remove_BackgroundPropagation) {
   respond(200, {{"kind", "Status"}, {"status", "Success"}});
   ASSERT_TRUE(client_->remove(rljobs_, "j").ok());

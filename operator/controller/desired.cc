@@ -1,0 +1,150 @@
+// Desired objects from a job's spec: pods, the headless Service, the spec ConfigMap.
+#include "operator/controller/desired.h"
+
+#include <utility>
+
+#include "api/spec.h"
+
+namespace tlt::controller {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kSpecVolume = "tlt-spec";
+constexpr const char* kSpecDir = "/etc/tlt";
+
+Json object_meta(const JobView& job, const std::string& name) {
+  return {{"name", name},
+          {"namespace", job.meta.namespace_},
+          {"labels", {{kJobLabel, job.meta.name}}},
+          {"ownerReferences", Json::array({owner_reference(job.meta)})}};
+}
+
+// Replaces the entry of `list` (an array of objects) whose `name` equals item's, or appends.
+void upsert_named(Json* list, const Json& item) {
+  if (!list->is_array()) *list = Json::array();
+  for (Json& e : *list) {
+    if (e.is_object() && e.value("name", "") == item["name"]) {
+      e = item;
+      return;
+    }
+  }
+  list->push_back(item);
+}
+
+Json env_var(const std::string& name, const std::string& value) {
+  return {{"name", name}, {"value", value}};
+}
+
+// The operator's container, merged over the template's "tlt" container (if any).
+Json tlt_container(const JobView& job, const RoleView& role, int index, const Json& base,
+                   const PodOptions& options) {
+  Json c = base.is_object() ? base : Json::object();
+  c["name"] = kContainerName;
+  if (!c.contains("image")) c["image"] = options.runtime_image;
+  c["command"] = {"tlt", "run-role"};
+  Json env = c.value("env", Json::array());
+  const std::string& ns = job.meta.namespace_;
+  for (const Json& e : {env_var("TLT_JOB", job.meta.name), env_var("TLT_ROLE", role.name),
+                        env_var("TLT_INDEX", std::to_string(index)), env_var("TLT_NAMESPACE", ns),
+                        env_var("TLT_SERVICE", job.meta.name + "." + ns + ".svc"),
+                        env_var("TLT_JOB_FILE", std::string(kSpecDir) + "/job.json")}) {
+    upsert_named(&env, e);
+  }
+  c["env"] = env;
+  if (!role.resources.empty()) c["resources"] = role.resources;
+  Json mounts = c.value("volumeMounts", Json::array());
+  upsert_named(&mounts, {{"name", kSpecVolume}, {"mountPath", kSpecDir}, {"readOnly", true}});
+  c["volumeMounts"] = mounts;
+  return c;
+}
+
+}  // namespace
+
+std::string pod_name(const std::string& job, const std::string& role, int index) {
+  return job + "-" + role + "-" + std::to_string(index);
+}
+
+std::string configmap_name(const std::string& job) {
+  return job + "-spec";
+}
+
+std::string pod_selector(const std::string& job) {
+  return std::string(kJobLabel) + "=" + job;
+}
+
+bool owned_by(const Json& object, const std::string& uid) {
+  if (!object.contains("metadata")) return false;
+  for (const Json& ref : object["metadata"].value("ownerReferences", Json::array())) {
+    if (ref.value("controller", false) && ref.value("uid", "") == uid) return true;
+  }
+  return false;
+}
+
+Json owner_reference(const ObservedJob& job) {
+  return {{"apiVersion", api::kApiVersion},
+          {"kind", job.kind},
+          {"name", job.name},
+          {"uid", job.uid},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
+Json desired_configmap(const JobView& job) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", object_meta(job, configmap_name(job.meta.name))},
+          {"data", {{"job.json", job.document.dump(2) + "\n"}}}};
+}
+
+Json desired_service(const JobView& job, const PodOptions& options) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata", object_meta(job, job.meta.name)},
+          {"spec",
+           {{"clusterIP", "None"},
+            {"publishNotReadyAddresses", true},
+            {"selector", {{kJobLabel, job.meta.name}}},
+            {"ports",
+             {{{"name", "rendezvous"}, {"port", options.rendezvous_port}, {"protocol", "TCP"}}}}}}};
+}
+
+Json desired_pod(const JobView& job, const RoleView& role, int index, const PodOptions& options) {
+  const Json& tmpl = role.pod_template;
+  std::string name = pod_name(job.meta.name, role.name, index);
+  Json meta = tmpl.value("metadata", Json::object());
+  Json labels = meta.value("labels", Json::object());
+  for (const auto& [k, v] : job.labels) labels[k] = v;
+  labels[kJobLabel] = job.meta.name;
+  labels[kRoleLabel] = role.name;
+  labels[kIndexLabel] = std::to_string(index);
+  meta["labels"] = labels;
+  meta["name"] = name;
+  meta["namespace"] = job.meta.namespace_;
+  meta["ownerReferences"] = Json::array({owner_reference(job.meta)});
+  meta.erase("generateName");
+
+  Json spec = tmpl.value("spec", Json::object());
+  Json containers = spec.value("containers", Json::array());
+  Json base = Json::object();
+  for (const Json& c : containers) {
+    if (c.is_object() && c.value("name", "") == kContainerName) base = c;
+  }
+  Json ours = tlt_container(job, role, index, base, options);
+  Json merged = Json::array({ours});
+  for (const Json& c : containers) {
+    if (c.is_object() && c.value("name", "") != kContainerName) merged.push_back(c);
+  }
+  spec["containers"] = merged;
+  Json volumes = spec.value("volumes", Json::array());
+  upsert_named(&volumes,
+               {{"name", kSpecVolume}, {"configMap", {{"name", configmap_name(job.meta.name)}}}});
+  spec["volumes"] = volumes;
+  spec["restartPolicy"] = "Never";
+  if (!spec.contains("automountServiceAccountToken")) spec["automountServiceAccountToken"] = false;
+  if (name.size() <= 63) spec["hostname"] = name;  // a DNS label
+  spec["subdomain"] = job.meta.name;
+  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
+}
+
+}  // namespace tlt::controller

@@ -1,0 +1,132 @@
+// Status from an outcome: phase, five conditions, counts, timestamps.
+#include "operator/controller/job_status.h"
+
+#include <string>
+
+#include "api/spec.h"
+
+namespace tlt::controller {
+namespace {
+
+using Json = nlohmann::json;
+
+const char* const kOwnedFields[] = {
+    "phase",   "observedGeneration", "conditions", "roles",
+    "workers", "restarts",           "startTime",  "completionTime"};
+
+Json counts_json(const RoleCounts& c) {
+  return {{"replicas", c.replicas},
+          {"ready", c.ready},
+          {"succeeded", c.succeeded},
+          {"failed", c.failed}};
+}
+
+// A condition; keeps the old lastTransitionTime when its status did not change.
+Json condition(const Json& old, const std::string& type, bool is_true, const std::string& reason,
+               const std::string& message, int64_t generation, const std::string& now) {
+  std::string status = is_true ? "True" : "False";
+  std::string since = now;
+  for (const Json& c : old.value("conditions", Json::array())) {
+    if (c.value("type", "") == type && c.value("status", "") == status)
+      since = c.value("lastTransitionTime", now);
+  }
+  return {{"type", type},
+          {"status", status},
+          {"reason", reason},
+          {"message", message},
+          {"lastTransitionTime", since},
+          {"observedGeneration", generation}};
+}
+
+std::string phase_of(const Outcome& o, int32_t ready) {
+  if (!o.terminal.empty()) return o.terminal;
+  if (o.suspended) return "Suspended";
+  if (o.desired_pods > 0 && ready == o.desired_pods) return "Running";
+  return "Pending";
+}
+
+}  // namespace
+
+Json compute_status(const std::string& kind, const Json& old, const Outcome& o, int64_t generation,
+                    WallTime now_time) {
+  std::string now = format_time(now_time);
+  int32_t ready = 0;
+  for (const auto& [name, c] : o.roles) ready += c.ready;
+  std::string phase = phase_of(o, ready);
+  std::string pods =
+      std::to_string(ready) + " of " + std::to_string(o.desired_pods) + " pods running and ready";
+
+  Json conditions = Json::array();
+  bool was_created = false;
+  for (const Json& c : old.value("conditions", Json::array())) {
+    if (c.value("type", "") == "Created" && c.value("status", "") == "True") was_created = true;
+  }
+  bool created = o.created || was_created;
+  conditions.push_back(condition(old, "Created", created, created ? "ObjectsCreated" : "Creating",
+                                 created ? "The ConfigMap, the Service and the pods were created."
+                                         : "Creating the ConfigMap, the Service and the pods.",
+                                 generation, now));
+  std::string not_running = phase == "Suspended"   ? "Suspended"
+                            : phase == "Succeeded" ? "Finished"
+                            : phase == "Failed"    ? "JobFailed"
+                                                   : "PodsNotReady";
+  conditions.push_back(condition(old, "Running", phase == "Running",
+                                 phase == "Running" ? "AllPodsReady" : not_running, pods + ".",
+                                 generation, now));
+  conditions.push_back(condition(old, "Suspended", phase == "Suspended",
+                                 phase == "Suspended" ? "SuspendRequested" : "NotSuspended",
+                                 phase == "Suspended"
+                                     ? "spec.suspend is true: the pods are deleted, the job kept."
+                                     : "spec.suspend is false.",
+                                 generation, now));
+  bool succeeded = phase == "Succeeded", failed = phase == "Failed";
+  conditions.push_back(
+      condition(old, "Succeeded", succeeded, succeeded ? o.terminal_reason : "NotFinished",
+                succeeded ? o.terminal_message : "The job has not finished.", generation, now));
+  conditions.push_back(
+      condition(old, "Failed", failed, failed ? o.terminal_reason : "NoFailure",
+                failed ? o.terminal_message : std::to_string(o.restarts) + " pod failures so far.",
+                generation, now));
+
+  Json status = {{"phase", phase},
+                 {"observedGeneration", generation},
+                 {"conditions", conditions},
+                 {"restarts", o.restarts}};
+  if (kind == api::kRLJobKind) {
+    Json roles = Json::object();
+    for (const char* r : {"rollout", "trainer", "drafter"}) {
+      auto it = o.roles.find(r);
+      roles[r] = counts_json(it == o.roles.end() ? RoleCounts{} : it->second);
+    }
+    status["roles"] = roles;
+  } else {
+    auto it = o.roles.find("workers");
+    status["workers"] = counts_json(it == o.roles.end() ? RoleCounts{} : it->second);
+  }
+  std::string start = old.value("startTime", "");
+  if (start.empty() && phase == "Running") start = now;
+  if (!start.empty()) status["startTime"] = start;
+  std::string end = old.value("completionTime", "");
+  if (end.empty() && (succeeded || failed)) end = now;
+  if (!end.empty()) status["completionTime"] = end;
+  return status;
+}
+
+Json owned_status_fields(const Json& status) {
+  Json out = Json::object();
+  if (!status.is_object()) return out;
+  for (const char* f : kOwnedFields) {
+    if (status.contains(f)) out[f] = status[f];
+  }
+  return out;
+}
+
+bool status_changed(const Json& old, const Json& computed) {
+  Json before = owned_status_fields(old);
+  for (const auto& [k, v] : computed.items()) {
+    if (!before.contains(k) || before[k] != v) return true;
+  }
+  return false;
+}
+
+}  // namespace tlt::controller

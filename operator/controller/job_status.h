@@ -1,0 +1,57 @@
+// The status a reconcile writes, computed on a copy from what the pod sub-reconciler saw and
+// did, as a pure function (so the "only patch when changed" rule is a plain comparison).
+//
+// The operator owns these status fields: phase, observedGeneration, conditions, roles (RLJob) or
+// workers (TSTPretrainJob), restarts, startTime, completionTime. Others (step, reward, loss...)
+// belong to the job's own processes and the rebalancer and are never written here.
+//
+// Phase: Failed or Succeeded (terminal, kept once reached), else Suspended, else Running when
+// every desired pod is running and ready, else Pending. Every one of the five conditions
+// (Created, Running, Suspended, Succeeded, Failed) is always present, True or False, with a
+// CamelCase reason and a sentence; lastTransitionTime changes only when its status changes.
+//
+// Thread safety: stateless functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "operator/controller/clock.h"
+
+namespace tlt::controller {
+
+struct RoleCounts {
+  int32_t replicas = 0;   // pods that exist and are not being deleted
+  int32_t ready = 0;      // running with condition Ready
+  int32_t succeeded = 0;  // phase Succeeded
+  int32_t failed = 0;     // phase Failed (seen in this reconcile, then deleted)
+};
+
+// What a reconcile found and did.
+struct Outcome {
+  std::string terminal;          // "", "Succeeded" or "Failed"
+  std::string terminal_reason;   // BackoffLimitExceeded, InvalidSpec, AllPodsSucceeded
+  std::string terminal_message;  // a sentence
+  bool suspended = false;
+  bool created = false;  // the ConfigMap, Service and every desired pod exist
+  int32_t restarts = 0;  // pod failures so far (status.restarts)
+  int32_t desired_pods = 0;
+  std::map<std::string, RoleCounts> roles;  // by role name
+};
+
+// The operator's fields of a new status: from `old` (the stored status), the outcome, the
+// job's metadata.generation and the time now. RLJob puts role counts under "roles", a
+// TSTPretrainJob its one role's under "workers".
+nlohmann::json compute_status(const std::string& kind, const nlohmann::json& old,
+                              const Outcome& outcome, int64_t generation, WallTime now);
+
+// The operator's fields of a stored status (what compute_status would have to match).
+nlohmann::json owned_status_fields(const nlohmann::json& status);
+
+// Whether writing `computed` would change `old`'s operator-owned fields.
+bool status_changed(const nlohmann::json& old, const nlohmann::json& computed);
+
+}  // namespace tlt::controller

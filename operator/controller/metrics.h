@@ -1,0 +1,78 @@
+// The operator's Prometheus metrics and its HTTP endpoint (/metrics, /healthz, /readyz).
+//
+// Metrics (DESIGN.md section 5; `tlt_operator_` prefix, base units):
+//   tlt_operator_reconcile_total{kind,result}           reconciles, result success or error
+//   tlt_operator_reconcile_duration_seconds{kind}       histogram of reconcile latency
+//   tlt_operator_workqueue_depth                        keys queued and ready
+//   tlt_operator_jobs{kind,phase}                       jobs by phase, as last reconciled
+//   tlt_operator_watch_restarts_total{resource,reason}  watches re-listed (gone, error)
+//   tlt_operator_leader                                  1 while this replica leads
+//
+// The server runs on cpprestsdk's listener (no LibTorch in this binary, so none of the civetweb
+// troubles of DESIGN.md section 7 apply, but one HTTP library is enough).
+//
+// Thread safety: every method of OperatorMetrics may be called from any thread.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "api/status.h"
+
+namespace tlt::controller {
+
+class OperatorMetrics {
+ public:
+  OperatorMetrics();
+  ~OperatorMetrics();
+  OperatorMetrics(const OperatorMetrics&) = delete;
+  OperatorMetrics& operator=(const OperatorMetrics&) = delete;
+
+  void observe_reconcile(const std::string& kind, bool ok, double seconds);
+  // Records the phase of the job `key` ("" when it is gone).
+  void set_job_phase(const std::string& key, const std::string& kind, const std::string& phase);
+  void add_watch_restart(const std::string& resource, const std::string& reason);
+  void set_leader(bool leader);
+  // Read at every render for tlt_operator_workqueue_depth.
+  void set_depth_source(std::function<double()> depth);
+
+  // The text exposition format of every metric.
+  std::string render();
+
+ private:
+  struct Families;
+  std::unique_ptr<Families> f_;
+  std::mutex mu_;
+  std::map<std::string, std::pair<std::string, std::string>> phases_;  // key -> (kind, phase);
+                                                                       // guarded by mu_
+  std::function<double()> depth_;                                      // guarded by mu_
+};
+
+// GET /metrics (text format), /healthz (200 "ok" while `healthy`), /readyz (200 "ok" while
+// `ready`, else 503 with the reason it returns). Other paths: 404.
+struct HttpHandlers {
+  std::function<std::string()> metrics;
+  std::function<bool()> healthy;
+  std::function<std::string()> not_ready;  // "" when ready, else why not
+};
+
+class HttpServer {
+ public:
+  // Listens on `bind`:`port` (bind a numeric IPv4 address, "0.0.0.0" for all). Unavailable,
+  // saying why and what to change, when the port is taken.
+  static StatusOr<std::unique_ptr<HttpServer>> start(const std::string& bind, int port,
+                                                     HttpHandlers handlers);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+ private:
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tlt::controller

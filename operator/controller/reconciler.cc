@@ -1,0 +1,398 @@
+// The reconciler: observe, finalizer, validate, sub-reconcilers, status; one decision per line.
+#include "operator/controller/reconciler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "api/spec.h"
+#include "operator/controller/log.h"
+
+namespace tlt::controller {
+namespace {
+
+using Json = nlohmann::json;
+using std::chrono::seconds;
+
+std::string id(const ObservedJob& job) {
+  return job.namespace_ + "/" + job.name;
+}
+
+LogFields fields(const ObservedJob& job, LogFields more = {}) {
+  LogFields f{{"kind", job.kind}, {"job", id(job)}};
+  f.insert(f.end(), more.begin(), more.end());
+  return f;
+}
+
+int parse_index(const std::string& s) {
+  if (s.empty() || s.size() > 6 || !std::all_of(s.begin(), s.end(), ::isdigit)) return -1;
+  return std::atoi(s.c_str());
+}
+
+// The stored Failed condition's reason ("" when none is True).
+std::string failed_reason(const Json& status) {
+  for (const Json& c : status.value("conditions", Json::array())) {
+    if (c.value("type", "") == "Failed" && c.value("status", "") == "True")
+      return c.value("reason", "");
+  }
+  return "";
+}
+
+std::string condition_message(const Json& status, const std::string& type) {
+  for (const Json& c : status.value("conditions", Json::array())) {
+    if (c.value("type", "") == type) return c.value("message", "");
+  }
+  return "";
+}
+
+bool terminal_phase(const std::string& p) {
+  return p == "Succeeded" || p == "Failed";
+}
+
+}  // namespace
+
+Reconciler::Reconciler(kube::KubeClient* client, const Clock* clock, PodOptions options)
+    : client_(client), clock_(clock), options_(std::move(options)) {}
+
+ReconcileResult Reconciler::reconcile(const std::string& key) {
+  std::string kind, ns, name;
+  if (!parse_key(key, &kind, &ns, &name))
+    return {Status::InvalidArgument("malformed key \"" + key + "\""), std::nullopt, ""};
+  StatusOr<Json> object = client_->get(job_resource(kind, ns), name);
+  if (object.status().code() == StatusCode::kNotFound) return {Status::Ok(), std::nullopt, ""};
+  if (!object.ok()) return {object.status(), std::nullopt, ""};
+  return reconcile_job(kind, *object);
+}
+
+ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& object) {
+  ObservedJob meta = observe_job(kind, object);
+  std::string phase = meta.status.value("phase", "");
+  if (meta.deleting) return {finalize(meta), std::nullopt, phase};
+  if (Status s = ensure_finalizer(meta); !s.ok()) return {s, std::nullopt, phase};
+  StatusOr<JobView> job = decode_job(kind, object);
+  if (!job.ok()) return invalid_spec(meta, job.status());
+  StatusOr<std::vector<Pod>> pods = observe_pods(meta);
+  if (!pods.ok()) return {pods.status(), std::nullopt, phase};
+  if (terminal_phase(phase) && failed_reason(meta.status) != "InvalidSpec")
+    return finished(*job, *pods);
+
+  for (Status s : {reconcile_configmap(*job), reconcile_service(*job)}) {
+    if (!s.ok()) return {s, std::nullopt, phase};
+  }
+  Outcome outcome;
+  Status s = reconcile_pods(*job, *pods, &outcome);
+  if (!s.ok()) return {s, std::nullopt, phase};
+  s = write_status(meta, outcome);
+  if (!s.ok()) return {s, std::nullopt, phase};
+  Json computed = compute_status(kind, meta.status, outcome, meta.generation, clock_->now());
+  std::string now_phase = computed.value("phase", "");
+  // A job that just finished comes back once for its TTL and leftover pods.
+  if (terminal_phase(now_phase)) return {Status::Ok(), seconds(1), now_phase};
+  return {Status::Ok(), std::nullopt, now_phase};
+}
+
+Status Reconciler::ensure_finalizer(const ObservedJob& job) {
+  if (std::find(job.finalizers.begin(), job.finalizers.end(), kFinalizer) != job.finalizers.end())
+    return Status::Ok();
+  Json finalizers = job.finalizers;
+  finalizers.push_back(kFinalizer);
+  Json patch = {
+      {"metadata", {{"finalizers", finalizers}, {"resourceVersion", job.resource_version}}}};
+  StatusOr<Json> out = client_->patch(job_resource(job.kind, job.namespace_), job.name, patch);
+  if (!out.ok()) return out.status();
+  log_info("Added the cleanup finalizer.", fields(job, {{"finalizer", kFinalizer}}));
+  return Status::Ok();
+}
+
+Status Reconciler::finalize(const ObservedJob& job) {
+  StatusOr<std::vector<Pod>> pods = observe_pods(job);
+  if (!pods.ok()) return pods.status();
+  std::vector<const Pod*> live;
+  for (const Pod& p : *pods) {
+    if (!p.deleting) live.push_back(&p);
+  }
+  TLT_RETURN_IF_ERROR(delete_pods(job, live, "JobDeleted"));
+  const std::pair<kube::Resource, std::string> owned[] = {
+      {service_resource(job.namespace_), job.name},
+      {configmap_resource(job.namespace_), configmap_name(job.name)}};
+  for (const auto& [resource, name] : owned) {
+    StatusOr<Json> o = client_->get(resource, name);
+    if (o.status().code() == StatusCode::kNotFound) continue;
+    if (!o.ok()) return o.status();
+    if (!owned_by(*o, job.uid)) continue;
+    Status s = client_->remove(resource, name);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+    log_info("Deleted an owned object of a deleted job.",
+             fields(job, {{"object", resource.plural + "/" + name}}));
+  }
+  if (std::find(job.finalizers.begin(), job.finalizers.end(), kFinalizer) == job.finalizers.end())
+    return Status::Ok();
+  Json rest = Json::array();
+  for (const std::string& f : job.finalizers) {
+    if (f != kFinalizer) rest.push_back(f);
+  }
+  Json patch = {{"metadata", {{"finalizers", rest}, {"resourceVersion", job.resource_version}}}};
+  StatusOr<Json> out = client_->patch(job_resource(job.kind, job.namespace_), job.name, patch);
+  if (!out.ok() && out.status().code() != StatusCode::kNotFound) return out.status();
+  log_info("Cleaned up a deleted job and removed its finalizer.", fields(job));
+  return Status::Ok();
+}
+
+ReconcileResult Reconciler::invalid_spec(const ObservedJob& job, const Status& why) {
+  std::string message = why.message();
+  std::replace(message.begin(), message.end(), '\n', ';');
+  Outcome o;
+  o.terminal = "Failed";
+  o.terminal_reason = "InvalidSpec";
+  o.terminal_message = "The spec is invalid: " + message;
+  o.restarts = job.status.value("restarts", 0);
+  Json computed = compute_status(job.kind, job.status, o, job.generation, clock_->now());
+  if (status_changed(job.status, computed)) {
+    log_info("The spec is invalid; no pods will be created.", fields(job, {{"errors", message}}));
+    event(job, "Warning", "InvalidSpec", o.terminal_message);
+  }
+  return {write_status(job, o), std::nullopt, "Failed"};
+}
+
+StatusOr<std::vector<Reconciler::Pod>> Reconciler::observe_pods(const ObservedJob& job) {
+  kube::ListOptions options;
+  options.label_selector = pod_selector(job.name);
+  StatusOr<kube::ObjectList> list = client_->list(pod_resource(job.namespace_), options);
+  if (!list.ok()) return list.status();
+  std::vector<Pod> pods;
+  for (Json& o : list->items) {
+    if (!owned_by(o, job.uid)) continue;
+    Pod p;
+    const Json& meta = o["metadata"];
+    p.name = meta.value("name", "");
+    Json labels = meta.value("labels", Json::object());
+    p.role = labels.value(kRoleLabel, "");
+    p.index = parse_index(labels.value(kIndexLabel, ""));
+    p.deleting = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
+    Json status = o.value("status", Json::object());
+    p.phase = status.value("phase", "Pending");
+    for (const Json& c : status.value("conditions", Json::array())) {
+      if (c.value("type", "") == "Ready" && c.value("status", "") == "True")
+        p.ready = p.phase == "Running";
+    }
+    p.object = std::move(o);
+    pods.push_back(std::move(p));
+  }
+  return pods;
+}
+
+Status Reconciler::reconcile_configmap(const JobView& job) {
+  Json want = desired_configmap(job);
+  kube::Resource r = configmap_resource(job.meta.namespace_);
+  StatusOr<Json> have = client_->get(r, configmap_name(job.meta.name));
+  if (have.ok() && owned_by(*have, job.meta.uid) && have->value("data", Json()) == want["data"])
+    return Status::Ok();
+  if (!have.ok() && have.status().code() != StatusCode::kNotFound) return have.status();
+  StatusOr<Json> out = client_->apply(r, want, kFieldManager);
+  if (!out.ok()) return out.status();
+  log_info(have.ok() ? "Updated the job's spec ConfigMap." : "Created the job's spec ConfigMap.",
+           fields(job.meta, {{"configmap", configmap_name(job.meta.name)}}));
+  return Status::Ok();
+}
+
+Status Reconciler::reconcile_service(const JobView& job) {
+  kube::Resource r = service_resource(job.meta.namespace_);
+  StatusOr<Json> have = client_->get(r, job.meta.name);
+  if (have.ok()) return Status::Ok();
+  if (have.status().code() != StatusCode::kNotFound) return have.status();
+  StatusOr<Json> out = client_->apply(r, desired_service(job, options_), kFieldManager);
+  if (!out.ok()) return out.status();
+  log_info("Created the job's headless Service.", fields(job.meta, {{"service", job.meta.name}}));
+  return Status::Ok();
+}
+
+Status Reconciler::delete_pods(const ObservedJob& job, std::vector<const Pod*> pods,
+                               const std::string& why) {
+  if (pods.empty()) return Status::Ok();
+  std::string names;
+  for (const Pod* p : pods) {
+    Status s = client_->remove(pod_resource(job.namespace_), p->name);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+    log_info("Deleted a pod.",
+             fields(job, {{"pod", p->name}, {"phase", p->phase}, {"reason", why}}));
+    names += (names.empty() ? "" : ", ") + p->name;
+  }
+  event(job, why == "PodFailed" ? "Warning" : "Normal", why, "Deleted pods " + names + ".");
+  return Status::Ok();
+}
+
+Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& pods, Outcome* o) {
+  o->restarts = job.meta.status.value("restarts", 0);
+  o->created = true;
+  std::vector<const Pod*> live, failed;
+  for (const Pod& p : pods) {
+    if (p.deleting) continue;
+    live.push_back(&p);
+    RoleCounts& c = o->roles[p.role];
+    ++c.replicas;
+    c.ready += p.ready;
+    c.succeeded += p.phase == "Succeeded";
+    c.failed += p.phase == "Failed";
+    if (p.phase == "Failed") failed.push_back(&p);
+  }
+  auto running = [&] {
+    std::vector<const Pod*> out;
+    for (const Pod* p : live) {
+      if (p->phase != "Succeeded" && p->phase != "Failed") out.push_back(p);
+    }
+    return out;
+  };
+  // 1. Failures: delete (so the pod is recreated under the same name) and count.
+  o->restarts += static_cast<int32_t>(failed.size());
+  TLT_RETURN_IF_ERROR(delete_pods(job.meta, failed, "PodFailed"));
+  if (o->restarts > job.backoff_limit) {
+    o->terminal = "Failed";
+    o->terminal_reason = "BackoffLimitExceeded";
+    o->terminal_message = std::to_string(o->restarts) + " pod failures exceed spec.backoffLimit " +
+                          std::to_string(job.backoff_limit) + ".";
+    return delete_pods(job.meta, running(), "BackoffLimitExceeded");
+  }
+  // 2. Completion: every pod of the completion role succeeded.
+  for (const RoleView& role : job.roles) {
+    if (role.name != job.completion_role || role.replicas <= 0) continue;
+    int done = 0;
+    for (const Pod* p : live)
+      done += p->role == role.name && p->index < role.replicas && p->phase == "Succeeded";
+    if (done < role.replicas) break;
+    o->terminal = "Succeeded";
+    o->terminal_reason = "AllPodsSucceeded";
+    o->terminal_message = "All " + std::to_string(done) + " " + role.name + " pods succeeded.";
+    return delete_pods(job.meta, running(), "JobSucceeded");
+  }
+  // 3. Suspend: no pods at all.
+  if (job.suspend) {
+    o->suspended = true;
+    return delete_pods(job.meta, live, "Suspended");
+  }
+  // 4. Scale: surplus pods go (highest index first), missing ones are created.
+  std::vector<const Pod*> surplus;
+  for (const Pod* p : live) {
+    bool wanted = false;
+    for (const RoleView& role : job.roles) {
+      wanted = wanted || (role.name == p->role && p->index >= 0 && p->index < role.replicas &&
+                          p->name == pod_name(job.meta.name, role.name, p->index));
+    }
+    if (!wanted) surplus.push_back(p);
+  }
+  std::sort(surplus.begin(), surplus.end(),
+            [](const Pod* a, const Pod* b) { return a->index > b->index; });
+  TLT_RETURN_IF_ERROR(delete_pods(job.meta, surplus, "ScaledDown"));
+  std::vector<std::string> created;
+  for (const RoleView& role : job.roles) {
+    o->desired_pods += role.replicas;
+    for (int i = 0; i < role.replicas; ++i) {
+      std::string name = pod_name(job.meta.name, role.name, i);
+      bool exists =
+          std::any_of(pods.begin(), pods.end(), [&](const Pod& p) { return p.name == name; });
+      if (exists) continue;
+      StatusOr<Json> out = client_->apply(pod_resource(job.meta.namespace_),
+                                          desired_pod(job, role, i, options_), kFieldManager);
+      if (!out.ok()) {
+        o->created = false;
+        return out.status();
+      }
+      log_info("Created a pod.", fields(job.meta, {{"pod", name}, {"role", role.name}}));
+      created.push_back(name);
+    }
+  }
+  if (!created.empty()) {
+    std::string names;
+    for (const std::string& n : created) names += (names.empty() ? "" : ", ") + n;
+    event(job.meta, "Normal", "PodsCreated", "Created pods " + names + ".");
+  }
+  return Status::Ok();
+}
+
+ReconcileResult Reconciler::finished(const JobView& job, const std::vector<Pod>& pods) {
+  const ObservedJob& meta = job.meta;
+  std::string phase = meta.status.value("phase", "");
+  Outcome o;
+  o.terminal = phase;
+  o.terminal_reason = phase == "Failed" ? failed_reason(meta.status) : "AllPodsSucceeded";
+  o.terminal_message = condition_message(meta.status, phase);
+  o.restarts = meta.status.value("restarts", 0);
+  o.created = true;
+  std::vector<const Pod*> running;
+  for (const Pod& p : pods) {
+    if (p.deleting) continue;
+    RoleCounts& c = o.roles[p.role];
+    ++c.replicas;
+    c.ready += p.ready;
+    c.succeeded += p.phase == "Succeeded";
+    c.failed += p.phase == "Failed";
+    if (p.phase != "Succeeded" && p.phase != "Failed") running.push_back(&p);
+  }
+  for (const RoleView& r : job.roles) o.desired_pods += r.replicas;
+  Status s = delete_pods(meta, running, phase == "Failed" ? "JobFailed" : "JobSucceeded");
+  if (s.ok()) s = write_status(meta, o);
+  if (!s.ok()) return {s, std::nullopt, phase};
+  if (!job.ttl_seconds_after_finished) return {Status::Ok(), std::nullopt, phase};
+  WallTime now = clock_->now();
+  WallTime end = parse_time(meta.status.value("completionTime", "")).value_or(now);
+  WallTime deadline = end + seconds(*job.ttl_seconds_after_finished);
+  if (now < deadline) {
+    auto left = std::chrono::duration_cast<seconds>(deadline - now) + seconds(1);
+    return {Status::Ok(), left, phase};
+  }
+  s = client_->remove(job_resource(meta.kind, meta.namespace_), meta.name);
+  if (!s.ok() && s.code() != StatusCode::kNotFound) return {s, std::nullopt, phase};
+  log_info(
+      "Deleted a finished job after ttlSecondsAfterFinished.",
+      fields(meta, {{"ttlSecondsAfterFinished", std::to_string(*job.ttl_seconds_after_finished)}}));
+  return {Status::Ok(), std::nullopt, phase};
+}
+
+Status Reconciler::write_status(const ObservedJob& job, const Outcome& outcome) {
+  Json computed = compute_status(job.kind, job.status, outcome, job.generation, clock_->now());
+  if (!status_changed(job.status, computed)) return Status::Ok();
+  StatusOr<Json> out =
+      client_->patch_status(job_resource(job.kind, job.namespace_), job.name, computed);
+  if (!out.ok()) return out.status();
+  std::string before = job.status.value("phase", ""), after = computed.value("phase", "");
+  log_info("Updated the job's status.", fields(job, {{"phase", after}, {"was", before}}));
+  if (before != after) {
+    std::string message = condition_message(computed, after == "Pending" ? "Running" : after);
+    event(job, after == "Failed" ? "Warning" : "Normal", after, message);
+  }
+  return Status::Ok();
+}
+
+void Reconciler::event(const ObservedJob& job, const std::string& type, const std::string& reason,
+                       const std::string& message) {
+  static std::atomic<uint64_t> counter{0};
+  auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+  char suffix[40];
+  std::snprintf(suffix, sizeof suffix, "%llx%llx", static_cast<unsigned long long>(nanos),
+                static_cast<unsigned long long>(counter++));
+  std::string now = format_time(clock_->now());
+  Json e = {{"apiVersion", "v1"},
+            {"kind", "Event"},
+            {"metadata", {{"name", job.name + "." + suffix}, {"namespace", job.namespace_}}},
+            {"involvedObject",
+             {{"apiVersion", api::kApiVersion},
+              {"kind", job.kind},
+              {"name", job.name},
+              {"namespace", job.namespace_},
+              {"uid", job.uid}}},
+            {"type", type},
+            {"reason", reason},
+            {"message", message},
+            {"source", {{"component", kFieldManager}}},
+            {"firstTimestamp", now},
+            {"lastTimestamp", now},
+            {"count", 1}};
+  StatusOr<Json> out = client_->create(event_resource(job.namespace_), e);
+  if (!out.ok()) {
+    log_error("Could not record an Event (the decision stands).",
+              fields(job, {{"reason", reason}, {"error", out.status().to_string()}}));
+  }
+}
+
+}  // namespace tlt::controller

@@ -1,0 +1,434 @@
+// The reconciler against an in-memory KubeClient (operator/kube/fake_client.h) and a fake clock:
+// the desired objects of each example, scale up and down, suspend and resume, failures and
+// backoffLimit, completion, TTL, invalid specs, deletion through the finalizer, and that status
+// is patched only when it changes.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "api/encode.h"
+#include "api/manifest.h"
+#include "operator/controller/log.h"
+#include "operator/controller/reconciler.h"
+#include "operator/kube/fake_client.h"
+
+namespace tlt::controller {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// An example manifest as the apiserver would store it: defaults filled in, no status.
+Json example(const std::string& file) {
+  StatusOr<api::Job> job =
+      api::parse_job_yaml(read(std::string(TLT_SOURCE_DIR) + "/examples/" + file));
+  EXPECT_TRUE(job.ok()) << job.status().to_string();
+  Json j = std::visit([](const auto& x) { return api::to_json(x); }, job.value());
+  j.erase("status");
+  return j;
+}
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  ReconcilerTest()
+      : clock_(std::chrono::system_clock::from_time_t(1700000000)),
+        reconciler_(&kube_, &clock_, PodOptions{"registry.example/tlt:test", 29500}) {
+    set_log_sink([this](const std::string& line) { logs_.push_back(line); });
+  }
+  ~ReconcilerTest() override { set_log_sink(nullptr); }
+
+  // Stores `job` and returns its key.
+  std::string add(const Json& job) {
+    std::string kind = job["kind"], ns = job["metadata"]["namespace"],
+                name = job["metadata"]["name"];
+    kube_.put(job_resource(kind, ns), job);
+    return job_key(kind, ns, name);
+  }
+  ReconcileResult reconcile(const std::string& key) {
+    ReconcileResult r = reconciler_.reconcile(key);
+    EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+    return r;
+  }
+  Json job(const std::string& key) {
+    std::string kind, ns, name;
+    parse_key(key, &kind, &ns, &name);
+    StatusOr<Json> j = kube_.get(job_resource(kind, ns), name);
+    return j.ok() ? *j : Json();
+  }
+  // Edits the stored job's spec with a merge patch (generation goes up, as on an apiserver).
+  void edit(const std::string& key, const Json& spec_patch) {
+    Json j = job(key);
+    j["spec"].merge_patch(spec_patch);
+    std::string kind = j["kind"];
+    kube_.put(job_resource(kind, j["metadata"]["namespace"]), j);
+  }
+  std::vector<std::string> pod_names(const std::string& ns, bool include_deleting = false) {
+    std::vector<std::string> names;
+    for (const Json& p : kube_.objects(pod_resource(ns))) {
+      if (!include_deleting && p["metadata"].contains("deletionTimestamp")) continue;
+      names.push_back(p["metadata"]["name"]);
+    }
+    return names;
+  }
+  // Sets the phase of every pod in `ns` whose name starts with `prefix` (Running also Ready).
+  void set_phase(const std::string& ns, const std::string& prefix, const std::string& phase) {
+    for (Json p : kube_.objects(pod_resource(ns))) {
+      std::string name = p["metadata"]["name"];
+      if (name.rfind(prefix, 0) != 0) continue;
+      p["status"] = {{"phase", phase}};
+      if (phase == "Running") p["status"]["conditions"] = {{{"type", "Ready"}, {"status", "True"}}};
+      kube_.put(pod_resource(ns), p);
+    }
+  }
+  std::string condition(const Json& j, const std::string& type, const std::string& field) {
+    for (const Json& c : j["status"]["conditions"]) {
+      if (c["type"] == type) return c.value(field, "");
+    }
+    return "(none)";
+  }
+  std::vector<std::string> deleted_in_order() {
+    std::vector<std::string> out;
+    for (const std::string& l : logs_) {
+      size_t at = l.find(" pod=");
+      if (l.find("msg=\"Deleted a pod.\"") == std::string::npos || at == std::string::npos)
+        continue;
+      out.push_back(l.substr(at + 5, l.find(' ', at + 5) - at - 5));
+    }
+    return out;
+  }
+
+  kube::FakeKubeClient kube_;
+  FakeClock clock_;
+  Reconciler reconciler_;
+  std::vector<std::string> logs_;
+};
+
+TEST_F(ReconcilerTest, Reconcile_RLJobExample_CreatesPodsServiceConfigMap) {
+  std::string key = add(example("rljob-cluster.yaml"));
+  ReconcileResult r = reconcile(key);
+  EXPECT_EQ(r.phase, "Pending");
+  std::vector<std::string> pods = pod_names("research");
+  std::vector<std::string> want;
+  for (int i = 0; i < 8; ++i) want.push_back("qwen-math-grpo-rollout-" + std::to_string(i));
+  want.push_back("qwen-math-grpo-trainer-0");
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(pods, want) << "8 rollout + 1 trainer, no drafter (replicas 0)";
+
+  Json j = job(key);
+  StatusOr<Json> pod = kube_.get(pod_resource("research"), "qwen-math-grpo-rollout-3");
+  ASSERT_TRUE(pod.ok());
+  const Json& meta = (*pod)["metadata"];
+  EXPECT_EQ(meta["labels"]["tlt.dev/job"], "qwen-math-grpo");
+  EXPECT_EQ(meta["labels"]["tlt.dev/role"], "rollout");
+  EXPECT_EQ(meta["labels"]["tlt.dev/index"], "3");
+  EXPECT_EQ(meta["labels"]["team"], "reasoning") << "the job's labels are copied";
+  ASSERT_EQ(meta["ownerReferences"].size(), 1u);
+  EXPECT_EQ(meta["ownerReferences"][0]["uid"], j["metadata"]["uid"]);
+  EXPECT_EQ(meta["ownerReferences"][0]["controller"], true);
+  EXPECT_EQ(meta["ownerReferences"][0]["kind"], "RLJob");
+  const Json& spec = (*pod)["spec"];
+  EXPECT_EQ(spec["restartPolicy"], "Never");
+  EXPECT_EQ(spec["nodeSelector"]["nvidia.com/gpu.product"], "NVIDIA-H100-80GB-HBM3")
+      << "the podTemplate is merged in";
+  EXPECT_EQ(spec["tolerations"][0]["key"], "nvidia.com/gpu");
+  EXPECT_EQ(spec["subdomain"], "qwen-math-grpo");
+  const Json& c = spec["containers"][0];
+  EXPECT_EQ(c["name"], "tlt");
+  EXPECT_EQ(c["image"], "registry.example/tlt:test");
+  EXPECT_EQ(c["command"], Json({"tlt", "run-role"}));
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "1");
+  EXPECT_EQ(c["resources"]["requests"]["memory"], "64Gi");
+  std::map<std::string, std::string> env;
+  for (const Json& e : c["env"]) env[e["name"]] = e["value"];
+  EXPECT_EQ(env["TLT_JOB"], "qwen-math-grpo");
+  EXPECT_EQ(env["TLT_ROLE"], "rollout");
+  EXPECT_EQ(env["TLT_INDEX"], "3");
+  EXPECT_EQ(env["TLT_JOB_FILE"], "/etc/tlt/job.json");
+  EXPECT_EQ(c["volumeMounts"][0]["mountPath"], "/etc/tlt");
+  EXPECT_EQ(spec["volumes"][0]["configMap"]["name"], "qwen-math-grpo-spec");
+  StatusOr<Json> trainer = kube_.get(pod_resource("research"), "qwen-math-grpo-trainer-0");
+  ASSERT_TRUE(trainer.ok());
+  EXPECT_FALSE((*trainer)["spec"].contains("nodeSelector")) << "the rollout's template only";
+  EXPECT_EQ((*trainer)["spec"]["containers"][0]["resources"]["requests"]["cpu"], "16");
+
+  StatusOr<Json> svc = kube_.get(service_resource("research"), "qwen-math-grpo");
+  ASSERT_TRUE(svc.ok());
+  EXPECT_EQ((*svc)["spec"]["clusterIP"], "None");
+  EXPECT_EQ((*svc)["spec"]["selector"]["tlt.dev/job"], "qwen-math-grpo");
+  StatusOr<Json> cm = kube_.get(configmap_resource("research"), "qwen-math-grpo-spec");
+  ASSERT_TRUE(cm.ok());
+  StatusOr<api::Job> decoded =
+      api::parse_job_json(Json::parse(std::string((*cm)["data"]["job.json"])));
+  ASSERT_TRUE(decoded.ok()) << "the runtime can decode the ConfigMap: "
+                            << decoded.status().to_string();
+  EXPECT_EQ(std::get<api::RLJob>(*decoded).spec.roles.rollout.replicas, 8);
+
+  for (const auto& [object, manager] : kube_.appliers())
+    EXPECT_EQ(manager, "tlt-operator") << object;
+  EXPECT_EQ(j["metadata"]["finalizers"], Json({"tlt.dev/cleanup"}));
+  EXPECT_EQ(j["status"]["phase"], "Pending");
+  EXPECT_EQ(j["status"]["observedGeneration"], j["metadata"]["generation"]);
+  EXPECT_EQ(condition(j, "Created", "status"), "True");
+  EXPECT_EQ(condition(j, "Running", "status"), "False");
+  EXPECT_EQ(condition(j, "Running", "reason"), "PodsNotReady");
+  EXPECT_GE(kube_.calls("create", "events"), 1) << "an Event per decision";
+}
+
+TEST_F(ReconcilerTest, Reconcile_TSTExample_CreatesWorkers) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  std::vector<std::string> pods = pod_names("research");
+  EXPECT_EQ(pods.size(), 16u);
+  EXPECT_TRUE(std::find(pods.begin(), pods.end(), "tst-small-kjv-workers-15") != pods.end());
+  Json j = job(key);
+  EXPECT_EQ(j["status"]["workers"]["replicas"], 0) << "counted as observed before the creates";
+  EXPECT_FALSE(j["status"].contains("roles"));
+}
+
+TEST_F(ReconcilerTest, Reconcile_AllPodsReady_RunningAndThenNoWrites) {
+  std::string key = add(example("rljob-cluster.yaml"));
+  reconcile(key);
+  set_phase("research", "qwen-math-grpo-", "Running");
+  ReconcileResult r = reconcile(key);
+  EXPECT_EQ(r.phase, "Running");
+  Json j = job(key);
+  EXPECT_EQ(j["status"]["roles"]["rollout"]["ready"], 8);
+  EXPECT_EQ(j["status"]["roles"]["trainer"]["ready"], 1);
+  EXPECT_EQ(condition(j, "Running", "status"), "True");
+  EXPECT_EQ(j["status"]["startTime"], "2023-11-14T22:13:20Z");
+
+  // Nothing changed: no status patch, no apply, no delete, no event.
+  kube_.reset_calls();
+  clock_.advance(std::chrono::seconds(60));
+  reconcile(key);
+  EXPECT_EQ(kube_.calls("patch_status"), 0);
+  EXPECT_EQ(kube_.calls("apply"), 0);
+  EXPECT_EQ(kube_.calls("remove"), 0);
+  EXPECT_EQ(kube_.calls("create"), 0);
+  // A pod turning not-ready is a change.
+  set_phase("research", "qwen-math-grpo-rollout-2", "Pending");
+  reconcile(key);
+  EXPECT_EQ(kube_.calls("patch_status"), 1);
+  j = job(key);
+  EXPECT_EQ(j["status"]["phase"], "Pending");
+  EXPECT_EQ(condition(j, "Running", "message"), "8 of 9 pods running and ready.");
+  EXPECT_EQ(condition(j, "Created", "lastTransitionTime"), "2023-11-14T22:13:20Z")
+      << "an unchanged condition keeps its transition time";
+}
+
+TEST_F(ReconcilerTest, Reconcile_ReplicasEdited_ScalesUpAndDownHighestFirst) {
+  std::string key = add(example("rljob-cluster.yaml"));
+  reconcile(key);
+  edit(key, {{"roles", {{"rollout", {{"replicas", 10}}}, {"drafter", {{"replicas", 1}}}}}});
+  reconcile(key);
+  std::vector<std::string> pods = pod_names("research");
+  EXPECT_EQ(pods.size(), 12u);
+  EXPECT_TRUE(std::find(pods.begin(), pods.end(), "qwen-math-grpo-rollout-9") != pods.end());
+  EXPECT_TRUE(std::find(pods.begin(), pods.end(), "qwen-math-grpo-drafter-0") != pods.end());
+  EXPECT_EQ(job(key)["status"]["observedGeneration"], 2);
+
+  logs_.clear();
+  edit(key, {{"roles", {{"rollout", {{"replicas", 4}}}, {"drafter", {{"replicas", 0}}}}}});
+  reconcile(key);
+  EXPECT_EQ(pod_names("research").size(), 5u);
+  std::vector<std::string> deleted = deleted_in_order();
+  std::vector<std::string> want{"qwen-math-grpo-rollout-9", "qwen-math-grpo-rollout-8",
+                                "qwen-math-grpo-rollout-7", "qwen-math-grpo-rollout-6",
+                                "qwen-math-grpo-rollout-5", "qwen-math-grpo-rollout-4",
+                                "qwen-math-grpo-drafter-0"};
+  std::vector<std::string> rollout(deleted.begin(), deleted.end());
+  rollout.erase(std::remove(rollout.begin(), rollout.end(), "qwen-math-grpo-drafter-0"),
+                rollout.end());
+  EXPECT_EQ(rollout, std::vector<std::string>(want.begin(), want.begin() + 6));
+  EXPECT_EQ(deleted.size(), 7u);
+}
+
+TEST_F(ReconcilerTest, Reconcile_SuspendThenResume_DeletesPodsKeepsJobThenRecreates) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  edit(key, {{"suspend", true}});
+  ReconcileResult r = reconcile(key);
+  EXPECT_EQ(r.phase, "Suspended");
+  EXPECT_TRUE(pod_names("research").empty());
+  Json j = job(key);
+  EXPECT_EQ(condition(j, "Suspended", "status"), "True");
+  EXPECT_EQ(condition(j, "Running", "reason"), "Suspended");
+  EXPECT_TRUE(kube_.get(service_resource("research"), "tst-small-kjv").ok()) << "kept";
+  EXPECT_TRUE(kube_.get(configmap_resource("research"), "tst-small-kjv-spec").ok()) << "kept";
+
+  edit(key, {{"suspend", false}});
+  kube_.reset_calls();
+  reconcile(key);
+  EXPECT_EQ(kube_.calls("apply", "pods"), 16) << "every pod recreated on resume";
+  j = job(key);
+  EXPECT_EQ(j["status"]["phase"], "Pending");
+  EXPECT_EQ(condition(j, "Suspended", "status"), "False");
+}
+
+TEST_F(ReconcilerTest, Reconcile_PodFailed_RecreatedCountedThenFailedPastBackoffLimit) {
+  Json tst = example("tst-cluster.yaml");  // backoffLimit 2
+  tst["spec"]["workers"]["replicas"] = 2;
+  tst["spec"]["training"]["batchSize"] = 2;
+  std::string key = add(tst);
+  reconcile(key);
+  for (int failure = 1; failure <= 2; ++failure) {
+    set_phase("research", "tst-small-kjv-workers-1", "Failed");
+    ReconcileResult r = reconcile(key);
+    EXPECT_EQ(job(key)["status"]["restarts"], failure);
+    EXPECT_NE(r.phase, "Failed") << "failure " << failure << " is within backoffLimit 2";
+    EXPECT_FALSE(kube_.get(pod_resource("research"), "tst-small-kjv-workers-1").ok())
+        << "the failed pod is deleted";
+    reconcile(key);  // ...and recreated under its name
+    EXPECT_TRUE(kube_.get(pod_resource("research"), "tst-small-kjv-workers-1").ok());
+  }
+  set_phase("research", "tst-small-kjv-workers-", "Running");
+  set_phase("research", "tst-small-kjv-workers-0", "Failed");
+  ReconcileResult r = reconcile(key);
+  EXPECT_EQ(r.phase, "Failed");
+  Json j = job(key);
+  EXPECT_EQ(j["status"]["restarts"], 3);
+  EXPECT_EQ(condition(j, "Failed", "reason"), "BackoffLimitExceeded");
+  EXPECT_EQ(condition(j, "Failed", "message"), "3 pod failures exceed spec.backoffLimit 2.");
+  EXPECT_TRUE(pod_names("research").empty()) << "the running worker is deleted too";
+  EXPECT_FALSE(j["status"].value("completionTime", "").empty());
+  // Failed is kept: nothing is recreated.
+  kube_.reset_calls();
+  reconcile(key);
+  EXPECT_EQ(kube_.calls("apply"), 0);
+  EXPECT_EQ(job(key)["status"]["phase"], "Failed");
+}
+
+TEST_F(ReconcilerTest, Reconcile_TrainerSucceeded_SucceededThenDeletedAfterTTL) {
+  Json rl = example("rljob-cluster.yaml");
+  rl["spec"]["ttlSecondsAfterFinished"] = 600;
+  std::string key = add(rl);
+  reconcile(key);
+  set_phase("research", "qwen-math-grpo-", "Running");
+  reconcile(key);
+  set_phase("research", "qwen-math-grpo-trainer-0", "Succeeded");
+  ReconcileResult r = reconcile(key);
+  EXPECT_EQ(r.phase, "Succeeded");
+  Json j = job(key);
+  EXPECT_EQ(condition(j, "Succeeded", "status"), "True");
+  EXPECT_EQ(condition(j, "Succeeded", "reason"), "AllPodsSucceeded");
+  EXPECT_EQ(pod_names("research"), std::vector<std::string>{"qwen-math-grpo-trainer-0"})
+      << "the rollout pods still running are deleted; the trainer's is kept";
+  r = reconcile(key);
+  ASSERT_TRUE(r.requeue_after.has_value());
+  EXPECT_EQ(r.requeue_after->count(), 601);
+  clock_.advance(std::chrono::seconds(601));
+  reconcile(key);
+  j = job(key);
+  EXPECT_TRUE(j["metadata"].contains("deletionTimestamp")) << "TTL: the job is deleted";
+  reconcile(key);  // the finalizer cleans up
+  EXPECT_TRUE(job(key).is_null());
+  EXPECT_TRUE(pod_names("research").empty());
+  EXPECT_TRUE(kube_.objects(service_resource("research")).empty());
+  EXPECT_TRUE(kube_.objects(configmap_resource("research")).empty());
+}
+
+TEST_F(ReconcilerTest, Reconcile_InvalidSpec_FailedNamingFieldNoPods) {
+  Json rl = example("rljob-cluster.yaml");
+  rl["spec"]["algorithm"]["groupSize"] = 1;
+  std::string key = add(rl);
+  ReconcileResult r = reconciler_.reconcile(key);
+  EXPECT_TRUE(r.status.ok()) << "no retry: retrying cannot fix a spec";
+  EXPECT_FALSE(r.requeue_after.has_value());
+  EXPECT_EQ(r.phase, "Failed");
+  Json j = job(key);
+  EXPECT_EQ(j["status"]["phase"], "Failed");
+  EXPECT_EQ(condition(j, "Failed", "reason"), "InvalidSpec");
+  EXPECT_NE(condition(j, "Failed", "message").find("spec.algorithm.groupSize"), std::string::npos)
+      << condition(j, "Failed", "message");
+  EXPECT_EQ(kube_.calls("apply"), 0) << "no pods, Service or ConfigMap";
+  // Fixed: the job runs.
+  edit(key, {{"algorithm", {{"groupSize", 8}}}});
+  r = reconcile(key);
+  EXPECT_EQ(r.phase, "Pending");
+  EXPECT_EQ(pod_names("research").size(), 9u);
+}
+
+TEST_F(ReconcilerTest, Reconcile_JobDeleted_FinalizerLeavesNothing) {
+  std::string key = add(example("rljob-cluster.yaml"));
+  reconcile(key);
+  ASSERT_TRUE(kube_.remove(job_resource("RLJob", "research"), "qwen-math-grpo").ok());
+  ASSERT_FALSE(job(key).is_null()) << "held by the finalizer";
+  reconcile(key);
+  EXPECT_TRUE(job(key).is_null());
+  EXPECT_TRUE(pod_names("research").empty());
+  EXPECT_TRUE(kube_.objects(service_resource("research")).empty());
+  EXPECT_TRUE(kube_.objects(configmap_resource("research")).empty());
+  ReconcileResult r = reconcile(key);  // gone: nothing to do
+  EXPECT_EQ(r.phase, "");
+}
+
+TEST_F(ReconcilerTest, Reconcile_ApiserverError_ReturnedForBackoffNoStatus) {
+  std::string key = add(example("tst-cluster.yaml"));
+  kube_.fail_next("apply", Status::Unavailable("connection refused"));
+  ReconcileResult r = reconciler_.reconcile(key);
+  EXPECT_EQ(r.status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(kube_.calls("patch_status"), 0);
+  reconcile(key);
+  EXPECT_EQ(pod_names("research").size(), 16u);
+}
+
+TEST_F(ReconcilerTest, Reconcile_StaleResourceVersion_FinalizerPatchAborted) {
+  std::string key = add(example("tst-cluster.yaml"));
+  kube_.fail_next("patch", Status::Aborted("the object has been modified"));
+  EXPECT_EQ(reconciler_.reconcile(key).status.code(), StatusCode::kAborted);
+  EXPECT_EQ(kube_.calls("apply"), 0) << "nothing created before the finalizer is in place";
+}
+
+TEST(Desired, PodTemplate_TltContainerMergedSidecarKept) {
+  JobView job;
+  job.meta.kind = "TSTPretrainJob";
+  job.meta.name = "j";
+  job.meta.namespace_ = "ns";
+  job.meta.uid = "u1";
+  RoleView role;
+  role.name = "workers";
+  role.replicas = 1;
+  role.resources = {{"limits", {{"nvidia.com/gpu", "1"}}}};
+  role.pod_template = Json::parse(R"({
+    "metadata": {"labels": {"app": "x", "tlt.dev/job": "spoofed"}},
+    "spec": {"serviceAccountName": "runner",
+             "containers": [{"name": "tlt", "image": "mine:1",
+                             "env": [{"name": "EXTRA", "value": "1"},
+                                     {"name": "TLT_ROLE", "value": "spoofed"}]},
+                            {"name": "sidecar", "image": "side:1"}],
+             "volumes": [{"name": "data", "emptyDir": {}}]}})");
+  Json pod = desired_pod(job, role, 0, PodOptions{});
+  EXPECT_EQ(pod["metadata"]["labels"]["app"], "x");
+  EXPECT_EQ(pod["metadata"]["labels"]["tlt.dev/job"], "j") << "the operator's labels win";
+  const Json& spec = pod["spec"];
+  EXPECT_EQ(spec["serviceAccountName"], "runner");
+  ASSERT_EQ(spec["containers"].size(), 2u);
+  EXPECT_EQ(spec["containers"][0]["image"], "mine:1") << "the template's image wins";
+  EXPECT_EQ(spec["containers"][1]["name"], "sidecar");
+  std::map<std::string, std::string> env;
+  for (const Json& e : spec["containers"][0]["env"]) env[e["name"]] = e["value"];
+  EXPECT_EQ(env["EXTRA"], "1");
+  EXPECT_EQ(env["TLT_ROLE"], "workers");
+  EXPECT_EQ(spec["volumes"].size(), 2u);
+  EXPECT_EQ(spec["automountServiceAccountToken"], false);
+  EXPECT_EQ(spec["restartPolicy"], "Never");
+}
+
+TEST(Clock, FormatParse_RoundTrip) {
+  WallTime t = std::chrono::system_clock::from_time_t(1700000000);
+  EXPECT_EQ(format_time(t), "2023-11-14T22:13:20Z");
+  EXPECT_EQ(parse_time("2023-11-14T22:13:20Z"), t);
+  EXPECT_EQ(parse_time("2023-11-14T22:13:20.123456Z"), t);
+  EXPECT_FALSE(parse_time("2023-11-14 22:13:20").has_value());
+}
+
+}  // namespace
+}  // namespace tlt::controller
