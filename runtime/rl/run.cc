@@ -423,7 +423,9 @@ Status Driver::run_step(int64_t step, StepReport* r) {
           mark(int(w), "released", t);
           StatusOr<std::vector<int>> train = coord.worker_done(int(w), t);
           if (!train.ok()) return train.status();
-          if (!stop_sent) TLT_RETURN_IF_ERROR(start_training(*train, t));
+          // The last worker to finish ends the rollout phase: nobody starts training then.
+          if (!stop_sent && !coord.rollout_finished())
+            TLT_RETURN_IF_ERROR(start_training(*train, t));
         } else if (op == "trained") {
           awaiting_trained[w] = false;
           mark(int(w), "released", t);
