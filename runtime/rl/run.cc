@@ -90,6 +90,10 @@ namespace {
 // (what GRPO optimises), on the same seeds before and after training.
 constexpr int64_t kHeldOutSamples = 4;
 
+// RL draws training problems from this index of the training stream on, past those the warm
+// start imitated (it reads the stream from 0), so rewards measure solving, not recall.
+constexpr uint64_t kRlProblemOffset = uint64_t(1) << 32;
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -294,7 +298,8 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   std::vector<Problem> problems;
   std::vector<std::vector<int64_t>> prompts;
   for (int64_t i = 0; i < p_count; ++i) {
-    problems.push_back(task_->problem(uint64_t((step - 1) * p_count + i), false));
+    problems.push_back(
+        task_->problem(kRlProblemOffset + uint64_t((step - 1) * p_count + i), false));
     prompts.push_back(encode_text(problems.back().prompt));
   }
   bool speculate = !plan_.baseline && plan_.speculative;
