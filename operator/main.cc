@@ -4,8 +4,10 @@
 // pod's service account when none is given; serves /metrics, /healthz and /readyz on
 // --metrics-port; with --leader-elect only the replica holding the Lease reconciles. SIGTERM or
 // SIGINT stops it (releasing the Lease). Also: --check (decode and validate manifests as the
-// operator would), --print-crds / --write-crds (the CRDs generated from api/). Not built yet:
-// the rebalancer.
+// operator would), --print-crds / --write-crds (the CRDs generated from api/). While it
+// reconciles (leads), the rebalancer (operator/rebalancer) runs too: it reads GPU utilisation
+// from Prometheus (--prometheus-url, else spec.rebalancing.prometheusURL) and assigns idle rollout
+// pods to drafter training.
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +27,8 @@
 #include "operator/controller/metrics.h"
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/kubeconfig.h"
+#include "operator/rebalancer/loop.h"
+#include "operator/rebalancer/prometheus_client.h"
 
 namespace {
 
@@ -83,6 +87,8 @@ struct RunFlags {
   bool leader_elect = false;
   std::string lease_namespace = "default", lease_name = "tlt-operator", identity;
   int lease_seconds = 15;
+  std::string prometheus_url;
+  double prometheus_timeout = 5;
 };
 
 // Runs until SIGTERM/SIGINT or lost leadership. Returns the exit code.
@@ -115,6 +121,15 @@ int run(const RunFlags& flags) {
   options.watch_timeout_seconds = flags.watch_timeout;
   Controller controller(client, metrics, options);
 
+  RealClock clock;
+  auto prometheus = tlt::rebalancer::make_prometheus_client(
+      std::chrono::milliseconds(static_cast<int64_t>(flags.prometheus_timeout * 1000)));
+  tlt::rebalancer::RebalancerOptions ro;
+  ro.namespace_ = flags.namespace_;
+  ro.prometheus_url = flags.prometheus_url;
+  tlt::rebalancer::RebalancerLoop rebalancer(std::make_unique<tlt::rebalancer::Rebalancer>(
+      client.get(), prometheus.get(), &clock, metrics.get(), ro));
+
   std::atomic<bool> stop{false};
   HttpHandlers handlers;
   handlers.metrics = [metrics] { return metrics->render(); };
@@ -138,7 +153,6 @@ int run(const RunFlags& flags) {
   }).detach();
 
   int code = 0;
-  RealClock clock;
   if (flags.leader_elect) {
     LeaderOptions lo;
     lo.namespace_ = flags.lease_namespace;
@@ -155,13 +169,17 @@ int run(const RunFlags& flags) {
     if (elector.acquire(stop)) {
       metrics->set_leader(true);
       controller.start();
+      rebalancer.start();
       if (!elector.hold(stop)) code = 1;  // lost: stop acting at once
+      rebalancer.stop();
       metrics->set_leader(false);
     }
   } else {
     controller.start();
+    rebalancer.start();
     while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  rebalancer.stop();
   controller.stop();
   log_info(code == 0 ? "Stopped." : "Stopped after losing leadership.", {});
   // The watch threads may sit in a long poll; they hold only shared state, and the process ends
@@ -207,6 +225,13 @@ int main(int argc, char** argv) {
                  "This replica's identity (default: hostname_pid)");
   app.add_option("--lease-duration", f.lease_seconds, "Seconds before an unrenewed Lease is taken")
       ->capture_default_str();
+  app.add_option("--prometheus-url", f.prometheus_url,
+                 "Prometheus base URL for the rebalancer's utilisation queries, used instead "
+                 "of every RLJob's spec.rebalancing.prometheusURL (default: the spec's)");
+  app.add_option("--prometheus-timeout", f.prometheus_timeout,
+                 "Seconds one Prometheus query may take")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 300.0));
   app.add_flag("--version", show_version, "Print the version and exit");
   app.add_option("--check", check_files, "Decode and validate manifests as the operator would");
   app.add_flag("--print-crds", show_crds,

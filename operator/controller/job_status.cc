@@ -88,6 +88,15 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
                 failed ? o.terminal_message : std::to_string(o.restarts) + " pod failures so far.",
                 generation, now));
 
+  // Conditions of other writers (the rebalancer's RebalancerDegraded, DrafterAssigned) are kept
+  // as stored: a merge patch replaces the whole list.
+  for (const Json& c : old.value("conditions", Json::array())) {
+    std::string type = c.value("type", "");
+    if (type != "Created" && type != "Running" && type != "Suspended" && type != "Succeeded" &&
+        type != "Failed")
+      conditions.push_back(c);
+  }
+
   Json status = {{"phase", phase},
                  {"observedGeneration", generation},
                  {"conditions", conditions},

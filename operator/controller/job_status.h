@@ -9,6 +9,7 @@
 // every desired pod is running and ready, else Pending. Every one of the five conditions
 // (Created, Running, Suspended, Succeeded, Failed) is always present, True or False, with a
 // CamelCase reason and a sentence; lastTransitionTime changes only when its status changes.
+// Conditions of other types (the rebalancer's) are carried over from `old` unchanged.
 //
 // Thread safety: stateless functions.
 #pragma once

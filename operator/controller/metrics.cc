@@ -52,11 +52,22 @@ struct OperatorMetrics::Families {
                               .Name("tlt_operator_leader")
                               .Help("1 while this replica holds the leader Lease.")
                               .Register(*registry);
+  Family<Counter>& decisions =
+      prometheus::BuildCounter()
+          .Name("tlt_operator_rebalancer_decisions_total")
+          .Help("Rebalancer decisions per RLJob (action assign_drafter, return_rollout).")
+          .Register(*registry);
+  Family<Counter>& query_errors =
+      prometheus::BuildCounter()
+          .Name("tlt_operator_prometheus_query_errors_total")
+          .Help("Rebalancer passes whose Prometheus utilisation query failed.")
+          .Register(*registry);
 };
 
 OperatorMetrics::OperatorMetrics() : f_(std::make_unique<Families>()) {
   f_->depth.Add({}).Set(0);
   f_->leader.Add({}).Set(0);
+  f_->query_errors.Add({});  // 0 from the start, so rate() sees the first error
 }
 
 OperatorMetrics::~OperatorMetrics() = default;
@@ -85,6 +96,15 @@ void OperatorMetrics::add_watch_restart(const std::string& resource, const std::
 
 void OperatorMetrics::set_leader(bool leader) {
   f_->leader.Add({}).Set(leader ? 1 : 0);
+}
+
+void OperatorMetrics::add_rebalancer_decision(const std::string& namespace_, const std::string& job,
+                                              const std::string& action) {
+  f_->decisions.Add({{"namespace", namespace_}, {"job", job}, {"action", action}}).Increment();
+}
+
+void OperatorMetrics::add_prometheus_query_error() {
+  f_->query_errors.Add({}).Increment();
 }
 
 void OperatorMetrics::set_depth_source(std::function<double()> depth) {

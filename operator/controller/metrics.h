@@ -7,6 +7,11 @@
 //   tlt_operator_jobs{kind,phase}                       jobs by phase, as last reconciled
 //   tlt_operator_watch_restarts_total{resource,reason}  watches re-listed (gone, error)
 //   tlt_operator_leader                                  1 while this replica leads
+//   tlt_operator_rebalancer_decisions_total{namespace,job,action}
+//                                                       rebalancer decisions per RLJob, action
+//                                                       assign_drafter or return_rollout
+//   tlt_operator_prometheus_query_errors_total          rebalancer passes whose utilisation
+//                                                       query failed (unreachable, garbage)
 //
 // The server runs on cpprestsdk's listener (no LibTorch in this binary, so none of the civetweb
 // troubles of DESIGN.md section 7 apply, but one HTTP library is enough).
@@ -36,6 +41,9 @@ class OperatorMetrics {
   void set_job_phase(const std::string& key, const std::string& kind, const std::string& phase);
   void add_watch_restart(const std::string& resource, const std::string& reason);
   void set_leader(bool leader);
+  void add_rebalancer_decision(const std::string& namespace_, const std::string& job,
+                               const std::string& action);
+  void add_prometheus_query_error();
   // Read at every render for tlt_operator_workqueue_depth.
   void set_depth_source(std::function<double()> depth);
 

@@ -1,0 +1,374 @@
+#!/usr/bin/env bash
+# The rebalancer end to end, every part real: etcd + kube-apiserver (scripts/k8s-env.sh) with
+# kwok running a fake GPU node, the real tlt-operator under the least-privilege RBAC of
+# tests/operator/rbac.yaml, Debian's Prometheus scraping (every 1 s, honor_labels) a small
+# exporter that serves tlt_gpu_busy_ratio{job,pod} for the RLJob's 3 rollout pods, the values
+# set by this script:
+#   1. all pods busy (0.9); then rollout-1 goes idle (0.0): it gets tlt.dev/assignment=drafter,
+#      an Event PodAssignedToDrafter, condition DrafterAssigned True and a decision in the
+#      operator's /metrics, and no other pod is touched. The seconds from "idle" to the
+#      annotation are printed and must be at least the window (10 s: the pod was busy before)
+#      and at most window + interval + a few scrapes;
+#   2. Prometheus killed: RebalancerDegraded True naming the URL, a Warning Event, query errors
+#      counted, no assignment changes;
+#   3. Prometheus restarted: the condition clears (reason QueriesSucceeded);
+#   4. rollout-1 busy again: returned (annotation removed) no sooner than a window.
+# Stops every process it started (by PID) on exit, also on failure. Last line: PASS or FAIL.
+# Usage: rebalancer_prometheus.sh TLT_OPERATOR_BINARY SOURCE_DIR   (K8S_BIN=DIR, KEEP=1)
+set -euo pipefail
+op=$1
+src=$(cd "$2" && pwd)
+source "$src/scripts/k8s-env.sh"
+
+WINDOW=10 INTERVAL=2 SCRAPE=1
+RESULT=""
+on_exit() {
+  if [[ $1 -eq 0 ]]; then
+    echo "PASS: rebalancer_prometheus: $RESULT ($((SECONDS - T0)) s)"
+  else
+    echo "FAIL: rebalancer_prometheus: $K8S_STEP"
+  fi
+}
+T0=$SECONDS
+K8S_ON_EXIT=on_exit
+k8s_env_init rebalancer-prometheus
+trap 'k8s_env_exit_trap' EXIT
+trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
+command -v prometheus >/dev/null 2>&1 ||
+  { K8S_STEP="the 'prometheus' binary is not installed (Debian package prometheus)"; exit 1; }
+[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
+k8s_start_control_plane
+
+fail() {
+  K8S_STEP=$1
+  local f
+  for f in operator prometheus exporter kwok; do  # (the exit trap removes $K8S_TMP before on_exit)
+    [[ -s "$K8S_TMP/$f.log" ]] || continue
+    k8s_say "last lines of $f.log:"
+    tail -n 25 "$K8S_TMP/$f.log" | sed 's/^/    /'
+  done
+  exit 1
+}
+wait_until() {  # SECONDS WHAT CMD...
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "$what (waited $1 s)"
+    sleep 0.2
+  done
+}
+now() { date +%s.%N; }
+secs_since() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
+
+# ---- kwok: one fake GPU node; bound pods run; deleted pods go ------------------------------------
+K8S_STEP="start kwok"
+cat >"$K8S_TMP/kwok.yaml" <<'YAML'
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: node-ready}
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+    - {key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn, values: ["True"]}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      phase: Running
+      conditions:
+      {{ range NodeConditions }}
+      - type: {{ .type | Quote }}
+        status: {{ .status | Quote }}
+        reason: {{ .reason | Quote }}
+        message: {{ .message | Quote }}
+        lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $now | Quote }}
+      {{ end }}
+      addresses:
+      - {type: InternalIP, address: {{ NodeIP | Quote }}}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: pod-running}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+    - {key: .status.phase, operator: In, values: [Pending]}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+      podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
+      conditions:
+      {{ range list "PodScheduled" "Initialized" "ContainersReady" "Ready" }}
+      - {type: {{ . }}, status: "True", lastTransitionTime: {{ $now | Quote }}}
+      {{ end }}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        ready: true
+        started: true
+        restartCount: 0
+        state: {running: {startedAt: {{ $now | Quote }}}}
+      {{ end }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata: {name: pod-delete}
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: .metadata.deletionTimestamp, operator: Exists}
+  next:
+    delete: true
+YAML
+k8s_start kwok "$K8S_TMP/kwok.log" "$K8S_BIN/kwok" --config "$K8S_TMP/kwok.yaml" \
+  --kubeconfig "$KUBECONFIG" --manage-all-nodes=false \
+  --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake --node-ip 127.0.0.1
+KWOK_PID=$K8S_LAST_PID
+kc apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Node
+metadata:
+  name: gpu-node-0
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels: {type: kwok}
+status:
+  capacity: {cpu: "256", memory: 2Ti, pods: "110", nvidia.com/gpu: "32"}
+  allocatable: {cpu: "256", memory: 2Ti, pods: "110", nvidia.com/gpu: "32"}
+YAML
+node_ready() { [[ $(kc get node gpu-node-0 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
+K8S_STEP="the fake node did not become Ready within 60 s"
+k8s_wait_for 60 "$KWOK_PID" node_ready
+# The stand-in scheduler: binds every unbound pod to the fake node.
+cat >"$K8S_TMP/binder.sh" <<'SH'
+#!/usr/bin/env bash
+k() { "$1" --kubeconfig "$2" --cache-dir "$3" "${@:4}"; }
+while true; do
+  k "$1" "$2" "$3" get pods -A --field-selector spec.nodeName= \
+    -o 'jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null |
+    while read -r ns name deleting; do
+      [[ -n $name && -z $deleting ]] || continue
+      printf '{"apiVersion":"v1","kind":"Binding","metadata":{"name":"%s"},"target":{"apiVersion":"v1","kind":"Node","name":"gpu-node-0"}}' "$name" |
+        k "$1" "$2" "$3" create --raw "/api/v1/namespaces/$ns/pods/$name/binding" -f - >/dev/null 2>&1 || true
+    done
+  sleep 0.3
+done
+SH
+chmod +x "$K8S_TMP/binder.sh"
+k8s_start binder "$K8S_TMP/binder.log" "$K8S_TMP/binder.sh" "$K8S_BIN/kubectl" "$KUBECONFIG" \
+  "$K8S_TMP/kube-cache-binder"
+
+# ---- CRDs, namespace, RBAC, the operator's token -------------------------------------------------
+K8S_STEP="install the CRDs and tests/operator/rbac.yaml"
+kc apply -f "$src/crds/" >/dev/null
+kc wait --for condition=established --timeout=60s crd/rljobs.tlt.dev >/dev/null
+kc create namespace research >/dev/null
+kc create serviceaccount default -n research >/dev/null
+kc apply -f "$src/tests/operator/rbac.yaml" >/dev/null
+mkdir -p "$K8S_TMP/sa"
+kc create token tlt-operator -n tlt-system --duration 2h >"$K8S_TMP/sa/token"
+cp "$K8S_CA" "$K8S_TMP/sa/ca.crt"
+API_PORT=${K8S_SERVER##*:}
+
+# ---- the exporter: tlt_gpu_busy_ratio{job,pod} from a JSON file this script rewrites -------------
+JOB=rb
+K8S_STEP="start the exporter"
+set_util() {  # POD0 POD1 POD2 values
+  printf '{"%s-rollout-0": %s, "%s-rollout-1": %s, "%s-rollout-2": %s}\n' \
+    $JOB "$1" $JOB "$2" $JOB "$3" >"$K8S_TMP/util.json.tmp"
+  mv "$K8S_TMP/util.json.tmp" "$K8S_TMP/util.json"
+}
+set_util 0.9 0.9 0.9
+cat >"$K8S_TMP/exporter.py" <<'PY'
+import http.server, json, sys
+state, port_file, job = sys.argv[1:4]
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(state) as f:
+            util = json.load(f)
+        body = "# HELP tlt_gpu_busy_ratio Fraction of time the GPU was busy.\n"
+        body += "# TYPE tlt_gpu_busy_ratio gauge\n"
+        for pod, v in sorted(util.items()):
+            body += 'tlt_gpu_busy_ratio{job="%s",pod="%s"} %s\n' % (job, pod, v)
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def log_message(self, *args):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+with open(port_file + ".tmp", "w") as f:
+    f.write(str(srv.server_address[1]))
+import os; os.rename(port_file + ".tmp", port_file)
+srv.serve_forever()
+PY
+k8s_start exporter "$K8S_TMP/exporter.log" python3 "$K8S_TMP/exporter.py" "$K8S_TMP/util.json" \
+  "$K8S_TMP/exporter.port" $JOB
+wait_until 10 "the exporter wrote no port" test -s "$K8S_TMP/exporter.port"
+EXPORTER_PORT=$(cat "$K8S_TMP/exporter.port")
+curl -fsS "http://127.0.0.1:$EXPORTER_PORT/metrics" | grep -q "pod=\"$JOB-rollout-1\"} 0.9" ||
+  fail "the exporter does not serve tlt_gpu_busy_ratio"
+
+# ---- Prometheus ----------------------------------------------------------------------------------
+k8s_free_port PROM_PORT
+PROM=http://127.0.0.1:$PROM_PORT
+cat >"$K8S_TMP/prometheus.yml" <<YML
+global: {scrape_interval: ${SCRAPE}s, evaluation_interval: ${SCRAPE}s}
+scrape_configs:
+  - job_name: tlt-runtime
+    honor_labels: true
+    scrape_interval: ${SCRAPE}s
+    scrape_timeout: ${SCRAPE}s
+    static_configs:
+      - targets: ['127.0.0.1:$EXPORTER_PORT']
+YML
+start_prometheus() {
+  k8s_start prometheus "$K8S_TMP/prometheus.log" prometheus \
+    --config.file="$K8S_TMP/prometheus.yml" --storage.tsdb.path="$K8S_TMP/tsdb" \
+    --web.listen-address="127.0.0.1:$PROM_PORT"
+  PROM_PID=$K8S_LAST_PID
+}
+K8S_STEP="start Prometheus"
+start_prometheus
+prom_has_pods() {
+  [[ $(curl -fsS "$PROM/api/v1/query" --data-urlencode "query=count(tlt_gpu_busy_ratio{job=\"$JOB\"})" |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else 0)') == 3 ]]
+}
+wait_until 60 "Prometheus has no tlt_gpu_busy_ratio of the 3 pods" prom_has_pods
+k8s_say "Prometheus on $PROM scrapes the exporter every ${SCRAPE} s"
+
+# ---- the operator, in-cluster style --------------------------------------------------------------
+k8s_free_port METRICS_PORT
+k8s_start operator "$K8S_TMP/operator.log" env KUBERNETES_SERVICE_HOST=127.0.0.1 \
+  KUBERNETES_SERVICE_PORT="$API_PORT" "$op" --service-account-dir "$K8S_TMP/sa" \
+  --metrics-port "$METRICS_PORT" --metrics-bind-address 127.0.0.1 \
+  --runtime-image registry.invalid/tlt:test --watch-timeout 20 --prometheus-timeout 2
+OP_PID=$K8S_LAST_PID
+K8S_STEP="tlt-operator did not report ready on /readyz within 30 s"
+k8s_wait_for 30 "$OP_PID" curl -sf "http://127.0.0.1:$METRICS_PORT/readyz"
+
+# ---- the RLJob ----------------------------------------------------------------------------------
+K8S_STEP="kubectl apply of the RLJob"
+kc apply -f - >/dev/null <<YAML
+apiVersion: tlt.dev/v1alpha1
+kind: RLJob
+metadata: {name: $JOB, namespace: research}
+spec:
+  model: {preset: micro}
+  task: {name: arithmetic-cot}
+  algorithm: {type: grpo, steps: 8, promptsPerStep: 16, groupSize: 8, maxResponseTokens: 96}
+  roles:
+    rollout: {replicas: 3, resources: {limits: {nvidia.com/gpu: "1"}}}
+    trainer: {replicas: 1}
+  rebalancing:
+    enabled: true
+    idleBelow: 0.05
+    window: ${WINDOW}s
+    interval: ${INTERVAL}s
+    metric: tlt_gpu_busy_ratio
+    podLabel: pod
+    prometheusURL: $PROM
+    minRolloutReplicas: 1
+YAML
+phase_is() { [[ $(kc get rljob $JOB -n research -o 'jsonpath={.status.phase}') == "$1" ]]; }
+wait_until 60 "the RLJob did not turn Running" phase_is Running
+cond() {  # TYPE FIELD
+  kc get rljob $JOB -n research -o "jsonpath={.status.conditions[?(@.type==\"$1\")].$2}"
+}
+cond_is() { [[ $(cond "$1" status) == "$2" ]]; }
+wait_until 30 "the rebalancer did not report RebalancerDegraded False" cond_is RebalancerDegraded False
+annotations() {  # "pod=assignment" for each rollout pod
+  local i
+  for i in 0 1 2; do
+    printf '%s=%s ' $i "$(kc get pod $JOB-rollout-$i -n research -o 'jsonpath={.metadata.annotations.tlt\.dev/assignment}')"
+  done
+}
+[[ $(annotations) == "0= 1= 2= " ]] || fail "a busy pod was assigned: $(annotations)"
+# Every pod has now been seen; let the rebalancer's first-sight hold (one window) pass.
+sleep "$WINDOW"
+[[ $(annotations) == "0= 1= 2= " ]] || fail "a busy pod was assigned: $(annotations)"
+
+# ---- 1. rollout-1 goes idle ----------------------------------------------------------------------
+set_util 0.9 0.0 0.9
+IDLE_AT=$(now)
+assigned() { [[ $(annotations) == "0= 1=drafter 2= " ]]; }
+K8S_STEP="rollout-1 idle"
+deadline=$((SECONDS + 60))
+until assigned; do
+  ((SECONDS < deadline)) || fail "rollout-1 was not assigned within 60 s of going idle: $(annotations)"
+  sleep 0.2
+done
+ASSIGNED_AT=$(now)
+LATENCY=$(secs_since "$IDLE_AT" "$ASSIGNED_AT")
+k8s_say "reassignment latency: $LATENCY s from idle to tlt.dev/assignment=drafter" \
+  "(window ${WINDOW} s, interval ${INTERVAL} s, scrape ${SCRAPE} s)"
+python3 -c "import sys; l=float(sys.argv[1]); sys.exit(0 if $WINDOW <= l <= $WINDOW + $INTERVAL + 3 * $SCRAPE + 3 else 1)" "$LATENCY" ||
+  fail "latency $LATENCY s outside [window, window + interval + 3 scrapes + 3 s]"
+events() {  # REASON -> messages of the job's Events with that reason
+  kc get events -n research --field-selector "involvedObject.name=$JOB,reason=$1" \
+    -o 'jsonpath={range .items[*]}{.type}: {.message}{"\n"}{end}'
+}
+events PodAssignedToDrafter | grep -q "Normal: Pod $JOB-rollout-1 trains the drafter" ||
+  fail "no Event PodAssignedToDrafter for rollout-1: $(events PodAssignedToDrafter)"
+[[ $(cond DrafterAssigned status) == True && $(cond DrafterAssigned message) == *"$JOB-rollout-1"* ]] ||
+  fail "condition DrafterAssigned: $(cond DrafterAssigned status) $(cond DrafterAssigned message)"
+metric() { curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" | grep "^$1" | awk '{print $NF}'; }
+[[ $(metric "tlt_operator_rebalancer_decisions_total{action=\"assign_drafter\",job=\"$JOB\",namespace=\"research\"}") == 1 ]] ||
+  fail "tlt_operator_rebalancer_decisions_total: $(curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" | grep rebalancer_decisions)"
+[[ $(cond Running status) == True ]] || fail "the reconciler's Running condition was lost"
+k8s_say "rollout-1 assigned: annotation, Event, condition DrafterAssigned, decision counted"
+
+# ---- 2. Prometheus down -------------------------------------------------------------------------
+K8S_STEP="Prometheus killed"
+kill -TERM "$PROM_PID"
+wait "$PROM_PID" 2>/dev/null || true
+set_util 0.9 0.9 0.0  # (nobody scrapes it now)
+DOWN_AT=$(now)
+wait_until 30 "RebalancerDegraded did not turn True after Prometheus was killed" cond_is RebalancerDegraded True
+k8s_say "RebalancerDegraded True $(secs_since "$DOWN_AT" "$(now)") s after the kill: $(cond RebalancerDegraded message)"
+[[ $(cond RebalancerDegraded message) == *"127.0.0.1:$PROM_PORT"* ]] ||
+  fail "the RebalancerDegraded message does not name the URL: $(cond RebalancerDegraded message)"
+[[ $(cond RebalancerDegraded reason) == PrometheusQueryFailed ]] || fail "reason $(cond RebalancerDegraded reason)"
+events RebalancerDegraded | grep -q "^Warning: " || fail "no Warning Event RebalancerDegraded"
+errors=$(metric tlt_operator_prometheus_query_errors_total)
+python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 1 else 1)" "${errors:-0}" ||
+  fail "tlt_operator_prometheus_query_errors_total is ${errors:-absent}"
+grep -q 'level=error msg="Prometheus query failed; no reassignment until it works."' "$K8S_TMP/operator.log" ||
+  fail "no error log line about the failed query"
+sleep $((2 * INTERVAL))
+[[ $(annotations) == "0= 1=drafter 2= " ]] || fail "assignments changed while degraded: $(annotations)"
+kill -0 "$OP_PID" || fail "the operator died while Prometheus was down"
+
+# ---- 3. Prometheus back --------------------------------------------------------------------------
+K8S_STEP="Prometheus restarted"
+set_util 0.9 0.9 0.9
+start_prometheus
+UP_AT=$(now)
+wait_until 60 "RebalancerDegraded did not clear after Prometheus came back" cond_is RebalancerDegraded False
+k8s_say "RebalancerDegraded False $(secs_since "$UP_AT" "$(now)") s after the restart ($(cond RebalancerDegraded reason))"
+events RebalancerRecovered | grep -q "^Normal: " || fail "no Event RebalancerRecovered"
+
+# ---- 4. rollout-1 busy again: returned after a window of busy data -------------------------------
+K8S_STEP="rollout-1 busy again"
+BUSY_AT=$UP_AT
+deadline=$((SECONDS + 60))
+until [[ $(annotations) == "0= 1= 2= " ]]; do
+  ((SECONDS < deadline)) || fail "rollout-1 was not returned within 60 s: $(annotations)"
+  sleep 0.2
+done
+RETURN=$(secs_since "$BUSY_AT" "$(now)")
+python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= $WINDOW else 1)" "$RETURN" ||
+  fail "rollout-1 returned $RETURN s after it was busy again: sooner than a window"
+events PodReturnedToRollout | grep -q "Pod $JOB-rollout-1 returns to rollout" || fail "no Event PodReturnedToRollout"
+[[ $(cond DrafterAssigned status) == False ]] || fail "DrafterAssigned still $(cond DrafterAssigned status)"
+k8s_say "rollout-1 returned $RETURN s after it was busy again (and Prometheus back)"
+RESULT="idle->assigned in $LATENCY s (window ${WINDOW} s, interval ${INTERVAL} s, scrape ${SCRAPE} s); degraded and recovered; returned in $RETURN s"
