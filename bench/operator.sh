@@ -75,10 +75,7 @@ now() { date +%s.%N; }
 
 # ---- kwok and its nodes ----------------------------------------------------------------------
 K8S_STEP="start kwok"
-k8s_start kwok "$K8S_TMP/kwok.log" "$K8S_BIN/kwok" --config "$here/kwok.yaml" \
-  --kubeconfig "$KUBECONFIG" --manage-all-nodes=false \
-  --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake --node-ip 127.0.0.1
-KWOK_PID=$K8S_LAST_PID
+k8s_start_kwok
 node_name() { echo "bench-node-$(($1 * 5 / pods_per_node))"; }  # JOB_INDEX -> its node
 for ((k = 0; k < n_nodes; k++)); do
   cat <<EOF

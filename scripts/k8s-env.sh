@@ -171,3 +171,15 @@ k8s_start_control_plane() {
   k8s_wait_for 90 "$api_pid" kc get --raw /readyz || return 1
   k8s_say "kube-apiserver ready on $K8S_SERVER (etcd on 127.0.0.1:$etcd_client)"
 }
+
+# k8s_start_kwok: kwok with the shared stages (scripts/kwok-stages.yaml: nodes turn Ready,
+# bound pods Running, deleted pods go) managing nodes annotated kwok.x-k8s.io/node=fake.
+# Sets KWOK_PID. Call after k8s_start_control_plane.
+k8s_start_kwok() {
+  local stages
+  stages="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kwok-stages.yaml"
+  k8s_start kwok "$K8S_TMP/kwok.log" "$K8S_BIN/kwok" --config "$stages" \
+    --kubeconfig "$KUBECONFIG" --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake --node-ip 127.0.0.1
+  KWOK_PID=$K8S_LAST_PID
+}

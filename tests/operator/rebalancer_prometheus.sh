@@ -62,76 +62,7 @@ secs_since() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - floa
 
 # ---- kwok: one fake GPU node; bound pods run; deleted pods go ------------------------------------
 K8S_STEP="start kwok"
-cat >"$K8S_TMP/kwok.yaml" <<'YAML'
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: node-ready}
-spec:
-  resourceRef: {apiGroup: v1, kind: Node}
-  selector:
-    matchExpressions:
-    - {key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: NotIn, values: ["True"]}
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      phase: Running
-      conditions:
-      {{ range NodeConditions }}
-      - type: {{ .type | Quote }}
-        status: {{ .status | Quote }}
-        reason: {{ .reason | Quote }}
-        message: {{ .message | Quote }}
-        lastHeartbeatTime: {{ $now | Quote }}
-        lastTransitionTime: {{ $now | Quote }}
-      {{ end }}
-      addresses:
-      - {type: InternalIP, address: {{ NodeIP | Quote }}}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: pod-running}
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
-    - {key: .status.phase, operator: In, values: [Pending]}
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      phase: Running
-      startTime: {{ $now | Quote }}
-      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-      podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
-      conditions:
-      {{ range list "PodScheduled" "Initialized" "ContainersReady" "Ready" }}
-      - {type: {{ . }}, status: "True", lastTransitionTime: {{ $now | Quote }}}
-      {{ end }}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - name: {{ .name | Quote }}
-        image: {{ .image | Quote }}
-        ready: true
-        started: true
-        restartCount: 0
-        state: {running: {startedAt: {{ $now | Quote }}}}
-      {{ end }}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata: {name: pod-delete}
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - {key: .metadata.deletionTimestamp, operator: Exists}
-  next:
-    delete: true
-YAML
-k8s_start kwok "$K8S_TMP/kwok.log" "$K8S_BIN/kwok" --config "$K8S_TMP/kwok.yaml" \
-  --kubeconfig "$KUBECONFIG" --manage-all-nodes=false \
-  --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake --node-ip 127.0.0.1
-KWOK_PID=$K8S_LAST_PID
+k8s_start_kwok
 kc apply -f - >/dev/null <<'YAML'
 apiVersion: v1
 kind: Node
