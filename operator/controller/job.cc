@@ -1,6 +1,9 @@
 // Reading job objects: identity from raw JSON, the spec through api/ (decode + validate).
 #include "operator/controller/job.h"
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <type_traits>
 #include <variant>
 
@@ -68,6 +71,34 @@ kube::Resource configmap_resource(const std::string& ns) {
 }
 kube::Resource event_resource(const std::string& ns) {
   return {"", "v1", "events", ns};
+}
+
+Json event_object(const ObservedJob& job, const std::string& type, const std::string& reason,
+                  const std::string& message, const std::string& component,
+                  const std::string& now) {
+  static std::atomic<uint64_t> counter{0};
+  auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count();
+  char suffix[40];
+  std::snprintf(suffix, sizeof suffix, "%llx%llx", static_cast<unsigned long long>(nanos),
+                static_cast<unsigned long long>(counter++));
+  return {{"apiVersion", "v1"},
+          {"kind", "Event"},
+          {"metadata", {{"name", job.name + "." + suffix}, {"namespace", job.namespace_}}},
+          {"involvedObject",
+           {{"apiVersion", api::kApiVersion},
+            {"kind", job.kind},
+            {"name", job.name},
+            {"namespace", job.namespace_},
+            {"uid", job.uid}}},
+          {"type", type},
+          {"reason", reason},
+          {"message", message},
+          {"source", {{"component", component}}},
+          {"firstTimestamp", now},
+          {"lastTimestamp", now},
+          {"count", 1}};
 }
 
 ObservedJob observe_job(const std::string& kind, const Json& object) {

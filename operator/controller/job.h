@@ -47,6 +47,12 @@ struct ObservedJob {
 };
 ObservedJob observe_job(const std::string& kind, const nlohmann::json& object);
 
+// A core/v1 Event about `job` reported by `component` at `now` (RFC 3339), named
+// <job>.<suffix> with a suffix unique in this process. Thread-safe.
+nlohmann::json event_object(const ObservedJob& job, const std::string& type,
+                            const std::string& reason, const std::string& message,
+                            const std::string& component, const std::string& now);
+
 // One role: pods named <job>-<role>-<i> for i in [0, replicas).
 struct RoleView {
   std::string name;  // rollout, trainer, drafter; workers

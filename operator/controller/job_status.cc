@@ -21,23 +21,6 @@ Json counts_json(const RoleCounts& c) {
           {"failed", c.failed}};
 }
 
-// A condition; keeps the old lastTransitionTime when its status did not change.
-Json condition(const Json& old, const std::string& type, bool is_true, const std::string& reason,
-               const std::string& message, int64_t generation, const std::string& now) {
-  std::string status = is_true ? "True" : "False";
-  std::string since = now;
-  for (const Json& c : old.value("conditions", Json::array())) {
-    if (c.value("type", "") == type && c.value("status", "") == status)
-      since = c.value("lastTransitionTime", now);
-  }
-  return {{"type", type},
-          {"status", status},
-          {"reason", reason},
-          {"message", message},
-          {"lastTransitionTime", since},
-          {"observedGeneration", generation}};
-}
-
 std::string phase_of(const Outcome& o, int32_t ready) {
   if (!o.terminal.empty()) return o.terminal;
   if (o.suspended) return "Suspended";
@@ -62,31 +45,32 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
     if (c.value("type", "") == "Created" && c.value("status", "") == "True") was_created = true;
   }
   bool created = o.created || was_created;
-  conditions.push_back(condition(old, "Created", created, created ? "ObjectsCreated" : "Creating",
-                                 created ? "The ConfigMap, the Service and the pods were created."
-                                         : "Creating the ConfigMap, the Service and the pods.",
-                                 generation, now));
+  conditions.push_back(
+      make_condition(old, "Created", created, created ? "ObjectsCreated" : "Creating",
+                     created ? "The ConfigMap, the Service and the pods were created."
+                             : "Creating the ConfigMap, the Service and the pods.",
+                     generation, now));
   std::string not_running = phase == "Suspended"   ? "Suspended"
                             : phase == "Succeeded" ? "Finished"
                             : phase == "Failed"    ? "JobFailed"
                                                    : "PodsNotReady";
-  conditions.push_back(condition(old, "Running", phase == "Running",
-                                 phase == "Running" ? "AllPodsReady" : not_running, pods + ".",
-                                 generation, now));
-  conditions.push_back(condition(old, "Suspended", phase == "Suspended",
-                                 phase == "Suspended" ? "SuspendRequested" : "NotSuspended",
-                                 phase == "Suspended"
-                                     ? "spec.suspend is true: the pods are deleted, the job kept."
-                                     : "spec.suspend is false.",
-                                 generation, now));
+  conditions.push_back(make_condition(old, "Running", phase == "Running",
+                                      phase == "Running" ? "AllPodsReady" : not_running, pods + ".",
+                                      generation, now));
+  conditions.push_back(make_condition(
+      old, "Suspended", phase == "Suspended",
+      phase == "Suspended" ? "SuspendRequested" : "NotSuspended",
+      phase == "Suspended" ? "spec.suspend is true: the pods are deleted, the job kept."
+                           : "spec.suspend is false.",
+      generation, now));
   bool succeeded = phase == "Succeeded", failed = phase == "Failed";
-  conditions.push_back(
-      condition(old, "Succeeded", succeeded, succeeded ? o.terminal_reason : "NotFinished",
-                succeeded ? o.terminal_message : "The job has not finished.", generation, now));
-  conditions.push_back(
-      condition(old, "Failed", failed, failed ? o.terminal_reason : "NoFailure",
-                failed ? o.terminal_message : std::to_string(o.restarts) + " pod failures so far.",
-                generation, now));
+  conditions.push_back(make_condition(
+      old, "Succeeded", succeeded, succeeded ? o.terminal_reason : "NotFinished",
+      succeeded ? o.terminal_message : "The job has not finished.", generation, now));
+  conditions.push_back(make_condition(
+      old, "Failed", failed, failed ? o.terminal_reason : "NoFailure",
+      failed ? o.terminal_message : std::to_string(o.restarts) + " pod failures so far.",
+      generation, now));
 
   // Conditions of other writers (the rebalancer's RebalancerDegraded, DrafterAssigned) are kept
   // as stored: a merge patch replaces the whole list.
@@ -136,6 +120,25 @@ bool status_changed(const Json& old, const Json& computed) {
     if (!before.contains(k) || before[k] != v) return true;
   }
   return false;
+}
+
+Json make_condition(const Json& stored_status, const std::string& type, bool is_true,
+                    const std::string& reason, const std::string& message, int64_t generation,
+                    const std::string& now) {
+  std::string status = is_true ? "True" : "False";
+  std::string since = now;
+  if (stored_status.is_object()) {
+    for (const Json& c : stored_status.value("conditions", Json::array())) {
+      if (c.value("type", "") == type && c.value("status", "") == status)
+        since = c.value("lastTransitionTime", now);
+    }
+  }
+  return {{"type", type},
+          {"status", status},
+          {"reason", reason},
+          {"message", message},
+          {"lastTransitionTime", since},
+          {"observedGeneration", generation}};
 }
 
 }  // namespace tlt::controller

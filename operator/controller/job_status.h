@@ -52,6 +52,12 @@ nlohmann::json compute_status(const std::string& kind, const nlohmann::json& old
 // The operator's fields of a stored status (what compute_status would have to match).
 nlohmann::json owned_status_fields(const nlohmann::json& status);
 
+// A metav1 condition of `type`; keeps the lastTransitionTime stored in `stored_status` (a job's
+// status, or null) while the condition's status is unchanged, else uses `now`.
+nlohmann::json make_condition(const nlohmann::json& stored_status, const std::string& type,
+                              bool is_true, const std::string& reason, const std::string& message,
+                              int64_t generation, const std::string& now);
+
 // Whether writing `computed` would change `old`'s operator-owned fields.
 bool status_changed(const nlohmann::json& old, const nlohmann::json& computed);
 

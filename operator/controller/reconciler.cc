@@ -2,7 +2,6 @@
 #include "operator/controller/reconciler.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 
 #include "api/spec.h"
@@ -364,30 +363,7 @@ Status Reconciler::write_status(const ObservedJob& job, const Outcome& outcome) 
 
 void Reconciler::event(const ObservedJob& job, const std::string& type, const std::string& reason,
                        const std::string& message) {
-  static std::atomic<uint64_t> counter{0};
-  auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                   std::chrono::system_clock::now().time_since_epoch())
-                   .count();
-  char suffix[40];
-  std::snprintf(suffix, sizeof suffix, "%llx%llx", static_cast<unsigned long long>(nanos),
-                static_cast<unsigned long long>(counter++));
-  std::string now = format_time(clock_->now());
-  Json e = {{"apiVersion", "v1"},
-            {"kind", "Event"},
-            {"metadata", {{"name", job.name + "." + suffix}, {"namespace", job.namespace_}}},
-            {"involvedObject",
-             {{"apiVersion", api::kApiVersion},
-              {"kind", job.kind},
-              {"name", job.name},
-              {"namespace", job.namespace_},
-              {"uid", job.uid}}},
-            {"type", type},
-            {"reason", reason},
-            {"message", message},
-            {"source", {{"component", kFieldManager}}},
-            {"firstTimestamp", now},
-            {"lastTimestamp", now},
-            {"count", 1}};
+  Json e = event_object(job, type, reason, message, kFieldManager, format_time(clock_->now()));
   StatusOr<Json> out = client_->create(event_resource(job.namespace_), e);
   if (!out.ok()) {
     log_error("Could not record an Event (the decision stands).",

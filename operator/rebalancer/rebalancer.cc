@@ -2,13 +2,13 @@
 #include "operator/rebalancer/rebalancer.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "api/manifest.h"
 #include "operator/controller/desired.h"
+#include "operator/controller/job_status.h"
 #include "operator/controller/log.h"
 
 namespace tlt::rebalancer {
@@ -48,26 +48,6 @@ LogFields fields(const ObservedJob& job, LogFields more) {
   LogFields f = {{"job", job.namespace_ + "/" + job.name}};
   f.insert(f.end(), more.begin(), more.end());
   return f;
-}
-
-// A metav1 condition; keeps the stored lastTransitionTime while its status is unchanged.
-Json condition(const Json& stored_status, const std::string& type, bool is_true,
-               const std::string& reason, const std::string& message, int64_t generation,
-               WallTime now) {
-  std::string status = is_true ? "True" : "False";
-  std::string since = controller::format_time(now);
-  if (stored_status.is_object()) {
-    for (const Json& c : stored_status.value("conditions", Json::array())) {
-      if (c.value("type", "") == type && c.value("status", "") == status)
-        since = c.value("lastTransitionTime", since);
-    }
-  }
-  return {{"type", type},
-          {"status", status},
-          {"reason", reason},
-          {"message", message},
-          {"lastTransitionTime", since},
-          {"observedGeneration", generation}};
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -307,15 +287,17 @@ void Rebalancer::rebalance(const ObservedJob& job, const api::RebalancingSpec& s
   for (const auto& [name, ps] : state->pods) {
     if (ps.assigned) assigned.push_back(name);
   }
-  Json deg = condition(job.status, kDegradedCondition, false, "QueriesSucceeded",
-                       "Utilisation queries to " + url + " succeed.", job.generation, now);
-  Json asg = condition(job.status, kAssignedCondition, !assigned.empty(),
-                       assigned.empty() ? "NoIdlePods" : "IdlePodsAssigned",
-                       assigned.empty()
-                           ? "No rollout pod is assigned to drafter training."
-                           : std::to_string(assigned.size()) +
-                                 " idle rollout pods train the drafter: " + join(assigned) + ".",
-                       job.generation, now);
+  std::string at = controller::format_time(now);
+  Json deg =
+      controller::make_condition(job.status, kDegradedCondition, false, "QueriesSucceeded",
+                                 "Utilisation queries to " + url + " succeed.", job.generation, at);
+  Json asg = controller::make_condition(
+      job.status, kAssignedCondition, !assigned.empty(),
+      assigned.empty() ? "NoIdlePods" : "IdlePodsAssigned",
+      assigned.empty() ? "No rollout pod is assigned to drafter training."
+                       : std::to_string(assigned.size()) +
+                             " idle rollout pods train the drafter: " + join(assigned) + ".",
+      job.generation, at);
   write_conditions(job, deg, asg);
 }
 
@@ -338,8 +320,9 @@ void Rebalancer::degraded(const ObservedJob& job, const std::string& url, const 
       if (c.value("type", "") == kAssignedCondition) asg = c;
     }
   }
-  Json deg = condition(job.status, kDegradedCondition, true, "PrometheusQueryFailed", message,
-                       job.generation, now);
+  Json deg =
+      controller::make_condition(job.status, kDegradedCondition, true, "PrometheusQueryFailed",
+                                 message, job.generation, controller::format_time(now));
   write_conditions(job, deg, asg);
 }
 
@@ -388,30 +371,8 @@ void Rebalancer::write_conditions(const ObservedJob& listed, const Json& degrade
 
 void Rebalancer::event(const ObservedJob& job, const std::string& type, const std::string& reason,
                        const std::string& message) {
-  static std::atomic<uint64_t> counter{0};
-  auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                   std::chrono::system_clock::now().time_since_epoch())
-                   .count();
-  char suffix[48];
-  std::snprintf(suffix, sizeof suffix, "r%llx%llx", static_cast<unsigned long long>(nanos),
-                static_cast<unsigned long long>(counter++));
-  std::string now = controller::format_time(clock_->now());
-  Json e = {{"apiVersion", "v1"},
-            {"kind", "Event"},
-            {"metadata", {{"name", job.name + "." + suffix}, {"namespace", job.namespace_}}},
-            {"involvedObject",
-             {{"apiVersion", api::kApiVersion},
-              {"kind", job.kind},
-              {"name", job.name},
-              {"namespace", job.namespace_},
-              {"uid", job.uid}}},
-            {"type", type},
-            {"reason", reason},
-            {"message", message},
-            {"source", {{"component", "tlt-operator-rebalancer"}}},
-            {"firstTimestamp", now},
-            {"lastTimestamp", now},
-            {"count", 1}};
+  Json e = controller::event_object(job, type, reason, message, "tlt-operator-rebalancer",
+                                    controller::format_time(clock_->now()));
   StatusOr<Json> out = kube_->create(controller::event_resource(job.namespace_), e);
   if (!out.ok()) {
     log_error("Could not record an Event (the decision stands).",
