@@ -13,52 +13,19 @@ set -u
 demo=$1
 src=$(cd "$2" && pwd)
 fail() { echo "FAIL: dashboards: $*"; exit 1; }
-command -v prometheus >/dev/null 2>&1 ||
-  fail "the 'prometheus' binary is not installed; run scripts/setup.sh (Debian package prometheus)"
-command -v curl >/dev/null 2>&1 || fail "curl is not installed"
+# shellcheck source=tests/metrics/demo_env.sh
+source "$src/tests/metrics/demo_env.sh"
 T0=$SECONDS
 
 # 1. generated files are current (the chart links to them; tests/helm/chart.sh checks that).
 python3 "$src/dashboards/gen.py" --check || fail "dashboards/*.json are not what dashboards/gen.py writes"
 
-work=$(mktemp -d)
-demo_pid=""; prom_pid=""
-cleanup() {
-  for pid in $prom_pid $demo_pid; do
-    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+demo_env_init
 
-# 2. the exporter and Prometheus.
-"$demo" "$work/demo.port" 300 > "$work/demo.log" 2>&1 &
-demo_pid=$!
-for _ in $(seq 100); do [ -s "$work/demo.port" ] && break; sleep 0.1; done
-[ -s "$work/demo.port" ] || { cat "$work/demo.log"; fail "metrics_demo wrote no port"; }
-port=$(cat "$work/demo.port")
-curl -fsS "http://127.0.0.1:$port/metrics" > "$work/exposition.txt" ||
-  fail "GET http://127.0.0.1:$port/metrics failed"
-
-prom_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat > "$work/prometheus.yml" <<YML
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: tlt-dashboards-test
-    honor_labels: true
-    scrape_interval: 1s
-    scrape_timeout: 1s
-    static_configs:
-      - targets: ['127.0.0.1:$port']
-        # A target label, as the Prometheus operator attaches to every pod it scrapes.
-        labels: {namespace: tlt-test}
-YML
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-  --web.listen-address="127.0.0.1:$prom_port" > "$work/prometheus.log" 2>&1 &
-prom_pid=$!
+# 2. the exporter and Prometheus; a target label `namespace`, as the Prometheus operator
+#    attaches to every pod it scrapes.
+start_metrics_demo "$demo" 300
+start_prometheus tlt-dashboards-test "{namespace: tlt-test}"
 base="http://127.0.0.1:$prom_port"
 
 # Rates need two samples inside [$__rate_interval] (1m here): wait for three scrapes.

@@ -7,29 +7,12 @@
 set -u
 demo=$1
 fail() { echo "FAIL: $*"; exit 1; }
-command -v prometheus >/dev/null 2>&1 ||
-  fail "the 'prometheus' binary is not installed; run scripts/setup.sh (Debian package prometheus)"
-command -v curl >/dev/null 2>&1 || fail "curl is not installed"
-
-work=$(mktemp -d)
-demo_pid=""; prom_pid=""
-cleanup() {
-  for pid in $prom_pid $demo_pid; do
-    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+# shellcheck source=tests/metrics/demo_env.sh
+source "$(dirname "$0")/demo_env.sh"
+demo_env_init
 
 # 1. The exporter, on a free port it picks itself.
-"$demo" "$work/demo.port" 120 > "$work/demo.log" 2>&1 &
-demo_pid=$!
-for _ in $(seq 100); do [ -s "$work/demo.port" ] && break; sleep 0.1; done
-[ -s "$work/demo.port" ] || { cat "$work/demo.log"; fail "metrics_demo wrote no port"; }
-port=$(cat "$work/demo.port")
-curl -fsS "http://127.0.0.1:$port/metrics" > "$work/exposition.txt" ||
-  fail "GET http://127.0.0.1:$port/metrics failed"
+start_metrics_demo "$demo" 120
 grep -q '^tlt_rl_step{job="demo-job"} 42$' "$work/exposition.txt" ||
   { cat "$work/exposition.txt"; fail "exposition lacks tlt_rl_step 42"; }
 
@@ -44,22 +27,7 @@ fi
 
 # 3. Prometheus, on a free port with its own storage. honor_labels keeps our `job` label (else
 #    Prometheus renames it exported_job); the test checks it survives.
-prom_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat > "$work/prometheus.yml" <<EOF
-global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: tlt-scrape-test
-    honor_labels: true
-    scrape_interval: 1s
-    scrape_timeout: 1s
-    static_configs:
-      - targets: ['127.0.0.1:$port']
-EOF
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-  --web.listen-address="127.0.0.1:$prom_port" > "$work/prometheus.log" 2>&1 &
-prom_pid=$!
+start_prometheus tlt-scrape-test
 
 # 4. Wait for a successful scrape, then query. All checks in one Python program.
 python3 - "http://127.0.0.1:$prom_port" "$prom_pid" <<'PY' || { tail -20 "$work/prometheus.log"; exit 1; }
