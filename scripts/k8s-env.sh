@@ -183,3 +183,27 @@ k8s_start_kwok() {
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake --node-ip 127.0.0.1
   KWOK_PID=$K8S_LAST_PID
 }
+
+# k8s_start_gpu_node: one kwok node gpu-node-0 (32 nvidia.com/gpu, label nvidia.com/gpu.product),
+# waited Ready, and the stand-in scheduler (scripts/k8s-binder.sh) binding pods to it. Call after
+# k8s_start_kwok.
+k8s_start_gpu_node() {
+  kc apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Node
+metadata:
+  name: gpu-node-0
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels: {type: kwok, nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+status:
+  capacity: {cpu: "256", memory: 2Ti, pods: "110", nvidia.com/gpu: "32"}
+  allocatable: {cpu: "256", memory: 2Ti, pods: "110", nvidia.com/gpu: "32"}
+YAML
+  k8s_gpu_node_ready() {
+    [[ $(kc get node gpu-node-0 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]]
+  }
+  K8S_STEP="the fake node did not become Ready within 60 s"
+  k8s_wait_for 60 "$KWOK_PID" k8s_gpu_node_ready
+  k8s_start binder "$K8S_TMP/binder.log" "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/k8s-binder.sh" \
+    "$K8S_BIN/kubectl" "$KUBECONFIG" "$K8S_TMP/kube-cache-binder" gpu-node-0
+}

@@ -82,40 +82,7 @@ expect_pods() {  # JOB EXPECTED-NAMES...
 # ---- kwok: one fake GPU node; pods bound to it run; deleted pods go ------------------------------
 K8S_STEP="start kwok"
 k8s_start_kwok
-kc apply -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: Node
-metadata:
-  name: gpu-node-0
-  annotations: {kwok.x-k8s.io/node: fake}
-  labels: {type: kwok, nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
-status:
-  capacity: {cpu: "256", memory: 2Ti, pods: "110", nvidia.com/gpu: "32"}
-  allocatable: {cpu: "256", memory: 2Ti, pods: "110", nvidia.com/gpu: "32"}
-EOF
-node_ready() { [[ $(kc get node gpu-node-0 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]]; }
-K8S_STEP="the fake node did not become Ready within 60 s"
-k8s_wait_for 60 "$KWOK_PID" node_ready
-
-# The stand-in scheduler: binds every unbound pod to the fake node.
-cat >"$K8S_TMP/binder.sh" <<'EOF'
-#!/usr/bin/env bash
-# Usage: binder.sh KUBECTL KUBECONFIG CACHE_DIR
-k() { "$1" --kubeconfig "$2" --cache-dir "$3" "${@:4}"; }
-while true; do
-  k "$1" "$2" "$3" get pods -A --field-selector spec.nodeName= \
-    -o 'jsonpath={range .items[*]}{.metadata.namespace} {.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null |
-    while read -r ns name deleting; do
-      [[ -n $name && -z $deleting ]] || continue
-      printf '{"apiVersion":"v1","kind":"Binding","metadata":{"name":"%s"},"target":{"apiVersion":"v1","kind":"Node","name":"gpu-node-0"}}' "$name" |
-        k "$1" "$2" "$3" create --raw "/api/v1/namespaces/$ns/pods/$name/binding" -f - >/dev/null 2>&1 || true
-    done
-  sleep 0.3
-done
-EOF
-chmod +x "$K8S_TMP/binder.sh"
-k8s_start binder "$K8S_TMP/binder.log" "$K8S_TMP/binder.sh" "$K8S_BIN/kubectl" "$KUBECONFIG" \
-  "$K8S_TMP/kube-cache-binder"
+k8s_start_gpu_node
 
 # ---- CRDs, namespaces, RBAC, the operator's token -------------------------------------------------
 K8S_STEP="install the CRDs"
