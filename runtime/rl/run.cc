@@ -376,7 +376,7 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   for (;;) {
     if (stopping()) return Status::Aborted("stopped by signal");
     double t = now_s() - t0;
-    if (step == kill_step && !killed_once_ && t > 0.05 && !done[0]) {
+    if (step == kill_step && !killed_once_ && !done[0]) {  // before it can report: mid-step
       killed_once_ = true;
       log("fault injection: killing rollout worker 0 (pid " + std::to_string(procs_[0].pid) +
           ") mid-step");
@@ -615,10 +615,9 @@ StatusOr<RLRunResult> Driver::run() {
   }
   shutdown();
   if (result_.interrupted) {
-    TLT_RETURN_IF_ERROR(save_checkpoint(
-        start_step_ + int64_t(result_.steps.size()) -
-        int64_t(std::count_if(result_.steps.begin(), result_.steps.end(),
-                              [&](const StepReport& s) { return s.step <= start_step_; }))));
+    // The last completed step (reports of resumed runs carry the earlier steps too).
+    TLT_RETURN_IF_ERROR(
+        save_checkpoint(result_.steps.empty() ? start_step_ : result_.steps.back().step));
     return result_;
   }
   StatusOr<HeldOutResult> after =
