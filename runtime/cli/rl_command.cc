@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/cli/metrics_endpoint.h"
 #include "runtime/data/token_file.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/rl/run.h"
@@ -105,7 +106,13 @@ class Progress {
   int64_t done_ = 0;
 };
 
-void publish(metrics::RuntimeMetrics* m, const rl::StepReport& r, int workers) {
+// The pod name of rollout worker `w`, as the operator names a cluster job's pods.
+std::string rollout_pod(const std::string& job, int w) {
+  return job + "-rollout-" + std::to_string(w);
+}
+
+void publish(metrics::RuntimeMetrics* m, const std::string& job, const rl::StepReport& r,
+             int workers) {
   if (!m) return;
   m->set_rl_step(r.step);
   m->set_rl_reward_mean(r.reward_mean);
@@ -125,7 +132,7 @@ void publish(metrics::RuntimeMetrics* m, const rl::StepReport& r, int workers) {
       busy[size_t(i.worker)] += i.end - i.start;
   for (int w = 0; w < workers; ++w)
     if (r.rollout_seconds > 0)
-      (void)m->set_gpu_busy_ratio("rollout-" + std::to_string(w),
+      (void)m->set_gpu_busy_ratio(rollout_pod(job, w),
                                   std::min(1.0, busy[size_t(w)] / r.rollout_seconds));
 }
 
@@ -242,18 +249,10 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
 
-  std::unique_ptr<metrics::RuntimeMetrics> m;
-  std::unique_ptr<metrics::Server> server;
-  if (spec.metrics.port > 0) {
-    m = std::make_unique<metrics::RuntimeMetrics>(job.metadata.name);
-    StatusOr<std::unique_ptr<metrics::Server>> s = metrics::serve(*m, spec.metrics.port);
-    if (s.ok()) {
-      server = std::move(*s);
-      out << "tlt run: metrics on http://localhost:" << server->port() << "/metrics\n";
-    } else {
-      err << "tlt run: warning: " << s.status().message() << " (running without /metrics)\n";
-    }
-  }
+  // Per-worker series are labelled with the pod names the operator gives a cluster job's
+  // rollout pods (<job>-rollout-<i>), so a local run and a cluster run read the same.
+  MetricsEndpoint endpoint = start_metrics(job.metadata.name, spec.metrics.port, out, err);
+  std::unique_ptr<metrics::RuntimeMetrics>& m = endpoint.metrics;
 
   std::vector<std::pair<std::string, bool>> runs;
   if (!flags.baseline) runs.push_back({"tlt", false});
@@ -270,12 +269,12 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     cb.warm_start = [&](int64_t s, double l) { progress.warm_start(s, l); };
     cb.step = [&](const rl::StepReport& r) {
       progress.step(r);
-      publish(m.get(), r, plan.workers);
+      publish(m.get(), job.metadata.name, r, plan.workers);
     };
     cb.log = [&](const std::string& s) { progress.log(s); };
     metrics::RuntimeMetrics* mp = m.get();
-    cb.worker_state = [mp](int w, const std::string& s) {
-      if (mp) (void)mp->set_worker_state("rollout-" + std::to_string(w), "rollout", s);
+    cb.worker_state = [mp, &job](int w, const std::string& s) {
+      if (mp) (void)mp->set_worker_state(rollout_pod(job.metadata.name, w), "rollout", s);
     };
     StatusOr<rl::RLRunResult> res = rl::run_rl(plan, cb, &g_stop);
     if (!res.ok()) {

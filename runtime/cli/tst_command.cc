@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/fnv.h"
+#include "runtime/cli/metrics_endpoint.h"
 #include "runtime/data/token_file.h"
 #include "runtime/tst/run.h"
 
@@ -178,6 +179,8 @@ int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::o
   std::error_code ec;
   fs::create_directories(report, ec);
   nlohmann::json summary = {{"job", job.metadata.name}, {"kind", job.kind}};
+  MetricsEndpoint endpoint = start_metrics(job.metadata.name, spec.metrics.port, out, err);
+  metrics::RuntimeMetrics* m = endpoint.metrics.get();
   auto run_one = [&](bool superposition,
                      const std::string& label) -> StatusOr<std::vector<tst::Point>> {
     tst::RunPlan plan = plan_from(spec, corpus->vocab);
@@ -185,7 +188,17 @@ int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::o
     plan.resume = flags.resume;
     if (!spec.checkpoint.path.empty()) plan.checkpoint_dir = spec.checkpoint.path + "/" + label;
     Progress progress(out, label, plan.steps);
-    return tst::run_pretraining(plan, train_ids, held_ids, std::ref(progress));
+    int64_t tokens_before = 0;  // tokens_seen is cumulative within one run
+    auto on_point = [&](const tst::Point& p) {
+      progress(p);
+      if (!m) return;
+      (void)m->set_tst_phase(p.phase);
+      m->set_tst_loss(p.loss);
+      if (p.tokens_seen > tokens_before)
+        m->add_tokens_seen(uint64_t(p.tokens_seen - tokens_before));
+      tokens_before = p.tokens_seen;
+    };
+    return tst::run_pretraining(plan, train_ids, held_ids, on_point);
   };
   std::vector<std::pair<std::string, bool>> runs;
   if (!flags.baseline) runs.push_back({"tst", true});
@@ -206,6 +219,7 @@ int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::o
     fs::copy_file(report / "baseline.tsv", report / "tst.tsv", fs::copy_options::overwrite_existing,
                   ec);
   summary["picture"] = picture;
+  if (m) std::ofstream(report / "metrics.prom") << metrics::render(*m);
   std::ofstream(report / "report.json") << summary.dump(2) << "\n";
   out << "report: " << (report / "report.json").string()
       << (picture.empty() ? " (no picture: install gnuplot-nox)" : ", " + picture) << "\n";

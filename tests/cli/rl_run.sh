@@ -49,7 +49,7 @@ for f in ("report.json", "timeline-tlt.svg", "steps.svg", "metrics.prom"):
     if not os.path.getsize(w + "/full/report/" + f): fail("empty " + f)
 prom = open(w + "/full/report/metrics.prom").read()
 for line in ('tlt_rl_step{job="rl-e2e"} 4', "tlt_drafter_version", "tlt_reclaimed_seconds_total",
-             'tlt_worker_state{job="rl-e2e",pod="rollout-0",role="rollout",state="idle"} 1'):
+             'tlt_worker_state{job="rl-e2e",pod="rl-e2e-rollout-0",role="rollout",state="idle"} 1'):
     if line not in prom: fail("metrics.prom lacks " + line)
 print("rl e2e: 4 steps, TLT and baseline rollouts identical; reclaimed %.2f of %.2f idle worker-s" %
       (full["reclaimedWorkerSeconds"], full["reclaimedWorkerSeconds"] + full["idleWorkerSeconds"]))
