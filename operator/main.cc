@@ -3,11 +3,12 @@
 // Runs the controller (operator/controller) against the apiserver of --kubeconfig, or of the
 // pod's service account when none is given; serves /metrics, /healthz and /readyz on
 // --metrics-port; with --leader-elect only the replica holding the Lease reconciles. SIGTERM or
-// SIGINT stops it (releasing the Lease). Also: --check (decode and validate manifests as the
-// operator would), --print-crds / --write-crds (the CRDs generated from api/). While it
-// reconciles (leads), the rebalancer (operator/rebalancer) runs too: it reads GPU utilisation
-// from Prometheus (--prometheus-url, else spec.rebalancing.prometheusURL) and assigns idle rollout
-// pods to drafter training.
+// SIGINT stops it (releasing the Lease). Its Kubernetes client retries transient apiserver
+// failures and holds itself to --kube-qps / --kube-burst (operator/kube/client.h). Also: --check
+// (decode and validate manifests as the operator would), --print-crds / --write-crds (the CRDs
+// generated from api/). While it reconciles (leads), the rebalancer (operator/rebalancer) runs
+// too: it reads GPU utilisation from Prometheus (--prometheus-url, else
+// spec.rebalancing.prometheusURL) and assigns idle rollout pods to drafter training.
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "operator/controller/leader.h"
 #include "operator/controller/log.h"
 #include "operator/controller/metrics.h"
+#include "operator/kube/client.h"
 #include "operator/kube/cpprest_transport.h"
 #include "operator/kube/kubeconfig.h"
 #include "operator/rebalancer/loop.h"
@@ -84,6 +86,8 @@ struct RunFlags {
   int metrics_port = 8080, workers = 2, watch_timeout = 120;
   double qps = 20;
   int burst = 200;
+  double kube_qps = 50;  // the Kubernetes client's own token bucket (operator/kube/client.h)
+  int kube_burst = 100;
   bool leader_elect = false;
   std::string lease_namespace = "default", lease_name = "tlt-operator", identity;
   int lease_seconds = 15;
@@ -108,8 +112,15 @@ int run(const RunFlags& flags) {
     std::cerr << "tlt-operator: " << creds.status().to_string() << "\n";
     return 1;
   }
+  tlt::kube::ClientOptions client_options;
+  client_options.qps = flags.kube_qps;
+  client_options.burst = flags.kube_burst;
+  if (tlt::Status s = client_options.validate(); !s.ok()) {
+    std::cerr << "tlt-operator: " << s.to_string() << "\n";
+    return 1;
+  }
   std::shared_ptr<tlt::kube::KubeClient> client =
-      tlt::kube::make_client(tlt::kube::make_cpprest_transport(*creds));
+      tlt::kube::make_client(tlt::kube::make_cpprest_transport(*creds), client_options);
   auto metrics = std::make_shared<OperatorMetrics>();
 
   ControllerOptions options;
@@ -215,6 +226,17 @@ int main(int argc, char** argv) {
   app.add_option("--qps", f.qps, "Retries per second across all jobs (token bucket)")
       ->capture_default_str();
   app.add_option("--burst", f.burst, "Token bucket size")->capture_default_str();
+  app.add_option("--kube-qps", f.kube_qps,
+                 "Apiserver requests per second, all threads together (the Kubernetes client's "
+                 "token bucket; watches do not count; 0: unlimited)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option(
+         "--kube-burst", f.kube_burst,
+         "Apiserver requests that may go at once before --kube-qps paces them (token bucket "
+         "size)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--watch-timeout", f.watch_timeout, "Seconds before each watch is resumed")
       ->capture_default_str();
   app.add_flag("--leader-elect", f.leader_elect, "Elect one active replica with a Lease");

@@ -12,7 +12,9 @@
 #
 # After k8s_start_control_plane: K8S_SERVER (https://127.0.0.1:PORT), K8S_TOKEN (a
 # system:masters bearer token), K8S_CA (the apiserver's self-signed serving certificate),
-# KUBECONFIG (token + CA, written in $K8S_TMP), K8S_BIN (the binaries).
+# KUBECONFIG (token + CA, written in $K8S_TMP), K8S_BIN (the binaries). Client certificates work
+# too: K8S_CLIENT_CA / K8S_CLIENT_CA_KEY (the CA of --client-ca-file, to sign more) and
+# K8S_CLIENT_CERT / K8S_CLIENT_KEY (PEM files: user tlt-cert-user in group system:masters).
 # K8S_BIN=DIR uses the binaries in DIR; KEEP=1 keeps $K8S_TMP (logs, certs) afterwards.
 # k8s_env_exit_trap prints the logs' last lines when the script fails; the caller prints its own
 # PASS/FAIL line in K8S_ON_EXIT (a function name, called with the exit code) if it wants one.
@@ -125,6 +127,29 @@ k8s_start() {
 # kubectl against the test apiserver, with its discovery cache in the temp dir (not ~/.kube).
 kc() { "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG" --cache-dir "$K8S_TMP/kube-cache" "$@"; }
 
+# k8s_client_ca PREFIX: a throwaway CA for client certificates, PREFIX.crt and PREFIX.key.
+k8s_client_ca() {
+  K8S_STEP="make a client CA with openssl"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj "/CN=tlt-test-client-ca" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -keyout "$1.key" -out "$1.crt" 2>/dev/null
+}
+
+# k8s_client_cert CA_PREFIX PREFIX USER [GROUP]: PREFIX.crt and PREFIX.key, a client certificate
+# for USER (CN) in GROUP (O) signed by the CA of k8s_client_ca CA_PREFIX.
+k8s_client_cert() {
+  local subj="/CN=$3" serial
+  [[ -n ${4:-} ]] && subj="/O=$4$subj"
+  serial=0x$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+  K8S_STEP="make a client certificate for $3 with openssl"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "$subj" \
+    -keyout "$2.key" -out "$2.csr" 2>/dev/null &&
+    printf 'keyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' >"$2.ext" &&
+    openssl x509 -req -in "$2.csr" -CA "$1.crt" -CAkey "$1.key" -set_serial "$serial" \
+      -days 2 -extfile "$2.ext" -out "$2.crt" 2>/dev/null
+}
+
 k8s_start_control_plane() {
   local etcd_client etcd_peer api_port
   K8S_STEP="start etcd"
@@ -144,6 +169,12 @@ k8s_start_control_plane() {
   printf '%s,test-admin,test-admin-uid,"system:masters"\n' "$K8S_TOKEN" >"$K8S_TMP/tokens.csv"
   openssl genrsa -out "$K8S_TMP/sa.key" 2048 2>/dev/null
   openssl rsa -in "$K8S_TMP/sa.key" -pubout -out "$K8S_TMP/sa.pub" 2>/dev/null
+  k8s_client_ca "$K8S_TMP/client-ca" || return 1
+  # shellcheck disable=SC2034  # for the caller
+  K8S_CLIENT_CA="$K8S_TMP/client-ca.crt" K8S_CLIENT_CA_KEY="$K8S_TMP/client-ca.key"
+  k8s_client_cert "$K8S_TMP/client-ca" "$K8S_TMP/client" tlt-cert-user system:masters || return 1
+  # shellcheck disable=SC2034  # for the caller
+  K8S_CLIENT_CERT="$K8S_TMP/client.crt" K8S_CLIENT_KEY="$K8S_TMP/client.key"
   k8s_free_port api_port || return 1
   K8S_SERVER="https://127.0.0.1:$api_port"
   K8S_STEP="start kube-apiserver"
@@ -151,7 +182,8 @@ k8s_start_control_plane() {
     --etcd-servers "http://127.0.0.1:$etcd_client" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
     --cert-dir "$K8S_TMP/certs" \
-    --token-auth-file "$K8S_TMP/tokens.csv" --authorization-mode RBAC \
+    --token-auth-file "$K8S_TMP/tokens.csv" --client-ca-file "$K8S_CLIENT_CA" \
+    --authorization-mode RBAC \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$K8S_TMP/sa.pub" \
     --service-account-signing-key-file "$K8S_TMP/sa.key" \

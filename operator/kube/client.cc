@@ -1,9 +1,16 @@
-// The Kubernetes REST client: paths, query strings, and HTTP -> Status, over an HttpTransport.
+// The Kubernetes REST client: paths, query strings, HTTP -> Status, retries and the rate limit,
+// over an HttpTransport.
 #include "operator/kube/client.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <optional>
+#include <random>
 #include <utility>
+
+#include "operator/kube/rate_limiter.h"
 
 namespace tlt::kube {
 namespace {
@@ -44,15 +51,68 @@ StatusOr<Json> parse_body(const std::string& body, const std::string& what) {
   return j;
 }
 
+// Whether `outcome` may be retried, by the rule in client.h.
+bool retryable(const StatusOr<HttpResponse>& outcome, bool idempotent) {
+  if (!outcome.ok()) {
+    return outcome.status().code() == StatusCode::kUnavailable &&
+           (idempotent || request_not_sent(outcome.status()));
+  }
+  int code = outcome->status;
+  if (code == 429) return true;
+  return idempotent && (code == 500 || code == 502 || code == 503 || code == 504);
+}
+
+// Retry-After as whole seconds (the apiserver's form); nullopt when absent or an HTTP date.
+std::optional<std::chrono::seconds> retry_after(const StatusOr<HttpResponse>& outcome) {
+  if (!outcome.ok()) return std::nullopt;
+  auto it = outcome->headers.find("retry-after");
+  if (it == outcome->headers.end()) return std::nullopt;
+  std::string v = it->second;
+  v.erase(0, v.find_first_not_of(" \t"));
+  v.erase(v.find_last_not_of(" \t") + 1);
+  if (v.empty() || v.size() > 9 ||
+      !std::all_of(v.begin(), v.end(), [](unsigned char ch) { return std::isdigit(ch); }))
+    return std::nullopt;
+  return std::chrono::seconds(std::stol(v));
+}
+
+// Uniform in [0, 1), per thread.
+double uniform01() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+ClientOptions clamped(ClientOptions o) {
+  using std::chrono::milliseconds;
+  o.max_retries = std::max(0, o.max_retries);
+  o.initial_backoff = std::max(milliseconds(0), o.initial_backoff);
+  o.max_backoff = std::max(milliseconds(0), o.max_backoff);
+  o.jitter = std::isfinite(o.jitter) ? std::clamp(o.jitter, 0.0, 1.0) : 0.0;
+  o.max_retry_time = std::max(milliseconds(0), o.max_retry_time);
+  o.qps = std::isfinite(o.qps) ? std::max(0.0, o.qps) : 0.0;
+  o.burst = std::max(1, o.burst);
+  if (!o.clock) o.clock = real_clock();
+  return o;
+}
+
+// `s` with "(n attempts)" appended when it took more than one.
+Status after_attempts(const Status& s, int n) {
+  if (n <= 1 || s.ok()) return s;
+  return Status(s.code(), s.message() + " (" + std::to_string(n) + " attempts)");
+}
+
 class RestKubeClient : public KubeClient {
  public:
-  explicit RestKubeClient(std::unique_ptr<HttpTransport> transport)
-      : transport_(std::move(transport)) {}
+  RestKubeClient(std::unique_ptr<HttpTransport> transport, const ClientOptions& options)
+      : transport_(std::move(transport)),
+        options_(clamped(options)),
+        clock_(options_.clock),
+        bucket_(options_.qps, options_.burst, clock_) {}
 
   StatusOr<Json> get(const Resource& r, const std::string& name) override {
     HttpRequest req;
     req.path = r.object_path(name);
-    return exchange(req, "get", r.plural + "/" + name);
+    return exchange(req, "get", r.plural + "/" + name, /*idempotent=*/true);
   }
 
   StatusOr<ObjectList> list(const Resource& r, const ListOptions& options) override {
@@ -66,7 +126,7 @@ class RestKubeClient : public KubeClient {
       add_query(&query, "continue", next);
       HttpRequest req;
       req.path = r.collection_path() + query;
-      StatusOr<Json> page = exchange(req, "list", r.plural);
+      StatusOr<Json> page = exchange(req, "list", r.plural, /*idempotent=*/true);
       if (!page.ok()) return page.status();
       for (Json& item : (*page)["items"]) out.items.push_back(std::move(item));
       const Json& meta = (*page)["metadata"];
@@ -83,7 +143,7 @@ class RestKubeClient : public KubeClient {
     req.path = r.collection_path();
     req.headers["Content-Type"] = "application/json";
     req.body = object.dump();
-    return exchange(req, "create", r.plural + "/" + name_of(object));
+    return exchange(req, "create", r.plural + "/" + name_of(object), false);
   }
 
   StatusOr<Json> apply(const Resource& r, const Json& object,
@@ -100,7 +160,7 @@ class RestKubeClient : public KubeClient {
     // JSON is YAML, and the apply content type takes YAML.
     req.headers["Content-Type"] = "application/apply-patch+yaml";
     req.body = object.dump();
-    return exchange(req, "apply", r.plural + "/" + name);
+    return exchange(req, "apply", r.plural + "/" + name, false);
   }
 
   StatusOr<Json> patch_status(const Resource& r, const std::string& name,
@@ -110,7 +170,7 @@ class RestKubeClient : public KubeClient {
     req.path = r.object_path(name) + "/status";
     req.headers["Content-Type"] = "application/merge-patch+json";
     req.body = Json{{"status", status}}.dump();
-    return exchange(req, "patch status of", r.plural + "/" + name);
+    return exchange(req, "patch status of", r.plural + "/" + name, false);
   }
 
   StatusOr<Json> patch(const Resource& r, const std::string& name, const Json& patch) override {
@@ -119,7 +179,7 @@ class RestKubeClient : public KubeClient {
     req.path = r.object_path(name);
     req.headers["Content-Type"] = "application/merge-patch+json";
     req.body = patch.dump();
-    return exchange(req, "patch", r.plural + "/" + name);
+    return exchange(req, "patch", r.plural + "/" + name, false);
   }
 
   Status remove(const Resource& r, const std::string& name) override {
@@ -128,7 +188,7 @@ class RestKubeClient : public KubeClient {
     req.path = r.object_path(name);
     req.headers["Content-Type"] = "application/json";
     req.body = R"({"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Background"})";
-    StatusOr<Json> out = exchange(req, "delete", r.plural + "/" + name);
+    StatusOr<Json> out = exchange(req, "delete", r.plural + "/" + name, false);
     return out.ok() ? Status::Ok() : out.status();
   }
 
@@ -143,7 +203,9 @@ class RestKubeClient : public KubeClient {
     req.path = r.collection_path() + query;
     req.timeout = std::chrono::seconds(options.timeout_seconds + 30);
     Status parse_error;
+    bool delivered = false;  // a line arrived: the watch is under way and is not re-sent
     auto on_line = [&](const std::string& line) {
+      delivered = true;
       if (line.empty()) return true;
       StatusOr<Json> j = parse_body(line, "watch " + r.plural);
       if (!j.ok()) {
@@ -159,23 +221,69 @@ class RestKubeClient : public KubeClient {
       }
       return on_event(event);
     };
-    StatusOr<HttpResponse> res = transport_->stream(req, on_line);
-    if (!res.ok()) return res.status().with_context("watch " + r.plural);
-    TLT_RETURN_IF_ERROR(status_from_response(*res, "watch", r.plural));
+    // Not rate-limited: a watch is one long request, and the watches must not starve the rest.
+    Attempts a = with_retries(/*idempotent=*/true, &delivered,
+                              [&] { return transport_->stream(req, on_line); });
+    if (!a.last.ok()) return after_attempts(a.last.status().with_context("watch " + r.plural), a.n);
+    TLT_RETURN_IF_ERROR(after_attempts(status_from_response(*a.last, "watch", r.plural), a.n));
     return parse_error;
   }
 
  private:
-  // One request; the parsed body on 2xx, else the mapped error.
-  StatusOr<Json> exchange(const HttpRequest& req, const std::string& verb,
-                          const std::string& what) {
-    StatusOr<HttpResponse> res = transport_->send(req);
-    if (!res.ok()) return res.status().with_context(verb + " " + what);
-    TLT_RETURN_IF_ERROR(status_from_response(*res, verb, what));
-    return parse_body(res->body, verb + " " + what);
+  struct Attempts {
+    StatusOr<HttpResponse> last;  // what the last attempt returned
+    int n;                        // attempts made
+  };
+
+  // One request, rate-limited and retried; the parsed body on 2xx, else the mapped error.
+  StatusOr<Json> exchange(const HttpRequest& req, const std::string& verb, const std::string& what,
+                          bool idempotent) {
+    Attempts a = with_retries(idempotent, nullptr, [&] {
+      bucket_.acquire();
+      return transport_->send(req);
+    });
+    if (!a.last.ok()) return after_attempts(a.last.status().with_context(verb + " " + what), a.n);
+    TLT_RETURN_IF_ERROR(after_attempts(status_from_response(*a.last, verb, what), a.n));
+    return parse_body(a.last->body, verb + " " + what);
   }
 
+  // Calls `attempt` until its outcome is final by the rules in client.h, sleeping on clock_ in
+  // between. `delivered`, when given, turns true once the attempt has passed data on: then its
+  // outcome is final whatever it is.
+  Attempts with_retries(bool idempotent, const bool* delivered,
+                        const std::function<StatusOr<HttpResponse>()>& attempt) {
+    const Clock::TimePoint start = clock_->now();
+    Attempts a{attempt(), 1};
+    while (a.n <= options_.max_retries && !(delivered && *delivered) &&
+           retryable(a.last, idempotent)) {
+      Clock::Duration wait = backoff(a.n - 1, a.last);
+      if (clock_->now() + wait - start > options_.max_retry_time) break;  // out of time: give up
+      clock_->sleep_for(wait);
+      a.last = attempt();
+      ++a.n;
+    }
+    return a;
+  }
+
+  // The wait before retry k (0-based): Retry-After when the response has it, else the jittered
+  // exponential backoff.
+  Clock::Duration backoff(int k, const StatusOr<HttpResponse>& outcome) const {
+    if (std::optional<std::chrono::seconds> after = retry_after(outcome)) return *after;
+    Clock::Duration b = options_.initial_backoff;
+    for (int i = 0; i < k && b < options_.max_backoff; ++i) b *= 2;
+    b = std::min<Clock::Duration>(b, options_.max_backoff);
+    if (options_.jitter > 0) {
+      b -= std::chrono::duration_cast<Clock::Duration>(b * (options_.jitter * uniform01()));
+    }
+    return b;
+  }
+
+  // Constant after construction.
   const std::unique_ptr<HttpTransport> transport_;
+  const ClientOptions options_;  // clamped into range; clock set
+  Clock* const clock_;
+  // Thread-safe by itself.
+  TokenBucket bucket_;
 };
 
 }  // namespace
@@ -213,8 +321,36 @@ Status status_from_response(const HttpResponse& response, const std::string& ver
   return Status::Internal(text);
 }
 
+Status ClientOptions::validate() const {
+  auto bad = [](const std::string& field, const std::string& rule, const std::string& got) {
+    return Status::InvalidArgument("kube client option " + field + " must be " + rule + " (got " +
+                                   got + ")");
+  };
+  if (max_retries < 0) return bad("max_retries", ">= 0", std::to_string(max_retries));
+  if (initial_backoff.count() < 0) {
+    return bad("initial_backoff", ">= 0 ms", std::to_string(initial_backoff.count()));
+  }
+  if (max_backoff.count() < 0) {
+    return bad("max_backoff", ">= 0 ms", std::to_string(max_backoff.count()));
+  }
+  if (!(jitter >= 0 && jitter <= 1)) return bad("jitter", "in [0, 1]", std::to_string(jitter));
+  if (max_retry_time.count() < 0) {
+    return bad("max_retry_time", ">= 0 ms", std::to_string(max_retry_time.count()));
+  }
+  if (!(qps >= 0) || !std::isfinite(qps)) {
+    return bad("qps", ">= 0 (0: unlimited)", std::to_string(qps));
+  }
+  if (qps > 0 && burst < 1) return bad("burst", ">= 1", std::to_string(burst));
+  return Status::Ok();
+}
+
+std::unique_ptr<KubeClient> make_client(std::unique_ptr<HttpTransport> transport,
+                                        const ClientOptions& options) {
+  return std::make_unique<RestKubeClient>(std::move(transport), options);
+}
+
 std::unique_ptr<KubeClient> make_client(std::unique_ptr<HttpTransport> transport) {
-  return std::make_unique<RestKubeClient>(std::move(transport));
+  return make_client(std::move(transport), ClientOptions{});
 }
 
 }  // namespace tlt::kube

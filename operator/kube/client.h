@@ -1,19 +1,42 @@
 // A Kubernetes API client for the operator: typed by resource, untyped in content (objects are
 // nlohmann::json as the apiserver sends them; decoding a job is api/manifest.h's business).
 //
-// Every call is one request (list: one per page) through an HttpTransport; nothing is cached
-// and nothing retried here (retries and rate limits belong to the caller's work queue).
+// Every call is one request (list: one per page) through an HttpTransport; nothing is cached.
+// Like client-go, the client itself retries transient failures and rate-limits its requests
+// (ClientOptions); what is left over (a conflict, an exhausted retry) is the caller's work queue's.
+//
+// Retries. A request is tried again, after a backoff, when its outcome is transient AND retrying
+// cannot apply a change twice:
+//   - reads (get, every page of list, and the initial request of watch): on 429, 500, 502, 503,
+//     504 and on any transport Unavailable (connection refused, reset, broken);
+//   - writes (create, apply, patch_status, patch, remove): only on 429 (the apiserver refused the
+//     request without acting on it) and on a transport failure before the request was sent
+//     (connection refused or not made: http.h's kNotSent). Never on 5xx, a reset or a timeout,
+//     after which the write may have happened.
+//   - a watch whose stream has delivered a line is never re-sent (the caller resumes from the
+//     last resourceVersion); timeouts (DeadlineExceeded) are never retried.
+// At most 1 + max_retries attempts. The backoff before retry k (k = 0, 1, ...) is
+// min(max_backoff, initial_backoff * 2^k), jittered down by up to `jitter` of itself; a response
+// carrying Retry-After: N (seconds) waits exactly N s instead. No wait may end later than
+// max_retry_time after the first attempt began: the client gives up at once instead. Giving up
+// returns the last attempt's error (429 and 5xx: Unavailable) with "(N attempts)" appended.
+//
+// Rate limit. Every attempt of every non-watch request first takes a token from one token bucket
+// (rate_limiter.h: qps, burst) shared by all threads using the client; watches do not count.
+//
 // Errors map from HTTP the way client-go does:
 //   404 -> NotFound; 409 AlreadyExists (create) -> AlreadyExists; other 409 -> Aborted (re-read
 //   and retry); 400, 422 -> InvalidArgument (the apiserver's message names the field);
 //   401, 403 -> FailedPrecondition (credentials or RBAC); 410 -> Aborted with "410 Gone" in the
 //   message (a watch or list resumed from a compacted resourceVersion: relist);
-//   429, 5xx and transport failures -> Unavailable; anything else -> Internal.
+//   429, 5xx and transport failures -> Unavailable (the transport's timeout: DeadlineExceeded);
+//   anything else -> Internal.
 // Messages carry the apiserver's own `message` field.
 //
 // Thread safety: KubeClient implementations are safe for concurrent use.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,6 +45,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/status.h"
+#include "operator/kube/clock.h"
 #include "operator/kube/http.h"
 
 namespace tlt::kube {
@@ -101,7 +125,30 @@ class KubeClient {
                        const std::function<bool(const WatchEvent&)>& on_event) = 0;
 };
 
-// The client over `transport` (owned).
+// Retries and rate limit of the client made by make_client (rules at the top of this file).
+struct ClientOptions {
+  int max_retries = 4;                              // retries after the first attempt; 0: none
+  std::chrono::milliseconds initial_backoff{50};    // before the first retry; doubles after
+  std::chrono::milliseconds max_backoff{2000};      // cap of one backoff (not of Retry-After)
+  double jitter = 0.5;                              // a backoff b is drawn from [(1-jitter)b, b]
+  std::chrono::milliseconds max_retry_time{10000};  // no retry wait ends later than this after
+                                                    // the first attempt began
+  // The token bucket: requests a second, all threads together (0: unlimited), and how many may
+  // go at once. client-go defaults to 5 and 10; an operator reconciling many jobs needs more.
+  double qps = 50;
+  int burst = 100;
+  Clock* clock = nullptr;  // borrowed, must outlive the client; nullptr: real_clock()
+
+  // InvalidArgument naming the field when a value is out of range (negative counts or times,
+  // jitter outside [0, 1], burst < 1 with qps > 0).
+  Status validate() const;
+};
+
+// The client over `transport` (owned), retrying and rate-limiting per `options`. Options that fail
+// validate() are clamped into range (check them first to report the error).
+std::unique_ptr<KubeClient> make_client(std::unique_ptr<HttpTransport> transport,
+                                        const ClientOptions& options);
+// The same with the default ClientOptions.
 std::unique_ptr<KubeClient> make_client(std::unique_ptr<HttpTransport> transport);
 
 // Maps an apiserver response to a Status as described at the top (OK for 2xx). `verb` and

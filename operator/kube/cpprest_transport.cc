@@ -1,8 +1,12 @@
 // cpprestsdk behind HttpTransport. Every cpprestsdk exception stops here and becomes a Status.
+// TLS: the kubeconfig's CA and client certificate are handed to OpenSSL from memory, never
+// written to files.
 #include "operator/kube/cpprest_transport.h"
 
 #include <exception>
 #include <string>
+#include <system_error>
+#include <utility>
 
 #include <cpprest/containerstream.h>
 #include <cpprest/http_client.h>
@@ -31,9 +35,9 @@ class CpprestTransport : public HttpTransport {
         c = own.get();
       }
       http::http_response res = c->request(*msg).get();
-      return HttpResponse{res.status_code(), res.extract_string(true).get()};
+      return to_response(res, res.extract_string(true).get());
     } catch (const http::http_exception& e) {
-      return Status::Unavailable(what(request) + ": " + e.what());
+      return from_exception(request, e);
     } catch (const std::exception& e) {
       return Status::Unavailable(what(request) + ": " + e.what());
     }
@@ -48,7 +52,7 @@ class CpprestTransport : public HttpTransport {
       std::unique_ptr<client::http_client> c = new_client(request.timeout);
       http::http_response res = c->request(*msg, cancel.get_token()).get();
       if (res.status_code() < 200 || res.status_code() >= 300) {
-        return HttpResponse{res.status_code(), res.extract_string(true).get()};
+        return to_response(res, res.extract_string(true).get());
       }
       concurrency::streams::istream body = res.body();
       while (true) {
@@ -61,6 +65,9 @@ class CpprestTransport : public HttpTransport {
         }
       }
       return HttpResponse{200, ""};
+    } catch (const http::http_exception& e) {
+      if (cancel.get_token().is_canceled()) return HttpResponse{200, ""};
+      return from_exception(request, e);
     } catch (const std::exception& e) {
       if (cancel.get_token().is_canceled()) return HttpResponse{200, ""};
       return Status::Unavailable(what(request) + ": " + e.what());
@@ -70,15 +77,50 @@ class CpprestTransport : public HttpTransport {
  private:
   static std::string what(const HttpRequest& r) { return r.method + " " + r.path; }
 
+  // The status, `body`, and the one header the client reads (Retry-After).
+  static HttpResponse to_response(const http::http_response& res, std::string body) {
+    HttpResponse out(res.status_code(), std::move(body));
+    auto it = res.headers().find("Retry-After");  // cpprestsdk's header lookup ignores case
+    if (it != res.headers().end()) out.headers["retry-after"] = it->second;
+    return out;
+  }
+
+  // cpprestsdk's failure as http.h describes it: DeadlineExceeded for its timer, kNotSent for a
+  // connection that was never made (cpprestsdk reports a refused connect as "Failed to connect"
+  // with host_unreachable), Unavailable for the rest.
+  static Status from_exception(const HttpRequest& request, const http::http_exception& e) {
+    std::string message = std::string(e.what());
+    if (e.error_code() == std::errc::timed_out) {
+      return Status::DeadlineExceeded(what(request) + ": " + message + " (after " +
+                                      std::to_string(request.timeout.count()) + " s)");
+    }
+    bool connect_failed = message.rfind("Failed to connect", 0) == 0 ||
+                          message.rfind("Error resolving address", 0) == 0 ||
+                          e.error_code() == std::errc::connection_refused;
+    if (connect_failed) return Status::Unavailable(kNotSent + what(request) + ": " + message);
+    return Status::Unavailable(what(request) + ": " + message);
+  }
+
   std::unique_ptr<client::http_client> new_client(std::chrono::seconds timeout) const {
     client::http_client_config config;
     config.set_timeout(timeout);
     config.set_validate_certificates(!credentials_.insecure_skip_tls_verify);
-    if (!credentials_.ca_pem.empty()) {
-      std::string pem = credentials_.ca_pem;
-      config.set_ssl_context_callback([pem](boost::asio::ssl::context& ctx) {
-        boost::system::error_code ignored;  // a bad bundle shows as a failed handshake
-        ctx.add_certificate_authority(boost::asio::buffer(pem.data(), pem.size()), ignored);
+    if (!credentials_.ca_pem.empty() || !credentials_.client_cert_pem.empty()) {
+      // Copies: the callback runs for every new connection, on cpprestsdk's threads.
+      std::string ca = credentials_.ca_pem;
+      std::string cert = credentials_.client_cert_pem, key = credentials_.client_key_pem;
+      config.set_ssl_context_callback([ca, cert, key](boost::asio::ssl::context& ctx) {
+        // Errors are ignored: load_kubeconfig() checked the PEM, and whatever still fails shows
+        // as a failed handshake or a 401.
+        boost::system::error_code ignored;
+        if (!ca.empty()) {
+          ctx.add_certificate_authority(boost::asio::buffer(ca.data(), ca.size()), ignored);
+        }
+        if (!cert.empty()) {
+          ctx.use_certificate_chain(boost::asio::buffer(cert.data(), cert.size()), ignored);
+          ctx.use_private_key(boost::asio::buffer(key.data(), key.size()),
+                              boost::asio::ssl::context::pem, ignored);
+        }
       });
     }
     return std::make_unique<client::http_client>(web::uri(credentials_.server), config);
@@ -89,7 +131,7 @@ class CpprestTransport : public HttpTransport {
     if (!token.ok()) return token.status();
     http::http_request msg(http::method(r.method));
     msg.set_request_uri(web::uri(r.path));
-    msg.headers().add("Authorization", "Bearer " + *token);
+    if (!token->empty()) msg.headers().add("Authorization", "Bearer " + *token);
     msg.headers().add("Accept", "application/json");
     std::string content_type = "application/json";
     for (const auto& [k, v] : r.headers) {

@@ -4,8 +4,13 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <yaml-cpp/yaml.h>
 
 namespace tlt::kube {
@@ -36,6 +41,89 @@ YAML::Node find_named(const YAML::Node& list, const std::string& name) {
 
 std::string str(const YAML::Node& node, const char* key) {
   return node && node.IsMap() && node[key] ? node[key].as<std::string>("") : "";
+}
+
+// `data_key`'s base64 content, else the file `file_key` names, else "". Errors name the field.
+StatusOr<std::string> inline_or_file(const YAML::Node& user, const char* data_key,
+                                     const char* file_key, const std::string& base_dir) {
+  if (!str(user, data_key).empty()) {
+    StatusOr<std::string> data = base64_decode(str(user, data_key));
+    if (!data.ok()) return data.status().with_context(data_key);
+    return data;
+  }
+  if (str(user, file_key).empty()) return std::string();
+  return read_file(resolve(base_dir, str(user, file_key)), file_key);
+}
+
+// Checks that `cert_pem` starts with a certificate, `key_pem` holds an unencrypted private key,
+// and that they belong together; InvalidArgument naming the field otherwise.
+Status check_client_certificate(const std::string& cert_pem, const std::string& key_pem) {
+  using Bio = std::unique_ptr<BIO, decltype(&BIO_free)>;
+  auto no_passphrase = [](char*, int, int, void*) { return 0; };  // never prompt on a terminal
+  Bio cert_bio(BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())), &BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(
+      PEM_read_bio_X509(cert_bio.get(), nullptr, no_passphrase, nullptr), &X509_free);
+  Bio key_bio(BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())), &BIO_free);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, no_passphrase, nullptr), &EVP_PKEY_free);
+  bool match = cert && key && X509_check_private_key(cert.get(), key.get()) == 1;
+  ERR_clear_error();  // OpenSSL's error queue is per thread; leave it empty for the TLS code
+  if (!cert) {
+    return Status::InvalidArgument(
+        "client-certificate(-data) is not a PEM certificate (-----BEGIN CERTIFICATE-----)");
+  }
+  if (!key) {
+    return Status::InvalidArgument(
+        "client-key(-data) is not an unencrypted PEM private key (-----BEGIN ... PRIVATE "
+        "KEY-----)");
+  }
+  if (!match) {
+    return Status::InvalidArgument(
+        "client-key(-data) is not the key of client-certificate(-data); give the matching pair");
+  }
+  return Status::Ok();
+}
+
+// The user's credentials into `c`: token or tokenFile, client certificate and key.
+Status parse_user(const YAML::Node& user, const std::string& base_dir, Credentials* c) {
+  c->token = str(user, "token");
+  if (c->token.empty()) c->token_file = resolve(base_dir, str(user, "tokenFile"));
+  StatusOr<std::string> cert =
+      inline_or_file(user, "client-certificate-data", "client-certificate", base_dir);
+  if (!cert.ok()) return cert.status();
+  StatusOr<std::string> key = inline_or_file(user, "client-key-data", "client-key", base_dir);
+  if (!key.ok()) return key.status();
+  if (cert->empty() != key->empty()) {
+    return Status::InvalidArgument(cert->empty()
+                                       ? "has client-key(-data) but no client-certificate(-data)"
+                                       : "has client-certificate(-data) but no client-key(-data)");
+  }
+  if (!cert->empty()) {
+    TLT_RETURN_IF_ERROR(check_client_certificate(*cert, *key));
+    c->client_cert_pem = *cert;
+    c->client_key_pem = *key;
+  }
+  if (!c->token.empty() || !c->token_file.empty() || !c->client_cert_pem.empty()) {
+    return Status::Ok();
+  }
+  if (user && user.IsMap() && user["exec"]) {
+    return Status::Unimplemented(
+        "exec (a credential plugin) is not supported; use token, tokenFile or "
+        "client-certificate(-data) and client-key(-data)");
+  }
+  if (user && user.IsMap() && user["auth-provider"]) {
+    return Status::Unimplemented(
+        "auth-provider is not supported; use token, tokenFile or client-certificate(-data) and "
+        "client-key(-data)");
+  }
+  if (!str(user, "username").empty() || !str(user, "password").empty()) {
+    return Status::Unimplemented(
+        "username/password (basic auth) is not supported; use token, tokenFile or "
+        "client-certificate(-data) and client-key(-data)");
+  }
+  return Status::InvalidArgument(
+      "has no credentials: set token, tokenFile or client-certificate(-data) and "
+      "client-key(-data)");
 }
 
 StatusOr<Credentials> parse(const YAML::Node& root, const std::string& base_dir,
@@ -69,20 +157,15 @@ StatusOr<Credentials> parse(const YAML::Node& root, const std::string& base_dir,
     if (!pem.ok()) return pem.status();
     c.ca_pem = *pem;
   }
-  c.token = str(user, "token");
-  if (c.token.empty()) c.token_file = resolve(base_dir, str(user, "tokenFile"));
-  if (c.token.empty() && c.token_file.empty()) {
-    return Status::Unimplemented("user \"" + user_name +
-                                 "\" has no token or tokenFile; client certificates and auth "
-                                 "plugins are not supported yet: use a token");
-  }
+  Status s = parse_user(user, base_dir, &c);
+  if (!s.ok()) return s.with_context("user \"" + user_name + "\"");
   return c;
 }
 
 }  // namespace
 
 StatusOr<std::string> Credentials::bearer_token() const {
-  if (!token.empty()) return token;
+  if (!token.empty() || token_file.empty()) return token;
   StatusOr<std::string> t = read_file(token_file, "token file");
   if (!t.ok()) return Status::Unavailable(t.status().message());
   std::string s = *t;

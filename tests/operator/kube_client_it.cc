@@ -1,6 +1,14 @@
 // The Kubernetes client against a real kube-apiserver with the tlt CRDs installed, started by
-// kube_client_apiserver.sh, which passes its kubeconfig in TLT_TEST_KUBECONFIG (token + CA).
-// Not a unit test: without that variable every test fails, it does not skip.
+// kube_client_apiserver.sh, which passes its kubeconfig in TLT_TEST_KUBECONFIG (token + CA), and
+// client-certificate kubeconfigs in TLT_TEST_CERT_KUBECONFIG (client-certificate-data, user
+// tlt-cert-user in system:masters), TLT_TEST_CERT_FILE_KUBECONFIG (the same as file paths) and
+// TLT_TEST_WRONG_CERT_KUBECONFIG (a certificate from a CA the apiserver does not trust).
+// Not a unit test: without those variables every test fails, it does not skip.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include <gtest/gtest.h>
@@ -16,9 +24,13 @@ using Json = nlohmann::json;
 
 const Resource kRLJobs{"tlt.dev", "v1alpha1", "rljobs", "kube-it"};
 
-Credentials credentials() {
-  const char* path = std::getenv("TLT_TEST_KUBECONFIG");
-  EXPECT_NE(path, nullptr) << "run me through tests/operator/kube_client_apiserver.sh";
+const Resource kNamespaces{"", "v1", "namespaces", ""};
+
+// The credentials of the kubeconfig named by $`variable`.
+Credentials credentials(const char* variable = "TLT_TEST_KUBECONFIG") {
+  const char* path = std::getenv(variable);
+  EXPECT_NE(path, nullptr) << variable
+                           << " unset: run me through tests/operator/kube_client_apiserver.sh";
   StatusOr<Credentials> c = load_kubeconfig(path ? path : "/nonexistent");
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return c.ok() ? *c : Credentials{};
@@ -108,11 +120,78 @@ TEST(KubeClientApiserver, WrongToken_FailedPrecondition) {
   EXPECT_NE(s.message().find("401"), std::string::npos) << s.message();
 }
 
+// Lists namespaces and asks the apiserver who we are (SelfSubjectReview).
+void expect_cert_user(const char* variable) {
+  Credentials cert = credentials(variable);
+  ASSERT_FALSE(cert.client_cert_pem.empty()) << variable;
+  ASSERT_TRUE(cert.token.empty() && cert.token_file.empty()) << "the certificate alone";
+  auto c = make_client(make_cpprest_transport(cert));
+  StatusOr<ObjectList> namespaces = c->list(kNamespaces, {});
+  ASSERT_TRUE(namespaces.ok()) << variable << ": " << namespaces.status().to_string();
+  bool found = false;
+  for (const Json& ns : namespaces->items) found = found || ns["metadata"]["name"] == "kube-it";
+  EXPECT_TRUE(found) << "namespace kube-it not listed";
+  StatusOr<Json> review =
+      c->create(Resource{"authentication.k8s.io", "v1", "selfsubjectreviews", ""},
+                {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "SelfSubjectReview"}});
+  ASSERT_TRUE(review.ok()) << review.status().to_string();
+  const Json& user = (*review)["status"]["userInfo"];
+  EXPECT_EQ(user.value("username", ""), "tlt-cert-user") << review->dump();
+  EXPECT_NE(user["groups"].dump().find("system:masters"), std::string::npos) << user.dump();
+}
+
+TEST(KubeClientApiserver, ClientCertificateData_ListsNamespacesAsItsUser) {
+  expect_cert_user("TLT_TEST_CERT_KUBECONFIG");
+}
+
+TEST(KubeClientApiserver, ClientCertificateFiles_ListsNamespacesAsItsUser) {
+  expect_cert_user("TLT_TEST_CERT_FILE_KUBECONFIG");
+}
+
+TEST(KubeClientApiserver, UntrustedClientCertificate_FailedPrecondition) {
+  Credentials wrong = credentials("TLT_TEST_WRONG_CERT_KUBECONFIG");
+  ASSERT_FALSE(wrong.client_cert_pem.empty());
+  Status s = make_client(make_cpprest_transport(wrong))->list(kNamespaces, {}).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.to_string();
+  EXPECT_NE(s.message().find("401"), std::string::npos) << s.message();
+}
+
 TEST(KubeClientApiserver, UntrustedServerCertificate_Unavailable) {
   Credentials untrusted = credentials();
   untrusted.ca_pem.clear();  // the system roots do not know the test apiserver's certificate
   Status s = make_client(make_cpprest_transport(untrusted))->get(kRLJobs, "x").status();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
+}
+
+// A port on 127.0.0.1 that nothing listens on (bound, then closed), or 0.
+int closed_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+TEST(KubeClientApiserver, ConnectionRefused_EvenCreateRetriedAsNotSent) {
+  Credentials nowhere = credentials();
+  int port = closed_port();
+  ASSERT_NE(port, 0);
+  nowhere.server = "https://127.0.0.1:" + std::to_string(port);
+  ClientOptions options;
+  options.initial_backoff = std::chrono::milliseconds(10);
+  Status s = make_client(make_cpprest_transport(nowhere), options)
+                 ->create(kRLJobs, rljob("never"))
+                 .status();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.to_string();
+  EXPECT_NE(s.message().find(kNotSent), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("(5 attempts)"), std::string::npos) << s.message();
 }
 
 }  // namespace

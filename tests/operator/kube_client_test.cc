@@ -1,5 +1,6 @@
 // The Kubernetes client's protocol pieces against a scripted fake transport: paths, query
-// strings, content types, paging, HTTP -> Status, watch lines; and kubeconfig parsing.
+// strings, content types, paging, HTTP -> Status, watch lines; and kubeconfig parsing (tokens,
+// CA, client certificates).
 #include <deque>
 #include <fstream>
 
@@ -42,9 +43,17 @@ class FakeTransport : public HttpTransport {
   Shared* s_;
 };
 
+// The protocol without retries or rate limit (kube_retry_test.cc covers those).
+ClientOptions protocol_only() {
+  ClientOptions o;
+  o.max_retries = 0;
+  o.qps = 0;
+  return o;
+}
+
 class ClientTest : public ::testing::Test {
  protected:
-  ClientTest() : client_(make_client(std::make_unique<FakeTransport>(&fake_))) {}
+  ClientTest() : client_(make_client(std::make_unique<FakeTransport>(&fake_), protocol_only())) {}
   void respond(int code, const Json& body) { fake_.responses.push_back({code, body.dump()}); }
   const HttpRequest& last() const { return fake_.requests.back(); }
 
@@ -229,6 +238,145 @@ users:
   EXPECT_EQ(*b->bearer_token(), "rotated");
   EXPECT_EQ(load_kubeconfig(path, "nope").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(load_kubeconfig(dir + "/missing.yaml").status().code(), StatusCode::kNotFound);
+}
+
+// A self-signed EC certificate (CN tlt-unit-test, valid until 2126), its key, and another key.
+constexpr char kCertPem[] = R"(-----BEGIN CERTIFICATE-----
+MIIBuTCCAV+gAwIBAgIUOGvSuSUoaMpPOhGIQfq4TFkamuAwCgYIKoZIzj0EAwIw
+MTEXMBUGA1UECgwOc3lzdGVtOm1hc3RlcnMxFjAUBgNVBAMMDXRsdC11bml0LXRl
+c3QwIBcNMjYxMjAyMjIxMTMxWhgPMjEyNjExMDgyMjExMzFaMDExFzAVBgNVBAoM
+DnN5c3RlbTptYXN0ZXJzMRYwFAYDVQQDDA10bHQtdW5pdC10ZXN0MFkwEwYHKoZI
+zj0CAQYIKoZIzj0DAQcDQgAERVuKq25H8ojq4iVTrHvhvwhC1CRJ413pb/yV0GhK
+PqYZM6aXad5f+4W3ZWLWxaDobtM6NSoLWbaXC3UdLt2kb6NTMFEwHQYDVR0OBBYE
+FEp3jA9wRO10aUEwaf5+t+6N4uZsMB8GA1UdIwQYMBaAFEp3jA9wRO10aUEwaf5+
+t+6N4uZsMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIgLkrOSKCH
+7cq6eL5ysbQBAiqK2gebCNHCcycJucjXMD4CIQDWbP/N/srcxEP5Bos7U5Z1l15H
+QEYWpfQnbNL0/j4xVw==
+-----END CERTIFICATE-----
+)";
+constexpr char kKeyPem[] = R"(-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgK4r7ETl0X7icnIz0
+dDyDxta/dL35uw1ids38bD2iM7ehRANCAARFW4qrbkfyiOriJVOse+G/CELUJEnj
+Xelv/JXQaEo+phkzppdp3l/7hbdlYtbFoOhu0zo1KgtZtpcLdR0u3aRv
+-----END PRIVATE KEY-----
+)";
+constexpr char kOtherKeyPem[] = R"(-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgPmbYc79xp+rw7rpd
+PiDuopWkjjDPdXsZt9r2rtCbN8qhRANCAATeGUfS6WByQIyT/+1BWKby33zOt4V/
+sVewtTx/FinAi15LRvf/lzVY0BqCMkUzqx/SYjbqQ6J861a7/itMk9CC
+-----END PRIVATE KEY-----
+)";
+
+std::string base64(const std::string& bytes) {
+  static const char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    unsigned n = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) n |= static_cast<unsigned char>(bytes[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+// Writes a kubeconfig whose one user is `user_yaml` (a flow mapping) into a fresh directory and
+// loads it.
+StatusOr<Credentials> load_user(const std::string& name, const std::string& user_yaml) {
+  std::string path = ::testing::TempDir() + "/kubeconfig-" + name + ".yaml";
+  std::ofstream(path) << "current-context: a\n"
+                         "contexts: [{name: a, context: {cluster: c, user: u}}]\n"
+                         "clusters: [{name: c, cluster: {server: \"https://127.0.0.1:6443\"}}]\n"
+                         "users: [{name: u, user: "
+                      << user_yaml << "}]\n";
+  return load_kubeconfig(path);
+}
+
+TEST(Kubeconfig, ClientCertificateData_Parsed) {
+  StatusOr<Credentials> c =
+      load_user("cert-data", "{client-certificate-data: " + base64(kCertPem) +
+                                 ", client-key-data: " + base64(kKeyPem) + "}");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->client_cert_pem, kCertPem);
+  EXPECT_EQ(c->client_key_pem, kKeyPem);
+  StatusOr<std::string> token = c->bearer_token();
+  ASSERT_TRUE(token.ok()) << token.status().to_string();
+  EXPECT_EQ(*token, "") << "a certificate user sends no Authorization header";
+}
+
+TEST(Kubeconfig, ClientCertificateFiles_ResolvedNextToKubeconfigAndKeptWithToken) {
+  std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "/client.crt") << kCertPem;
+  std::ofstream(dir + "/client.key") << kKeyPem;
+  StatusOr<Credentials> c =
+      load_user("cert-files", "{client-certificate: client.crt, client-key: client.key, token: t}");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->client_cert_pem, kCertPem);
+  EXPECT_EQ(c->client_key_pem, kKeyPem);
+  EXPECT_EQ(*c->bearer_token(), "t");
+  // The data form wins over the file form, as in client-go.
+  StatusOr<Credentials> both =
+      load_user("cert-both", "{client-certificate: missing.crt, client-certificate-data: " +
+                                 base64(kCertPem) + ", client-key: client.key}");
+  ASSERT_TRUE(both.ok()) << both.status().to_string();
+  EXPECT_EQ(both->client_cert_pem, kCertPem);
+  // A named file that is not there: NotFound naming the field.
+  Status missing = load_user("cert-missing",
+                             "{client-certificate: nope.crt, client-key: "
+                             "client.key}")
+                       .status();
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound) << missing.to_string();
+  EXPECT_NE(missing.message().find("client-certificate"), std::string::npos) << missing.message();
+}
+
+TEST(Kubeconfig, ClientCertificateBad_InvalidArgumentNamingTheField) {
+  struct Case {
+    std::string name, user, want_in_message;
+  };
+  std::string cert = base64(kCertPem), key = base64(kKeyPem);
+  for (const Case& c : {
+           Case{"b64-key", "{client-certificate-data: " + cert + ", client-key-data: 'a*b'}",
+                "client-key-data"},
+           Case{"b64-cert", "{client-certificate-data: 'no!', client-key-data: " + key + "}",
+                "client-certificate-data"},
+           Case{"no-key", "{client-certificate-data: " + cert + "}", "no client-key"},
+           Case{"no-cert", "{client-key-data: " + key + "}", "no client-certificate"},
+           Case{"not-pem",
+                "{client-certificate-data: " + base64("hello") + ", client-key-data: " + key + "}",
+                "not a PEM certificate"},
+           Case{"key-not-pem",
+                "{client-certificate-data: " + cert + ", client-key-data: " + cert + "}",
+                "not an unencrypted PEM private key"},
+           Case{"mismatch",
+                "{client-certificate-data: " + cert + ", client-key-data: " + base64(kOtherKeyPem) +
+                    "}",
+                "not the key of client-certificate"},
+           Case{"nothing", "{}", "no credentials"},
+       }) {
+    Status s = load_user(c.name, c.user).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.name << ": " << s.to_string();
+    EXPECT_NE(s.message().find(c.want_in_message), std::string::npos)
+        << c.name << ": " << s.message();
+    EXPECT_NE(s.message().find("user \"u\""), std::string::npos) << c.name << ": " << s.message();
+  }
+}
+
+TEST(Kubeconfig, PluginUsers_UnimplementedNamingTheField) {
+  Status exec = load_user("exec",
+                          "{exec: {apiVersion: client.authentication.k8s.io/v1, "
+                          "command: aws}}")
+                    .status();
+  EXPECT_EQ(exec.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(exec.message().find("exec"), std::string::npos) << exec.message();
+  Status provider = load_user("provider", "{auth-provider: {name: oidc}}").status();
+  EXPECT_EQ(provider.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(provider.message().find("auth-provider"), std::string::npos) << provider.message();
+  Status basic = load_user("basic", "{username: a, password: b}").status();
+  EXPECT_EQ(basic.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(basic.message().find("username/password"), std::string::npos) << basic.message();
 }
 
 TEST(Kubeconfig, Base64_DecodesWithAndWithoutPadding) {
