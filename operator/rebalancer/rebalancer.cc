@@ -188,13 +188,23 @@ std::vector<Rebalancer::Decision> Rebalancer::decide(
   int unassigned = 0;
   for (const Pod& p : pods) unassigned += !p.assigned;
   std::vector<Decision> out;
+  // Rollout capacity: the lowest utilisation over the window among the pods still generating.
+  // An assigned pod's own utilisation says nothing (it is busy training the drafter).
+  double capacity = -1;
+  for (const Pod& p : pods) {
+    auto v = values.find(p.name);
+    if (p.assigned || v == values.end()) continue;
+    capacity = capacity < 0 ? v->second.second : std::min(capacity, v->second.second);
+  }
+  bool returned_one = false;
   std::vector<const Pod*> idle;
   for (const Pod& p : pods) {
     const PodState& ps = state->pods[p.name];
     auto v = values.find(p.name);
     if (now < ps.hold_until || v == values.end()) continue;
-    if (p.assigned && v->second.second > 2 * spec.idle_below) {
-      out.push_back({p.name, false, v->second.second});
+    if (p.assigned && !returned_one && capacity > 1 - spec.idle_below) {
+      out.push_back({p.name, false, capacity});  // one per pass: the lowest index
+      returned_one = true;
     } else if (!p.assigned && v->second.first < spec.idle_below) {
       idle.push_back(&p);
     }
@@ -232,11 +242,12 @@ bool Rebalancer::apply(const ObservedJob& job, const api::RebalancingSpec& spec,
   std::string message =
       d.assign ? "Pod " + d.pod + " trains the drafter: its GPU utilisation stayed below " +
                      ratio(spec.idle_below) + " for " + w + " (highest " + ratio(d.value) + ")."
-               : "Pod " + d.pod + " returns to rollout: its GPU utilisation stayed above " +
-                     ratio(2 * spec.idle_below) + " for " + w + " (lowest " + ratio(d.value) + ").";
+               : "Pod " + d.pod + " returns to rollout: the job's other rollout pods stayed " +
+                     "above " + ratio(1 - spec.idle_below) + " busy for " + w + " (lowest " +
+                     ratio(d.value) + "): rollout capacity is short.";
   log_info(
       d.assign ? "Assigned an idle rollout pod to drafter training."
-               : "Returned a busy pod to rollout.",
+               : "Returned a drafter pod to rollout: the rollout pods are saturated.",
       fields(job, {{"pod", d.pod}, {"action", action}, {"value", ratio(d.value)}, {"window", w}}));
   event(job, "Normal", d.assign ? "PodAssignedToDrafter" : "PodReturnedToRollout", message);
   metrics_->add_rebalancer_decision(job.namespace_, job.name, action);

@@ -7,7 +7,10 @@
 //   busy  max by (L) (min_over_time(M{sel}[Ws]))   the pod's lowest utilisation over W
 // (utilisation_queries() below has the selectors). A pod is
 //   assigned  when idle < idleBelow: it stayed below the threshold for the whole window;
-//   returned  when busy > 2 * idleBelow: it stayed busy for the whole window.
+//   returned  when every unassigned rollout pod's busy > 1 - idleBelow: the pods still
+//             generating were saturated for the whole window, so rollout capacity is short
+//             (one pod per pass, the lowest index). An assigned pod's own utilisation is no
+//             signal: it is busy training the drafter.
 // max/min_over_time rather than avg_over_time: an average below 0.05 over 60 s also holds for a
 // pod that was fully busy for 3 of those seconds, which is not "idle for the whole window".
 //

@@ -81,6 +81,7 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
   const auto& rl_job = std::get<api::RLJob>(job);
   RLRunFlags rf;
   rf.baseline = flags.baseline, rf.compare = flags.compare, rf.resume = flags.resume;
+  rf.attach_namespace = flags.attach_namespace, rf.kubeconfig = flags.kubeconfig;
   return run_rl_job(rl_job, rf, out, err);
 }
 

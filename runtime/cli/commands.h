@@ -25,6 +25,9 @@ struct RunFlags {
   bool baseline = false;  // the same job without TLT (RL) or without superposition (TST)
   bool compare = false;   // TST: also run the baseline and report both
   bool resume = false;    // continue from the job's checkpoints
+  // RLJob: attach the run to the job's pods in this namespace of a cluster (see RLRunFlags).
+  std::string attach_namespace;
+  std::string kubeconfig;  // "" with attach_namespace: $KUBECONFIG, else in-cluster
 };
 int run_command(const std::string& file, const RunFlags& flags, std::ostream& out,
                 std::ostream& err);

@@ -31,6 +31,13 @@ int main(int argc, char** argv) {
   run->add_flag("--compare", run_flags.compare,
                 "Also run the baseline (no TLT / no superposition) and report both");
   run->add_flag("--resume", run_flags.resume, "Continue from the job's last checkpoint");
+  run->add_option("--attach", run_flags.attach_namespace,
+                  "RLJob: stand in for the job's pods in this namespace of a cluster: take the "
+                  "rebalancer's drafter assignments at each step boundary and report progress "
+                  "to the job's status (through the pods' annotations)");
+  run->add_option("--kubeconfig", run_flags.kubeconfig,
+                  "With --attach: the cluster's kubeconfig (default $KUBECONFIG, else the pod's "
+                  "service account)");
 
   CLI::App* version = app.add_subcommand("version", "Print versions, devices and threads");
 

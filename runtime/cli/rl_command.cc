@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/metrics_endpoint.h"
+#include "runtime/cluster/link.h"
 #include "runtime/data/token_file.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/rl/run.h"
@@ -130,11 +133,66 @@ void publish(metrics::RuntimeMetrics* m, const std::string& job, const rl::StepR
   for (const rl::Interval& i : r.timeline)
     if (i.state != "released" && i.state != "idle" && i.end <= r.rollout_seconds + 1e-9)
       busy[size_t(i.worker)] += i.end - i.start;
+  for (int w = 0; w < workers; ++w) {
+    bool drafter = std::count(r.drafter_workers.begin(), r.drafter_workers.end(), w) > 0;
+    m->set_drafter_assigned(rollout_pod(job, w), drafter);
+  }
   for (int w = 0; w < workers; ++w)
     if (r.rollout_seconds > 0)
       (void)m->set_gpu_busy_ratio(rollout_pod(job, w),
                                   std::min(1.0, busy[size_t(w)] / r.rollout_seconds));
 }
+
+// The run's side of `--attach`: assignments in, progress out; failures are warnings, each said
+// once until the link works again.
+class Attachment {
+ public:
+  Attachment(std::unique_ptr<cluster::ClusterLink> link, std::ostream& err)
+      : link_(std::move(link)), err_(err) {}
+
+  std::vector<int> assignments() {
+    StatusOr<std::vector<int>> a = link_->drafter_assignments();
+    if (note(a.status(), "reading the rebalancer's assignments")) last_ = *a;
+    return last_;
+  }
+
+  void progress(const rl::StepReport& r, const std::string& mode) {
+    json p = {{"step", r.step},
+              {"reward", r.reward_mean},
+              {"reclaimedGPUSeconds", reclaimed_ += r.reclaimed_worker_seconds},
+              {"idleGPUSeconds", idle_ += r.idle_worker_seconds},
+              {"drafterVersion", r.drafter_version},
+              {"acceptLength", r.accept_length},
+              {"drafterWorkers", r.drafter_workers},
+              {"mode", mode},
+              {"time", now_rfc3339()}};
+    note(link_->report_progress(link_->job() + "-trainer-0", p), "reporting progress");
+  }
+
+ private:
+  static std::string now_rfc3339() {
+    std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+  }
+  // True when `s` is OK; a warning on the first failure after a success (and the reverse).
+  bool note(const Status& s, const std::string& what) {
+    if (!s.ok() && !failing_) {
+      err_ << "tlt run: warning: --attach " << link_->namespace_() << ": " << what << ": "
+           << s.message() << " (the run goes on; assignments stay as they were)\n";
+    } else if (s.ok() && failing_) {
+      err_ << "tlt run: --attach " << link_->namespace_() << ": the apiserver answers again\n";
+    }
+    failing_ = !s.ok();
+    return s.ok();
+  }
+  std::unique_ptr<cluster::ClusterLink> link_;
+  std::ostream& err_;
+  std::vector<int> last_;
+  double reclaimed_ = 0, idle_ = 0;
+  bool failing_ = false;
+};
 
 json result_json(const rl::RLRunResult& res) {
   json steps = json::array();
@@ -253,6 +311,22 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
   // rollout pods (<job>-rollout-<i>), so a local run and a cluster run read the same.
   MetricsEndpoint endpoint = start_metrics(job.metadata.name, spec.metrics.port, out, err);
   std::unique_ptr<metrics::RuntimeMetrics>& m = endpoint.metrics;
+  std::unique_ptr<Attachment> attachment;
+  if (!flags.attach_namespace.empty()) {
+    std::string kubeconfig = flags.kubeconfig;
+    if (kubeconfig.empty() && std::getenv("KUBECONFIG")) kubeconfig = std::getenv("KUBECONFIG");
+    StatusOr<std::unique_ptr<cluster::ClusterLink>> link =
+        cluster::ClusterLink::connect(kubeconfig, flags.attach_namespace, job.metadata.name);
+    if (!link.ok()) {
+      err << "tlt run: --attach " << flags.attach_namespace << ": " << link.status().message()
+          << " (give --kubeconfig FILE or set KUBECONFIG)\n";
+      return 1;
+    }
+    attachment = std::make_unique<Attachment>(std::move(*link), err);
+    out << "tlt run: attached to RLJob " << flags.attach_namespace << "/" << job.metadata.name
+        << ": assignments from pods " << job.metadata.name << "-rollout-<i>, progress to "
+        << job.metadata.name << "-trainer-0\n";
+  }
 
   std::vector<std::pair<std::string, bool>> runs;
   if (!flags.baseline) runs.push_back({"tlt", false});
@@ -270,7 +344,11 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     cb.step = [&](const rl::StepReport& r) {
       progress.step(r);
       publish(m.get(), job.metadata.name, r, plan.workers);
+      if (attachment) attachment->progress(r, label);
     };
+    if (attachment) {
+      cb.drafter_assignments = [&](int64_t) { return attachment->assignments(); };
+    }
     cb.log = [&](const std::string& s) { progress.log(s); };
     metrics::RuntimeMetrics* mp = m.get();
     cb.worker_state = [mp, &job](int w, const std::string& s) {

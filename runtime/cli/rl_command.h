@@ -15,6 +15,14 @@ struct RLRunFlags {
   bool compare = false;    // run TLT, then the baseline, and report both
   bool resume = false;     // continue from the job's last checkpoint
   std::string report_dir;  // default: <checkpoint.path or .tlt/NAME>/report
+  // When set, the run stands in for the job's pods in this namespace of a cluster where the
+  // operator created them (pods <job>-rollout-<i>, <job>-trainer-0): at each step boundary
+  // worker i takes the rebalancer's assignment of pod <job>-rollout-<i> (drafter training or
+  // rollout), and after each step the progress goes to <job>-trainer-0's tlt.dev/progress
+  // annotation, from which the operator fills the job's status. An unreachable apiserver is a
+  // warning (assignments stay as they were), never a failed run.
+  std::string attach_namespace;
+  std::string kubeconfig;  // "": $KUBECONFIG, else the pod's service account
 };
 
 // Returns the process exit code: 0 (also after SIGTERM, once checkpointed), 1 on failure.

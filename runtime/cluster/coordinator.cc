@@ -49,6 +49,13 @@ Status Coordinator::begin_step(int64_t step, double now) {
   return Status::Ok();
 }
 
+Status Coordinator::set_dedicated(const std::vector<int>& workers) {
+  for (int w : workers) TLT_RETURN_IF_ERROR(check_index(w));
+  for (Worker& w : workers_) w.dedicated = false;
+  for (int w : workers) workers_[size_t(w)].dedicated = true;
+  return Status::Ok();
+}
+
 StatusOr<std::vector<int>> Coordinator::worker_done(int worker, double now) {
   TLT_RETURN_IF_ERROR(check_index(worker));
   if (workers_[size_t(worker)].state != WorkerState::kGenerating) {
@@ -66,9 +73,9 @@ std::vector<int> Coordinator::assign_training(double now) {
     released += w.state == WorkerState::kReleased || w.state == WorkerState::kTraining;
   }
   std::vector<int> start;
-  if (released < min_idle_) return start;
   for (int i = 0; i < int(workers_.size()); ++i) {
-    if (workers_[size_t(i)].state == WorkerState::kReleased) {
+    const Worker& w = workers_[size_t(i)];
+    if (w.state == WorkerState::kReleased && (w.dedicated || released >= min_idle_)) {
       enter(i, WorkerState::kTraining, now);
       start.push_back(i);
     }

@@ -6,7 +6,10 @@
 //
 // A worker whose requests are done is RELEASED; once at least min_idle_workers are released,
 // every released worker is turned to TRAINING (the drafter's spot trainer) until end_step()
-// preempts them at the step boundary. Time is passed in explicitly (seconds on any monotonic
+// preempts them at the step boundary. A worker dedicated to the drafter (the operator's
+// rebalancer assigned its pod to drafter training; set_dedicated) gets no rollout requests and
+// turns TRAINING as soon as it is released, whatever min_idle_workers says. Time is passed in
+// explicitly (seconds on any monotonic
 // clock), so the machine is deterministic and tested without sleeping. It accounts, per step
 // and in total, the worker-seconds spent idle (RELEASED) and reclaimed (TRAINING).
 //
@@ -30,6 +33,10 @@ class Coordinator {
 
   // Every worker IDLE -> GENERATING. FailedPrecondition if the previous step did not end.
   Status begin_step(int64_t step, double now);
+  // The workers dedicated to drafter training from now on (replaces the previous set).
+  // InvalidArgument for a bad index, leaving the set unchanged.
+  Status set_dedicated(const std::vector<int>& workers);
+  bool dedicated(int worker) const { return workers_[size_t(worker)].dedicated; }
   // GENERATING -> RELEASED, then released workers may turn TRAINING. Returns the workers that
   // start training now (possibly several, when this release reached min_idle_workers).
   // FailedPrecondition when the worker is not generating; InvalidArgument for a bad index.
@@ -57,10 +64,12 @@ class Coordinator {
  private:
   struct Worker {
     WorkerState state = WorkerState::kIdle;
-    double since = 0.0;  // when it entered `state`
+    double since = 0.0;      // when it entered `state`
+    bool dedicated = false;  // trains the drafter as soon as it is released
   };
   Status check_index(int worker) const;
-  // RELEASED -> TRAINING for every released worker once enough are done.
+  // RELEASED -> TRAINING for every released worker once enough are done, and at once for a
+  // dedicated one.
   std::vector<int> assign_training(double now);
   void enter(int worker, WorkerState s, double now);  // closes the accounting of the old state
 

@@ -61,6 +61,7 @@ struct RuntimeMetrics::Families {
 
   Family<Gauge>* worker_state;
   Family<Gauge>* gpu_busy_ratio;
+  Family<Gauge>* drafter_assigned;
   Family<Counter>* arm_selected;
 
   Counter* rollout_tokens;
@@ -85,6 +86,10 @@ RuntimeMetrics::Families::Families(const std::string& job) {
                         "training), 0 for the others.",
                         job);
   gpu_busy_ratio = &gauge(r, "tlt_gpu_busy_ratio", "Fraction of time the GPU was busy.", job);
+  drafter_assigned = &gauge(r, "tlt_drafter_assigned",
+                            "1 while the rebalancer has the pod training the drafter instead of "
+                            "generating, 0 otherwise.",
+                            job);
   arm_selected = &counter(r, "tlt_spec_arm_selected_total",
                           "Times the selector chose each speculative drafting arm.", job);
   rollout_tokens =
@@ -153,6 +158,10 @@ Status RuntimeMetrics::set_gpu_busy_ratio(const std::string& pod, double ratio) 
   }
   f_->gpu_busy_ratio->Add({{"pod", pod}}).Set(ratio);
   return Status::Ok();
+}
+
+void RuntimeMetrics::set_drafter_assigned(const std::string& pod, bool assigned) {
+  f_->drafter_assigned->Add({{"pod", pod}}).Set(assigned ? 1 : 0);
 }
 
 void RuntimeMetrics::add_rollout_tokens(uint64_t n) {

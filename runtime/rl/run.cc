@@ -58,6 +58,7 @@ json to_json(const StepReport& r) {
           {"clipFraction", r.clip_fraction},
           {"loss", r.loss},
           {"restarts", r.restarts},
+          {"drafterWorkers", r.drafter_workers},
           {"timeline", tl}};
 }
 
@@ -79,6 +80,7 @@ StepReport step_from_json(const json& j) {
   r.drafter_loss = j.at("drafterLoss"), r.stop_latency_ms = j.at("stopLatencyMs");
   r.kl = j.at("kl"), r.clip_fraction = j.at("clipFraction"), r.loss = j.at("loss");
   r.restarts = j.at("restarts");
+  r.drafter_workers = j.value("drafterWorkers", std::vector<int>{});
   for (const json& i : j.at("timeline"))
     r.timeline.push_back({i.at("worker"), i.at("state"), i.at("start"), i.at("end")});
   return r;
@@ -161,6 +163,7 @@ class Driver {
   int64_t drafter_version_ = 0;
   int64_t last_saved_ = -1;
   bool killed_once_ = false;
+  std::vector<int> last_drafter_workers_;  // as last logged
 };
 
 Status Driver::init_models() {
@@ -305,10 +308,35 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   bool speculate = !plan_.baseline && plan_.speculative;
   bool train_drafter = !plan_.baseline && plan_.drafter_training &&
                        (plan_.freeze_drafter_after < 0 || step <= plan_.freeze_drafter_after);
+  // Workers dedicated to the drafter this step, and those that generate.
+  std::vector<bool> dedicated(size_t(n), false);
+  if (cb_.drafter_assignments) {
+    for (int w : cb_.drafter_assignments(step))
+      if (w >= 0 && w < n) dedicated[size_t(w)] = true;
+  }
+  for (int64_t w = n - 1; w >= 0 && std::count(dedicated.begin(), dedicated.end(), false) == 0; --w)
+    dedicated[size_t(w)] = false;  // keep at least one generating (highest index dropped first)
+  std::vector<int64_t> generators;
+  for (int64_t w = 0; w < n; ++w) {
+    if (dedicated[size_t(w)]) {
+      r->drafter_workers.push_back(int(w));
+    } else {
+      generators.push_back(w);
+    }
+  }
+  if (r->drafter_workers != last_drafter_workers_) {
+    std::string ws;
+    for (int w : r->drafter_workers) ws += (ws.empty() ? "" : ", ") + std::to_string(w);
+    log("step " + std::to_string(step) + ": workers dedicated to drafter training by the " +
+        "rebalancer: " + (ws.empty() ? "none" : ws));
+    last_drafter_workers_ = r->drafter_workers;
+  }
   std::vector<json> gen_msgs(static_cast<size_t>(n));
   for (int64_t w = 0; w < n; ++w) {
     json reqs = json::array();
-    for (int64_t pi = w; pi < p_count; pi += n) {
+    int64_t slot = std::find(generators.begin(), generators.end(), w) - generators.begin();
+    int64_t n_gen = int64_t(generators.size());
+    for (int64_t pi = slot; slot < n_gen && pi < p_count; pi += n_gen) {
       for (int64_t k = 0; k < g; ++k) {
         int64_t id = pi * g + k;
         reqs.push_back({{"id", id},
@@ -333,6 +361,8 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   }
   cluster::Coordinator coord(
       int(n), train_drafter ? plan_.min_idle_workers : std::numeric_limits<int>::max());
+  // Without drafter training (--baseline, frozen drafter) a dedicated worker just sits idle.
+  TLT_RETURN_IF_ERROR(coord.set_dedicated(train_drafter ? r->drafter_workers : std::vector<int>{}));
   double t0 = now_s();
   TLT_RETURN_IF_ERROR(coord.begin_step(step, 0.0));
   std::vector<double> since(size_t(n), 0.0);
@@ -346,6 +376,9 @@ Status Driver::run_step(int64_t step, StepReport* r) {
 
   std::vector<std::vector<int64_t>> responses(size_t(p_count * g));
   std::vector<bool> done(size_t(n), false), awaiting_trained(size_t(n), false);
+  // A worker without requests (dedicated to the drafter, or more workers than prompts) is
+  // released at once: loading the new weights is not generating. Its reply only confirms them.
+  std::vector<bool> no_requests(size_t(n), false);
   std::vector<std::pair<std::string, int64_t>> drafter_parts;
   int64_t accepted = 0, req_spec = 0;
   double rollout_end = -1;
@@ -370,6 +403,14 @@ Status Driver::run_step(int64_t step, StepReport* r) {
     }
     return Status::Ok();
   };
+  for (int64_t w = 0; w < n; ++w) {
+    if (!gen_msgs[size_t(w)].at("requests").empty()) continue;
+    no_requests[size_t(w)] = done[size_t(w)] = true;
+    mark(int(w), "released", 0.0);
+    StatusOr<std::vector<int>> train = coord.worker_done(int(w), 0.0);
+    if (!train.ok()) return train.status();
+    if (!coord.rollout_finished()) TLT_RETURN_IF_ERROR(start_training(*train, 0.0));
+  }
   const char* fault = std::getenv("TLT_FAULT_KILL_WORKER");
   int64_t kill_step = fault ? std::atoll(fault) : -1;
 
@@ -404,6 +445,8 @@ Status Driver::run_step(int64_t step, StepReport* r) {
         if (was_generating) {
           TLT_RETURN_IF_ERROR(procs_[w].ch->send(gen_msgs[w]));
         } else {
+          // A worker without requests that had not confirmed the weights yet: ask again.
+          if (no_requests[size_t(w)]) TLT_RETURN_IF_ERROR(procs_[w].ch->send(gen_msgs[w]));
           if (awaiting_trained[w]) mark(int(w), "released", t);
           awaiting_trained[w] = false;
           if (!stop_sent) TLT_RETURN_IF_ERROR(start_training(*again, t));
@@ -416,6 +459,10 @@ Status Driver::run_step(int64_t step, StepReport* r) {
           if (m->at("policy_version").get<int64_t>() != step - 1)
             return Status::Internal("worker generated with policy version " +
                                     m->at("policy_version").dump());
+          if (no_requests[size_t(w)]) {  // released at the start of the step: only the reply
+            no_requests[size_t(w)] = false;
+            continue;
+          }
           for (const json& c : m->at("completions"))
             responses[c.at("id").get<size_t>()] = c.at("tokens").get<std::vector<int64_t>>();
           const json& s = m->at("stats");
@@ -454,9 +501,12 @@ Status Driver::run_step(int64_t step, StepReport* r) {
         if (awaiting_trained[w])
           TLT_RETURN_IF_ERROR(procs_[w].ch->send({{"op", "stop"}, {"sent_at", now_s()}}));
     }
-    if (stop_sent &&
-        std::none_of(awaiting_trained.begin(), awaiting_trained.end(), [](bool b) { return b; }))
-      break;
+    // The step ends once every trainer stopped and every worker without requests confirmed the
+    // step's weights (its reply must not spill into the next step).
+    auto any = [](const std::vector<bool>& v) {
+      return std::find(v.begin(), v.end(), true) != v.end();
+    };
+    if (stop_sent && !any(awaiting_trained) && !any(no_requests)) break;
   }
   double before_idle = 0, before_reclaimed = 0;
   StatusOr<std::vector<int>> preempted = coord.end_step(rollout_end);
@@ -572,10 +622,11 @@ Status Driver::load_checkpoint() {
 
 StatusOr<RLRunResult> Driver::run() {
   if (plan_.run_dir.empty()) return Status::InvalidArgument("run directory is empty");
-  if (plan_.prompts_per_step < plan_.workers)
-    return Status::InvalidArgument(
-        "spec.algorithm.promptsPerStep (" + std::to_string(plan_.prompts_per_step) +
-        ") must be at least spec.roles.rollout.replicas (" + std::to_string(plan_.workers) + ")");
+  if (plan_.prompts_per_step < plan_.workers)  // legal: the rebalancer's case for idle pods
+    log("spec.algorithm.promptsPerStep (" + std::to_string(plan_.prompts_per_step) +
+        ") is below spec.roles.rollout.replicas (" + std::to_string(plan_.workers) +
+        "): " + std::to_string(plan_.workers - plan_.prompts_per_step) +
+        " workers get no prompts; they train the drafter or sit idle");
   std::error_code ec;
   fs::create_directories(plan_.run_dir + "/buffer", ec);
   if (ec) return Status::Unavailable(plan_.run_dir + ": " + ec.message());

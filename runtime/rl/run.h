@@ -19,6 +19,10 @@
 // depend on the drafting arm, so a step is reproducible whichever worker generates a request,
 // after a worker restart, and after --resume.
 //
+// Workers the cluster's rebalancer assigned to drafter training (RunCallbacks::
+// drafter_assignments, read at each step boundary) take no requests that step and train the
+// drafter throughout its rollout phase; the requests go to the other workers.
+//
 // Faults: a worker that dies is restarted and its unfinished requests rerun. SIGTERM (the
 // `stop` flag) ends the run after checkpointing the last completed step. A checkpoint that
 // fails its checks is refused (Corruption / InvalidArgument naming the file).
@@ -98,6 +102,7 @@ struct StepReport {
   double stop_latency_ms = 0;  // slowest preemption of a drafter trainer
   double kl = 0, clip_fraction = 0, loss = 0;
   int64_t restarts = 0;
+  std::vector<int> drafter_workers;  // dedicated to drafter training this step (rebalancer)
   std::vector<Interval> timeline;
 };
 
@@ -118,6 +123,11 @@ struct RunCallbacks {
   std::function<void(const StepReport&)> step;
   std::function<void(const std::string&)> log;
   std::function<void(int worker, const std::string& state)> worker_state;
+  // Asked at the start of every step (the step boundary): the workers the cluster's rebalancer
+  // assigned to drafter training. They get no rollout requests this step and train the drafter
+  // from the moment they are released (if drafter training is on; under --baseline they idle).
+  // At least one worker always keeps generating: the highest indices are dropped first.
+  std::function<std::vector<int>(int64_t step)> drafter_assignments;
 };
 
 StatusOr<RLRunResult> run_rl(const RLRunPlan& plan, const RunCallbacks& callbacks,

@@ -39,6 +39,7 @@ tlt::Status fill(tlt::metrics::RuntimeMetrics& m) {
   TLT_RETURN_IF_ERROR(m.set_worker_state("pod-0", "rollout", "training"));
   TLT_RETURN_IF_ERROR(m.set_worker_state("pod-1", "rollout", "generating"));
   TLT_RETURN_IF_ERROR(m.set_gpu_busy_ratio("pod-0", 0.5));
+  m.set_drafter_assigned("pod-1", true);
   TLT_RETURN_IF_ERROR(m.add_reclaimed_seconds(12.5));
   TLT_RETURN_IF_ERROR(m.add_idle_seconds(1.5));
   for (double x : {1.0, 3.0, 3.0, 7.0}) TLT_RETURN_IF_ERROR(m.observe_accept_length(x));

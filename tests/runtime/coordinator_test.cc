@@ -50,6 +50,26 @@ TEST(Coordinator, WaitsForMinIdleWorkersThenStartsThemTogether) {
   EXPECT_DOUBLE_EQ(c.reclaimed_share(), 4.0 / 7.0);
 }
 
+TEST(Coordinator, DedicatedWorkerTrainsAtOnceWhateverMinIdle) {
+  Coordinator c(3, /*min_idle_workers=*/3);
+  ASSERT_TRUE(c.set_dedicated({2}).ok());
+  EXPECT_EQ(c.set_dedicated({5}).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(c.dedicated(2)) << "a refused set leaves the old one";
+  ASSERT_TRUE(c.begin_step(1, 0.0).ok());
+  auto d = c.worker_done(2, 0.0);  // no requests: done at once, trains at once
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, std::vector<int>{2});
+  auto first = c.worker_done(0, 3.0);  // not dedicated: waits for min_idle_workers
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->empty());
+  ASSERT_TRUE(c.worker_done(1, 5.0).ok());
+  ASSERT_TRUE(c.end_step(5.0).ok());
+  EXPECT_DOUBLE_EQ(c.reclaimed_seconds(), 5.0 + 0.0 + 0.0);
+  EXPECT_DOUBLE_EQ(c.idle_seconds(), 2.0);
+  ASSERT_TRUE(c.set_dedicated({}).ok());
+  EXPECT_FALSE(c.dedicated(2));
+}
+
 TEST(Coordinator, IllegalTransitionsAreRefused) {
   Coordinator c(2, 1);
   EXPECT_EQ(c.worker_done(0, 0.0).status().code(), StatusCode::kFailedPrecondition)

@@ -57,8 +57,8 @@ TEST(RuntimeMetrics, FreshRegistryExposesEveryUnlabelledMetricWithJobLabel) {
     EXPECT_NE(text.find(std::string("# HELP ") + name + " "), std::string::npos) << name;
   }
   // Families with per-pod or per-arm labels have no series until first set.
-  for (const char* name :
-       {"tlt_worker_state", "tlt_gpu_busy_ratio", "tlt_spec_arm_selected_total"}) {
+  for (const char* name : {"tlt_worker_state", "tlt_gpu_busy_ratio", "tlt_drafter_assigned",
+                           "tlt_spec_arm_selected_total"}) {
     EXPECT_EQ(text.find(name), std::string::npos) << name;
   }
   EXPECT_NE(text.find("# TYPE tlt_rollout_tokens_total counter"), std::string::npos) << text;
@@ -119,6 +119,12 @@ TEST(RuntimeMetrics, SettersShowUpInRender) {
   EXPECT_EQ(value_of(t, "tlt_tst_loss{job=\"j\"}"), 3.5);
   EXPECT_EQ(value_of(t, "tlt_tokens_seen_total{job=\"j\"}"), 4096);
   EXPECT_EQ(value_of(t, "tlt_gpu_busy_ratio{job=\"j\",pod=\"pod-0\"}"), 0.9);
+  m.set_drafter_assigned("pod-2", true);
+  m.set_drafter_assigned("pod-3", true);
+  m.set_drafter_assigned("pod-3", false);
+  t = render(m);
+  EXPECT_EQ(value_of(t, "tlt_drafter_assigned{job=\"j\",pod=\"pod-2\"}"), 1);
+  EXPECT_EQ(value_of(t, "tlt_drafter_assigned{job=\"j\",pod=\"pod-3\"}"), 0);
   EXPECT_EQ(value_of(t, "tlt_spec_arm_selected_total{job=\"j\",arm=\"8_4_48\"}"), 2);
   EXPECT_EQ(value_of(t, "tlt_spec_arm_selected_total{job=\"j\",arm=\"ngram\"}"), 1);
 }

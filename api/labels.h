@@ -1,0 +1,22 @@
+// The names shared by the operator and the runtime pods it creates: the labels that say which
+// job, role and replica a pod is, and the annotations through which the two talk.
+//
+//   tlt.dev/assignment  written by the operator's rebalancer on a rollout pod: "drafter" while
+//                       the pod is assigned to drafter training, absent otherwise. The runtime
+//                       reads it at each step boundary.
+//   tlt.dev/progress    written by the runtime on its pod: a JSON object of the job's progress
+//                       (RL: step, reward, reclaimedGPUSeconds, idleGPUSeconds, drafterVersion,
+//                       acceptLength; TST: step, loss, evalLoss, trainingPhase, tokensSeen; both:
+//                       time, RFC 3339). The operator copies it into the job's status.
+#pragma once
+
+namespace tlt::api {
+
+inline constexpr const char* kJobLabel = "tlt.dev/job";
+inline constexpr const char* kRoleLabel = "tlt.dev/role";
+inline constexpr const char* kIndexLabel = "tlt.dev/index";
+inline constexpr const char* kAssignmentAnnotation = "tlt.dev/assignment";
+inline constexpr const char* kAssignedToDrafter = "drafter";
+inline constexpr const char* kProgressAnnotation = "tlt.dev/progress";
+
+}  // namespace tlt::api
