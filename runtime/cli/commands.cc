@@ -1,5 +1,6 @@
 #include "runtime/cli/commands.h"
 
+#include <cstdlib>
 #include <ostream>
 
 #include "api/encode.h"
@@ -83,6 +84,67 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
   rf.baseline = flags.baseline, rf.compare = flags.compare, rf.resume = flags.resume;
   rf.attach_namespace = flags.attach_namespace, rf.kubeconfig = flags.kubeconfig;
   return run_rl_job(rl_job, rf, out, err);
+}
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+}  // namespace
+
+int run_role_command(std::ostream& out, std::ostream& err) {
+  std::string file = env_or("TLT_JOB_FILE", ""), role = env_or("TLT_ROLE", "");
+  std::string index_s = env_or("TLT_INDEX", "0"), ns = env_or("TLT_NAMESPACE", "");
+  if (file.empty() || role.empty()) {
+    err << "tlt run-role: TLT_JOB_FILE and TLT_ROLE must be set (the operator sets them on the "
+           "pods it creates; see `tlt run` to run a job on this machine)\n";
+    return kExitInvalid;
+  }
+  char* end = nullptr;
+  long index = std::strtol(index_s.c_str(), &end, 10);
+  long port = std::strtol(env_or("TLT_RENDEZVOUS_PORT", "29500").c_str(), nullptr, 10);
+  if (*end != '\0' || index < 0 || port <= 0 || port > 65535) {
+    err << "tlt run-role: TLT_INDEX (" << index_s << ") or TLT_RENDEZVOUS_PORT is not valid\n";
+    return kExitInvalid;
+  }
+  StatusOr<std::vector<api::Document>> docs = api::parse_manifest_file(file);
+  if (!docs.ok() || docs->size() != 1 || !(*docs)[0].ok()) {
+    err << "tlt run-role: " << file << " is not one valid job"
+        << (docs.ok() ? "" : ": " + docs.status().message()) << "\n";
+    return kExitInvalid;
+  }
+  const api::Job& job = *(*docs)[0].job;
+  if (const auto* tst = std::get_if<api::TSTPretrainJob>(&job)) {
+    if (tst->spec.workers.replicas != 1) {
+      err << "tlt run-role: data-parallel TSTPretrainJob workers are not built yet; set "
+             "spec.workers.replicas: 1\n";
+      return kExitUnavailable;
+    }
+    return run_tst_job(*tst, TSTRunFlags{}, out, err);
+  }
+  const auto& rl = std::get<api::RLJob>(job);
+  if (role == "rollout") {
+    std::string trainer =
+        env_or("TLT_TRAINER_ADDRESS",
+               rl.metadata.name + "-trainer-0." + env_or("TLT_SERVICE", rl.metadata.name));
+    return rl_remote_worker(trainer, int(port), int(index), env_or("TLT_WORK_DIR", "/tmp/tlt-work"),
+                            out, err);
+  }
+  if (role == "trainer" && index == 0) {
+    RLRunFlags f;
+    f.listen_port = int(port);
+    if (!ns.empty() && (std::getenv("KUBERNETES_SERVICE_HOST") || std::getenv("KUBECONFIG")))
+      f.attach_namespace = ns;
+    return run_rl_job(rl, f, out, err);
+  }
+  err << "tlt run-role: role " << role << " " << index
+      << " has nothing to run in this version: an RLJob runs one trainer (index 0) and its "
+         "rollout pods; set spec.roles.drafter.replicas: 0 (the rebalancer turns idle rollout "
+         "pods into drafter trainers instead)\n";
+  return kExitUnavailable;
 }
 
 int version_command(std::ostream& out) {

@@ -32,6 +32,19 @@ struct RunFlags {
 int run_command(const std::string& file, const RunFlags& flags, std::ostream& out,
                 std::ostream& err);
 
+// `tlt run-role`: what a pod of a cluster job runs (the operator sets its command and env):
+//   TLT_JOB_FILE (the job, from the spec ConfigMap), TLT_ROLE, TLT_INDEX, TLT_NAMESPACE; and
+//   optionally TLT_RENDEZVOUS_PORT (29500, the headless Service's port), TLT_TRAINER_ADDRESS
+//   (default <job>-trainer-0.<TLT_SERVICE>, the trainer pod's DNS name), TLT_WORK_DIR
+//   (/tmp/tlt-work: where a rollout pod keeps the files it is sent).
+// RLJob: the trainer pod (index 0) runs the driver, whose rollout workers are the rollout pods
+// (they connect to it; weights, drafters and hidden states travel over the connection); with
+// Kubernetes credentials (in-cluster or $KUBECONFIG) it also takes the rebalancer's assignments
+// and writes progress to its pod (as `tlt run --attach`). A rollout pod is one worker.
+// TSTPretrainJob: worker 0 of a one-worker job pretrains. Anything else (drafter pods, data-
+// parallel TST workers) returns kExitUnavailable saying what is missing.
+int run_role_command(std::ostream& out, std::ostream& err);
+
 // `tlt version`: tlt and LibTorch versions, devices and threads.
 int version_command(std::ostream& out);
 

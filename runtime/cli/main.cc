@@ -56,11 +56,14 @@ int main(int argc, char** argv) {
   generate->add_flag("--speculative", gen.speculative, "Speculative decoding (lossless)");
   generate->add_option("--arms", gen.arms, "Drafting arms, e.g. 4_1_5 3_3_8 ngram");
 
+  CLI::App* run_role = app.add_subcommand(
+      "run-role", "Run this pod's part of a cluster job (the operator's pods; env TLT_*)");
   CLI::App* worker = app.add_subcommand("rl-worker", "");  // internal: spawned by `tlt run`
   worker->group("");
 
   CLI11_PARSE(app, argc, argv);
   if (*worker) return tlt::cli::rl_worker_command();
+  if (*run_role) return tlt::cli::run_role_command(std::cout, std::cerr);
   if (*validate) return tlt::cli::validate_command(files, std::cout, std::cerr);
   if (*explain) return tlt::cli::explain_command(kind, std::cout, std::cerr);
   tlt::runtime::configure_threads(threads);

@@ -20,6 +20,7 @@
 #include "runtime/cluster/link.h"
 #include "runtime/data/token_file.h"
 #include "runtime/metrics/metrics.h"
+#include "runtime/rl/rendezvous.h"
 #include "runtime/rl/run.h"
 #include "runtime/rl/worker.h"
 
@@ -295,6 +296,29 @@ int rl_worker_command() {
   return rl::run_worker(0, 1);
 }
 
+int rl_remote_worker(const std::string& host, int port, int index, const std::string& work_dir,
+                     std::ostream& out, std::ostream& err) {
+  std::error_code ec;
+  fs::create_directories(fs::path(work_dir) / "buffer", ec);
+  if (ec) {
+    err << "tlt run-role: " << work_dir << ": " << ec.message() << " (set TLT_WORK_DIR)\n";
+    return 1;
+  }
+  out << "tlt run-role: rollout " << index << " connecting to the trainer at " << host << ":"
+      << port << "\n"
+      << std::flush;
+  StatusOr<int> fd = rl::connect_worker(host, port, index, 600 * 1000);
+  if (!fd.ok()) {
+    err << "tlt run-role: " << fd.status().message() << "\n";
+    return 1;
+  }
+  out << "tlt run-role: rollout " << index << " connected; files under " << work_dir << "\n"
+      << std::flush;
+  int rc = rl::run_worker(*fd, *fd, work_dir);
+  ::close(*fd);
+  return rc;
+}
+
 int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out,
                std::ostream& err) {
   const api::RLJobSpec& spec = job.spec;
@@ -338,6 +362,7 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     plan.run_dir = base + "/" + label + "/run";
     if (!spec.checkpoint.path.empty()) plan.checkpoint_dir = spec.checkpoint.path + "/" + label;
     plan.resume = flags.resume;
+    plan.listen_port = flags.listen_port;
     Progress progress(out, label, plan.steps);
     rl::RunCallbacks cb;
     cb.warm_start = [&](int64_t s, double l) { progress.warm_start(s, l); };

@@ -23,6 +23,9 @@ struct RLRunFlags {
   // warning (assignments stay as they were), never a failed run.
   std::string attach_namespace;
   std::string kubeconfig;  // "": $KUBECONFIG, else the pod's service account
+  // > 0: the rollout workers are remote (a cluster job's pods, `tlt run-role`) and connect to
+  // this port, instead of being child processes.
+  int listen_port = 0;
 };
 
 // Returns the process exit code: 0 (also after SIGTERM, once checkpointed), 1 on failure.
@@ -31,5 +34,11 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
 
 // `tlt rl-worker`: a rollout worker process talking to its driver over stdin/stdout.
 int rl_worker_command();
+
+// A cluster job's rollout pod: connects to the trainer pod at host:port as worker `index`
+// (retrying for up to 10 minutes while the trainer starts) and serves it until it says exit or
+// hangs up; the files it is sent live under work_dir. Returns the process exit code.
+int rl_remote_worker(const std::string& host, int port, int index, const std::string& work_dir,
+                     std::ostream& out, std::ostream& err);
 
 }  // namespace tlt::cli

@@ -5,14 +5,32 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace tlt::rl {
+namespace fs = std::filesystem;
 
-Status Channel::send(const nlohmann::json& message) {
-  std::string line = message.dump() + "\n";
+namespace {
+
+constexpr const char* kFileFields[] = {"policy", "drafter", "buffer"};
+constexpr const char* kMarker = "@/";  // a path relative to the receiver's directory
+
+// `path` relative to `dir`, or "" when it is not under it.
+std::string relative_to(const std::string& dir, const std::string& path) {
+  if (path.size() <= dir.size() + 1 || path.compare(0, dir.size(), dir) != 0 ||
+      path[dir.size()] != '/')
+    return "";
+  return path.substr(dir.size() + 1);
+}
+
+}  // namespace
+
+Status Channel::write_all(const char* data, size_t size) {
   size_t off = 0;
-  while (off < line.size()) {
-    ssize_t n = ::write(out_, line.data() + off, line.size() - off);
+  while (off < size) {
+    ssize_t n = ::write(out_, data + off, size - off);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::Unavailable(std::string("peer gone: ") + std::strerror(errno));
     off += size_t(n);
@@ -20,16 +38,105 @@ Status Channel::send(const nlohmann::json& message) {
   return Status::Ok();
 }
 
+Status Channel::send(const nlohmann::json& message) {
+  std::string line;
+  if (mirror_dir_.empty()) {
+    line = message.dump() + "\n";
+  } else {
+    StatusOr<nlohmann::json> m = outgoing(message);
+    if (!m.ok()) return m.status();
+    line = m->dump() + "\n";
+  }
+  return write_all(line.data(), line.size());
+}
+
+Status Channel::send_file(const std::string& path) {
+  std::string rel = relative_to(mirror_dir_, path);
+  std::error_code ec;
+  uint64_t size = fs::file_size(path, ec);
+  if (ec) return Status::Unavailable(path + ": " + ec.message());
+  auto mtime = fs::last_write_time(path, ec).time_since_epoch().count();
+  std::string state = std::to_string(size) + ":" + std::to_string(mtime);
+  if (sent_[rel] == state) return Status::Ok();
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) return Status::Unavailable(path + ": cannot read");
+  std::string header =
+      nlohmann::json({{"op", "file"}, {"rel", rel}, {"size", bytes.size()}}).dump() + "\n";
+  TLT_RETURN_IF_ERROR(write_all(header.data(), header.size()));
+  TLT_RETURN_IF_ERROR(write_all(bytes.data(), bytes.size()));
+  sent_[rel] = state;
+  return Status::Ok();
+}
+
+StatusOr<nlohmann::json> Channel::outgoing(const nlohmann::json& message) {
+  nlohmann::json m = message;
+  auto one = [&](nlohmann::json& v) -> Status {
+    if (!v.is_string()) return Status::Ok();
+    std::string rel = relative_to(mirror_dir_, v.get<std::string>());
+    if (rel.empty()) return Status::Ok();
+    TLT_RETURN_IF_ERROR(send_file(v.get<std::string>()));
+    v = kMarker + rel;
+    return Status::Ok();
+  };
+  for (const char* f : kFileFields)
+    if (m.contains(f)) TLT_RETURN_IF_ERROR(one(m[f]));
+  if (m.contains("buffers") && m["buffers"].is_array())
+    for (nlohmann::json& v : m["buffers"]) TLT_RETURN_IF_ERROR(one(v));
+  if (m.contains("dir") && m["dir"] == mirror_dir_) m["dir"] = "@";
+  return m;
+}
+
+void Channel::incoming(nlohmann::json* m) const {
+  auto one = [&](nlohmann::json& v) {
+    if (v.is_string() && v.get<std::string>().rfind(kMarker, 0) == 0)
+      v = mirror_dir_ + "/" + v.get<std::string>().substr(2);
+  };
+  for (const char* f : kFileFields)
+    if (m->contains(f)) one((*m)[f]);
+  if (m->contains("buffers") && (*m)["buffers"].is_array())
+    for (nlohmann::json& v : (*m)["buffers"]) one(v);
+  if (m->contains("dir") && (*m)["dir"] == "@") (*m)["dir"] = mirror_dir_;
+}
+
 Status Channel::split_lines() {
-  size_t nl;
-  while ((nl = partial_.find('\n')) != std::string::npos) {
+  for (;;) {
+    if (file_header_) {  // the bytes of a mirrored file
+      size_t size = file_header_->at("size").get<size_t>();
+      if (partial_.size() < size) return Status::Ok();
+      std::string rel = file_header_->at("rel").get<std::string>();
+      if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos)
+        return Status::Corruption("file frame names \"" + rel + "\" outside the directory");
+      fs::path path = fs::path(mirror_dir_) / rel;
+      std::error_code ec;
+      fs::create_directories(path.parent_path(), ec);
+      {
+        std::ofstream out(path.string() + ".part", std::ios::binary);
+        out.write(partial_.data(), std::streamsize(size));
+        if (!out) return Status::Unavailable(path.string() + ": cannot write");
+      }
+      fs::rename(path.string() + ".part", path, ec);
+      if (ec) return Status::Unavailable(path.string() + ": " + ec.message());
+      partial_.erase(0, size);
+      file_header_.reset();
+      continue;
+    }
+    size_t nl = partial_.find('\n');
+    if (nl == std::string::npos) return Status::Ok();
     std::string line = partial_.substr(0, nl);
     partial_.erase(0, nl + 1);
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return Status::Corruption("not a JSON message: " + line.substr(0, 80));
+    if (!mirror_dir_.empty() && j.is_object() && j.value("op", "") == "file") {
+      if (!j.contains("rel") || !j["rel"].is_string() || !j.contains("size") ||
+          !j["size"].is_number_unsigned())
+        return Status::Corruption("bad file frame: " + line.substr(0, 80));
+      file_header_ = std::move(j);
+      continue;
+    }
+    if (!mirror_dir_.empty()) incoming(&j);
     ready_.push_back(std::move(j));
   }
-  return Status::Ok();
 }
 
 Status Channel::pump() {

@@ -1,6 +1,14 @@
-// Newline-delimited JSON messages over a pair of pipe file descriptors: how the RL job driver
-// and its worker processes talk. Bulk data (weights, hidden states) goes through files named in
-// the messages, never through the pipe.
+// Newline-delimited JSON messages over a pair of pipe file descriptors (or one socket): how the
+// RL job driver and its worker processes talk. Bulk data (weights, hidden states) goes through
+// files named in the messages.
+//
+// Between machines (a cluster job's pods: mirror_files()), the files a message names travel
+// with it: before the message, each named file (fields "policy", "drafter", "buffer" and the
+// array "buffers") that lies under the sender's directory and was not sent before in this
+// state (name, size, modification time) goes as a frame {"op":"file","rel":R,"size":N} + N raw
+// bytes, which the receiver writes under its own directory (atomically, by rename) before it
+// delivers the message; in the message itself such paths, and the field "dir" when it is the
+// sender's directory, are rewritten to the receiver's directory.
 //
 // Errors: send() returns Unavailable when the peer is gone (EPIPE; SIGPIPE must be ignored by
 // the process). receive() returns Unavailable at end of file (the peer exited or was killed) and
@@ -9,6 +17,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -22,6 +31,11 @@ class Channel {
  public:
   Channel(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
 
+  // Turns on file mirroring (see the top) with `dir` as this side's directory. Corruption on
+  // receive for a frame whose name leaves the directory; Unavailable when a file cannot be
+  // read or written.
+  void mirror_files(std::string dir) { mirror_dir_ = std::move(dir); }
+
   Status send(const nlohmann::json& message);
   // The next message, waiting at most timeout_ms (-1: forever); nullopt on timeout.
   StatusOr<std::optional<nlohmann::json>> receive(int timeout_ms);
@@ -34,8 +48,16 @@ class Channel {
 
  private:
   Status split_lines();
+  Status write_all(const char* data, size_t n);
+  // Mirroring: sends the files `m` names and rewrites their paths; maps received paths back.
+  StatusOr<nlohmann::json> outgoing(const nlohmann::json& m);
+  Status send_file(const std::string& path);
+  void incoming(nlohmann::json* m) const;
   int in_, out_;
   std::string partial_;
+  std::string mirror_dir_;                     // "" when not mirroring
+  std::map<std::string, std::string> sent_;    // rel -> "size:mtime" last sent
+  std::optional<nlohmann::json> file_header_;  // a file frame whose bytes are still coming
   std::deque<nlohmann::json> ready_;
   bool eof_ = false;
 };

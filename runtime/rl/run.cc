@@ -24,6 +24,7 @@
 #include "runtime/rl/channel.h"
 #include "runtime/rl/grpo.h"
 #include "runtime/rl/policy_trainer.h"
+#include "runtime/rl/rendezvous.h"
 #include "runtime/rl/sequences.h"
 #include "runtime/rl/tasks.h"
 #include "runtime/rl/text.h"
@@ -130,6 +131,8 @@ class Driver {
  private:
   Status init_models();
   Status spawn(int w);
+  Status connect_remote(int w);
+  json setup_message(int w) const;
   void shutdown();
   bool stopping() const { return stop_ && stop_->load(); }
   Status run_step(int64_t step, StepReport* report);
@@ -163,6 +166,8 @@ class Driver {
   int64_t drafter_version_ = 0;
   int64_t last_saved_ = -1;
   bool killed_once_ = false;
+  int listen_fd_ = -1;          // remote workers: the rendezvous socket
+  std::map<int, int> pending_;  // remote workers connected, not yet paired: index -> socket
   std::vector<int> last_drafter_workers_;  // as last logged
 };
 
@@ -203,7 +208,41 @@ Status Driver::init_models() {
   return Status::Ok();
 }
 
+Status Driver::connect_remote(int w) {
+  if (listen_fd_ < 0) {
+    StatusOr<int> fd = listen_tcp(plan_.listen_port, plan_.listen_loopback);
+    if (!fd.ok()) return fd.status();
+    listen_fd_ = *fd;
+    log("waiting for " + std::to_string(plan_.workers) + " rollout workers on port " +
+        std::to_string(plan_.listen_port));
+  }
+  while (!pending_.count(w)) {
+    StatusOr<std::pair<int, int>> c = accept_worker(listen_fd_, plan_.connect_timeout_s * 1000);
+    if (!c.ok())
+      return Status(c.status().code(),
+                    "rollout worker " + std::to_string(w) + ": " + c.status().message());
+    auto [fd, index] = *c;
+    if (index < 0 || index >= plan_.workers) {
+      log("a worker said it is rollout " + std::to_string(index) + "; this job has " +
+          std::to_string(plan_.workers) + ": refused");
+      close(fd);
+      continue;
+    }
+    if (pending_.count(index)) close(pending_[index]);  // a newer connection wins
+    pending_[index] = fd;
+  }
+  int fd = pending_[w];
+  pending_.erase(w);
+  log("rollout worker " + std::to_string(w) + " connected");
+  Proc& p = procs_[w];
+  p.pid = -1, p.to = fd, p.from = fd;
+  p.ch = std::make_unique<Channel>(fd, fd);
+  p.ch->mirror_files(plan_.run_dir);
+  return p.ch->send(setup_message(w));
+}
+
 Status Driver::spawn(int w) {
+  if (plan_.listen_port > 0) return connect_remote(w);
   int to_child[2], from_child[2];
   if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0)
     return Status::Unavailable("cannot create pipes for a rollout worker");
@@ -235,30 +274,41 @@ Status Driver::spawn(int w) {
   Proc& p = procs_[w];
   p.pid = pid, p.to = to_child[1], p.from = from_child[0];
   p.ch = std::make_unique<Channel>(p.from, p.to);
+  return p.ch->send(setup_message(w));
+}
+
+json Driver::setup_message(int w) const {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  json setup = {{"op", "setup"},
-                {"index", w},
-                {"dir", plan_.run_dir},
-                {"core", int(w % cores)},
-                {"preset", plan_.preset},
-                {"vocab", kTextVocab},
-                {"drafter_layers", plan_.drafter_layers},
-                {"max_batch",
-                 (plan_.prompts_per_step + plan_.workers - 1) / plan_.workers * plan_.group_size},
-                {"activation_threshold", plan_.activation_threshold},
-                {"arms", plan_.arms},
-                {"selector", plan_.selector},
-                {"buckets", plan_.buckets},
-                {"epsilon", plan_.epsilon},
-                {"window", plan_.window},
-                {"seed", mix(plan_.seed, 11)},
-                {"drafter_lr", plan_.drafter_learning_rate},
-                {"drafter_batch", plan_.drafter_batch}};
-  return p.ch->send(setup);
+  return {{"op", "setup"},
+          {"index", w},
+          {"dir", plan_.run_dir},
+          {"core", int(w % cores)},
+          {"preset", plan_.preset},
+          {"vocab", kTextVocab},
+          {"drafter_layers", plan_.drafter_layers},
+          {"max_batch",
+           (plan_.prompts_per_step + plan_.workers - 1) / plan_.workers * plan_.group_size},
+          {"activation_threshold", plan_.activation_threshold},
+          {"arms", plan_.arms},
+          {"selector", plan_.selector},
+          {"buckets", plan_.buckets},
+          {"epsilon", plan_.epsilon},
+          {"window", plan_.window},
+          {"seed", mix(plan_.seed, 11)},
+          {"drafter_lr", plan_.drafter_learning_rate},
+          {"drafter_batch", plan_.drafter_batch}};
 }
 
 void Driver::shutdown() {
+  for (auto& [index, fd] : pending_) close(fd);
+  pending_.clear();
+  if (listen_fd_ >= 0) close(listen_fd_), listen_fd_ = -1;
   for (Proc& p : procs_) {
+    if (p.pid <= 0 && p.to >= 0) {  // remote: say goodbye and hang up
+      if (p.ch) (void)p.ch->send({{"op", "exit"}});
+      close(p.to);
+      p.to = p.from = -1;
+    }
     if (p.pid <= 0) continue;
     if (p.ch) (void)p.ch->send({{"op", "exit"}});
     close(p.to);
@@ -417,7 +467,7 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   for (;;) {
     if (stopping()) return Status::Aborted("stopped by signal");
     double t = now_s() - t0;
-    if (step == kill_step && !killed_once_ && !done[0]) {  // before it can report: mid-step
+    if (step == kill_step && !killed_once_ && !done[0] && procs_[0].pid > 0) {  // mid-step
       killed_once_ = true;
       log("fault injection: killing rollout worker 0 (pid " + std::to_string(procs_[0].pid) +
           ") mid-step");
@@ -432,9 +482,11 @@ Status Driver::run_step(int64_t step, StepReport* r) {
       if (!(fds[w].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Status st = procs_[w].ch->pump();
       if (!st.ok() && !procs_[w].ch->has_buffered()) {
-        // The worker died: restart it and rerun what it had not finished.
-        waitpid(procs_[w].pid, nullptr, 0);
-        close(procs_[w].to), close(procs_[w].from);
+        // The worker died: restart it (remote: wait for it to connect again) and rerun what
+        // it had not finished.
+        if (procs_[w].pid > 0) waitpid(procs_[w].pid, nullptr, 0);
+        close(procs_[w].to);
+        if (procs_[w].from != procs_[w].to) close(procs_[w].from);
         procs_[w].pid = -1;
         ++r->restarts;
         log("rollout worker " + std::to_string(w) + " died (" + st.message() + "); restarting");

@@ -79,7 +79,14 @@ struct RLRunPlan {
   int64_t checkpoint_keep = 2;
   bool resume = false;
   std::string worker_exe;  // the `tlt` binary to run as `tlt rl-worker`
-  std::string cache_dir;   // where the warm start is cached
+  // > 0: the workers are remote (a cluster job's rollout pods running `tlt run-role`): they
+  // connect to this TCP port (runtime/rl/rendezvous.h) and the files messages name travel over
+  // the connection; a worker that dies is waited for until it connects again. 0: local child
+  // processes.
+  int listen_port = 0;
+  bool listen_loopback = false;  // listen on 127.0.0.1 only (tests)
+  int connect_timeout_s = 600;   // how long to wait for a remote worker to (re)connect
+  std::string cache_dir;         // where the warm start is cached
 };
 
 struct Interval {

@@ -63,6 +63,7 @@ struct StepBuffer {
 class Worker {
  public:
   Worker(int in_fd, int out_fd) : ch_(in_fd, out_fd) {}
+  void mirror_files(const std::string& dir) { ch_.mirror_files(dir); }
   int loop();
 
  private:
@@ -309,8 +310,9 @@ int Worker::loop() {
 
 }  // namespace
 
-int run_worker(int in_fd, int out_fd) {
+int run_worker(int in_fd, int out_fd, const std::string& mirror_dir) {
   Worker w(in_fd, out_fd);
+  if (!mirror_dir.empty()) w.mirror_files(mirror_dir);
   return w.loop();
 }
 

@@ -16,9 +16,13 @@
 // Thread safety: single-threaded process (LibTorch intra-op threads set to 1 when pinned).
 #pragma once
 
+#include <string>
+
 namespace tlt::rl {
 
-// Runs the worker loop on file descriptors in/out. Returns the process exit code.
-int run_worker(int in_fd, int out_fd);
+// Runs the worker loop on file descriptors in/out. Returns the process exit code. With
+// `mirror_dir` set (a remote worker on its own machine: one socket, in_fd == out_fd), files the
+// messages name travel over the channel and live under mirror_dir (runtime/rl/channel.h).
+int run_worker(int in_fd, int out_fd, const std::string& mirror_dir = "");
 
 }  // namespace tlt::rl
