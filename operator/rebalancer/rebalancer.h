@@ -48,6 +48,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/labels.h"
 #include "api/spec.h"
 #include "operator/controller/clock.h"
 #include "operator/controller/job.h"
@@ -57,8 +58,8 @@
 
 namespace tlt::rebalancer {
 
-inline constexpr const char* kAssignmentAnnotation = "tlt.dev/assignment";
-inline constexpr const char* kAssignedToDrafter = "drafter";
+using api::kAssignedToDrafter;  // api/labels.h: the contract with the runtime pods
+using api::kAssignmentAnnotation;
 inline constexpr const char* kDegradedCondition = "RebalancerDegraded";
 inline constexpr const char* kAssignedCondition = "DrafterAssigned";
 
