@@ -10,7 +10,8 @@
 #      from examples/rljob-cluster.yaml) applied by P parallel `kubectl apply -f` clients.
 # bench/operator/measure.py watches from just before the clients start: seconds until every pod
 # exists, every pod Running, every RLJob status.phase Running; pods per second; reconciles per
-# second (tlt_operator_reconcile_total from /metrics); the operator's peak RSS (VmHWM, sampled).
+# second (tlt_operator_reconcile_total from /metrics); the operator's peak RSS (VmHWM, sampled),
+# its CPU time and the load average (the machine may be shared: read the numbers with the load).
 # Prints the table, the ratio operator pods/s / direct pods/s, and PASS/MISS against the goals
 # of issue 6 (>= 50 pods/s, peak RSS < 64 MiB). Stops everything it started on exit.
 # What it leaves out: scheduling (pods are pre-bound), image pulls, a garbage collector.

@@ -86,8 +86,8 @@ struct RunFlags {
   int metrics_port = 8080, workers = 2, watch_timeout = 120;
   double qps = 20;
   int burst = 200;
-  double kube_qps = 50;  // the Kubernetes client's own token bucket (operator/kube/client.h)
-  int kube_burst = 100;
+  double kube_qps = 200;  // the Kubernetes client's own token bucket (operator/kube/client.h)
+  int kube_burst = 400;
   bool leader_elect = false;
   std::string lease_namespace = "default", lease_name = "tlt-operator", identity;
   int lease_seconds = 15;

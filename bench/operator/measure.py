@@ -5,7 +5,9 @@
                    [--metrics URL] [--pid PID] --timeout S --ready FILE --out FILE
       Lists and watches the pods (and, with --jobs, the RLJobs) of NS, recording when this
       process first saw each pod, each pod Running and each RLJob with status.phase Running
-      (wall-clock seconds, time.time()). Samples VmHWM/VmRSS of --pid every 0.1 s; scrapes
+      (wall-clock seconds, time.time()). Samples VmHWM/VmRSS of --pid every 0.1 s and reads its
+      CPU time (user + system), the load average and the apiserver's request counters
+      (apiserver_request_total by verb: every client's requests) at the start and the end; scrapes
       --metrics once when the watches are up and once when everything is Running. Touches
       --ready once both watches are established (events from then on are not missed).
       Writes --out (JSON) and exits 0 when N pods (and J jobs) are Running; on --timeout or if
@@ -139,6 +141,16 @@ def read_rss(pid):
         return None
 
 
+def read_cpu_s(pid):
+    """User + system CPU seconds of pid so far, or None once the process is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def scrape(url):
     """The operator's counters that the report uses, summed over labels; {} if unreachable."""
     try:
@@ -163,6 +175,24 @@ def scrape(url):
     return out
 
 
+def apiserver_requests(api):
+    """apiserver_request_total summed by verb (watches left out), or {} if unreadable."""
+    try:
+        with api.get("/metrics", 30) as r:
+            text = r.read().decode()
+    except Exception:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        verb = labels.split('verb="', 1)[1].split('"', 1)[0] if 'verb="' in labels else "?"
+        if verb != "WATCH":
+            out[verb] = out.get(verb, 0) + float(value)
+    return out
+
+
 def watch_main(a):
     log = lambda m: print("measure[%s]: %s" % (a.namespace, m), file=sys.stderr, flush=True)
     with open(a.token_file) as f:
@@ -182,6 +212,9 @@ def watch_main(a):
     res = {"metrics_start": scrape(a.metrics) if a.metrics else {}, "t_watching": time.time()}
     rss0 = read_rss(a.pid) if a.pid else None
     res["rss_idle_kib"] = rss0[1] if rss0 else None
+    res["cpu_start_s"] = read_cpu_s(a.pid) if a.pid else None
+    res["load_start"] = os.getloadavg()[0]
+    res["requests_start"] = apiserver_requests(api)
     open(a.ready, "w").close()
     hwm = rss_max = 0
     samples, done, why, t_progress = 0, False, "", time.time()
@@ -207,6 +240,9 @@ def watch_main(a):
         time.sleep(0.1)
     res["metrics_end"] = scrape(a.metrics) if a.metrics else {}
     res["t_end"] = time.time()
+    res["cpu_end_s"] = read_cpu_s(a.pid) if a.pid else None
+    res["load_end"] = os.getloadavg()[0]
+    res["requests_end"] = apiserver_requests(api)
     with seen.mu:
         added, running, jobs = (list(seen.pod_added.values()), list(seen.pod_running.values()),
                                 list(seen.job_running.values()))
@@ -264,6 +300,21 @@ def report_main(a):
     print(fmt % ("  reconciles / errors / mean latency (ms)",
                  "%d/%d/%.1f" % (reconciles, errors, lat * 1e3), "-"))
     print(fmt % ("operator RSS idle / peak VmHWM (MiB)", "%.1f/%.1f" % (idle_mib, hwm_mib), "-"))
+    cpu = (op["cpu_end_s"] - op["cpu_start_s"]
+           if op.get("cpu_end_s") is not None and op.get("cpu_start_s") is not None else None)
+    print(fmt % ("operator CPU time, user + system (s)", f(cpu), "-"))
+    print(fmt % ("load average (1 min) at start / end", "%s/%s" % (
+        f(op.get("load_start")), f(op.get("load_end"))), "%s/%s" % (
+        f(di.get("load_start")), f(di.get("load_end")))))
+    def requests(res):
+        r0, r1 = res.get("requests_start") or {}, res.get("requests_end") or {}
+        d = {v: r1.get(v, 0) - r0.get(v, 0) for v in r1}
+        d = {v: n for v, n in d.items() if n >= 1}
+        return "%d" % sum(d.values()) if d else "-", " ".join(
+            "%s %d" % (v, d[v]) for v in sorted(d, key=lambda v: -d[v]))
+    (op_n, op_by), (di_n, di_by) = requests(op), requests(di)
+    print(fmt % ("apiserver requests, all clients, watches aside", op_n, di_n))
+    print("    operator phase: %s\n    direct phase:   %s" % (op_by or "-", di_by or "-"))
     print("ratio operator/direct pods per second: %.1f / %.1f = %.2f" % (
         op_rate, di_rate, op_rate / di_rate))
     print("goal >= %.0f pods created per second: %s (%.1f)" % (

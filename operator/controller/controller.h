@@ -1,16 +1,21 @@
-// The controller: watches RLJobs, TSTPretrainJobs and the pods they own (label tlt.dev/job),
-// turns every event into the owning job's key on a rate-limited work queue, and runs workers that
-// reconcile one key at a time each.
+// The controller: informers (list + watch into the cache, informer.h) for RLJobs,
+// TSTPretrainJobs and the pods, Services and ConfigMaps they own (label tlt.dev/job); every
+// object that comes, changes or goes puts its job's key (the job's own at once, or its controller
+// ownerReference's after options.owned_event_delay) on a rate-limited work queue; workers reconcile
+// one key at a time each, all on one Reconciler that reads the cache. Events are written in the
+// background (AsyncEventRecorder).
 //
-// Watches list first (every job is reconciled at start and after every re-list), then watch from
-// the list's resourceVersion with bookmarks; a watch that ends is resumed from the last
-// resourceVersion seen; a 410 Gone, or any error (an apiserver restart), re-lists after a backoff
-// (1 s doubling to 30 s). Reconciles are level-triggered, so a re-list that replays everything
-// is harmless: pod names are deterministic, an existing pod is never created twice.
+// Workers start taking keys once every informer has listed (the cache is synced), as
+// controller-runtime's do. Informers re-list after a 410 Gone or an error (an apiserver restart)
+// and every listed object is requeued; reconciles are level-triggered, so a re-list that replays
+// everything is harmless: pod names are deterministic, an existing pod is never created twice.
 //
-// Thread safety: start() once; stop() from any thread. The watch threads are detached (they may
-// be blocked in a long poll) and share only reference-counted state, so stop() need not wait
-// for them.
+// RBAC: list and watch on rljobs, tstpretrainjobs, pods, services and configmaps in the watched
+// namespaces (tests/operator/rbac.yaml).
+//
+// Thread safety: start() once; stop() from any thread. The informer and event-writer threads are
+// detached (they may be blocked in a long poll) and share only reference-counted state, so stop()
+// need not wait for them.
 #pragma once
 
 #include <atomic>
@@ -20,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "operator/controller/cache.h"
 #include "operator/controller/clock.h"
 #include "operator/controller/desired.h"
 #include "operator/controller/metrics.h"
@@ -34,6 +40,11 @@ struct ControllerOptions {
   PodOptions pod;
   RateLimitOptions rate;
   int watch_timeout_seconds = 120;  // the server ends each watch after this; then we resume
+  int max_parallel_creates = 5;     // a job's missing pods created this many at a time
+  // An event on an owned object (a pod turning Running) queues its job this much later, so that
+  // the events of a job's pods, which come in bursts, make one reconcile and one status write.
+  // Events on the jobs themselves queue them at once.
+  std::chrono::milliseconds owned_event_delay{100};
 };
 
 class Controller {
@@ -48,8 +59,12 @@ class Controller {
   void start();
   // Stops the workers (after their current reconcile) and tells the watches to end.
   void stop();
-  // "" once every watch has listed once, else which has not.
+  // "" once every informer has listed once (the cache is synced), else which have not.
   std::string not_ready() const;
+  // The informer cache (jobs, and the pods, Services and ConfigMaps they own), for other readers
+  // in the process (the rebalancer could list jobs and pods here instead of the apiserver). Filled
+  // once start() has run and not_ready() is ""; owned by the controller, thread-safe.
+  const Cache& cache() const;
 
   // Implementation detail, shared with the detached watch threads.
   struct Shared;

@@ -48,7 +48,8 @@ Json tlt_container(const JobView& job, const RoleView& role, int index, const Js
   for (const Json& e : {env_var("TLT_JOB", job.meta.name), env_var("TLT_ROLE", role.name),
                         env_var("TLT_INDEX", std::to_string(index)), env_var("TLT_NAMESPACE", ns),
                         env_var("TLT_SERVICE", job.meta.name + "." + ns + ".svc"),
-                        env_var("TLT_JOB_FILE", std::string(kSpecDir) + "/job.json")}) {
+                        env_var("TLT_JOB_FILE", std::string(kSpecDir) + "/job.json"),
+                        env_var("TLT_RENDEZVOUS_PORT", std::to_string(options.rendezvous_port))}) {
     upsert_named(&env, e);
   }
   c["env"] = env;

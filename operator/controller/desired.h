@@ -7,7 +7,8 @@
 //   - a headless Service <job> selecting the job's pods (rendezvous by DNS:
 //     <pod>.<job>.<namespace>.svc);
 //   - a ConfigMap <job>-spec whose job.json is the job (spec with defaults filled in).
-// Each is what the operator applies with server-side apply: only the fields it owns.
+// Each is what the operator writes (server-side apply for the pods and the ConfigMap, a create
+// for the Service): only the fields it owns.
 //
 // Merge rules for the podTemplate: the user's metadata and spec are the base; the operator's
 // labels, name, namespace and ownerReferences win; restartPolicy is always Never (the operator

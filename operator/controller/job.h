@@ -13,15 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/labels.h"
 #include "api/status.h"
 #include "operator/kube/client.h"
 
 namespace tlt::controller {
 
-// Labels and names every owned object carries.
-inline constexpr const char* kJobLabel = "tlt.dev/job";
-inline constexpr const char* kRoleLabel = "tlt.dev/role";
-inline constexpr const char* kIndexLabel = "tlt.dev/index";
+// Labels every owned object carries, and a runtime pod's progress report (progress.h): the
+// contract with the runtime, in api/labels.h.
+using api::kIndexLabel;
+using api::kJobLabel;
+using api::kProgressAnnotation;
+using api::kRoleLabel;
 inline constexpr const char* kFinalizer = "tlt.dev/cleanup";
 inline constexpr const char* kFieldManager = "tlt-operator";
 inline constexpr const char* kContainerName = "tlt";

@@ -10,9 +10,23 @@ namespace {
 
 using Json = nlohmann::json;
 
-const char* const kOwnedFields[] = {
-    "phase",   "observedGeneration", "conditions", "roles",
-    "workers", "restarts",           "startTime",  "completionTime"};
+const char* const kOwnedFields[] = {"phase",
+                                    "observedGeneration",
+                                    "conditions",
+                                    "roles",
+                                    "workers",
+                                    "restarts",
+                                    "startTime",
+                                    "completionTime",
+                                    "step",
+                                    "reward",
+                                    "loss",
+                                    "evalLoss",
+                                    "trainingPhase",
+                                    "tokensSeen",
+                                    "reclaimedGPUSeconds",
+                                    "idleGPUSeconds",
+                                    "drafter"};
 
 Json counts_json(const RoleCounts& c) {
   return {{"replicas", c.replicas},
@@ -102,6 +116,7 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
   std::string end = old.value("completionTime", "");
   if (end.empty() && (succeeded || failed)) end = now;
   if (!end.empty()) status["completionTime"] = end;
+  status.update(progress_status(kind, old, o.progress ? &*o.progress : nullptr));
   return status;
 }
 

@@ -2,8 +2,10 @@
 // did, as a pure function (so the "only patch when changed" rule is a plain comparison).
 //
 // The operator owns these status fields: phase, observedGeneration, conditions, roles (RLJob) or
-// workers (TSTPretrainJob), restarts, startTime, completionTime. Others (step, reward, loss...)
-// belong to the job's own processes and the rebalancer and are never written here.
+// workers (TSTPretrainJob), restarts, startTime, completionTime, and the progress fields it
+// copies from the pods' reports (progress.h: step, reward, reclaimedGPUSeconds, idleGPUSeconds,
+// drafter; step, loss, evalLoss, trainingPhase, tokensSeen). Conditions of other types belong to
+// the rebalancer.
 //
 // Phase: Failed or Succeeded (terminal, kept once reached), else Suspended, else Running when
 // every desired pod is running and ready, else Pending. Every one of the five conditions
@@ -16,11 +18,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "operator/controller/clock.h"
+#include "operator/controller/progress.h"
 
 namespace tlt::controller {
 
@@ -41,6 +45,7 @@ struct Outcome {
   int32_t restarts = 0;  // pod failures so far (status.restarts)
   int32_t desired_pods = 0;
   std::map<std::string, RoleCounts> roles;  // by role name
+  std::optional<Progress> progress;         // the leading pod's report, if any pod reported
 };
 
 // The operator's fields of a new status: from `old` (the stored status), the outcome, the

@@ -49,6 +49,9 @@ std::string format_log(const std::string& level, const std::string& message,
 void log_info(const std::string& message, const LogFields& fields) {
   emit("info", message, fields);
 }
+void log_warning(const std::string& message, const LogFields& fields) {
+  emit("warning", message, fields);
+}
 void log_error(const std::string& message, const LogFields& fields) {
   emit("error", message, fields);
 }

@@ -15,6 +15,7 @@ namespace tlt::controller {
 using LogFields = std::vector<std::pair<std::string, std::string>>;
 
 void log_info(const std::string& message, const LogFields& fields = {});
+void log_warning(const std::string& message, const LogFields& fields = {});
 void log_error(const std::string& message, const LogFields& fields = {});
 
 // The formatted line (no newline) for `level`.

@@ -2,7 +2,10 @@
 #include "operator/controller/reconciler.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <functional>
+#include <thread>
 
 #include "api/spec.h"
 #include "operator/controller/log.h"
@@ -48,18 +51,43 @@ bool terminal_phase(const std::string& p) {
   return p == "Succeeded" || p == "Failed";
 }
 
+// Runs fn(0) ... fn(n-1) with up to `width` calls in flight (the calling thread is one of them)
+// and returns their statuses by index.
+std::vector<Status> run_parallel(int n, int width, const std::function<Status(int)>& fn) {
+  std::vector<Status> out(static_cast<size_t>(std::max(n, 0)));
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int i = next++; i < n; i = next++) out[static_cast<size_t>(i)] = fn(i);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 1; t < std::min(n, width); ++t) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads: fewer in flight
+    }
+  }
+  work();
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
 }  // namespace
 
-Reconciler::Reconciler(kube::KubeClient* client, const Clock* clock, PodOptions options)
-    : client_(client), clock_(clock), options_(std::move(options)) {}
+Reconciler::Reconciler(kube::KubeClient* client, Cache* cache, EventRecorder* events,
+                       const Clock* clock, ReconcilerOptions options)
+    : client_(client),
+      cache_(cache),
+      events_(events),
+      clock_(clock),
+      options_(std::move(options)) {}
 
 ReconcileResult Reconciler::reconcile(const std::string& key) {
   std::string kind, ns, name;
   if (!parse_key(key, &kind, &ns, &name))
     return {Status::InvalidArgument("malformed key \"" + key + "\""), std::nullopt, ""};
-  StatusOr<Json> object = client_->get(job_resource(kind, ns), name);
-  if (object.status().code() == StatusCode::kNotFound) return {Status::Ok(), std::nullopt, ""};
-  if (!object.ok()) return {object.status(), std::nullopt, ""};
+  std::optional<Json> object = cache_->get(job_resource(kind, ns), name);
+  if (!object) return {Status::Ok(), std::nullopt, ""};
   return reconcile_job(kind, *object);
 }
 
@@ -70,16 +98,20 @@ ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& o
   if (Status s = ensure_finalizer(meta); !s.ok()) return {s, std::nullopt, phase};
   StatusOr<JobView> job = decode_job(kind, object);
   if (!job.ok()) return invalid_spec(meta, job.status());
-  StatusOr<std::vector<Pod>> pods = observe_pods(meta);
-  if (!pods.ok()) return {pods.status(), std::nullopt, phase};
+  std::vector<Pod> pods = observe_pods(meta);
+  std::optional<Progress> progress = read_progress(*job, pods);
   if (terminal_phase(phase) && failed_reason(meta.status) != "InvalidSpec")
-    return finished(*job, *pods);
+    return finished(*job, pods, std::move(progress));
 
-  for (Status s : {reconcile_configmap(*job), reconcile_service(*job)}) {
+  // The ConfigMap and the Service do not depend on each other: both at once.
+  Status (Reconciler::*const subs[])(const JobView&) = {&Reconciler::reconcile_configmap,
+                                                        &Reconciler::reconcile_service};
+  for (const Status& s : run_parallel(2, 2, [&](int i) { return (this->*subs[i])(*job); })) {
     if (!s.ok()) return {s, std::nullopt, phase};
   }
   Outcome outcome;
-  Status s = reconcile_pods(*job, *pods, &outcome);
+  outcome.progress = std::move(progress);
+  Status s = reconcile_pods(*job, pods, &outcome);
   if (!s.ok()) return {s, std::nullopt, phase};
   s = write_status(meta, outcome);
   if (!s.ok()) return {s, std::nullopt, phase};
@@ -97,17 +129,18 @@ Status Reconciler::ensure_finalizer(const ObservedJob& job) {
   finalizers.push_back(kFinalizer);
   Json patch = {
       {"metadata", {{"finalizers", finalizers}, {"resourceVersion", job.resource_version}}}};
-  StatusOr<Json> out = client_->patch(job_resource(job.kind, job.namespace_), job.name, patch);
+  kube::Resource r = job_resource(job.kind, job.namespace_);
+  StatusOr<Json> out = client_->patch(r, job.name, patch);
   if (!out.ok()) return out.status();
+  cache_->written(r, *out);
   log_info("Added the cleanup finalizer.", fields(job, {{"finalizer", kFinalizer}}));
   return Status::Ok();
 }
 
 Status Reconciler::finalize(const ObservedJob& job) {
-  StatusOr<std::vector<Pod>> pods = observe_pods(job);
-  if (!pods.ok()) return pods.status();
+  std::vector<Pod> pods = observe_pods(job);
   std::vector<const Pod*> live;
-  for (const Pod& p : *pods) {
+  for (const Pod& p : pods) {
     if (!p.deleting) live.push_back(&p);
   }
   TLT_RETURN_IF_ERROR(delete_pods(job, live, "JobDeleted"));
@@ -115,12 +148,11 @@ Status Reconciler::finalize(const ObservedJob& job) {
       {service_resource(job.namespace_), job.name},
       {configmap_resource(job.namespace_), configmap_name(job.name)}};
   for (const auto& [resource, name] : owned) {
-    StatusOr<Json> o = client_->get(resource, name);
-    if (o.status().code() == StatusCode::kNotFound) continue;
-    if (!o.ok()) return o.status();
-    if (!owned_by(*o, job.uid)) continue;
+    std::optional<Json> o = cache_->get(resource, name);
+    if (!o || !owned_by(*o, job.uid)) continue;
     Status s = client_->remove(resource, name);
     if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+    cache_->deleted(resource, name);
     log_info("Deleted an owned object of a deleted job.",
              fields(job, {{"object", resource.plural + "/" + name}}));
   }
@@ -131,8 +163,10 @@ Status Reconciler::finalize(const ObservedJob& job) {
     if (f != kFinalizer) rest.push_back(f);
   }
   Json patch = {{"metadata", {{"finalizers", rest}, {"resourceVersion", job.resource_version}}}};
-  StatusOr<Json> out = client_->patch(job_resource(job.kind, job.namespace_), job.name, patch);
+  kube::Resource r = job_resource(job.kind, job.namespace_);
+  StatusOr<Json> out = client_->patch(r, job.name, patch);
   if (!out.ok() && out.status().code() != StatusCode::kNotFound) return out.status();
+  if (out.ok()) cache_->written(r, *out);
   log_info("Cleaned up a deleted job and removed its finalizer.", fields(job));
   return Status::Ok();
 }
@@ -153,17 +187,14 @@ ReconcileResult Reconciler::invalid_spec(const ObservedJob& job, const Status& w
   return {write_status(job, o), std::nullopt, "Failed"};
 }
 
-StatusOr<std::vector<Reconciler::Pod>> Reconciler::observe_pods(const ObservedJob& job) {
-  kube::ListOptions options;
-  options.label_selector = pod_selector(job.name);
-  StatusOr<kube::ObjectList> list = client_->list(pod_resource(job.namespace_), options);
-  if (!list.ok()) return list.status();
+std::vector<Reconciler::Pod> Reconciler::observe_pods(const ObservedJob& job) {
   std::vector<Pod> pods;
-  for (Json& o : list->items) {
+  for (const Json& o : cache_->by_job(pod_resource(job.namespace_), job.name)) {
     if (!owned_by(o, job.uid)) continue;
     Pod p;
     const Json& meta = o["metadata"];
     p.name = meta.value("name", "");
+    p.uid = meta.value("uid", "");
     Json labels = meta.value("labels", Json::object());
     p.role = labels.value(kRoleLabel, "");
     p.index = parse_index(labels.value(kIndexLabel, ""));
@@ -174,33 +205,64 @@ StatusOr<std::vector<Reconciler::Pod>> Reconciler::observe_pods(const ObservedJo
       if (c.value("type", "") == "Ready" && c.value("status", "") == "True")
         p.ready = p.phase == "Running";
     }
-    p.object = std::move(o);
+    Json annotations = meta.value("annotations", Json::object());
+    auto a = annotations.find(kProgressAnnotation);
+    if (a != annotations.end()) p.progress = a->is_string() ? a->get<std::string>() : a->dump();
     pods.push_back(std::move(p));
   }
   return pods;
 }
 
+std::optional<Progress> Reconciler::read_progress(const JobView& job,
+                                                  const std::vector<Pod>& pods) {
+  std::vector<PodProgress> reports;
+  for (const Pod& p : pods) {
+    if (!p.progress) continue;
+    StatusOr<Progress> parsed = parse_progress(*p.progress);
+    if (parsed.ok()) {
+      reports.push_back({p.name, p.role, p.index, std::move(parsed).value()});
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(warned_mu_);
+      if (warned_.size() > 10000) warned_.clear();  // bounded; at worst a repeated warning
+      if (!warned_.insert(p.uid + " " + *p.progress).second) continue;
+    }
+    std::string why = parsed.status().message();
+    log_warning("A pod's progress report is unreadable; ignoring it.",
+                fields(job.meta, {{"pod", p.name}, {"error", why}}));
+    events_->record(job.meta, "Warning", "ProgressUnreadable",
+                    "Pod " + p.name + " has an unreadable " + kProgressAnnotation +
+                        " annotation (" + why + "); it is ignored.");
+  }
+  const PodProgress* lead = leading_progress(reports, job.completion_role);
+  if (!lead) return std::nullopt;
+  return lead->progress;
+}
+
 Status Reconciler::reconcile_configmap(const JobView& job) {
   Json want = desired_configmap(job);
   kube::Resource r = configmap_resource(job.meta.namespace_);
-  StatusOr<Json> have = client_->get(r, configmap_name(job.meta.name));
-  if (have.ok() && owned_by(*have, job.meta.uid) && have->value("data", Json()) == want["data"])
+  std::optional<Json> have = cache_->get(r, configmap_name(job.meta.name));
+  if (have && owned_by(*have, job.meta.uid) && have->value("data", Json()) == want["data"])
     return Status::Ok();
-  if (!have.ok() && have.status().code() != StatusCode::kNotFound) return have.status();
   StatusOr<Json> out = client_->apply(r, want, kFieldManager);
   if (!out.ok()) return out.status();
-  log_info(have.ok() ? "Updated the job's spec ConfigMap." : "Created the job's spec ConfigMap.",
+  cache_->written(r, *out);
+  log_info(have ? "Updated the job's spec ConfigMap." : "Created the job's spec ConfigMap.",
            fields(job.meta, {{"configmap", configmap_name(job.meta.name)}}));
   return Status::Ok();
 }
 
 Status Reconciler::reconcile_service(const JobView& job) {
   kube::Resource r = service_resource(job.meta.namespace_);
-  StatusOr<Json> have = client_->get(r, job.meta.name);
-  if (have.ok()) return Status::Ok();
-  if (have.status().code() != StatusCode::kNotFound) return have.status();
-  StatusOr<Json> out = client_->apply(r, desired_service(job, options_), kFieldManager);
+  if (cache_->get(r, job.meta.name)) return Status::Ok();
+  // Not in the cache: ours not yet created, or someone else's (not labelled tlt.dev/job), which
+  // is left alone: a create, which an existing Service refuses.
+  StatusOr<Json> out = client_->create(r, desired_service(job, options_.pod));
+  if (out.status().code() == StatusCode::kAlreadyExists) return Status::Ok();
   if (!out.ok()) return out.status();
+  cache_->written(r, *out);
   log_info("Created the job's headless Service.", fields(job.meta, {{"service", job.meta.name}}));
   return Status::Ok();
 }
@@ -212,6 +274,7 @@ Status Reconciler::delete_pods(const ObservedJob& job, std::vector<const Pod*> p
   for (const Pod* p : pods) {
     Status s = client_->remove(pod_resource(job.namespace_), p->name);
     if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+    cache_->deleted(pod_resource(job.namespace_), p->name);
     log_info("Deleted a pod.",
              fields(job, {{"pod", p->name}, {"phase", p->phase}, {"reason", why}}));
     names += (names.empty() ? "" : ", ") + p->name;
@@ -281,33 +344,53 @@ Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& po
   std::sort(surplus.begin(), surplus.end(),
             [](const Pod* a, const Pod* b) { return a->index > b->index; });
   TLT_RETURN_IF_ERROR(delete_pods(job.meta, surplus, "ScaledDown"));
-  std::vector<std::string> created;
+  std::vector<std::pair<const RoleView*, int>> missing;
   for (const RoleView& role : job.roles) {
     o->desired_pods += role.replicas;
     for (int i = 0; i < role.replicas; ++i) {
       std::string name = pod_name(job.meta.name, role.name, i);
       bool exists =
           std::any_of(pods.begin(), pods.end(), [&](const Pod& p) { return p.name == name; });
-      if (exists) continue;
-      StatusOr<Json> out = client_->apply(pod_resource(job.meta.namespace_),
-                                          desired_pod(job, role, i, options_), kFieldManager);
-      if (!out.ok()) {
-        o->created = false;
-        return out.status();
-      }
-      log_info("Created a pod.", fields(job.meta, {{"pod", name}, {"role", role.name}}));
-      created.push_back(name);
+      if (!exists) missing.emplace_back(&role, i);
     }
   }
-  if (!created.empty()) {
-    std::string names;
-    for (const std::string& n : created) names += (names.empty() ? "" : ", ") + n;
-    event(job.meta, "Normal", "PodsCreated", "Created pods " + names + ".");
-  }
-  return Status::Ok();
+  return create_pods(job, missing, o);
 }
 
-ReconcileResult Reconciler::finished(const JobView& job, const std::vector<Pod>& pods) {
+Status Reconciler::create_pods(const JobView& job,
+                               const std::vector<std::pair<const RoleView*, int>>& missing,
+                               Outcome* o) {
+  if (missing.empty()) return Status::Ok();
+  kube::Resource r = pod_resource(job.meta.namespace_);
+  std::vector<Status> results = run_parallel(
+      static_cast<int>(missing.size()), options_.max_parallel_creates, [&](int k) -> Status {
+        const auto& [role, i] = missing[static_cast<size_t>(k)];
+        StatusOr<Json> out =
+            client_->apply(r, desired_pod(job, *role, i, options_.pod), kFieldManager);
+        if (!out.ok()) return out.status();
+        cache_->written(r, *out);
+        log_info("Created a pod.",
+                 fields(job.meta,
+                        {{"pod", pod_name(job.meta.name, role->name, i)}, {"role", role->name}}));
+        return Status::Ok();
+      });
+  std::string names;
+  Status first_error;
+  for (size_t k = 0; k < missing.size(); ++k) {
+    if (!results[k].ok()) {
+      if (first_error.ok()) first_error = results[k];
+      continue;
+    }
+    names += (names.empty() ? "" : ", ") +
+             pod_name(job.meta.name, missing[k].first->name, missing[k].second);
+  }
+  if (!names.empty()) event(job.meta, "Normal", "PodsCreated", "Created pods " + names + ".");
+  if (!first_error.ok()) o->created = false;
+  return first_error;
+}
+
+ReconcileResult Reconciler::finished(const JobView& job, const std::vector<Pod>& pods,
+                                     std::optional<Progress> progress) {
   const ObservedJob& meta = job.meta;
   std::string phase = meta.status.value("phase", "");
   Outcome o;
@@ -316,6 +399,7 @@ ReconcileResult Reconciler::finished(const JobView& job, const std::vector<Pod>&
   o.terminal_message = condition_message(meta.status, phase);
   o.restarts = meta.status.value("restarts", 0);
   o.created = true;
+  o.progress = std::move(progress);
   std::vector<const Pod*> running;
   for (const Pod& p : pods) {
     if (p.deleting) continue;
@@ -340,6 +424,7 @@ ReconcileResult Reconciler::finished(const JobView& job, const std::vector<Pod>&
   }
   s = client_->remove(job_resource(meta.kind, meta.namespace_), meta.name);
   if (!s.ok() && s.code() != StatusCode::kNotFound) return {s, std::nullopt, phase};
+  cache_->deleted(job_resource(meta.kind, meta.namespace_), meta.name);
   log_info(
       "Deleted a finished job after ttlSecondsAfterFinished.",
       fields(meta, {{"ttlSecondsAfterFinished", std::to_string(*job.ttl_seconds_after_finished)}}));
@@ -349,12 +434,13 @@ ReconcileResult Reconciler::finished(const JobView& job, const std::vector<Pod>&
 Status Reconciler::write_status(const ObservedJob& job, const Outcome& outcome) {
   Json computed = compute_status(job.kind, job.status, outcome, job.generation, clock_->now());
   if (!status_changed(job.status, computed)) return Status::Ok();
-  StatusOr<Json> out =
-      client_->patch_status(job_resource(job.kind, job.namespace_), job.name, computed);
+  kube::Resource r = job_resource(job.kind, job.namespace_);
+  StatusOr<Json> out = client_->patch_status(r, job.name, computed);
   if (!out.ok()) return out.status();
+  cache_->written(r, *out);
   std::string before = job.status.value("phase", ""), after = computed.value("phase", "");
   log_info("Updated the job's status.", fields(job, {{"phase", after}, {"was", before}}));
-  if (before != after) {
+  if (before != after && !(before.empty() && after == "Pending")) {  // (PodsCreated said that)
     std::string message = condition_message(computed, after == "Pending" ? "Running" : after);
     event(job, after == "Failed" ? "Warning" : "Normal", after, message);
   }
@@ -363,12 +449,7 @@ Status Reconciler::write_status(const ObservedJob& job, const Outcome& outcome) 
 
 void Reconciler::event(const ObservedJob& job, const std::string& type, const std::string& reason,
                        const std::string& message) {
-  Json e = event_object(job, type, reason, message, kFieldManager, format_time(clock_->now()));
-  StatusOr<Json> out = client_->create(event_resource(job.namespace_), e);
-  if (!out.ok()) {
-    log_error("Could not record an Event (the decision stands).",
-              fields(job, {{"reason", reason}, {"error", out.status().to_string()}}));
-  }
+  events_->record(job, type, reason, message);
 }
 
 }  // namespace tlt::controller

@@ -168,7 +168,7 @@ cannot update rljobs.tlt.dev
 cannot deletecollection tstpretrainjobs.tlt.dev
 cannot update rljobs.tlt.dev/scale
 cannot deletecollection pods
-cannot list services -A
+cannot list endpoints -A
 cannot update configmaps
 cannot delete events
 cannot update leases.coordination.k8s.io "$NS"

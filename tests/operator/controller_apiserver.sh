@@ -4,7 +4,8 @@
 # token; the operator finds it in-cluster style, from a token file and ca.crt):
 #   1. kubectl apply of examples/rljob-cluster.yaml and tst-cluster.yaml: the pods (names, labels,
 #      owner), the headless Service and the spec ConfigMap exist, and status turns Running;
-#      /metrics, /healthz and /readyz answer;
+#      /metrics, /healthz and /readyz answer; a pod's tlt.dev/progress annotation (what the runtime
+#      writes) shows in `kubectl get rljob` (step, reward), an unreadable one is a Warning Event;
 #   2. kubectl scale up and down (highest indices go first);
 #   3. suspend keeps the job and deletes its pods; resume recreates them;
 #   4. a pod turned Failed is recreated and counted; past backoffLimit the job is Failed;
@@ -25,7 +26,7 @@ source "$src/scripts/k8s-env.sh"
 
 on_exit() {
   if [[ $1 -eq 0 ]]; then
-    echo "PASS: controller_apiserver: pods, scale, suspend/resume, backoff, success+TTL," \
+    echo "PASS: controller_apiserver: pods, progress, scale, suspend/resume, backoff, success+TTL," \
       "apiserver restart, leader failover, deletion ($((SECONDS - T0)) s)"
   else
     echo "FAIL: controller_apiserver: $K8S_STEP"
@@ -163,6 +164,25 @@ done
 [[ $(curl -sf "http://127.0.0.1:$METRICS_PORT/healthz") == ok ]] || fail "/healthz is not ok"
 [[ -n $(kc get events -n research --field-selector reason=PodsCreated -o name) ]] ||
   fail "no PodsCreated Event"
+
+K8S_STEP="status from the pods' tlt.dev/progress annotations"
+kc annotate pod $RL-trainer-0 -n research tlt.dev/progress='{"step":3,"reward":0.5}' >/dev/null
+kc annotate pod $RL-rollout-1 -n research tlt.dev/progress='{"step":2,"reward":0.1}' >/dev/null
+columns() {  # JOB -> the STEP and REWARD columns of `kubectl get rljob` (NAME PHASE STEP REWARD ...)
+  kc get rljob "$1" -n research --no-headers | awk '{ print $3, $4 }'
+}
+progress_shown() { [[ $(columns $RL) == "3 0.5" ]]; }
+wait_until 30 "kubectl get rljob did not show step 3 / reward 0.5 (got \"$(columns $RL)\")" progress_shown
+[[ $(kc get rljob $RL -n research -o 'jsonpath={.status.step} {.status.reward} {.status.phase}') == "3 0.5 Running" ]] ||
+  fail "RLJob status after the progress annotation: $(kc get rljob $RL -n research -o 'jsonpath={.status}')"
+kc annotate pod $RL-rollout-2 -n research tlt.dev/progress='{"step":"four"}' >/dev/null
+unreadable() { kc get events -n research --field-selector reason=ProgressUnreadable -o 'jsonpath={.items[*].message}' | grep -q "$RL-rollout-2"; }
+wait_until 30 "no ProgressUnreadable Event naming $RL-rollout-2" unreadable
+[[ $(columns $RL) == "3 0.5" ]] || fail "an unreadable annotation changed the status: $(columns $RL)"
+kc annotate pod $TST-workers-0 -n research tlt.dev/progress='{"step":40,"loss":3.25,"trainingPhase":"recovery","tokensSeen":81920}' >/dev/null
+tst_progress() { [[ $(kc get tstj $TST -n research -o 'jsonpath={.status.step} {.status.loss} {.status.trainingPhase} {.status.tokensSeen}') == "40 3.25 recovery 81920" ]]; }
+wait_until 30 "the TSTPretrainJob's status did not follow workers-0's progress" tst_progress
+k8s_say "progress annotations: kubectl get rljob shows step 3 / reward 0.5; an unreadable one is a Warning Event"
 
 # ---- 2. scale ------------------------------------------------------------------------------------
 K8S_STEP="kubectl scale rljob --replicas=10"

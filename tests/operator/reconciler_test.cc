@@ -1,7 +1,9 @@
-// The reconciler against an in-memory KubeClient (operator/kube/fake_client.h) and a fake clock:
-// the desired objects of each example, scale up and down, suspend and resume, failures and
-// backoffLimit, completion, TTL, invalid specs, deletion through the finalizer, and that status
-// is patched only when it changes.
+// The reconciler against an in-memory KubeClient (operator/kube/fake_client.h), an informer cache
+// filled from it by a list before each pass (as the informers would; tests of a stale cache skip
+// that), and a fake clock: the desired objects of each example, scale up and down, suspend and
+// resume, failures and backoffLimit, completion, TTL, invalid specs, deletion through the
+// finalizer, that status is patched only when it changes, that a stale cache neither creates
+// twice nor counts a failure twice, and status from the pods' progress reports.
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -40,7 +42,9 @@ class ReconcilerTest : public ::testing::Test {
  protected:
   ReconcilerTest()
       : clock_(std::chrono::system_clock::from_time_t(1700000000)),
-        reconciler_(&kube_, &clock_, PodOptions{"registry.example/tlt:test", 29500}) {
+        events_(&kube_, &clock_, "tlt-operator"),
+        reconciler_(&kube_, &cache_, &events_, &clock_,
+                    ReconcilerOptions{PodOptions{"registry.example/tlt:test", 29500}, 4}) {
     set_log_sink([this](const std::string& line) { logs_.push_back(line); });
   }
   ~ReconcilerTest() override { set_log_sink(nullptr); }
@@ -52,10 +56,27 @@ class ReconcilerTest : public ::testing::Test {
     kube_.put(job_resource(kind, ns), job);
     return job_key(kind, ns, name);
   }
+  // Fills the cache from the fake apiserver, as the informers' lists would.
+  void sync() {
+    for (const kube::Resource& r :
+         {job_resource("RLJob", ""), job_resource("TSTPretrainJob", ""), pod_resource(""),
+          service_resource(""), configmap_resource("")}) {
+      kube::ListOptions lo;
+      if (r.group.empty()) lo.label_selector = kJobLabel;  // the owned types, as the informers
+      StatusOr<kube::ObjectList> list = kube_.list(r, lo);
+      ASSERT_TRUE(list.ok()) << list.status().to_string();
+      cache_.store(r.plural)->replace(list->items, list->resource_version);
+    }
+  }
+  // A pass on a synced cache; fails the test unless it returns OK.
   ReconcileResult reconcile(const std::string& key) {
-    ReconcileResult r = reconciler_.reconcile(key);
+    ReconcileResult r = reconcile_synced(key);
     EXPECT_TRUE(r.status.ok()) << r.status.to_string();
     return r;
+  }
+  ReconcileResult reconcile_synced(const std::string& key) {
+    sync();
+    return reconciler_.reconcile(key);
   }
   Json job(const std::string& key) {
     std::string kind, ns, name;
@@ -88,6 +109,27 @@ class ReconcilerTest : public ::testing::Test {
       kube_.put(pod_resource(ns), p);
     }
   }
+  // Sets (or, with "", removes) a pod's tlt.dev/progress annotation, as the runtime would.
+  void annotate(const std::string& ns, const std::string& pod, const std::string& progress) {
+    StatusOr<Json> p = kube_.get(pod_resource(ns), pod);
+    ASSERT_TRUE(p.ok()) << pod;
+    if (progress.empty()) {
+      (*p)["metadata"]["annotations"].erase(kProgressAnnotation);
+    } else {
+      (*p)["metadata"]["annotations"][kProgressAnnotation] = progress;
+    }
+    kube_.put(pod_resource(ns), *p);
+  }
+  int count_logs(const std::string& needle) const {
+    return static_cast<int>(std::count_if(logs_.begin(), logs_.end(), [&](const std::string& l) {
+      return l.find(needle) != std::string::npos;
+    }));
+  }
+  int events_with_reason(const std::string& ns, const std::string& reason) {
+    int n = 0;
+    for (const Json& e : kube_.objects(event_resource(ns))) n += e["reason"] == reason;
+    return n;
+  }
   std::string condition(const Json& j, const std::string& type, const std::string& field) {
     for (const Json& c : j["status"]["conditions"]) {
       if (c["type"] == type) return c.value(field, "");
@@ -107,6 +149,8 @@ class ReconcilerTest : public ::testing::Test {
 
   kube::FakeKubeClient kube_;
   FakeClock clock_;
+  Cache cache_;
+  SyncEventRecorder events_;
   Reconciler reconciler_;
   std::vector<std::string> logs_;
 };
@@ -152,6 +196,8 @@ TEST_F(ReconcilerTest, Reconcile_RLJobExample_CreatesPodsServiceConfigMap) {
   EXPECT_EQ(env["TLT_ROLE"], "rollout");
   EXPECT_EQ(env["TLT_INDEX"], "3");
   EXPECT_EQ(env["TLT_JOB_FILE"], "/etc/tlt/job.json");
+  EXPECT_EQ(env["TLT_RENDEZVOUS_PORT"], "29500")
+      << "the headless Service's port, where rollout pods find the trainer";
   EXPECT_EQ(c["volumeMounts"][0]["mountPath"], "/etc/tlt");
   EXPECT_EQ(spec["volumes"][0]["configMap"]["name"], "qwen-math-grpo-spec");
   StatusOr<Json> trainer = kube_.get(pod_resource("research"), "qwen-math-grpo-trainer-0");
@@ -339,7 +385,7 @@ TEST_F(ReconcilerTest, Reconcile_InvalidSpec_FailedNamingFieldNoPods) {
   Json rl = example("rljob-cluster.yaml");
   rl["spec"]["algorithm"]["groupSize"] = 1;
   std::string key = add(rl);
-  ReconcileResult r = reconciler_.reconcile(key);
+  ReconcileResult r = reconcile_synced(key);
   EXPECT_TRUE(r.status.ok()) << "no retry: retrying cannot fix a spec";
   EXPECT_FALSE(r.requeue_after.has_value());
   EXPECT_EQ(r.phase, "Failed");
@@ -373,7 +419,7 @@ TEST_F(ReconcilerTest, Reconcile_JobDeleted_FinalizerLeavesNothing) {
 TEST_F(ReconcilerTest, Reconcile_ApiserverError_ReturnedForBackoffNoStatus) {
   std::string key = add(example("tst-cluster.yaml"));
   kube_.fail_next("apply", Status::Unavailable("connection refused"));
-  ReconcileResult r = reconciler_.reconcile(key);
+  ReconcileResult r = reconcile_synced(key);
   EXPECT_EQ(r.status.code(), StatusCode::kUnavailable);
   EXPECT_EQ(kube_.calls("patch_status"), 0);
   reconcile(key);
@@ -383,8 +429,216 @@ TEST_F(ReconcilerTest, Reconcile_ApiserverError_ReturnedForBackoffNoStatus) {
 TEST_F(ReconcilerTest, Reconcile_StaleResourceVersion_FinalizerPatchAborted) {
   std::string key = add(example("tst-cluster.yaml"));
   kube_.fail_next("patch", Status::Aborted("the object has been modified"));
-  EXPECT_EQ(reconciler_.reconcile(key).status.code(), StatusCode::kAborted);
+  EXPECT_EQ(reconcile_synced(key).status.code(), StatusCode::kAborted);
   EXPECT_EQ(kube_.calls("apply"), 0) << "nothing created before the finalizer is in place";
+}
+
+TEST_F(ReconcilerTest, Reconcile_ForeignServiceOfTheName_LeftAlonePodsCreated) {
+  kube_.put(service_resource("research"),
+            {{"apiVersion", "v1"},
+             {"kind", "Service"},
+             {"metadata", {{"name", "tst-small-kjv"}, {"namespace", "research"}}},
+             {"spec", {{"clusterIP", "10.0.0.7"}}}});
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  EXPECT_EQ(pod_names("research").size(), 16u);
+  StatusOr<Json> svc = kube_.get(service_resource("research"), "tst-small-kjv");
+  ASSERT_TRUE(svc.ok());
+  EXPECT_EQ((*svc)["spec"]["clusterIP"], "10.0.0.7") << "not ours (no tlt.dev/job): untouched";
+  EXPECT_EQ(kube_.calls("apply", "services"), 0);
+}
+
+// ---- a stale cache: the watch lags the reconciler's own writes ----------------------------------
+
+TEST_F(ReconcilerTest, Reconcile_CacheOlderThanOwnCreates_NoSecondCreate) {
+  std::string key = add(example("tst-cluster.yaml"));
+  sync();
+  kube::ListOptions lo;
+  lo.label_selector = kJobLabel;
+  StatusOr<kube::ObjectList> before = kube_.list(pod_resource(""), lo);  // no pods yet
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(reconciler_.reconcile(key).status.ok());
+  EXPECT_EQ(kube_.calls("apply", "pods"), 16);
+  // A list taken before the creates lands late, and no watch event has come: the pods written
+  // through stay in the cache, so nothing is created again.
+  cache_.store("pods")->replace(before->items, before->resource_version);
+  kube_.reset_calls();
+  ASSERT_TRUE(reconciler_.reconcile(key).status.ok());
+  EXPECT_EQ(kube_.calls("apply"), 0);
+  EXPECT_EQ(pod_names("research").size(), 16u);
+  EXPECT_EQ(job(key)["status"]["workers"]["replicas"], 16);
+}
+
+TEST_F(ReconcilerTest, Reconcile_FailedPodDeletedEventLate_CountedOnce) {
+  Json tst = example("tst-cluster.yaml");
+  tst["spec"]["workers"]["replicas"] = 2;
+  tst["spec"]["training"]["batchSize"] = 2;
+  std::string key = add(tst);
+  reconcile(key);
+  set_phase("research", "tst-small-kjv-workers-1", "Failed");
+  Json failed = *kube_.get(pod_resource("research"), "tst-small-kjv-workers-1");
+  reconcile(key);
+  EXPECT_EQ(job(key)["status"]["restarts"], 1);
+  // The watch has not reported the deletion yet, and replays the Failed pod: still one restart,
+  // no second delete (the pod is marked as being deleted until the watch says it is gone).
+  cache_.store("pods")->apply({"MODIFIED", failed});
+  kube_.reset_calls();
+  ASSERT_TRUE(reconciler_.reconcile(key).status.ok());
+  EXPECT_EQ(kube_.calls("remove"), 0);
+  EXPECT_EQ(job(key)["status"]["restarts"], 1);
+  // Once the deletion is seen, the pod is recreated under its name.
+  cache_.store("pods")->apply({"DELETED", failed});
+  ASSERT_TRUE(reconciler_.reconcile(key).status.ok());
+  EXPECT_EQ(kube_.calls("apply", "pods"), 1);
+  EXPECT_EQ(job(key)["status"]["restarts"], 1);
+}
+
+TEST_F(ReconcilerTest, Reconcile_JobNotInCache_NothingDone) {
+  std::string key = add(example("tst-cluster.yaml"));  // stored, but the cache has not seen it
+  for (const char* plural : {"rljobs", "tstpretrainjobs", "pods", "services", "configmaps"})
+    cache_.store(plural)->replace({}, "0");
+  ReconcileResult r = reconciler_.reconcile(key);
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_EQ(r.phase, "");
+  EXPECT_EQ(kube_.calls("apply") + kube_.calls("patch") + kube_.calls("get"), 0)
+      << "every read is from the cache";
+}
+
+TEST_F(ReconcilerTest, Reconcile_SteadyState_NoApiserverReads) {
+  std::string key = add(example("rljob-cluster.yaml"));
+  reconcile(key);
+  set_phase("research", "qwen-math-grpo-", "Running");
+  reconcile(key);
+  sync();
+  kube_.reset_calls();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(reconciler_.reconcile(key).status.ok());
+  EXPECT_EQ(kube_.calls("get") + kube_.calls("list"), 0);
+  EXPECT_EQ(kube_.calls("apply") + kube_.calls("patch") + kube_.calls("patch_status") +
+                kube_.calls("create") + kube_.calls("remove"),
+            0);
+}
+
+// ---- status from the pods' tlt.dev/progress reports ---------------------------------------------
+
+TEST_F(ReconcilerTest, Reconcile_ProgressReports_StatusFollowsHighestStepTrainerFirst) {
+  std::string key = add(example("rljob-cluster.yaml"));
+  reconcile(key);
+  set_phase("research", "qwen-math-grpo-", "Running");
+  annotate("research", "qwen-math-grpo-rollout-1", R"({"step": 2, "reward": 0.1})");
+  annotate("research", "qwen-math-grpo-rollout-2",
+           R"({"step": 3, "reward": 0.9, "idleGPUSeconds": 7.5})");
+  annotate("research", "qwen-math-grpo-trainer-0",
+           R"({"step": 3, "reward": 0.5, "reclaimedGPUSeconds": 12.5, "drafterVersion": 2,
+               "acceptLength": 2.25, "loss": 1.0, "time": "2025-01-02T03:04:05Z"})");
+  reconcile(key);
+  Json st = job(key)["status"];
+  EXPECT_EQ(st["step"], 3);
+  EXPECT_EQ(st["reward"], 0.5) << "a tie on step goes to the trainer";
+  EXPECT_EQ(st["reclaimedGPUSeconds"], 12.5);
+  EXPECT_FALSE(st.contains("idleGPUSeconds")) << "only the leading pod's report is used";
+  EXPECT_EQ(st["drafter"], Json({{"version", 2}, {"acceptLength", 2.25}}));
+  EXPECT_FALSE(st.contains("loss")) << "not an RLJob field";
+  EXPECT_EQ(st["phase"], "Running") << "the operator's own fields as before";
+
+  // Unchanged reports: no write. A report below the stored step: no write either.
+  kube_.reset_calls();
+  reconcile(key);
+  annotate("research", "qwen-math-grpo-trainer-0", R"({"step": 1, "reward": 0.0})");
+  annotate("research", "qwen-math-grpo-rollout-2", R"({"step": 1})");
+  reconcile(key);
+  EXPECT_EQ(kube_.calls("patch_status"), 0);
+  EXPECT_EQ(job(key)["status"]["step"], 3) << "step never moves backwards";
+  // The next step: one write.
+  annotate("research", "qwen-math-grpo-trainer-0", R"({"step": 4, "reward": 0.625})");
+  reconcile(key);
+  EXPECT_EQ(kube_.calls("patch_status"), 1);
+  st = job(key)["status"];
+  EXPECT_EQ(st["step"], 4);
+  EXPECT_EQ(st["reward"], 0.625);
+  EXPECT_EQ(st["drafter"]["version"], 2) << "keys the report leaves out keep their values";
+}
+
+TEST_F(ReconcilerTest, Reconcile_TSTProgress_LossPhaseTokensFromRankZero) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  annotate("research", "tst-small-kjv-workers-3", R"({"step": 40, "loss": 9.5})");
+  annotate("research", "tst-small-kjv-workers-0",
+           R"({"step": 40, "loss": 3.25, "evalLoss": 3.5, "trainingPhase": "superposition",
+               "tokensSeen": 1310720, "reward": 1})");
+  reconcile(key);
+  Json st = job(key)["status"];
+  EXPECT_EQ(st["step"], 40);
+  EXPECT_EQ(st["loss"], 3.25) << "a tie on step goes to rank 0";
+  EXPECT_EQ(st["evalLoss"], 3.5);
+  EXPECT_EQ(st["trainingPhase"], "superposition");
+  EXPECT_EQ(st["tokensSeen"], 1310720);
+  EXPECT_FALSE(st.contains("reward"));
+}
+
+TEST_F(ReconcilerTest, Reconcile_ProgressUnreadable_OneWarningOneEventReconcileOk) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  annotate("research", "tst-small-kjv-workers-1", R"({"step": 5, "loss": 2.0})");
+  annotate("research", "tst-small-kjv-workers-2", R"({"step": "six"})");
+  annotate("research", "tst-small-kjv-workers-4", "{not json");
+  ReconcileResult r = reconcile(key);
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_EQ(job(key)["status"]["step"], 5) << "the readable report is used";
+  EXPECT_EQ(count_logs("level=warning"), 2);
+  EXPECT_EQ(
+      count_logs("level=warning msg=\"A pod's progress report is unreadable; ignoring it.\" "
+                 "kind=TSTPretrainJob job=research/tst-small-kjv pod=tst-small-kjv-workers-2"),
+      1);
+  EXPECT_EQ(events_with_reason("research", "ProgressUnreadable"), 2);
+  bool names_pod = false;
+  for (const Json& e : kube_.objects(event_resource("research"))) {
+    if (e["reason"] == "ProgressUnreadable" && e["type"] == "Warning")
+      names_pod = names_pod ||
+                  std::string(e["message"]).find("tst-small-kjv-workers-2") != std::string::npos;
+  }
+  EXPECT_TRUE(names_pod);
+  // The same annotations again: no more warnings. A new bad value: one more.
+  reconcile(key);
+  EXPECT_EQ(count_logs("level=warning"), 2);
+  annotate("research", "tst-small-kjv-workers-2", R"({"step": -1})");
+  reconcile(key);
+  EXPECT_EQ(count_logs("level=warning"), 3);
+  EXPECT_EQ(events_with_reason("research", "ProgressUnreadable"), 3);
+}
+
+TEST_F(ReconcilerTest, Reconcile_FinishedJob_FinalProgressKept) {
+  Json rl = example("rljob-cluster.yaml");
+  std::string key = add(rl);
+  reconcile(key);
+  set_phase("research", "qwen-math-grpo-", "Running");
+  reconcile(key);
+  set_phase("research", "qwen-math-grpo-trainer-0", "Succeeded");
+  annotate("research", "qwen-math-grpo-trainer-0", R"({"step": 100, "reward": 0.75})");
+  reconcile(key);
+  reconcile(key);  // finished: the trainer's last report still lands
+  Json st = job(key)["status"];
+  EXPECT_EQ(st["phase"], "Succeeded");
+  EXPECT_EQ(st["step"], 100);
+  EXPECT_EQ(st["reward"], 0.75);
+}
+
+TEST_F(ReconcilerTest, Reconcile_JobRecreated_StepStartsOver) {
+  Json tst = example("tst-cluster.yaml");
+  std::string key = add(tst);
+  reconcile(key);
+  annotate("research", "tst-small-kjv-workers-0", R"({"step": 50})");
+  reconcile(key);
+  EXPECT_EQ(job(key)["status"]["step"], 50);
+  // Deleted and created again under the same name: a new uid, a new (empty) status; the old
+  // pods are not its pods.
+  ASSERT_TRUE(kube_.remove(job_resource("TSTPretrainJob", "research"), "tst-small-kjv").ok());
+  reconcile(key);
+  ASSERT_TRUE(job(key).is_null());
+  key = add(tst);
+  reconcile(key);
+  annotate("research", "tst-small-kjv-workers-0", R"({"step": 2})");
+  reconcile(key);
+  EXPECT_EQ(job(key)["status"]["step"], 2);
 }
 
 TEST(Desired, PodTemplate_TltContainerMergedSidecarKept) {

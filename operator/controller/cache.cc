@@ -1,0 +1,259 @@
+// Object stores: trimmed copies by namespace/name and by job label; resourceVersion ordering.
+#include "operator/controller/cache.h"
+
+#include <cstdlib>
+
+#include "operator/controller/job.h"
+
+namespace tlt::controller {
+namespace {
+
+using Json = nlohmann::json;
+
+std::optional<unsigned long long> parse_version(const std::string& v) {
+  if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::strtoull(v.c_str(), nullptr, 10);
+}
+
+// Whether `a` is as new as `b` or newer (false when either is not an integer).
+bool at_least(const std::string& a, const std::string& b) {
+  auto x = parse_version(a), y = parse_version(b);
+  return x && y && *x >= *y;
+}
+
+std::string string_at(const Json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// metadata without managedFields and kubectl's last-applied copy of the whole object.
+Json trim_metadata(const Json& meta) {
+  if (!meta.is_object()) return Json::object();
+  Json out = meta;
+  out.erase("managedFields");
+  if (out.contains("annotations") && out["annotations"].is_object()) {
+    out["annotations"].erase("kubectl.kubernetes.io/last-applied-configuration");
+    if (out["annotations"].empty()) out.erase("annotations");
+  }
+  return out;
+}
+
+}  // namespace
+
+bool older_version(const std::string& a, const std::string& b) {
+  auto x = parse_version(a), y = parse_version(b);
+  return x && y && *x < *y;
+}
+
+Json trim_object(const Json& object) {
+  Json out = object;
+  if (out.is_object() && out.contains("metadata")) out["metadata"] = trim_metadata(out["metadata"]);
+  return out;
+}
+
+Json trim_pod(const Json& pod) {
+  const Json meta = pod.value("metadata", Json::object());
+  Json m = Json::object();
+  for (const char* k : {"name", "namespace", "uid", "resourceVersion", "deletionTimestamp"}) {
+    if (meta.contains(k)) m[k] = meta[k];
+  }
+  const Json all_labels = meta.value("labels", Json::object());
+  Json labels = Json::object();
+  for (const auto& [k, v] : all_labels.items()) {
+    if (k.rfind("tlt.dev/", 0) == 0) labels[k] = v;
+  }
+  m["labels"] = labels;
+  Json owners = Json::array();
+  for (const Json& ref : meta.value("ownerReferences", Json::array())) {
+    if (!ref.is_object() || !ref.value("controller", false)) continue;
+    Json r = Json::object();
+    for (const char* k : {"apiVersion", "kind", "name", "uid", "controller"}) {
+      if (ref.contains(k)) r[k] = ref[k];
+    }
+    owners.push_back(r);
+  }
+  if (!owners.empty()) m["ownerReferences"] = owners;
+  const Json annotations = meta.value("annotations", Json::object());
+  if (annotations.is_object() && annotations.contains(kProgressAnnotation))
+    m["annotations"] = {{kProgressAnnotation, annotations[kProgressAnnotation]}};
+  Json out = {{"metadata", m}};
+  const Json status = pod.value("status", Json::object());
+  if (status.is_object()) {
+    Json s = Json::object();
+    if (status.contains("phase")) s["phase"] = status["phase"];
+    for (const Json& c : status.value("conditions", Json::array())) {
+      if (c.is_object() && c.value("type", "") == "Ready")
+        s["conditions"] = {{{"type", "Ready"}, {"status", c.value("status", "")}}};
+    }
+    out["status"] = s;
+  }
+  return out;
+}
+
+Json trim_service(const Json& service) {
+  return {{"metadata", trim_metadata(service.value("metadata", Json::object()))}};
+}
+
+ObjectStore::ObjectStore(Transform transform) : transform_(std::move(transform)) {}
+
+ObjectStore::Entry ObjectStore::pack(const Json& trimmed) {
+  Entry e;
+  static const Json kNone = Json::object();
+  const Json& meta = trimmed.contains("metadata") ? trimmed["metadata"] : kNone;
+  e.version = string_at(meta, "resourceVersion");
+  if (meta.contains("labels") && meta["labels"].is_object())
+    e.job = string_at(meta["labels"], kJobLabel);
+  e.packed = Json::to_msgpack(trimmed);
+  return e;
+}
+
+Json ObjectStore::unpack(const Entry& entry) {
+  return Json::from_msgpack(entry.packed);
+}
+
+void ObjectStore::put_locked(const Key& key, Entry entry) {
+  erase_locked(key);
+  if (!entry.job.empty()) by_job_[{key.first, entry.job}].insert(key.second);
+  objects_[key] = std::move(entry);
+}
+
+void ObjectStore::erase_locked(const Key& key) {
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return;
+  auto idx = by_job_.find({key.first, it->second.job});
+  if (idx != by_job_.end()) {
+    idx->second.erase(key.second);
+    if (idx->second.empty()) by_job_.erase(idx);
+  }
+  objects_.erase(it);
+}
+
+void ObjectStore::replace(const std::vector<Json>& items, const std::string& resource_version) {
+  std::map<Key, Entry> listed;
+  for (const Json& item : items) {
+    Json t = transform_(item);
+    const Json& meta = t["metadata"];
+    if (!meta.is_object()) continue;
+    listed[{string_at(meta, "namespace"), string_at(meta, "name")}] = pack(t);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Key> stale;
+  for (const auto& [key, stored] : objects_) {
+    auto it = listed.find(key);
+    bool keep = it == listed.end() ? older_version(resource_version, stored.version)
+                                   : at_least(stored.version, it->second.version);
+    if (keep) {
+      if (it != listed.end()) listed.erase(it);
+    } else if (it == listed.end()) {
+      stale.push_back(key);
+    }
+  }
+  for (const Key& key : stale) erase_locked(key);
+  for (auto& [key, entry] : listed) put_locked(key, std::move(entry));
+  synced_ = true;
+}
+
+void ObjectStore::apply(const kube::WatchEvent& event) {
+  if (event.type != "ADDED" && event.type != "MODIFIED" && event.type != "DELETED") return;
+  auto meta = event.object.is_object() ? event.object.find("metadata") : event.object.end();
+  if (meta == event.object.end() || !meta->is_object()) return;
+  if (event.type != "DELETED") return written(event.object);
+  Key key{string_at(*meta, "namespace"), string_at(*meta, "name")};
+  std::string incoming = string_at(*meta, "resourceVersion");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(key);
+  if (it != objects_.end() && older_version(incoming, it->second.version))
+    return;  // the stored object is newer: recreated under the same name
+  erase_locked(key);
+}
+
+void ObjectStore::written(const Json& object) {
+  Json t = transform_(object);
+  const Json& meta = t["metadata"];
+  if (!meta.is_object()) return;
+  Key key{string_at(meta, "namespace"), string_at(meta, "name")};
+  Entry entry = pack(t);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(key);
+  if (it != objects_.end() && at_least(it->second.version, entry.version)) return;
+  put_locked(key, std::move(entry));
+}
+
+void ObjectStore::deleted(const std::string& ns, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find({ns, name});
+  if (it == objects_.end()) return;
+  Json object = unpack(it->second);
+  Json& meta = object["metadata"];
+  if (meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null()) return;
+  meta["deletionTimestamp"] = "1970-01-01T00:00:00Z";  // "being deleted"; the time is unknown
+  it->second.packed = Json::to_msgpack(object);
+}
+
+std::optional<Json> ObjectStore::get(const std::string& ns, const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find({ns, name});
+  if (it == objects_.end()) return std::nullopt;
+  return unpack(it->second);
+}
+
+std::vector<Json> ObjectStore::by_job(const std::string& ns, const std::string& job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Json> out;
+  auto idx = by_job_.find({ns, job});
+  if (idx == by_job_.end()) return out;
+  for (const std::string& name : idx->second) out.push_back(unpack(objects_.at({ns, name})));
+  return out;
+}
+
+size_t ObjectStore::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return objects_.size();
+}
+
+bool ObjectStore::synced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return synced_;
+}
+
+Cache::Cache() {
+  for (const std::string& kind : job_kinds())
+    stores_[job_resource(kind, "").plural] = std::make_unique<ObjectStore>(trim_object);
+  stores_["pods"] = std::make_unique<ObjectStore>(trim_pod);
+  stores_["services"] = std::make_unique<ObjectStore>(trim_service);
+  stores_["configmaps"] = std::make_unique<ObjectStore>(trim_object);
+}
+
+ObjectStore* Cache::store(const std::string& plural) const {
+  auto it = stores_.find(plural);
+  return it == stores_.end() ? nullptr : it->second.get();
+}
+
+std::string Cache::not_synced() const {
+  std::string out;
+  for (const auto& [plural, store] : stores_) {
+    if (!store->synced()) out += (out.empty() ? "" : ", ") + plural;
+  }
+  return out;
+}
+
+std::optional<Json> Cache::get(const kube::Resource& r, const std::string& name) const {
+  ObjectStore* s = store(r.plural);
+  return s ? s->get(r.namespace_, name) : std::nullopt;
+}
+
+std::vector<Json> Cache::by_job(const kube::Resource& r, const std::string& job) const {
+  ObjectStore* s = store(r.plural);
+  return s ? s->by_job(r.namespace_, job) : std::vector<Json>{};
+}
+
+void Cache::written(const kube::Resource& r, const Json& object) const {
+  if (ObjectStore* s = store(r.plural)) s->written(object);
+}
+
+void Cache::deleted(const kube::Resource& r, const std::string& name) const {
+  if (ObjectStore* s = store(r.plural)) s->deleted(r.namespace_, name);
+}
+
+}  // namespace tlt::controller
