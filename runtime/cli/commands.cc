@@ -1,5 +1,6 @@
 #include "runtime/cli/commands.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <ostream>
 
@@ -126,11 +127,12 @@ int run_role_command(std::ostream& out, std::ostream& err) {
     return run_tst_job(*tst, TSTRunFlags{}, out, err);
   }
   const auto& rl = std::get<api::RLJob>(job);
-  if (role == "rollout") {
+  if (role == "rollout" || role == "drafter") {  // workers: the drafter pods after the rollout
     std::string trainer =
         env_or("TLT_TRAINER_ADDRESS",
                rl.metadata.name + "-trainer-0." + env_or("TLT_SERVICE", rl.metadata.name));
-    return rl_remote_worker(trainer, int(port), int(index), env_or("TLT_WORK_DIR", "/tmp/tlt-work"),
+    int worker = int(index) + (role == "drafter" ? std::max(1, rl.spec.roles.rollout.replicas) : 0);
+    return rl_remote_worker(trainer, int(port), worker, env_or("TLT_WORK_DIR", "/tmp/tlt-work"),
                             out, err);
   }
   if (role == "trainer" && index == 0) {
@@ -141,9 +143,8 @@ int run_role_command(std::ostream& out, std::ostream& err) {
     return run_rl_job(rl, f, out, err);
   }
   err << "tlt run-role: role " << role << " " << index
-      << " has nothing to run in this version: an RLJob runs one trainer (index 0) and its "
-         "rollout pods; set spec.roles.drafter.replicas: 0 (the rebalancer turns idle rollout "
-         "pods into drafter trainers instead)\n";
+      << " has nothing to run: an RLJob runs one trainer (index 0), its rollout pods and its "
+         "drafter pods\n";
   return kExitUnavailable;
 }
 

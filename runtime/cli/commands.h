@@ -40,9 +40,11 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
 // RLJob: the trainer pod (index 0) runs the driver, whose rollout workers are the rollout pods
 // (they connect to it; weights, drafters and hidden states travel over the connection); with
 // Kubernetes credentials (in-cluster or $KUBECONFIG) it also takes the rebalancer's assignments
-// and writes progress to its pod (as `tlt run --attach`). A rollout pod is one worker.
-// TSTPretrainJob: worker 0 of a one-worker job pretrains. Anything else (drafter pods, data-
-// parallel TST workers) returns kExitUnavailable saying what is missing.
+// and writes progress to its pod (as `tlt run --attach`). A rollout pod is one worker; a drafter
+// pod (spec.roles.drafter) is a worker that never generates and trains the drafter through
+// every rollout phase (numbered after the rollout pods).
+// TSTPretrainJob: worker 0 of a one-worker job pretrains. Anything else returns
+// kExitUnavailable saying why.
 int run_role_command(std::ostream& out, std::ostream& err);
 
 // `tlt version`: tlt and LibTorch versions, devices and threads.

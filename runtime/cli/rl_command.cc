@@ -46,7 +46,8 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.temperature = a.temperature, p.top_p = a.top_p, p.learning_rate = a.learning_rate;
   p.kl_coef = a.kl_coef, p.clip = a.clip_ratio, p.seed = uint64_t(a.seed);
   p.warm_start_steps = a.warm_start_steps, p.warm_start_learning_rate = a.warm_start_learning_rate;
-  p.workers = std::max(1, s.roles.rollout.replicas);
+  p.drafter_role_workers = s.roles.drafter.replicas;
+  p.workers = std::max(1, s.roles.rollout.replicas) + p.drafter_role_workers;
   p.baseline = baseline;
   p.speculative = s.speculative.enabled;
   p.activation_threshold = s.speculative.activation_threshold;
@@ -110,12 +111,18 @@ class Progress {
   int64_t done_ = 0;
 };
 
-// The pod name of rollout worker `w`, as the operator names a cluster job's pods.
-std::string rollout_pod(const std::string& job, int w) {
-  return job + "-rollout-" + std::to_string(w);
+// The pod name and role of worker `w`, as the operator names a cluster job's pods: the rollout
+// workers first, then the drafter pods.
+std::string worker_role(const api::RLJob& job, int w) {
+  return w < std::max(1, job.spec.roles.rollout.replicas) ? "rollout" : "drafter";
+}
+std::string worker_pod(const api::RLJob& job, int w) {
+  int rollout = std::max(1, job.spec.roles.rollout.replicas);
+  return job.metadata.name + "-" + worker_role(job, w) + "-" +
+         std::to_string(w < rollout ? w : w - rollout);
 }
 
-void publish(metrics::RuntimeMetrics* m, const std::string& job, const rl::StepReport& r,
+void publish(metrics::RuntimeMetrics* m, const api::RLJob& job, const rl::StepReport& r,
              int workers) {
   if (!m) return;
   m->set_rl_step(r.step);
@@ -136,11 +143,11 @@ void publish(metrics::RuntimeMetrics* m, const std::string& job, const rl::StepR
       busy[size_t(i.worker)] += i.end - i.start;
   for (int w = 0; w < workers; ++w) {
     bool drafter = std::count(r.drafter_workers.begin(), r.drafter_workers.end(), w) > 0;
-    m->set_drafter_assigned(rollout_pod(job, w), drafter);
+    m->set_drafter_assigned(worker_pod(job, w), drafter);
   }
   for (int w = 0; w < workers; ++w)
     if (r.rollout_seconds > 0)
-      (void)m->set_gpu_busy_ratio(rollout_pod(job, w),
+      (void)m->set_gpu_busy_ratio(worker_pod(job, w),
                                   std::min(1.0, busy[size_t(w)] / r.rollout_seconds));
 }
 
@@ -368,7 +375,7 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     cb.warm_start = [&](int64_t s, double l) { progress.warm_start(s, l); };
     cb.step = [&](const rl::StepReport& r) {
       progress.step(r);
-      publish(m.get(), job.metadata.name, r, plan.workers);
+      publish(m.get(), job, r, plan.workers);
       if (attachment) attachment->progress(r, label);
     };
     if (attachment) {
@@ -377,7 +384,7 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     cb.log = [&](const std::string& s) { progress.log(s); };
     metrics::RuntimeMetrics* mp = m.get();
     cb.worker_state = [mp, &job](int w, const std::string& s) {
-      if (mp) (void)mp->set_worker_state(rollout_pod(job.metadata.name, w), "rollout", s);
+      if (mp) (void)mp->set_worker_state(worker_pod(job, w), worker_role(job, w), s);
     };
     StatusOr<rl::RLRunResult> res = rl::run_rl(plan, cb, &g_stop);
     if (!res.ok()) {

@@ -133,6 +133,9 @@ class Driver {
   Status spawn(int w);
   Status connect_remote(int w);
   json setup_message(int w) const;
+  int64_t rollout_workers() const {
+    return std::max<int64_t>(1, plan_.workers - plan_.drafter_role_workers);
+  }
   void shutdown();
   bool stopping() const { return stop_ && stop_->load(); }
   Status run_step(int64_t step, StepReport* report);
@@ -287,7 +290,7 @@ json Driver::setup_message(int w) const {
           {"vocab", kTextVocab},
           {"drafter_layers", plan_.drafter_layers},
           {"max_batch",
-           (plan_.prompts_per_step + plan_.workers - 1) / plan_.workers * plan_.group_size},
+           (plan_.prompts_per_step + rollout_workers() - 1) / rollout_workers() * plan_.group_size},
           {"activation_threshold", plan_.activation_threshold},
           {"arms", plan_.arms},
           {"selector", plan_.selector},
@@ -358,14 +361,29 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   bool speculate = !plan_.baseline && plan_.speculative;
   bool train_drafter = !plan_.baseline && plan_.drafter_training &&
                        (plan_.freeze_drafter_after < 0 || step <= plan_.freeze_drafter_after);
-  // Workers dedicated to the drafter this step, and those that generate.
+  // Workers dedicated to the drafter this step, and those that generate. The last
+  // plan_.drafter_role_workers are drafter pods: always dedicated. Among the rollout workers,
+  // those the rebalancer assigned, keeping at least one generating (highest index dropped first).
+  int64_t rollout_n = n - plan_.drafter_role_workers;
   std::vector<bool> dedicated(size_t(n), false);
   if (cb_.drafter_assignments) {
     for (int w : cb_.drafter_assignments(step))
-      if (w >= 0 && w < n) dedicated[size_t(w)] = true;
+      if (w >= 0 && w < rollout_n) dedicated[size_t(w)] = true;
   }
-  for (int64_t w = n - 1; w >= 0 && std::count(dedicated.begin(), dedicated.end(), false) == 0; --w)
-    dedicated[size_t(w)] = false;  // keep at least one generating (highest index dropped first)
+  for (int64_t w = rollout_n - 1;
+       w >= 0 && std::count(dedicated.begin(), dedicated.begin() + rollout_n, false) == 0; --w)
+    dedicated[size_t(w)] = false;
+  std::vector<int> assigned;
+  for (int64_t w = 0; w < rollout_n; ++w)
+    if (dedicated[size_t(w)]) assigned.push_back(int(w));
+  if (assigned != last_drafter_workers_) {
+    std::string ws;
+    for (int w : assigned) ws += (ws.empty() ? "" : ", ") + std::to_string(w);
+    log("step " + std::to_string(step) + ": workers dedicated to drafter training by the " +
+        "rebalancer: " + (ws.empty() ? "none" : ws));
+    last_drafter_workers_ = assigned;
+  }
+  for (int64_t w = rollout_n; w < n; ++w) dedicated[size_t(w)] = true;
   std::vector<int64_t> generators;
   for (int64_t w = 0; w < n; ++w) {
     if (dedicated[size_t(w)]) {
@@ -373,13 +391,6 @@ Status Driver::run_step(int64_t step, StepReport* r) {
     } else {
       generators.push_back(w);
     }
-  }
-  if (r->drafter_workers != last_drafter_workers_) {
-    std::string ws;
-    for (int w : r->drafter_workers) ws += (ws.empty() ? "" : ", ") + std::to_string(w);
-    log("step " + std::to_string(step) + ": workers dedicated to drafter training by the " +
-        "rebalancer: " + (ws.empty() ? "none" : ws));
-    last_drafter_workers_ = r->drafter_workers;
   }
   std::vector<json> gen_msgs(static_cast<size_t>(n));
   for (int64_t w = 0; w < n; ++w) {
@@ -674,10 +685,13 @@ Status Driver::load_checkpoint() {
 
 StatusOr<RLRunResult> Driver::run() {
   if (plan_.run_dir.empty()) return Status::InvalidArgument("run directory is empty");
-  if (plan_.prompts_per_step < plan_.workers)  // legal: the rebalancer's case for idle pods
+  if (plan_.drafter_role_workers < 0 || plan_.drafter_role_workers >= plan_.workers)
+    return Status::InvalidArgument("spec.roles.rollout.replicas must be at least 1 besides " +
+                                   std::to_string(plan_.drafter_role_workers) + " drafter pods");
+  if (plan_.prompts_per_step < rollout_workers())  // legal: the rebalancer's case for idle pods
     log("spec.algorithm.promptsPerStep (" + std::to_string(plan_.prompts_per_step) +
-        ") is below spec.roles.rollout.replicas (" + std::to_string(plan_.workers) +
-        "): " + std::to_string(plan_.workers - plan_.prompts_per_step) +
+        ") is below spec.roles.rollout.replicas (" + std::to_string(rollout_workers()) +
+        "): " + std::to_string(rollout_workers() - plan_.prompts_per_step) +
         " workers get no prompts; they train the drafter or sit idle");
   std::error_code ec;
   fs::create_directories(plan_.run_dir + "/buffer", ec);

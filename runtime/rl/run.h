@@ -56,7 +56,10 @@ struct RLRunPlan {
   uint64_t seed = 0;
   int64_t warm_start_steps = 300;
   double warm_start_learning_rate = 2e-3;
-  int workers = 2;
+  int workers = 2;  // all worker processes, the drafter pods' included
+  // The last this-many workers are dedicated drafter trainers (spec.roles.drafter.replicas):
+  // they never generate and train the drafter through every rollout phase.
+  int drafter_role_workers = 0;
   bool baseline = false;  // speculation and drafter training off
   bool speculative = true;
   int64_t activation_threshold = 8;
