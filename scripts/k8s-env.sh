@@ -114,6 +114,71 @@ k8s_wait_for() {
   done
 }
 
+# k8s_fail MESSAGE [LOG...]: fails the step MESSAGE (K8S_STEP) after printing the last 25 lines of
+# each $K8S_TMP/LOG.log (default: operator prometheus kwok); exits 1.
+k8s_fail() {
+  K8S_STEP=$1
+  shift
+  local f
+  for f in "${@:-operator prometheus kwok}"; do
+    for f in $f; do
+      [[ -s "$K8S_TMP/$f.log" ]] || continue
+      k8s_say "last lines of $f.log:"
+      tail -n 25 "$K8S_TMP/$f.log" | sed 's/^/    /'
+    done
+  done
+  exit 1
+}
+
+# k8s_wait_until SECONDS WHAT CMD...: runs CMD (quietly) every 0.2 s until it succeeds; after
+# SECONDS, or as soon as the process K8S_WATCH_PID (when set) has exited, k8s_fail WHAT with the
+# logs named in K8S_FAIL_LOGS.
+k8s_wait_until() {
+  local limit=$1 what=$2
+  local deadline=$((SECONDS + limit))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    # shellcheck disable=SC2086
+    ((SECONDS < deadline)) || k8s_fail "$what (waited $limit s)" ${K8S_FAIL_LOGS:-}
+    if [[ -n ${K8S_WATCH_PID:-} ]] && ! kill -0 "$K8S_WATCH_PID" 2>/dev/null; then
+      # shellcheck disable=SC2086
+      k8s_fail "$what: ${K8S_NAMES[$K8S_WATCH_PID]:-pid $K8S_WATCH_PID} exited" ${K8S_FAIL_LOGS:-}
+    fi
+    sleep 0.2
+  done
+}
+
+# k8s_install_operator SOURCE_DIR: the CRDs, namespace research with its default ServiceAccount,
+# the operator's least-privilege RBAC (tests/operator/rbac.yaml) and, for the operator to run
+# in-cluster style, its ServiceAccount token and the CA in $K8S_TMP/sa; sets API_PORT.
+k8s_install_operator() {
+  K8S_STEP="install the CRDs and tests/operator/rbac.yaml"
+  kc apply -f "$1/crds/" >/dev/null
+  kc wait --for condition=established --timeout=60s crd/rljobs.tlt.dev >/dev/null
+  kc create namespace research >/dev/null
+  kc create serviceaccount default -n research >/dev/null
+  kc apply -f "$1/tests/operator/rbac.yaml" >/dev/null
+  mkdir -p "$K8S_TMP/sa"
+  kc create token tlt-operator -n tlt-system --duration 2h >"$K8S_TMP/sa/token"
+  cp "$K8S_CA" "$K8S_TMP/sa/ca.crt"
+  API_PORT=${K8S_SERVER##*:}
+}
+
+# k8s_start_operator BINARY METRICS_PORT [FLAGS...]: tlt-operator in-cluster style (the token of
+# k8s_install_operator), log operator.log, metrics on 127.0.0.1:METRICS_PORT; waits up to 30 s
+# for /readyz; sets OP_PID.
+k8s_start_operator() {
+  local bin=$1 port=$2
+  shift 2
+  k8s_start operator "$K8S_TMP/operator.log" env KUBERNETES_SERVICE_HOST=127.0.0.1 \
+    KUBERNETES_SERVICE_PORT="$API_PORT" "$bin" --service-account-dir "$K8S_TMP/sa" \
+    --metrics-port "$port" --metrics-bind-address 127.0.0.1 \
+    --runtime-image registry.invalid/tlt:test "$@"
+  OP_PID=$K8S_LAST_PID
+  K8S_STEP="tlt-operator did not report ready on /readyz within 30 s"
+  k8s_wait_for 30 "$OP_PID" curl -sf "http://127.0.0.1:$port/readyz"
+}
+
 # k8s_start NAME LOG CMD...: starts CMD in the background, remembered for k8s_stop_all.
 k8s_start() {
   local name=$1 log=$2

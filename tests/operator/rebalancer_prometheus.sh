@@ -40,24 +40,9 @@ command -v prometheus >/dev/null 2>&1 ||
 [[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
 k8s_start_control_plane
 
-fail() {
-  K8S_STEP=$1
-  local f
-  for f in operator prometheus exporter kwok; do  # (the exit trap removes $K8S_TMP before on_exit)
-    [[ -s "$K8S_TMP/$f.log" ]] || continue
-    k8s_say "last lines of $f.log:"
-    tail -n 25 "$K8S_TMP/$f.log" | sed 's/^/    /'
-  done
-  exit 1
-}
-wait_until() {  # SECONDS WHAT CMD...
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "$what (waited $1 s)"
-    sleep 0.2
-  done
-}
+K8S_FAIL_LOGS="operator prometheus exporter kwok"
+fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
+wait_until() { k8s_wait_until "$@"; }
 now() { date +%s.%N; }
 secs_since() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
 
@@ -67,16 +52,7 @@ k8s_start_kwok
 k8s_start_gpu_node
 
 # ---- CRDs, namespace, RBAC, the operator's token -------------------------------------------------
-K8S_STEP="install the CRDs and tests/operator/rbac.yaml"
-kc apply -f "$src/crds/" >/dev/null
-kc wait --for condition=established --timeout=60s crd/rljobs.tlt.dev >/dev/null
-kc create namespace research >/dev/null
-kc create serviceaccount default -n research >/dev/null
-kc apply -f "$src/tests/operator/rbac.yaml" >/dev/null
-mkdir -p "$K8S_TMP/sa"
-kc create token tlt-operator -n tlt-system --duration 2h >"$K8S_TMP/sa/token"
-cp "$K8S_CA" "$K8S_TMP/sa/ca.crt"
-API_PORT=${K8S_SERVER##*:}
+k8s_install_operator "$src"
 
 # ---- the exporter: tlt_gpu_busy_ratio{job,pod} from a JSON file this script rewrites -------------
 JOB=rb
@@ -149,13 +125,7 @@ k8s_say "Prometheus on $PROM scrapes the exporter every ${SCRAPE} s"
 
 # ---- the operator, in-cluster style --------------------------------------------------------------
 k8s_free_port METRICS_PORT
-k8s_start operator "$K8S_TMP/operator.log" env KUBERNETES_SERVICE_HOST=127.0.0.1 \
-  KUBERNETES_SERVICE_PORT="$API_PORT" "$op" --service-account-dir "$K8S_TMP/sa" \
-  --metrics-port "$METRICS_PORT" --metrics-bind-address 127.0.0.1 \
-  --runtime-image registry.invalid/tlt:test --watch-timeout 20 --prometheus-timeout 2
-OP_PID=$K8S_LAST_PID
-K8S_STEP="tlt-operator did not report ready on /readyz within 30 s"
-k8s_wait_for 30 "$OP_PID" curl -sf "http://127.0.0.1:$METRICS_PORT/readyz"
+k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 --prometheus-timeout 2
 
 # ---- the RLJob ----------------------------------------------------------------------------------
 K8S_STEP="kubectl apply of the RLJob"

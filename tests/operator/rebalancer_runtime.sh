@@ -41,40 +41,14 @@ command -v prometheus >/dev/null 2>&1 ||
 [[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
 k8s_start_control_plane
 
-fail() {
-  K8S_STEP=$1
-  local f
-  for f in operator prometheus run kwok; do
-    [[ -s "$K8S_TMP/$f.log" ]] || continue
-    k8s_say "last lines of $f.log:"
-    tail -n 25 "$K8S_TMP/$f.log" | sed 's/^/    /'
-  done
-  exit 1
-}
-wait_until() {  # SECONDS WHAT CMD...
-  local limit=$1 what=$2
-  local deadline=$((SECONDS + limit))
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "$what (waited $limit s)"
-    [[ -z ${RUN_PID:-} ]] || kill -0 "$RUN_PID" 2>/dev/null || fail "$what: tlt run exited"
-    sleep 0.3
-  done
-}
+K8S_FAIL_LOGS="operator prometheus run kwok"
+fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
+wait_until() { k8s_wait_until "$@"; }  # K8S_WATCH_PID: once the run starts, its exit fails too
 
 K8S_STEP="start kwok"
 k8s_start_kwok
 k8s_start_gpu_node
-K8S_STEP="install the CRDs and tests/operator/rbac.yaml"
-kc apply -f "$src/crds/" >/dev/null
-kc wait --for condition=established --timeout=60s crd/rljobs.tlt.dev >/dev/null
-kc create namespace research >/dev/null
-kc create serviceaccount default -n research >/dev/null
-kc apply -f "$src/tests/operator/rbac.yaml" >/dev/null
-mkdir -p "$K8S_TMP/sa"
-kc create token tlt-operator -n tlt-system --duration 2h >"$K8S_TMP/sa/token"
-cp "$K8S_CA" "$K8S_TMP/sa/ca.crt"
-API_PORT=${K8S_SERVER##*:}
+k8s_install_operator "$src"
 
 # ---- Prometheus: the run's /metrics and the operator's --------------------------------------------
 k8s_free_port RUN_PORT
@@ -99,13 +73,7 @@ k8s_start prometheus "$K8S_TMP/prometheus.log" prometheus \
 wait_until 30 "Prometheus not ready" curl -fsS "$PROM/-/ready"
 
 # ---- the operator, in-cluster style --------------------------------------------------------------
-k8s_start operator "$K8S_TMP/operator.log" env KUBERNETES_SERVICE_HOST=127.0.0.1 \
-  KUBERNETES_SERVICE_PORT="$API_PORT" "$op" --service-account-dir "$K8S_TMP/sa" \
-  --metrics-port "$OP_PORT" --metrics-bind-address 127.0.0.1 \
-  --runtime-image registry.invalid/tlt:test --watch-timeout 20 --prometheus-timeout 2
-OP_PID=$K8S_LAST_PID
-K8S_STEP="tlt-operator did not report ready on /readyz within 30 s"
-k8s_wait_for 30 "$OP_PID" curl -sf "http://127.0.0.1:$OP_PORT/readyz"
+k8s_start_operator "$op" "$OP_PORT" --watch-timeout 20 --prometheus-timeout 2
 
 # ---- the RLJob: applied to the cluster, and run here standing in for its pods --------------------
 # Model, task and warm start as tests/manifests/e2e/rl-e2e.yaml, so the cached warm start serves.
@@ -146,6 +114,7 @@ K8S_STEP="start tlt run --attach"
 k8s_start run "$K8S_TMP/run.log" "$tlt" run "$K8S_TMP/job.yaml" --attach research \
   --kubeconfig "$KUBECONFIG"
 RUN_PID=$K8S_LAST_PID
+K8S_WATCH_PID=$RUN_PID
 START=$SECONDS
 RUN_START_EPOCH=$(date +%s)
 wait_until 60 "the run did not attach" grep -q "attached to RLJob research/$JOB" "$K8S_TMP/run.log"
@@ -193,6 +162,7 @@ k8s_say "tlt.dev/progress on $JOB-trainer-0: $(annotation $JOB-trainer-0 progres
 
 # ---- 4. SIGTERM: checkpoint and exit 0 ------------------------------------------------------------
 K8S_STEP="SIGTERM"
+K8S_WATCH_PID=""
 RUN_END_EPOCH=$(date +%s)  # the dashboard is drawn up to here: afterwards the run's series are stale
 kill -TERM "$RUN_PID"
 RC=0
