@@ -14,7 +14,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       cmake ninja-build g++ pkg-config ca-certificates \
-      libtorch-dev libblis4-openmp \
+      libtorch-dev libgloo-dev libblis4-openmp \
       libyaml-cpp-dev nlohmann-json3-dev libcli11-dev \
       libcpprest-dev libssl-dev prometheus-cpp-dev libsentencepiece-dev \
  && rm -rf /var/lib/apt/lists/*

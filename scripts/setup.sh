@@ -13,6 +13,7 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 PACKAGES=(
   cmake ninja-build g++ ccache pkg-config  # build tools
   libtorch-dev                       # LibTorch (CPU) for the runtime
+  libgloo-dev                        # Gloo's headers: data-parallel TST over c10d (LibTorch's)
   libblis4-openmp                    # the BLAS LibTorch should use here
   libyaml-cpp-dev nlohmann-json3-dev # manifests
   libcli11-dev                       # command lines

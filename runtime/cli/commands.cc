@@ -119,12 +119,7 @@ int run_role_command(std::ostream& out, std::ostream& err) {
   }
   const api::Job& job = *(*docs)[0].job;
   if (const auto* tst = std::get_if<api::TSTPretrainJob>(&job)) {
-    if (tst->spec.workers.replicas != 1) {
-      err << "tlt run-role: data-parallel TSTPretrainJob workers are not built yet; set "
-             "spec.workers.replicas: 1\n";
-      return kExitUnavailable;
-    }
-    return run_tst_job(*tst, TSTRunFlags{}, out, err);
+    return run_tst_role(*tst, int(index), int(port), out, err);  // rank TLT_INDEX of the workers
   }
   const auto& rl = std::get<api::RLJob>(job);
   if (role == "rollout" || role == "drafter") {  // workers: the drafter pods after the rollout

@@ -43,8 +43,9 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
 // and writes progress to its pod (as `tlt run --attach`). A rollout pod is one worker; a drafter
 // pod (spec.roles.drafter) is a worker that never generates and trains the drafter through
 // every rollout phase (numbered after the rollout pods).
-// TSTPretrainJob: worker 0 of a one-worker job pretrains. Anything else returns
-// kExitUnavailable saying why.
+// TSTPretrainJob: the worker pod TLT_INDEX is that rank of the data-parallel group (rank 0 hosts
+// the rendezvous on TLT_RENDEZVOUS_PORT; the others reach <job>-worker-0.<TLT_SERVICE>).
+// Anything else returns kExitUnavailable saying why.
 int run_role_command(std::ostream& out, std::ostream& err);
 
 // `tlt version`: tlt and LibTorch versions, devices and threads.

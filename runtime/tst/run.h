@@ -1,5 +1,6 @@
 // Running a whole pretraining job (TST or its next-token baseline) from tokenized documents:
-// the entry point `tlt run` uses for a TSTPretrainJob. LibTorch stays behind this header.
+// the entry point `tlt run` uses for a TSTPretrainJob, in one process or as one rank of a
+// data-parallel group (runtime/tst/group.h). LibTorch stays behind this header.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include "api/status.h"
 
 namespace tlt::tst {
+
+class Collective;  // runtime/tst/data_parallel.h
 
 struct RunPlan {
   std::string preset = "tiny";
@@ -38,9 +41,16 @@ struct Point {
 
 // Trains and evaluates; calls on_point after every step. Returns the evaluated points (the
 // first before any step, the last after the final step). InvalidArgument for a bad plan.
+// group (borrowed; null: one process): every rank calls this with the same plan and documents;
+// each trains on its shard of every global batch, all hold the same weights after every step,
+// points carry global-batch losses on every rank, and only rank 0 writes checkpoints (every
+// rank resumes from checkpoint_dir, which must be storage they all see). Unavailable when a
+// peer is gone; FailedPrecondition when the ranks disagree on the step or the plan; Internal for
+// an exception from LibTorch.
 StatusOr<std::vector<Point>> run_pretraining(const RunPlan& plan,
                                              std::vector<std::vector<int32_t>> train_docs,
                                              std::vector<std::vector<int32_t>> held_out_docs,
-                                             const std::function<void(const Point&)>& on_point);
+                                             const std::function<void(const Point&)>& on_point,
+                                             Collective* group = nullptr);
 
 }  // namespace tlt::tst

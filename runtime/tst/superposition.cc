@@ -25,17 +25,36 @@ torch::Tensor bag_weights(int64_t s, const std::string& weighting, torch::Dtype 
   return w / w.sum();
 }
 
-torch::Tensor multi_hot_ce(const torch::Tensor& logits, const torch::Tensor& labels,
-                           const torch::Tensor& weights) {
+namespace {
+// Per-position loss (B, L) and which positions are scored (B, L) bool.
+std::pair<torch::Tensor, torch::Tensor> per_position_ce(const torch::Tensor& logits,
+                                                        const torch::Tensor& labels,
+                                                        const torch::Tensor& weights) {
   torch::Dtype acc = logits.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
   torch::Tensor logp = torch::log_softmax(logits.to(acc), -1);  // (B, L, V)
   torch::Tensor valid = labels != kIgnore;                      // (B, L, s)
   torch::Tensor picked = logp.gather(2, labels.clamp_min(0));   // (B, L, s)
   torch::Tensor w = weights.to(logp.dtype()).view({1, 1, -1}) * valid.to(logp.dtype());
-  torch::Tensor w_sum = w.sum(-1);  // (B, L)
-  torch::Tensor per_pos = -(picked * w).sum(-1) / w_sum.clamp_min(1e-12);
-  torch::Tensor has = w_sum > 0;
+  torch::Tensor w_sum = w.sum(-1);                                         // (B, L)
+  torch::Tensor per_pos = -(picked * w).sum(-1) / w_sum.clamp_min(1e-12);  // (B, L)
+  return {per_pos, w_sum > 0};
+}
+}  // namespace
+
+torch::Tensor multi_hot_ce(const torch::Tensor& logits, const torch::Tensor& labels,
+                           const torch::Tensor& weights) {
+  auto [per_pos, has] = per_position_ce(logits, labels, weights);
   return per_pos.masked_select(has).mean();
+}
+
+torch::Tensor multi_hot_ce_sum(const torch::Tensor& logits, const torch::Tensor& labels,
+                               const torch::Tensor& weights) {
+  auto [per_pos, has] = per_position_ce(logits, labels, weights);
+  return per_pos.masked_select(has).sum();
+}
+
+int64_t scored_positions(const torch::Tensor& labels) {
+  return (labels != kIgnore).any(-1).sum().item<int64_t>();
 }
 
 }  // namespace tlt::tst

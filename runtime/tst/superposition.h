@@ -37,4 +37,14 @@ torch::Tensor bag_weights(int64_t s, const std::string& weighting, torch::Dtype 
 torch::Tensor multi_hot_ce(const torch::Tensor& logits, const torch::Tensor& labels,
                            const torch::Tensor& weights);
 
+// The numerator of multi_hot_ce: the sum over scored positions (those with a valid label) of
+// their per-position loss, a scalar in the accumulation dtype; 0 when no position is scored.
+// Data parallelism divides it by the scored positions of the whole global batch.
+torch::Tensor multi_hot_ce_sum(const torch::Tensor& logits, const torch::Tensor& labels,
+                               const torch::Tensor& weights);
+
+// The denominator of multi_hot_ce: positions of labels (B, L, s) with at least one label that is
+// not kIgnore (bag weights are all positive).
+int64_t scored_positions(const torch::Tensor& labels);
+
 }  // namespace tlt::tst

@@ -1,0 +1,58 @@
+// The data-parallel group of a TST run, as the command line sees it (no LibTorch here): rank 0
+// hosts a c10d TCPStore that every rank meets at, then all join a process group (Gloo on CPU).
+//
+//   local `tlt run` (workers.replicas = R): the parent is rank 0; it opens the group on port 0
+//     (a free port on 127.0.0.1), starts R - 1 worker processes with that port, then joins.
+//   cluster pods (`tlt run-role`): rank 0 listens on TLT_RENDEZVOUS_PORT on every interface;
+//     rank r connects to <job>-worker-0.<service> on that port, retrying until the pod is up.
+//
+// Thread safety: one thread uses a group.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "api/status.h"
+
+namespace tlt::tst {
+
+class Collective;  // runtime/tst/data_parallel.h
+
+struct GroupOptions {
+  int rank = 0, world = 1;
+  std::string host = "127.0.0.1";  // rank 0's address (ranks > 0 connect to it)
+  int port = 0;                    // rank 0: 0 picks a free port (see port())
+  bool loopback = true;            // every rank on this machine: Gloo binds 127.0.0.1
+  int rendezvous_timeout_s = 120;  // for every rank to arrive (pods start at different times)
+  int timeout_s = 300;             // for one collective: a stuck peer fails the run after this
+  bool cuda = false;               // NCCL over CUDA tensors (GPU flavour only), else Gloo
+};
+
+class DataParallelGroup {
+ public:
+  // Rank 0 starts the store on options.port and returns at once; a rank > 0 connects to it,
+  // retrying until the rendezvous timeout (then DeadlineExceeded). InvalidArgument for a bad
+  // rank or world; Unavailable when rank 0 cannot listen on the port.
+  static StatusOr<std::unique_ptr<DataParallelGroup>> open(const GroupOptions& options);
+  ~DataParallelGroup();
+  DataParallelGroup(const DataParallelGroup&) = delete;
+  DataParallelGroup& operator=(const DataParallelGroup&) = delete;
+
+  int rank() const;
+  int world() const;
+  int port() const;  // the store's port (rank 0's choice when it asked for 0)
+
+  // Blocks until every rank has joined, then builds the process group. Unavailable or
+  // DeadlineExceeded when a rank does not arrive in the rendezvous timeout;
+  // Unimplemented when this build has no Gloo.
+  Status join();
+  // The collectives, after join() returned Ok (else null). Borrowed: owned by this group.
+  Collective* collective() const;
+
+ private:
+  struct Impl;
+  explicit DataParallelGroup(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tlt::tst
