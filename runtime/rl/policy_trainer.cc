@@ -1,5 +1,6 @@
 #include "runtime/rl/policy_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -15,35 +16,95 @@ PolicyTrainer::PolicyTrainer(model::Transformer policy, model::Transformer refer
       policy_->parameters(), torch::optim::AdamWOptions(options_.learning_rate).weight_decay(0.0));
 }
 
+namespace {
+
+// One micro-batch of a minibatch with the frozen log-probabilities its loss compares against.
+struct Chunk {
+  SequenceBatch seq;                 // tokens (b, t), targets and mask (b, t-1)
+  torch::Tensor rows;                // (b,) int64 indices into the step's batch
+  torch::Tensor advantages;          // (b,)
+  torch::Tensor logp_old, logp_ref;  // (b, t-1), no grad
+};
+
+// Minibatch k of m holds rows [B*k/m, B*(k+1)/m), micro-batched by the token budget.
+std::vector<std::vector<Chunk>> make_chunks(const SequenceBatch& batch,
+                                            const torch::Tensor& advantages, int64_t m,
+                                            int64_t max_tokens) {
+  int64_t b = batch.tokens.size(0);
+  std::vector<std::vector<Chunk>> out(static_cast<size_t>(m));
+  for (int64_t k = 0; k < m; ++k) {
+    for (const MicroBatch& mb : plan_microbatches(batch, b * k / m, b * (k + 1) / m, max_tokens)) {
+      Chunk c;
+      c.rows = torch::tensor(mb.rows, torch::kInt64);     // (b,)
+      c.advantages = advantages.index_select(0, c.rows);  // (b,)
+      c.seq = gather_rows(batch, mb);
+      out[k].push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+// One optimizer step over a minibatch's micro-batches, gradients accumulated across them.
+UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& optimizer,
+                           const GrpoOptions& o, const std::vector<Chunk>& minibatch) {
+  // The minibatch's loss is sum_tokens(...) / n over all its response tokens; a micro-batch's
+  // grpo_loss divides by its own n_c, so it is weighted by n_c / n before the backward.
+  double n = 0.0;
+  for (const auto& c : minibatch) n += double(c.seq.response_tokens);
+  UpdateStats st;
+  optimizer.zero_grad();
+  for (const auto& c : minibatch) {
+    double w = double(c.seq.response_tokens) / std::max(n, 1.0);
+    torch::Tensor logp_new = sequence_logprobs(policy, c.seq, o.temperature);  // (b, t-1)
+    GrpoLoss g =
+        grpo_loss(logp_new, c.logp_old, c.logp_ref, c.advantages, c.seq.mask, o.clip, o.kl_coef);
+    (g.loss * w).backward();
+    st.loss += g.loss.item<double>() * w;
+    st.kl += g.kl * w;
+    st.clip_fraction += g.clip_fraction * w;
+    st.microbatches += 1;
+    st.positions += c.seq.targets.numel();
+  }
+  torch::nn::utils::clip_grad_norm_(policy->parameters(), o.grad_clip);
+  optimizer.step();
+  return st;
+}
+
+}  // namespace
+
 UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tensor& advantages) {
   auto start = std::chrono::steady_clock::now();
   int64_t b = batch.tokens.size(0);
-  torch::Tensor logp_old, logp_ref;  // (B, T-1)
+  int64_t m = std::max<int64_t>(1, std::min(options_.minibatches, b));
+  std::vector<std::vector<Chunk>> chunks =
+      make_chunks(batch, advantages, m, options_.max_tokens_per_microbatch);
   {
+    // logp_old and logp_ref for every row before the first optimizer step.
     torch::NoGradGuard no_grad;
     policy_->eval();
-    logp_old = sequence_logprobs(policy_, batch, options_.temperature);
-    logp_ref = sequence_logprobs(reference_, batch, options_.temperature);
+    torch::Tensor all_old, all_ref;  // (B, T-1): the unsplit layout only
+    if (options_.max_tokens_per_microbatch <= 0) {
+      all_old = sequence_logprobs(policy_, batch, options_.temperature);
+      all_ref = sequence_logprobs(reference_, batch, options_.temperature);
+    }
+    for (auto& minibatch : chunks) {
+      for (Chunk& c : minibatch) {
+        c.logp_old = all_old.defined() ? all_old.index_select(0, c.rows)
+                                       : sequence_logprobs(policy_, c.seq, options_.temperature);
+        c.logp_ref = all_ref.defined() ? all_ref.index_select(0, c.rows)
+                                       : sequence_logprobs(reference_, c.seq, options_.temperature);
+      }
+    }
   }
   policy_->train();
   UpdateStats st;
-  int64_t m = std::max<int64_t>(1, std::min(options_.minibatches, b));
-  for (int64_t k = 0; k < m; ++k) {
-    int64_t lo = b * k / m, hi = b * (k + 1) / m;
-    SequenceBatch mb;
-    mb.tokens = batch.tokens.slice(0, lo, hi);
-    mb.targets = batch.targets.slice(0, lo, hi);
-    mb.mask = batch.mask.slice(0, lo, hi);
-    optimizer_->zero_grad();
-    torch::Tensor logp_new = sequence_logprobs(policy_, mb, options_.temperature);
-    GrpoLoss g = grpo_loss(logp_new, logp_old.slice(0, lo, hi), logp_ref.slice(0, lo, hi),
-                           advantages.slice(0, lo, hi), mb.mask, options_.clip, options_.kl_coef);
-    g.loss.backward();
-    torch::nn::utils::clip_grad_norm_(policy_->parameters(), options_.grad_clip);
-    optimizer_->step();
-    st.loss += g.loss.item<double>() / m;
-    st.kl += g.kl / m;
-    st.clip_fraction += g.clip_fraction / m;
+  for (const auto& minibatch : chunks) {
+    UpdateStats one = minibatch_step(policy_, *optimizer_, options_, minibatch);
+    st.loss += one.loss / double(m);
+    st.kl += one.kl / double(m);
+    st.clip_fraction += one.clip_fraction / double(m);
+    st.microbatches += one.microbatches;
+    st.positions += one.positions;
   }
   policy_->eval();
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

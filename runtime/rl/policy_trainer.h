@@ -3,6 +3,14 @@
 // logp_old is the rollout policy's own log-probability (recomputed here under the same
 // weights the workers sampled with), logp_ref the frozen reference (the warm start).
 //
+// Micro-batching: within each minibatch the rows are sorted by length and run in micro-batches of
+// similar length, each padded only to its own longest row (GrpoOptions::max_tokens_per_microbatch),
+// gradients accumulated before the minibatch's one optimizer step. Each micro-batch's loss is
+// weighted by its share of the minibatch's response tokens, so the loss stays the token-level
+// mean over the whole minibatch, and loss, gradients, KL and clip fraction equal those of one
+// padded batch up to floating-point summation order. Minibatch membership is unchanged by it.
+//
+// Shapes: B sequences of the step, T the longest, b rows and t tokens of one micro-batch.
 // Thread safety: one thread drives a trainer.
 #pragma once
 
@@ -22,11 +30,20 @@ struct GrpoOptions {
   double temperature = 1.0;
   int64_t minibatches = 2;
   double grad_clip = 1.0;
+  // Token budget of one forward/backward: a micro-batch of b rows padded to t tokens keeps
+  // b * t <= this (a longer row runs alone). 1024: on the bench's 128-row long-tailed step
+  // (micro preset, one core) 512..1024 were fastest (1.2 s vs 1.6 s at 2048, 3.0 s at 4096,
+  // 35 s unsplit); attention's t^2 makes long padded rows dear. 0: each minibatch is one batch
+  // padded to the step's longest sequence, logp_old / logp_ref from one forward over all B
+  // rows (the unsplit layout, kept as the reference for tests).
+  int64_t max_tokens_per_microbatch = 1024;
 };
 
 struct UpdateStats {
   double loss = 0.0, kl = 0.0, clip_fraction = 0.0;  // means over minibatches
   double seconds = 0.0;
+  int64_t microbatches = 0;  // policy forward/backward passes, over all minibatches
+  int64_t positions = 0;     // token positions those passes ran over, padding included
 };
 
 class PolicyTrainer {
@@ -34,7 +51,8 @@ class PolicyTrainer {
   // policy is trained in place; reference is only read.
   PolicyTrainer(model::Transformer policy, model::Transformer reference, GrpoOptions options);
 
-  // batch: B = P*G sequences; advantages (B,). Rows with advantage 0 still count in the KL term.
+  // batch: B = P*G sequences (as make_batch builds them); advantages (B,). Rows with advantage 0
+  // still count in the KL term. Minibatch k of m holds rows [B*k/m, B*(k+1)/m).
   UpdateStats update(const SequenceBatch& batch, const torch::Tensor& advantages);
 
   // Policy weights and AdamW state. load() returns NotFound/Corruption/InvalidArgument for a

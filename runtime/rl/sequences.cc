@@ -1,6 +1,7 @@
 #include "runtime/rl/sequences.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "runtime/rl/grpo.h"
 #include "runtime/rl/text.h"
@@ -26,6 +27,41 @@ SequenceBatch make_batch(const std::vector<std::vector<int64_t>>& prompts,
   out.tokens = torch::tensor(tok, torch::kInt64).view({b, t});
   out.targets = out.tokens.narrow(1, 1, t - 1).contiguous();
   out.mask = torch::tensor(mask, torch::kFloat32).view({b, t - 1});
+  return out;
+}
+
+std::vector<int64_t> row_lengths(const SequenceBatch& batch) {
+  int64_t b = batch.mask.size(0), t1 = batch.mask.size(1);
+  torch::Tensor j = torch::arange(t1, torch::kInt64).unsqueeze(0);        // (1, T-1)
+  torch::Tensor last = (j * (batch.mask > 0).to(torch::kInt64)).amax(1);  // (B,)
+  torch::Tensor len = (last + 2).contiguous();                            // (B,)
+  return std::vector<int64_t>(len.data_ptr<int64_t>(), len.data_ptr<int64_t>() + b);
+}
+
+std::vector<MicroBatch> plan_microbatches(const SequenceBatch& batch, int64_t lo, int64_t hi,
+                                          int64_t max_tokens) {
+  std::vector<int64_t> rows(static_cast<size_t>(hi - lo));
+  std::iota(rows.begin(), rows.end(), lo);
+  if (max_tokens <= 0) return {MicroBatch{rows, batch.tokens.size(1)}};
+  std::vector<int64_t> len = row_lengths(batch);
+  std::stable_sort(rows.begin(), rows.end(), [&](int64_t x, int64_t y) { return len[x] > len[y]; });
+  std::vector<MicroBatch> out;
+  for (int64_t r : rows) {
+    // Rows come longest first, so a micro-batch's t is its first row's length.
+    if (out.empty() || int64_t(out.back().rows.size() + 1) * out.back().t > max_tokens)
+      out.push_back(MicroBatch{{}, len[r]});
+    out.back().rows.push_back(r);
+  }
+  return out;
+}
+
+SequenceBatch gather_rows(const SequenceBatch& batch, const MicroBatch& mb) {
+  torch::Tensor idx = torch::tensor(mb.rows, torch::kInt64);  // (b,)
+  SequenceBatch out;
+  out.tokens = batch.tokens.index_select(0, idx).narrow(1, 0, mb.t).contiguous();        // (b, t)
+  out.targets = batch.targets.index_select(0, idx).narrow(1, 0, mb.t - 1).contiguous();  // (b, t-1)
+  out.mask = batch.mask.index_select(0, idx).narrow(1, 0, mb.t - 1).contiguous();        // (b, t-1)
+  out.response_tokens = int64_t(out.mask.sum().item<double>());
   return out;
 }
 

@@ -1,7 +1,10 @@
 // Prompt + response sequences as one right-padded batch, and their per-token log-probabilities
-// under a policy: what the warm start, the GRPO update and the evaluation share.
+// under a policy: what the warm start, the GRPO update and the evaluation share. Long-tailed
+// batches can be cut into micro-batches of similar length, each padded only to its own longest
+// row (plan_microbatches + gather_rows), so a forward costs the tokens it needs, not B*T.
 //
-// Shapes: B sequences, T = longest prompt + response, V vocabulary.
+// Shapes: B sequences, T = longest prompt + response, V vocabulary; b rows and t tokens of a
+// micro-batch (t <= T).
 // Thread safety: functions; the model must not be modified concurrently.
 #pragma once
 
@@ -24,6 +27,30 @@ struct SequenceBatch {
 // prompts[i] + responses[i] per row. Every prompt has at least one token.
 SequenceBatch make_batch(const std::vector<std::vector<int64_t>>& prompts,
                          const std::vector<std::vector<int64_t>>& responses);
+
+// Tokens each row needs: its prompt + response length, read from the mask as the position of its
+// last response target + 2 (causal attention: later padding cannot change earlier logits).
+// A row without response tokens needs 2 (one target column). Returns (B,) values in [2, T].
+std::vector<int64_t> row_lengths(const SequenceBatch& batch);
+
+// Some rows of a batch, to be run as one padded batch of b x t tokens.
+struct MicroBatch {
+  std::vector<int64_t> rows;  // (b,) indices into the parent batch, longest first
+  int64_t t = 0;              // tokens per row: the longest member's row_lengths value
+};
+
+// Splits rows [lo, hi) of `batch` (0 <= lo < hi <= B) into micro-batches of similar length:
+// rows sorted longest first (ties by row index), a micro-batch grows while its
+// rows * t <= max_tokens, where t is its first (longest) row's length; a row longer than
+// max_tokens runs alone. max_tokens <= 0: one micro-batch of rows lo..hi-1 in order with
+// t = T (the unsplit, fully padded layout). Every row of [lo, hi) lands in exactly one
+// micro-batch.
+std::vector<MicroBatch> plan_microbatches(const SequenceBatch& batch, int64_t lo, int64_t hi,
+                                          int64_t max_tokens);
+
+// The rows of `mb` cut to mb.t tokens: tokens (b, t), targets and mask (b, t-1), and
+// response_tokens their mask sum. New tensors; `batch` is not modified.
+SequenceBatch gather_rows(const SequenceBatch& batch, const MicroBatch& mb);
 
 // Log-probabilities (B, T-1) of batch.targets under `model` with logits divided by
 // `temperature` (the rollouts' sampling distribution). Differentiable unless under NoGradGuard.

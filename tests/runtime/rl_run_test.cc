@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <random>
 #include <thread>
 
 #include "runtime/drafter/trainer.h"
@@ -44,6 +47,64 @@ TEST(RlSequences, MaskCoversExactlyTheResponseTargets) {
   EXPECT_EQ(b.response_tokens, 5);
 }
 
+// Rows of very different lengths, as a GRPO step's long tail makes them: prompts of 2-6 tokens,
+// responses of 1-12 tokens, every sixth 60-90. Seeded.
+SequenceBatch long_tailed_batch(int64_t rows, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int64_t>> prompts, responses;
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t p = 2 + int64_t(rng() % 5),
+            r = i % 6 == 3 ? 60 + int64_t(rng() % 31) : 1 + int64_t(rng() % 12);
+    std::vector<int64_t> pr, re;
+    for (int64_t j = 0; j < p; ++j) pr.push_back(32 + int64_t(rng() % 90));
+    for (int64_t j = 0; j < r; ++j) re.push_back(32 + int64_t(rng() % 90));
+    prompts.push_back(pr), responses.push_back(re);
+  }
+  return make_batch(prompts, responses);
+}
+
+TEST(RlSequences, MicroBatchPlanSortsByLengthWithinTheTokenBudget) {
+  SequenceBatch b = make_batch({{1, 2, 3}, {4}, {5, 6}, {7}, {8}},
+                               {{9}, {10, 11, 12, 13, 14, 15}, {16, 17}, {}, {18, 19, 20}});
+  EXPECT_EQ(row_lengths(b), (std::vector<int64_t>{4, 7, 4, 2, 4}));
+  // Rows 1..4 (lengths 7, 4, 2, 4) with 8 tokens a micro-batch: {1} alone (2*7 > 8), then
+  // {2, 4} (the ties in row order, 2*4 <= 8), then {3}.
+  std::vector<MicroBatch> plan = plan_microbatches(b, 1, 5, 8);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].rows, (std::vector<int64_t>{1}));
+  EXPECT_EQ(plan[0].t, 7);
+  EXPECT_EQ(plan[1].rows, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(plan[1].t, 4);
+  EXPECT_EQ(plan[2].rows, (std::vector<int64_t>{3}));
+  EXPECT_EQ(plan[2].t, 2);
+  // Budget 0: the unsplit layout, rows in order, padded to the batch's T.
+  std::vector<MicroBatch> one = plan_microbatches(b, 1, 5, 0);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].rows, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(one[0].t, 7);
+  // A micro-batch is its rows' prefix: the same tokens, targets and mask, cut to t.
+  SequenceBatch g = gather_rows(b, plan[1]);
+  ASSERT_EQ(g.tokens.sizes(), (std::vector<int64_t>{2, 4}));
+  EXPECT_TRUE(torch::equal(g.tokens[1], b.tokens[4].narrow(0, 0, 4)));
+  EXPECT_TRUE(torch::equal(g.mask[0], b.mask[2].narrow(0, 0, 3)));
+  EXPECT_EQ(g.response_tokens, 5);
+  // A long-tailed batch: every row exactly once, longest first, b * t within the budget.
+  SequenceBatch lt = long_tailed_batch(48, 3);
+  std::vector<int64_t> len = row_lengths(lt), seen;
+  for (const MicroBatch& mb : plan_microbatches(lt, 0, 48, 200)) {
+    EXPECT_TRUE(int64_t(mb.rows.size()) * mb.t <= 200 || mb.rows.size() == 1u);
+    for (int64_t r : mb.rows) {
+      EXPECT_LE(len[r], mb.t);
+      if (!seen.empty()) {
+        EXPECT_LE(len[r], len[seen.back()]);
+      }
+      seen.push_back(r);
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  for (int64_t i = 0; i < 48; ++i) ASSERT_EQ(seen[i], i);
+}
+
 TEST(RlWarmStart, SupervisedLossFalls) {
   model::Transformer policy = micro_policy(1);
   StatusOr<std::unique_ptr<Task>> made = make_task("arithmetic-cot", 3);
@@ -72,6 +133,57 @@ TEST(RlPolicyTrainer, PositiveAdvantageRaisesItsResponseLogProbability) {
   for (int i = 0; i < 5; ++i) trainer.update(b, torch::tensor({1.0f, -1.0f}));
   EXPECT_GT(logp(0), good0 + 0.1);
   EXPECT_LT(logp(1), bad0 - 0.1);
+}
+
+// The micro-batched update against one padded batch per minibatch (max_tokens_per_microbatch 0),
+// in float64 so that only summation order separates them: same loss, KL, clip fraction and
+// weights after two updates (learning rate 1e-2 moves the ratios past the clip).
+TEST(RlPolicyTrainer, MicroBatchedUpdateMatchesOnePaddedBatch) {
+  auto make = [](uint64_t seed) {
+    model::Transformer m = micro_policy(seed);
+    m->to(torch::kFloat64);
+    return m;
+  };
+  model::Transformer padded = make(8), micro = make(8), reference = make(9);
+  GrpoOptions o;
+  o.learning_rate = 1e-2, o.minibatches = 2, o.kl_coef = 0.1;
+  o.max_tokens_per_microbatch = 0;
+  PolicyTrainer whole(padded, reference, o);
+  o.max_tokens_per_microbatch = 160;
+  PolicyTrainer split(micro, reference, o);
+  SequenceBatch b = long_tailed_batch(24, 5);
+  torch::manual_seed(10);
+  torch::Tensor adv = torch::randn({24}, torch::kFloat64);  // (B,)
+  int64_t t = b.tokens.size(1);
+  double clipped = 0.0;
+  for (int step = 0; step < 2; ++step) {
+    UpdateStats a = whole.update(b, adv), c = split.update(b, adv);
+    std::printf(
+        "step %d: loss %.12f vs %.12f, kl %.3e vs %.3e, clip %.4f vs %.4f, "
+        "micro-batches %lld vs %lld, positions %lld vs %lld\n",
+        step, a.loss, c.loss, a.kl, c.kl, a.clip_fraction, c.clip_fraction,
+        (long long)a.microbatches, (long long)c.microbatches, (long long)a.positions,
+        (long long)c.positions);
+    EXPECT_NEAR(a.loss, c.loss, 1e-11);
+    EXPECT_NEAR(a.kl, c.kl, 1e-12);
+    EXPECT_NEAR(a.clip_fraction, c.clip_fraction, 1e-12);
+    EXPECT_EQ(a.microbatches, 2);
+    EXPECT_EQ(a.positions, 24 * (t - 1));
+    EXPECT_GT(c.microbatches, 4) << "the token budget should cut each minibatch several times";
+    EXPECT_LT(c.positions, a.positions / 2) << "micro-batches should skip most of the padding";
+    clipped += a.clip_fraction;
+  }
+  EXPECT_GT(clipped, 0.0) << "the test should exercise the clipped branch";
+  double maxdiff = 0.0;
+  auto pa = padded->named_parameters(), pc = micro->named_parameters();
+  for (const auto& p : pa) {
+    torch::Tensor w = p.value(), v = pc[p.key()];
+    maxdiff = std::max(maxdiff, (w - v).abs().max().item<double>());
+  }
+  std::printf("weights after two updates: maxdiff %.3e\n", maxdiff);
+  EXPECT_LT(maxdiff, 1e-10);
+  // And the update moved the weights well beyond that.
+  EXPECT_GT((padded->lm_head->weight - make(8)->lm_head->weight).abs().max().item<double>(), 1e-3);
 }
 
 TEST(RlPolicyTrainer, SaveLoadRestoresWeightsAndRefusesCorruption) {
