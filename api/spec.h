@@ -376,8 +376,9 @@ struct RLJobSpec {
 
   template <class V>
   void fields(V& v) {
-    v("model", model, Rule().doc("The policy model."));
-    v("task", task, Rule().doc("The RL task and its reward."));
+    v("model", model,
+      Rule().fixed().doc("The policy model (immutable: checkpoints depend on it)."));
+    v("task", task, Rule().fixed().doc("The RL task and its reward (immutable)."));
     v("algorithm", algorithm, Rule().doc("GRPO hyper-parameters."));
     v("roles", roles, Rule().doc("Pods per role."));
     v("speculative", speculative, Rule().doc("Speculative decoding in the rollouts."));
@@ -606,8 +607,10 @@ struct TSTPretrainJobSpec {
 
   template <class V>
   void fields(V& v) {
-    v("model", model, Rule().doc("The model to pretrain."));
-    v("data", data, Rule().doc("Corpus and tokenizer."));
+    v("model", model,
+      Rule().fixed().doc("The model to pretrain (immutable: checkpoints depend on it)."));
+    v("data", data,
+      Rule().fixed().doc("Corpus and tokenizer (immutable: the stream position depends on them)."));
     v("training", training, Rule().doc("Optimisation."));
     v("superposition", superposition, Rule().doc("Token superposition phase."));
     v("workers", workers, Rule().doc("Data-parallel workers."));

@@ -169,6 +169,20 @@ all=$(kc get tlt -A -o name | sort | tr '\n' ' ')
 K8S_STEP="a status write must not change the spec, nor a spec write the status"
 [[ $(kc get rljob rljob-tiny -o 'jsonpath={.metadata.generation}') == 1 ]] || fail "$K8S_STEP"
 
+# ---- immutable fields: the model, task and data cannot change under a running job --------------
+K8S_STEP="an edit of spec.model.preset must be refused"
+out=$(kc patch rljob rljob-tiny --type=merge -p '{"spec":{"model":{"preset":"small"}}}' 2>&1) &&
+  fail "$K8S_STEP: it was accepted"
+expect_contains "$out" "spec.model" "$K8S_STEP"
+expect_contains "$out" "is immutable; delete the job and create it anew to change it" "$K8S_STEP"
+K8S_STEP="an edit of spec.data.corpus must be refused"
+out=$(kc patch tstj tst-tiny --type=merge -p '{"spec":{"data":{"corpus":"files","paths":["/x"]}}}' 2>&1) &&
+  fail "$K8S_STEP: it was accepted"
+expect_contains "$out" "is immutable" "$K8S_STEP"
+[[ $(kc get rljob rljob-tiny -o 'jsonpath={.spec.model.preset}') == micro ]] ||
+  fail "the refused edit changed spec.model.preset"
+k8s_say "edits of spec.model and spec.data refused as immutable"
+
 # ---- 5. scale ----------------------------------------------------------------------------------
 K8S_STEP="kubectl scale rljob/rljob-tiny --replicas=3"
 kc scale rljob/rljob-tiny --replicas=3 >/dev/null
