@@ -45,6 +45,7 @@ void run_informer(kube::KubeClient* client, ObjectStore* store, const InformerOp
               {"resourceVersion", list->resource_version}});
     std::string rv = list->resource_version;
     list = kube::ObjectList{};  // not kept while watching
+    metrics->declare_watch(r.plural);
     while (!stopping) {
       kube::WatchOptions wo;
       wo.resource_version = rv;

@@ -94,6 +94,11 @@ void OperatorMetrics::add_watch_restart(const std::string& resource, const std::
   f_->watch_restarts.Add({{"resource", resource}, {"reason", reason}}).Increment();
 }
 
+void OperatorMetrics::declare_watch(const std::string& resource) {
+  for (const char* reason : {"gone", "error"})
+    f_->watch_restarts.Add({{"resource", resource}, {"reason", reason}});
+}
+
 void OperatorMetrics::set_leader(bool leader) {
   f_->leader.Add({}).Set(leader ? 1 : 0);
 }

@@ -40,6 +40,9 @@ class OperatorMetrics {
   // Records the phase of the job `key` ("" when it is gone).
   void set_job_phase(const std::string& key, const std::string& kind, const std::string& phase);
   void add_watch_restart(const std::string& resource, const std::string& reason);
+  // Creates the watch-restart series of `resource` (both reasons) at 0, so that a rate over
+  // them reads 0 rather than nothing before the first restart.
+  void declare_watch(const std::string& resource);
   void set_leader(bool leader);
   void add_rebalancer_decision(const std::string& namespace_, const std::string& job,
                                const std::string& action);

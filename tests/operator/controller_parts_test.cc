@@ -196,6 +196,22 @@ TEST(OperatorMetrics, Render_HasReconcileQueueAndPhaseSeries) {
   EXPECT_NE(text.find("tlt_operator_workqueue_depth 7"), std::string::npos);
 }
 
+TEST(OperatorMetrics, DeclaredWatch_ReadsZeroUntilARestart) {
+  OperatorMetrics m;
+  m.declare_watch("pods");
+  std::string text = m.render();
+  for (const char* reason : {"gone", "error"})
+    EXPECT_NE(text.find(std::string("tlt_operator_watch_restarts_total{reason=\"") + reason +
+                        "\",resource=\"pods\"} 0"),
+              std::string::npos)
+        << text;
+  m.add_watch_restart("pods", "gone");
+  m.declare_watch("pods");  // again (a relist): the count stays
+  EXPECT_NE(
+      m.render().find("tlt_operator_watch_restarts_total{reason=\"gone\",resource=\"pods\"} 1"),
+      std::string::npos);
+}
+
 TEST(Log, Format_KeyValueWithQuotedSentence) {
   std::string line = format_log("info", "Created a pod.", {{"pod", "x-0"}, {"why", "a b"}});
   EXPECT_NE(line.find(" level=info msg=\"Created a pod.\" pod=x-0 why=\"a b\""), std::string::npos)

@@ -12,8 +12,8 @@
 #      reclaimed worker-seconds grow);
 #   3. the run's progress reaches <job>-trainer-0's tlt.dev/progress annotation;
 #   4. SIGTERM: the run checkpoints and exits 0;
-#   5. dashboards/render draws the idle-GPU reclamation dashboard from this Prometheus (the run's
-#      and the operator's metrics) and every panel has data.
+#   5. dashboards/render draws the idle-GPU reclamation dashboard and the operator dashboard from
+#      this Prometheus (the run's and the operator's metrics): every panel has data.
 # Stops every process it started (by PID) on exit. Last line: PASS or FAIL.
 # Usage: rebalancer_runtime.sh TLT_BINARY TLT_OPERATOR_BINARY SOURCE_DIR   (K8S_BIN=DIR, KEEP=1)
 set -euo pipefail
@@ -181,7 +181,7 @@ print("steps with worker 2 dedicated: %d of %d; reclaimed worker-seconds per ste
       % (len(dedicated), len(steps), reclaimed_before, reclaimed_after))
 assert reclaimed_after > reclaimed_before, "dedicating worker 2 reclaimed nothing"
 PY
-# ---- 5. the main dashboard drawn from this Prometheus: every panel has data ---------------------
+# ---- 5. the main and operator dashboards drawn from this Prometheus: every panel has data ------
 # (TLT_DASHBOARD_PNG=FILE keeps the picture: the README's is made this way.)
 K8S_STEP="render the idle-GPU reclamation dashboard"
 if [[ -d "$src/dashboards/render/node_modules" ]] && command -v chromium >/dev/null 2>&1; then
@@ -190,7 +190,12 @@ if [[ -d "$src/dashboards/render/node_modules" ]] && command -v chromium >/dev/n
     --var namespace=research --var job=$JOB --scrape-interval ${SCRAPE}s --width 1600 \
     --out "${TLT_DASHBOARD_PNG:-$K8S_TMP/idle-gpu-reclamation.png}" --require-data \
     >"$K8S_TMP/render.log" 2>&1 || { cat "$K8S_TMP/render.log"; fail "a panel of the main dashboard has no data"; }
-  RENDERED="; every panel of the main dashboard has data"
+  node "$src/dashboards/render/render.mjs" --prometheus "$PROM" \
+    --dashboard "$src/dashboards/tlt-operator.json" --from "$RUN_START_EPOCH" --to "$RUN_END_EPOCH" \
+    --var job=$JOB --scrape-interval ${SCRAPE}s --width 1600 \
+    --out "$K8S_TMP/operator.png" --require-data \
+    >"$K8S_TMP/render-operator.log" 2>&1 || { cat "$K8S_TMP/render-operator.log"; fail "a panel of the operator dashboard has no data"; }
+  RENDERED="; every panel of the main and operator dashboards has data"
 else
   fail "dashboards/render is not installed (scripts/setup.sh installs chromium and its npm packages)"
 fi
