@@ -162,6 +162,19 @@ while read -r kind verb res; do
     [[ $verb == list || $verb == watch ]] && can "$verb" "$res" -A
   fi
 done <<<"$needed"
+# The job pods' runtime role, bound to research's default ServiceAccount by the full values: a
+# trainer pod there may list pods and patch its own annotations, and nothing more.
+JOB_SA=system:serviceaccount:research:default
+for v in list patch; do
+  K8S_STEP="a job pod in research may not $v pods; the chart's runtime role should allow it"
+  [[ $(kc auth can-i "$v" pods -n research --as "$JOB_SA" 2>/dev/null || true) == yes ]] || exit 1
+done
+for denied in "delete pods -n research" "list pods -n $NS" "get secrets -n research"; do
+  K8S_STEP="a job pod in research may $denied; least privilege says no"
+  # shellcheck disable=SC2086
+  [[ $(kc auth can-i $denied --as "$JOB_SA" 2>/dev/null || true) == no ]] || exit 1
+done
+
 # Denied: what the operator never calls.
 cannot create rljobs.tlt.dev
 cannot update rljobs.tlt.dev
