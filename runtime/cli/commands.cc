@@ -1,5 +1,7 @@
 #include "runtime/cli/commands.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <ostream>
@@ -133,8 +135,18 @@ int run_role_command(std::ostream& out, std::ostream& err) {
   if (role == "trainer" && index == 0) {
     RLRunFlags f;
     f.listen_port = int(port);
-    if (!ns.empty() && (std::getenv("KUBERNETES_SERVICE_HOST") || std::getenv("KUBECONFIG")))
+    // The link to the apiserver needs credentials: $KUBECONFIG, or a mounted service-account
+    // token (absent with automountServiceAccountToken: false). Without them the job trains
+    // without it (no assignments, no progress in the job's status), saying so.
+    bool sa_token = std::getenv("KUBERNETES_SERVICE_HOST") &&
+                    ::access("/var/run/secrets/kubernetes.io/serviceaccount/token", R_OK) == 0;
+    if (!ns.empty() && (sa_token || std::getenv("KUBECONFIG"))) {
       f.attach_namespace = ns;
+    } else {
+      err << "tlt run-role: no Kubernetes credentials (no $KUBECONFIG, no service-account token): "
+             "running without the rebalancer's assignments and without progress in the job's "
+             "status\n";
+    }
     return run_rl_job(rl, f, out, err);
   }
   err << "tlt run-role: role " << role << " " << index
