@@ -55,7 +55,9 @@ struct OperatorMetrics::Families {
   Family<Counter>& decisions =
       prometheus::BuildCounter()
           .Name("tlt_operator_rebalancer_decisions_total")
-          .Help("Rebalancer decisions per RLJob (action assign_drafter, return_rollout).")
+          .Help(
+              "Rebalancer decisions per RLJob (action assign_drafter, return_rollout, "
+              "add_drafter, remove_drafter).")
           .Register(*registry);
   Family<Counter>& query_errors =
       prometheus::BuildCounter()

@@ -9,7 +9,8 @@
 //   tlt_operator_leader                                  1 while this replica leads
 //   tlt_operator_rebalancer_decisions_total{namespace,job,action}
 //                                                       rebalancer decisions per RLJob, action
-//                                                       assign_drafter or return_rollout
+//                                                       assign_drafter, return_rollout,
+//                                                       add_drafter or remove_drafter
 //   tlt_operator_prometheus_query_errors_total          rebalancer passes whose utilisation
 //                                                       query failed (unreachable, garbage)
 //

@@ -38,11 +38,60 @@
 // after a restart: assigned pods are read from their annotation, and every pod then waits one
 // window, so a restart can delay decisions but never repeat or reverse one early.
 //
+// Dedicated drafter pods (spec.roles.drafter). After the pod decisions of a pass, the job as a
+// whole is looked at:
+//   starving  spec.drafter.training.enabled, at least one running rollout pod, none assigned,
+//             and every one past its hold with busy > 1 - idleBelow: over a whole window no
+//             rollout pod was idle, so no rollout pod can train the drafter. Add one pod:
+//             spec.roles.drafter.replicas + 1, never above roles.drafter.maxReplicas (at the cap:
+//             condition reason MaxReplicasReached and one log line, nothing else).
+//   idle      some rollout pod is assigned, or an unassigned one past its hold has idle <
+//             idleBelow (idle for a whole window), or drafter training is off. Remove one pod
+//             the rebalancer added: replicas - 1, never below roles.drafter.minReplicas and never
+//             below the count a user set (only pods the rebalancer added are removed).
+// At most one change per window per job: none within a window of the previous one (or of a
+// user's edit the rebalancer noticed). Since a pod's hold covers its first window, a job's first
+// change also comes a window after the rebalancer first saw its pods (and after a restart).
+//
+// How a change is made, like an autoscaler scales its target: the rebalancer merge-patches the
+// RLJob's spec.roles.drafter.replicas (guarded by resourceVersion), and the reconciler creates
+// or deletes pods <job>-drafter-<i> as for any edit of replicas (highest index first), and
+// rewrites the job's ConfigMap. `kubectl get rljob -o yaml` thus shows the replicas that run.
+// The same patch sets the annotation tlt.dev/drafter-scaling on the RLJob, the rebalancer's
+// record: {"replicas": R, "added": A, "action": "add"|"remove"|"adopt", "time": RFC 3339}, R the
+// replicas it wrote, A how many of them it added on top of the user's count. Writing both in one
+// request keeps them consistent, and the record is what a restarted operator reads (nothing
+// about drafter pods is kept only in memory). A is never taken above replicas - minReplicas (a
+// raised minReplicas keeps pods the rebalancer added); an unreadable record counts as none
+// (every pod the user's; a warning, once). The patch is made on the job as re-read just before,
+// and only if neither replicas nor the record changed since the pass listed it; a failed write
+// (a conflict, the apiserver down) is logged and the decision waits for the next interval.
+// A user's own edit is never fought: when spec.roles.drafter.replicas differs from the record's
+// R, someone else changed it; the rebalancer adopts the new value as the user's count (A = 0:
+// it will not remove below it), writes the record (action adopt, an Event DrafterReplicasAdopted)
+// and makes no change within a window of noticing the edit. It may still add pods above the
+// user's count while the drafter starves; lowering maxReplicas (to replicas) stops that.
+//
+// A decision about drafter pods is written as
+//   - the patch above (spec.roles.drafter.replicas and the record);
+//   - an Event on the RLJob (DrafterPodAdded / DrafterPodRemoved);
+//   - tlt_operator_rebalancer_decisions_total{action} add_drafter / remove_drafter;
+//   - condition DrafterScaled: True while pods the rebalancer added run (reason DrafterPodAdded
+//     or DrafterPodRemoved, the last decision), False when none (NoDrafterPodsAdded,
+//     DrafterPodRemoved, DrafterReplicasAdopted), True with reason MaxReplicasReached while the
+//     drafter starves at the cap; the message names replicas, the user's count and the bounds.
+//     (The reconciler, woken by the spec change, may write its status from a cache that has not
+//     seen the condition yet; the rebalancer writes it again at its next interval.)
+//   - a log line.
+// The runtime's side: the trainer takes a drafter pod that connects at its next step boundary
+// and carries on without one that leaves (runtime/rl/run.h).
+//
 // Thread safety: not thread-safe; one thread calls tick() (RebalancerLoop in loop.h).
 #pragma once
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +111,8 @@ using api::kAssignedToDrafter;  // api/labels.h: the contract with the runtime p
 using api::kAssignmentAnnotation;
 inline constexpr const char* kDegradedCondition = "RebalancerDegraded";
 inline constexpr const char* kAssignedCondition = "DrafterAssigned";
+inline constexpr const char* kDrafterScaledCondition = "DrafterScaled";
+inline constexpr const char* kDrafterScalingAnnotation = "tlt.dev/drafter-scaling";
 
 struct RebalancerOptions {
   std::string namespace_;              // RLJobs of this namespace; "" for all
@@ -111,6 +162,8 @@ class Rebalancer {
     controller::WallTime next_look;
     bool looked = false;
     bool degraded = false;                 // as last reported (Events only on changes)
+    bool capped = false;                   // starving at maxReplicas, as last logged
+    std::string bad_record;                // an unreadable drafter record, as last logged
     std::map<std::string, PodState> pods;  // by pod name
   };
   struct Decision {
@@ -123,23 +176,67 @@ class Rebalancer {
     int index = -1;
     bool assigned = false;
   };
+  // Per pod: (idle, busy) as ratios.
+  using Utilisation = std::map<std::string, std::pair<double, double>>;
+  // The annotation tlt.dev/drafter-scaling as read back (see the top).
+  struct DrafterRecord {
+    bool present = false;  // false: the rebalancer never changed this job's drafter pods
+    int32_t replicas = 0;  // spec.roles.drafter.replicas as the rebalancer wrote or adopted it
+    int32_t added = 0;     // pods it added on top of the user's count
+    std::string action;    // add, remove, adopt
+    std::optional<controller::WallTime> time;  // when it wrote the record
+  };
+  // What the rollout pods say about the drafter this pass.
+  struct DrafterSignal {
+    bool starving = false;  // no rollout pod idle or assigned over a whole window
+    bool idle = false;      // a rollout pod is assigned or was idle for a whole window
+    std::string why;        // a sentence for Events and logs
+  };
 
-  void rebalance(const controller::ObservedJob& job, const api::RebalancingSpec& spec,
-                 JobState* state);
+  void rebalance(const controller::ObservedJob& job, const nlohmann::json& object,
+                 const api::RLJobSpec& spec, JobState* state);
   StatusOr<std::vector<Pod>> running_rollout_pods(const controller::ObservedJob& job);
-  // Runs both queries; per pod (idle, busy) as ratios.
-  StatusOr<std::map<std::string, std::pair<double, double>>> utilisation(
-      const controller::ObservedJob& job, const api::RebalancingSpec& spec, const std::string& url);
+  // Runs both queries.
+  StatusOr<Utilisation> utilisation(const controller::ObservedJob& job,
+                                    const api::RebalancingSpec& spec, const std::string& url);
   std::vector<Decision> decide(const api::RebalancingSpec& spec, const std::vector<Pod>& pods,
-                               const std::map<std::string, std::pair<double, double>>& values,
-                               JobState* state);
+                               const Utilisation& values, JobState* state);
   bool apply(const controller::ObservedJob& job, const api::RebalancingSpec& spec,
              const Decision& d);
+  // Adds or removes a dedicated drafter pod when the signal says so and the record allows;
+  // returns the DrafterScaled condition to store.
+  nlohmann::json scale_drafters(const controller::ObservedJob& job, const nlohmann::json& object,
+                                const api::RLJobSpec& spec, const std::vector<Pod>& pods,
+                                const Utilisation& values, JobState* state);
+  // The record on `object`; present = false when there is none or it is unreadable (a warning,
+  // logged once per value: the replicas are then all the user's).
+  DrafterRecord drafter_record(const controller::ObservedJob& job, const nlohmann::json& object,
+                               JobState* state) const;
+  // Records a user's edit of spec.roles.drafter.replicas (the record's replicas differ) as the
+  // user's count; returns the DrafterScaled condition, or null to keep the stored one.
+  nlohmann::json adopt_drafter_replicas(const controller::ObservedJob& job,
+                                        const nlohmann::json& object, const DrafterRecord& rec,
+                                        const api::RLJobSpec& spec);
+  // Writes the change from `was` to next.replicas; then the Event, metric and log line. False
+  // (logged) when the write failed: the decision waits for the next interval.
+  bool change_drafter_replicas(const controller::ObservedJob& job, const nlohmann::json& object,
+                               const api::RLJobSpec& spec, const DrafterSignal& sig, int32_t was,
+                               const DrafterRecord& next);
+  nlohmann::json drafter_condition(const controller::ObservedJob& job, const api::RLJobSpec& spec,
+                                   const DrafterSignal& sig, const DrafterRecord& rec,
+                                   bool capped) const;
+  DrafterSignal drafter_signal(const api::RLJobSpec& spec, const std::vector<Pod>& pods,
+                               const Utilisation& values, const JobState& state) const;
+  // Patches spec.roles.drafter.replicas (when `replicas` differs from the listed job's) and the
+  // record, on the job as it is now, provided neither changed since `object` was listed.
+  Status write_drafter_replicas(const controller::ObservedJob& job, const nlohmann::json& object,
+                                int32_t replicas, const DrafterRecord& record);
   void degraded(const controller::ObservedJob& job, const std::string& url, const Status& why,
                 JobState* state);
-  // Replaces the rebalancer's two conditions in the stored status when they differ.
-  void write_conditions(const controller::ObservedJob& job, const nlohmann::json& degraded,
-                        const nlohmann::json& assigned);
+  // Replaces the given conditions (by type) in the stored status when they differ; a null
+  // condition keeps the stored one of its type.
+  void write_conditions(const controller::ObservedJob& job,
+                        const std::vector<std::pair<std::string, nlohmann::json>>& conditions);
   void event(const controller::ObservedJob& job, const std::string& type, const std::string& reason,
              const std::string& message);
 

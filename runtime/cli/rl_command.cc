@@ -136,17 +136,23 @@ void publish(metrics::RuntimeMetrics* m, const api::RLJob& job, const rl::StepRe
   if (r.accept_length >= 1) (void)m->observe_accept_length(r.accept_length);
   for (const auto& [arm, n] : r.arms)
     for (int64_t k = 0; k < n; ++k) (void)m->add_arm_selected(arm);
-  // Busy share of each worker over the step's rollout phase (generating or training).
+  // Busy share of each worker over the step's rollout phase (generating or training). A worker
+  // with no interval was absent (a drafter pod's slot without a pod): no series for it.
   std::vector<double> busy(size_t(workers), 0.0);
-  for (const rl::Interval& i : r.timeline)
+  std::vector<bool> seen(size_t(workers), false);
+  for (const rl::Interval& i : r.timeline) {
+    if (i.worker < 0 || i.worker >= workers) continue;
+    seen[size_t(i.worker)] = true;
     if (i.state != "released" && i.state != "idle" && i.end <= r.rollout_seconds + 1e-9)
       busy[size_t(i.worker)] += i.end - i.start;
+  }
   for (int w = 0; w < workers; ++w) {
+    if (!seen[size_t(w)]) continue;
     bool drafter = std::count(r.drafter_workers.begin(), r.drafter_workers.end(), w) > 0;
     m->set_drafter_assigned(worker_pod(job, w), drafter);
   }
   for (int w = 0; w < workers; ++w)
-    if (r.rollout_seconds > 0)
+    if (r.rollout_seconds > 0 && seen[size_t(w)])
       (void)m->set_gpu_busy_ratio(worker_pod(job, w),
                                   std::min(1.0, busy[size_t(w)] / r.rollout_seconds));
 }
@@ -370,6 +376,14 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     if (!spec.checkpoint.path.empty()) plan.checkpoint_dir = spec.checkpoint.path + "/" + label;
     plan.resume = flags.resume;
     plan.listen_port = flags.listen_port;
+    if (plan.listen_port > 0) {
+      // A cluster job's drafter pods come and go with the rebalancer: a worker slot for every
+      // pod maxReplicas allows; at the start only the spec's replicas are awaited.
+      int slots = std::max(spec.roles.drafter.replicas, spec.roles.drafter.max_replicas);
+      plan.drafter_pods_at_start = plan.drafter_role_workers;
+      plan.workers += slots - plan.drafter_role_workers;
+      plan.drafter_role_workers = slots;
+    }
     Progress progress(out, label, plan.steps);
     rl::RunCallbacks cb;
     cb.warm_start = [&](int64_t s, double l) { progress.warm_start(s, l); };

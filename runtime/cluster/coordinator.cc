@@ -43,7 +43,9 @@ Status Coordinator::begin_step(int64_t step, double now) {
     return Status::FailedPrecondition("step " + std::to_string(step_) +
                                       " has not ended; call end_step first");
   }
-  for (int i = 0; i < int(workers_.size()); ++i) enter(i, WorkerState::kGenerating, now);
+  for (int i = 0; i < int(workers_.size()); ++i) {
+    if (!workers_[size_t(i)].absent) enter(i, WorkerState::kGenerating, now);
+  }
   step_ = step;
   in_step_ = true;
   return Status::Ok();
@@ -53,6 +55,28 @@ Status Coordinator::set_dedicated(const std::vector<int>& workers) {
   for (int w : workers) TLT_RETURN_IF_ERROR(check_index(w));
   for (Worker& w : workers_) w.dedicated = false;
   for (int w : workers) workers_[size_t(w)].dedicated = true;
+  return Status::Ok();
+}
+
+Status Coordinator::set_absent(const std::vector<int>& workers) {
+  for (int w : workers) TLT_RETURN_IF_ERROR(check_index(w));
+  if (in_step_) {
+    return Status::FailedPrecondition("step " + std::to_string(step_) +
+                                      " is under way; a worker leaving now calls worker_left");
+  }
+  for (Worker& w : workers_) w.absent = false;
+  for (int w : workers) workers_[size_t(w)].absent = true;
+  return Status::Ok();
+}
+
+Status Coordinator::worker_left(int worker, double now) {
+  TLT_RETURN_IF_ERROR(check_index(worker));
+  if (workers_[size_t(worker)].state == WorkerState::kGenerating) {
+    return Status::FailedPrecondition("worker " + std::to_string(worker) +
+                                      " is GENERATING; restart it so its requests rerun");
+  }
+  enter(worker, WorkerState::kIdle, now);
+  workers_[size_t(worker)].absent = true;
   return Status::Ok();
 }
 

@@ -45,6 +45,17 @@ class Coordinator {
   // RELEASED; TRAINING loses the training it had not checkpointed and rejoins through
   // RELEASED. Returns the workers that start training now.
   StatusOr<std::vector<int>> worker_restarted(int worker, double now);
+  // The workers absent from the next steps (a cluster job's drafter pod that has not connected,
+  // or has left): begin_step leaves them IDLE, they never train, and no time is accounted to
+  // them. Replaces the previous set. InvalidArgument for a bad index, FailedPrecondition within
+  // a step (use worker_left); the set is unchanged then.
+  Status set_absent(const std::vector<int>& workers);
+  bool absent(int worker) const { return workers_[size_t(worker)].absent; }
+  // A worker left within a step and is not coming back this step (its pod went away): its
+  // accounting ends at `now` and it is absent until set_absent says otherwise. FailedPrecondition
+  // when it is GENERATING (its requests would be lost: restart it instead); InvalidArgument for a
+  // bad index.
+  Status worker_left(int worker, double now);
   // True when no worker is GENERATING: the rollout phase of the step is over.
   bool rollout_finished() const;
   // Step boundary: every worker -> IDLE; returns the TRAINING workers preempted.
@@ -66,6 +77,7 @@ class Coordinator {
     WorkerState state = WorkerState::kIdle;
     double since = 0.0;      // when it entered `state`
     bool dedicated = false;  // trains the drafter as soon as it is released
+    bool absent = false;     // not part of the steps (set_absent, worker_left)
   };
   Status check_index(int worker) const;
   // RELEASED -> TRAINING for every released worker once enough are done, and at once for a

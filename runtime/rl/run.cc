@@ -132,6 +132,21 @@ class Driver {
   Status init_models();
   Status spawn(int w);
   Status connect_remote(int w);
+  // Remote workers: one connection that says hello into pending_, waiting up to timeout_ms;
+  // DeadlineExceeded when none came.
+  Status accept_one(int timeout_ms);
+  Status attach(int w, int fd);  // pairs worker w with a connection and sends its setup
+  // Drafter pods (remote): await those the spec has at the start; at a step boundary take the
+  // ones that connected and drop the ones that hung up; drop one that left.
+  Status await_drafter_pods();
+  void admit_drafter_pods(int64_t step);
+  void drop(int w, const std::string& why);
+  // A drafter pod's slot: it may be absent (remote workers only).
+  bool optional_worker(int64_t w) const { return plan_.listen_port > 0 && w >= rollout_workers(); }
+  bool present(int64_t w) const { return procs_[size_t(w)].ch != nullptr; }
+  // Sends to worker w. A drafter pod that is absent or gone is not an error: a dead connection
+  // shows up in the step's poll, which drops it.
+  Status send_to(int64_t w, const json& m);
   json setup_message(int w) const;
   int64_t rollout_workers() const {
     return std::max<int64_t>(1, plan_.workers - plan_.drafter_role_workers);
@@ -216,32 +231,110 @@ Status Driver::connect_remote(int w) {
     StatusOr<int> fd = listen_tcp(plan_.listen_port, plan_.listen_loopback);
     if (!fd.ok()) return fd.status();
     listen_fd_ = *fd;
-    log("waiting for " + std::to_string(plan_.workers) + " rollout workers on port " +
+    log("waiting for " + std::to_string(rollout_workers()) + " rollout workers on port " +
         std::to_string(plan_.listen_port));
   }
   while (!pending_.count(w)) {
-    StatusOr<std::pair<int, int>> c = accept_worker(listen_fd_, plan_.connect_timeout_s * 1000);
-    if (!c.ok())
-      return Status(c.status().code(),
-                    "rollout worker " + std::to_string(w) + ": " + c.status().message());
-    auto [fd, index] = *c;
-    if (index < 0 || index >= plan_.workers) {
-      log("a worker said it is rollout " + std::to_string(index) + "; this job has " +
-          std::to_string(plan_.workers) + ": refused");
-      close(fd);
-      continue;
-    }
-    if (pending_.count(index)) close(pending_[index]);  // a newer connection wins
-    pending_[index] = fd;
+    Status st = accept_one(plan_.connect_timeout_s * 1000);
+    if (!st.ok())
+      return Status(st.code(), "rollout worker " + std::to_string(w) + ": " + st.message());
   }
   int fd = pending_[w];
   pending_.erase(w);
   log("rollout worker " + std::to_string(w) + " connected");
-  Proc& p = procs_[w];
+  return attach(w, fd);
+}
+
+Status Driver::accept_one(int timeout_ms) {
+  StatusOr<std::pair<int, int>> c = accept_worker(listen_fd_, timeout_ms);
+  if (!c.ok()) return c.status();
+  auto [fd, index] = *c;
+  if (index < 0) {
+    log("a worker said it is worker " + std::to_string(index) + ": refused");
+    close(fd);
+    return Status::Ok();
+  }
+  if (index >= plan_.workers) {
+    // A drafter pod beyond the slots this trainer started with (maxReplicas raised since): it
+    // stays connected and unused rather than failing its pod.
+    log("worker " + std::to_string(index) + " connected, but this job has " +
+        std::to_string(plan_.workers) + " worker slots (spec.roles.drafter.maxReplicas when the " +
+        "trainer started): it waits unused");
+  }
+  if (pending_.count(index)) close(pending_[index]);  // a newer connection wins
+  pending_[index] = fd;
+  return Status::Ok();
+}
+
+Status Driver::attach(int w, int fd) {
+  Proc& p = procs_[size_t(w)];
   p.pid = -1, p.to = fd, p.from = fd;
   p.ch = std::make_unique<Channel>(fd, fd);
   p.ch->mirror_files(plan_.run_dir);
   return p.ch->send(setup_message(w));
+}
+
+void Driver::drop(int w, const std::string& why) {
+  Proc& p = procs_[size_t(w)];
+  if (p.to >= 0) close(p.to);
+  p.pid = -1, p.to = p.from = -1;
+  p.ch.reset();
+  log("drafter pod " + std::to_string(w - rollout_workers()) + " (worker " + std::to_string(w) +
+      ") left (" + why + "); the job goes on without it");
+}
+
+Status Driver::await_drafter_pods() {
+  if (plan_.listen_port <= 0 || plan_.drafter_role_workers <= 0) return Status::Ok();
+  int64_t expected = plan_.drafter_pods_at_start < 0
+                         ? plan_.drafter_role_workers
+                         : std::min(plan_.drafter_pods_at_start, plan_.drafter_role_workers);
+  auto missing = [&] {
+    for (int64_t w = rollout_workers(); w < rollout_workers() + expected; ++w)
+      if (!pending_.count(int(w))) return true;
+    return false;
+  };
+  double deadline = now_s() + plan_.drafter_start_grace_s;
+  while (missing() && now_s() < deadline) {
+    Status st = accept_one(int(std::max(1.0, 1000 * (deadline - now_s()))));
+    if (st.code() == StatusCode::kDeadlineExceeded) break;
+    if (!st.ok()) return st;
+  }
+  if (missing())
+    log("not every drafter pod connected within " + std::to_string(plan_.drafter_start_grace_s) +
+        " s; the job starts without the missing ones, which join at a step boundary");
+  admit_drafter_pods(start_step_ + 1);
+  return Status::Ok();
+}
+
+void Driver::admit_drafter_pods(int64_t step) {
+  if (plan_.listen_port <= 0 || listen_fd_ < 0) return;
+  while (accept_one(0).ok()) {
+  }
+  for (int64_t w = rollout_workers(); w < plan_.workers; ++w) {
+    if (present(w)) {  // still there? (a pod that went away between steps)
+      pollfd p{procs_[size_t(w)].from, POLLIN, 0};
+      bool hung_up = poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) &&
+                     !procs_[size_t(w)].ch->pump().ok() && !procs_[size_t(w)].ch->has_buffered();
+      if (hung_up) {
+        drop(int(w), "hung up between steps");
+      } else if (pending_.count(int(w))) {
+        drop(int(w), "connected again");  // its pod restarted: the new connection wins
+      }
+    }
+    if (present(w) || !pending_.count(int(w))) continue;
+    int fd = pending_[int(w)];
+    pending_.erase(int(w));
+    log("drafter pod " + std::to_string(w - rollout_workers()) + " (worker " + std::to_string(w) +
+        ") joined at step " + std::to_string(step));
+    Status st = attach(int(w), fd);
+    if (!st.ok()) drop(int(w), st.message());
+  }
+}
+
+Status Driver::send_to(int64_t w, const json& m) {
+  if (optional_worker(w) && !present(w)) return Status::Ok();
+  Status st = procs_[size_t(w)].ch->send(m);
+  return st.ok() || optional_worker(w) ? Status::Ok() : st;
 }
 
 Status Driver::spawn(int w) {
@@ -349,6 +442,7 @@ Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>
 
 Status Driver::run_step(int64_t step, StepReport* r) {
   r->step = step;
+  admit_drafter_pods(step);  // drafter pods that connected since the last step
   int64_t p_count = plan_.prompts_per_step, g = plan_.group_size, n = plan_.workers;
   // This step's problems: a window of the training stream, so a resumed run sees the same.
   std::vector<Problem> problems;
@@ -387,7 +481,7 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   std::vector<int64_t> generators;
   for (int64_t w = 0; w < n; ++w) {
     if (dedicated[size_t(w)]) {
-      r->drafter_workers.push_back(int(w));
+      if (present(w)) r->drafter_workers.push_back(int(w));
     } else {
       generators.push_back(w);
     }
@@ -424,6 +518,10 @@ Status Driver::run_step(int64_t step, StepReport* r) {
       int(n), train_drafter ? plan_.min_idle_workers : std::numeric_limits<int>::max());
   // Without drafter training (--baseline, frozen drafter) a dedicated worker just sits idle.
   TLT_RETURN_IF_ERROR(coord.set_dedicated(train_drafter ? r->drafter_workers : std::vector<int>{}));
+  std::vector<int> absent;
+  for (int64_t w = 0; w < n; ++w)
+    if (!present(w)) absent.push_back(int(w));
+  TLT_RETURN_IF_ERROR(coord.set_absent(absent));
   double t0 = now_s();
   TLT_RETURN_IF_ERROR(coord.begin_step(step, 0.0));
   std::vector<double> since(size_t(n), 0.0);
@@ -433,7 +531,7 @@ Status Driver::run_step(int64_t step, StepReport* r) {
     state[w] = s, since[w] = t;
     if (cb_.worker_state) cb_.worker_state(w, s);
   };
-  for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(procs_[w].ch->send(gen_msgs[w]));
+  for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(send_to(w, gen_msgs[w]));
 
   std::vector<std::vector<int64_t>> responses(size_t(p_count * g));
   std::vector<bool> done(size_t(n), false), awaiting_trained(size_t(n), false);
@@ -459,13 +557,12 @@ Status Driver::run_step(int64_t step, StepReport* r) {
     for (int w : ws) {
       mark(w, "training", t);
       awaiting_trained[w] = true;
-      TLT_RETURN_IF_ERROR(
-          procs_[w].ch->send({{"op", "train"}, {"step", step}, {"buffers", buffers()}}));
+      TLT_RETURN_IF_ERROR(send_to(w, {{"op", "train"}, {"step", step}, {"buffers", buffers()}}));
     }
     return Status::Ok();
   };
   for (int64_t w = 0; w < n; ++w) {
-    if (!gen_msgs[size_t(w)].at("requests").empty()) continue;
+    if (!present(w) || !gen_msgs[size_t(w)].at("requests").empty()) continue;
     no_requests[size_t(w)] = done[size_t(w)] = true;
     mark(int(w), "released", 0.0);
     StatusOr<std::vector<int>> train = coord.worker_done(int(w), 0.0);
@@ -492,6 +589,16 @@ Status Driver::run_step(int64_t step, StepReport* r) {
     for (int64_t w = 0; w < n; ++w) {
       if (!(fds[w].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       Status st = procs_[w].ch->pump();
+      if (!st.ok() && !procs_[w].ch->has_buffered() && optional_worker(w)) {
+        // A drafter pod went away (deleted by a scale-down, or failed): the step goes on
+        // without it; the training it had not handed back is lost.
+        drop(int(w), st.message());
+        TLT_RETURN_IF_ERROR(coord.worker_left(int(w), t));
+        awaiting_trained[size_t(w)] = false;
+        no_requests[size_t(w)] = false;
+        mark(int(w), "idle", t);
+        continue;
+      }
       if (!st.ok() && !procs_[w].ch->has_buffered()) {
         // The worker died: restart it (remote: wait for it to connect again) and rerun what
         // it had not finished.
@@ -562,7 +669,7 @@ Status Driver::run_step(int64_t step, StepReport* r) {
       stop_sent = true;
       for (int64_t w = 0; w < n; ++w)
         if (awaiting_trained[w])
-          TLT_RETURN_IF_ERROR(procs_[w].ch->send({{"op", "stop"}, {"sent_at", now_s()}}));
+          TLT_RETURN_IF_ERROR(send_to(w, {{"op", "stop"}, {"sent_at", now_s()}}));
     }
     // The step ends once every trainer stopped and every worker without requests confirmed the
     // step's weights (its reply must not spill into the next step).
@@ -576,7 +683,8 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   if (!preempted.ok()) return preempted.status();
   r->idle_worker_seconds = coord.idle_seconds() - before_idle;
   r->reclaimed_worker_seconds = coord.reclaimed_seconds() - before_reclaimed;
-  for (int64_t w = 0; w < n; ++w) mark(int(w), "idle", now_s() - t0);
+  for (int64_t w = 0; w < n; ++w)
+    if (present(w)) mark(int(w), "idle", now_s() - t0);
   r->rollout_seconds = rollout_end;
   r->accept_length = req_spec ? double(accepted + req_spec) / double(req_spec) : 0.0;
   TLT_RETURN_IF_ERROR(merge_drafters(drafter_parts));
@@ -712,7 +820,9 @@ StatusOr<RLRunResult> Driver::run() {
   }
   signal(SIGPIPE, SIG_IGN);
   procs_.resize(size_t(plan_.workers));
-  for (int w = 0; w < plan_.workers; ++w) TLT_RETURN_IF_ERROR(spawn(w));
+  for (int w = 0; w < plan_.workers; ++w)
+    if (!optional_worker(w)) TLT_RETURN_IF_ERROR(spawn(w));
+  TLT_RETURN_IF_ERROR(await_drafter_pods());
   for (int64_t step = start_step_ + 1; step <= plan_.steps; ++step) {
     StepReport r;
     Status st = run_step(step, &r);

@@ -23,6 +23,15 @@
 // drafter_assignments, read at each step boundary) take no requests that step and train the
 // drafter throughout its rollout phase; the requests go to the other workers.
 //
+// A cluster job's drafter pods (remote workers, listen_port > 0) come and go: the operator's
+// rebalancer scales spec.roles.drafter.replicas. Each drafter pod has a slot (worker index
+// rollout workers + pod index, up to drafter_role_workers slots); a slot without a connection is
+// absent from a step (no messages, no accounting). At the start the driver waits up to
+// drafter_start_grace_s for the drafter_pods_at_start pods the spec has; after that it never
+// waits for one: a drafter pod that connects is taken at the next step boundary, and one that
+// hangs up (its pod deleted, or failed) is dropped at once, the step going on without it (the
+// training it had not handed back is lost; the other trainers' is merged as usual).
+//
 // Faults: a worker that dies is restarted and its unfinished requests rerun. SIGTERM (the
 // `stop` flag) ends the run after checkpointing the last completed step. A checkpoint that
 // fails its checks is refused (Corruption / InvalidArgument naming the file).
@@ -57,8 +66,9 @@ struct RLRunPlan {
   int64_t warm_start_steps = 300;
   double warm_start_learning_rate = 2e-3;
   int workers = 2;  // all worker processes, the drafter pods' included
-  // The last this-many workers are dedicated drafter trainers (spec.roles.drafter.replicas):
-  // they never generate and train the drafter through every rollout phase.
+  // The last this-many workers are dedicated drafter trainers (spec.roles.drafter.replicas;
+  // remote workers: the slots for drafter pods, spec.roles.drafter.maxReplicas): they never
+  // generate and train the drafter through every rollout phase.
   int drafter_role_workers = 0;
   bool baseline = false;  // speculation and drafter training off
   bool speculative = true;
@@ -89,7 +99,11 @@ struct RLRunPlan {
   int listen_port = 0;
   bool listen_loopback = false;  // listen on 127.0.0.1 only (tests)
   int connect_timeout_s = 600;   // how long to wait for a remote worker to (re)connect
-  std::string cache_dir;         // where the warm start is cached
+  // Remote only: the drafter pods awaited at the start (spec.roles.drafter.replicas; -1: every
+  // slot), for at most drafter_start_grace_s; later ones join at a step boundary.
+  int drafter_pods_at_start = -1;
+  int drafter_start_grace_s = 60;
+  std::string cache_dir;  // where the warm start is cached
 };
 
 struct Interval {

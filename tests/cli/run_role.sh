@@ -7,8 +7,11 @@
 # Checks: the job completes; its rewards, response tokens and held-out reward equal a local
 # `tlt run` of the same job (rollouts are reproducible per request seed whatever the placement);
 # a rollout process killed mid-run and started again (a pod restart) rejoins and the step
-# completes with the same results; the drafter pod trains the drafter in every step and never
-# generates; a pod of an unknown role says clearly that it has nothing to run.
+# completes with the same results; the drafter pod trains the drafter and never generates; a
+# drafter pod added mid-job (the rebalancer raising spec.roles.drafter.replicas to 2) joins at a
+# step boundary and trains, and the first drafter pod killed mid-job (a scale-down deleting it)
+# does not block a step: the job goes on with the other; a pod of an unknown role says clearly
+# that it has nothing to run.
 # Usage: run_role.sh TLT_BINARY SOURCE_DIR
 set -u
 tlt=$1
@@ -16,7 +19,7 @@ src=$(cd "$2" && pwd)
 fail() { echo "FAIL: run_role: $*"; exit 1; }
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$work"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$work"; }
 trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mk() {  # NAME: the e2e job with 6 steps and a drafter pod, its checkpoints under $work/NAME
@@ -41,15 +44,26 @@ env -u KUBECONFIG -u KUBERNETES_SERVICE_HOST TLT_JOB_FILE="$work/pods.yaml" TLT_
 trainer=$!
 pids+=($trainer)
 pod drafter 0 "$work/drafter-0.log"
+drafter0=${pids[-1]}
 rollout 0 "$work/rollout-0.log"
 rollout 1 "$work/rollout-1.log"
 victim=${pids[-1]}
-# A pod restart: once step 2 is under way, kill rollout 1 and start it again a second later.
-for _ in $(seq 600); do grep -q "step=2/" "$work/trainer.log" && break; kill -0 $trainer 2>/dev/null || break; sleep 0.1; done
+until_log() {  # PATTERN: waits (up to 60 s) until the trainer's log has it, or the trainer exits
+  for _ in $(seq 600); do grep -q "$1" "$work/trainer.log" && break; kill -0 $trainer 2>/dev/null || break; sleep 0.1; done
+}
+# The rebalancer adds a drafter pod: once step 1 is done, drafter pod 1 starts.
+until_log "step=1/"
+pod drafter 1 "$work/drafter-1.log"
+# A pod restart: once step 3 is under way, kill rollout 1 and start it again a second later.
+until_log "step=2/"
 kill -9 "$victim" 2>/dev/null
 wait "$victim" 2>/dev/null
 sleep 1
 rollout 1 "$work/rollout-1b.log"
+# A scale-down deletes drafter pod 0 as soon as drafter pod 1 trains.
+until_log "drafter pod 1 (worker 3) joined"
+kill -9 "$drafter0" 2>/dev/null
+wait "$drafter0" 2>/dev/null
 wait $trainer
 rc=$?
 ((rc == 0)) || { tail -20 "$work/trainer.log"; fail "the trainer pod's process exited $rc"; }
@@ -57,9 +71,12 @@ for i in 0 1b; do
   grep -q "connected" "$work/rollout-$i.log" || { cat "$work/rollout-$i.log"; fail "rollout $i never connected"; }
 done
 grep -q "rollout worker 1 died" "$work/trainer.log" || fail "the trainer did not see rollout 1 die"
+joined=$(sed -n 's/.*drafter pod 1 (worker 3) joined at step \([0-9]*\).*/\1/p' "$work/trainer.log" | head -1)
+[[ -n $joined ]] || fail "drafter pod 1 never joined"
+grep -q "drafter pod 0 (worker 2) left" "$work/trainer.log" || fail "the trainer did not drop drafter pod 0"
 [[ $(grep -c "rollout worker 1 connected" "$work/trainer.log") -ge 2 ]] || fail "rollout 1 did not rejoin"
 [[ -n $(ls "$work/pod-rollout-0"/policy* 2>/dev/null) ]] || fail "no policy file reached rollout 0's directory"
-python3 - "$work/local/report" "$work/pods/report" <<'PY' || fail "the pods' run differs from the local run"
+python3 - "$work/local/report" "$work/pods/report" "$joined" <<'PY' || fail "the pods' run differs from the local run"
 import json, sys
 a = json.load(open(sys.argv[1] + "/tlt.json")); b = json.load(open(sys.argv[2] + "/tlt.json"))
 ka = [(s["step"], s["rewardMean"], s["tokens"], s["responseTokens"]["max"]) for s in a["steps"]]
@@ -68,14 +85,25 @@ assert ka == kb, "steps differ:\n local %s\n pods  %s" % (ka, kb)
 ra, rb = json.load(open(sys.argv[1] + "/report.json")), json.load(open(sys.argv[2] + "/report.json"))
 assert ra["tlt"]["heldOutRewardAfter"] == rb["tlt"]["heldOutRewardAfter"], (ra, rb)
 assert sum(s["drafterSteps"] for s in b["steps"]) > 0, "the rollout pods trained no drafter"
+assert all(s["drafterWorkers"] == [2] for s in a["steps"]), [s["drafterWorkers"] for s in a["steps"]]
+# The pods: drafter pod 0 (worker 2) until drafter pod 1 (worker 3) joins at step J, both in
+# step J (drafter pod 0 is killed during it), drafter pod 1 alone after.
+joined, dw = int(sys.argv[3]), [s["drafterWorkers"] for s in b["steps"]]
+assert 2 <= joined <= len(dw), (joined, dw)
+assert all(w == [2] for w in dw[:joined - 1]), dw
+assert 3 in dw[joined - 1], dw
+assert all(w == [3] for w in dw[joined:]), dw
+assert dw[-1] == [3], "drafter pod 0 left but the job still counts it: %s" % dw
+trained_late = sum(1 for s in b["steps"][joined - 1:] for i in s["timeline"]
+                   if i["worker"] == 3 and i["state"] == "training" and i["end"] > i["start"])
+assert trained_late > 0, "drafter pod 1 joined but never trained"
 for run in (a, b):
-    assert all(s["drafterWorkers"] == [2] for s in run["steps"]), [s["drafterWorkers"] for s in run["steps"]]
     for s in run["steps"]:
-        gen = [i for i in s["timeline"] if i["worker"] == 2 and i["state"] == "generating"]
-        assert not any(i["end"] - i["start"] > 0 for i in gen), "the drafter pod generated"
-print("run_role: %d steps identical to the local run (rewards %s); held-out %.4f; drafter steps %d"
-      % (len(kb), [round(k[1], 3) for k in kb], rb["tlt"]["heldOutRewardAfter"],
-         sum(s["drafterSteps"] for s in b["steps"])))
+        gen = [i for i in s["timeline"] if i["worker"] >= 2 and i["state"] == "generating"]
+        assert not any(i["end"] - i["start"] > 0 for i in gen), "a drafter pod generated"
+print("run_role: %d steps identical to the local run (rewards %s); held-out %.4f; drafter steps %d;"
+      " drafter workers per step %s" % (len(kb), [round(k[1], 3) for k in kb],
+      rb["tlt"]["heldOutRewardAfter"], sum(s["drafterSteps"] for s in b["steps"]), dw))
 PY
 grep -q "connected" "$work/drafter-0.log" || { cat "$work/drafter-0.log"; fail "the drafter pod never connected"; }
 env TLT_JOB_FILE="$work/pods.yaml" TLT_ROLE=evaluator TLT_INDEX=0 "$tlt" run-role > "$work/odd.log" 2>&1

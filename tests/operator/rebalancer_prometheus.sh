@@ -13,7 +13,14 @@
 #      counted, no assignment changes;
 #   3. Prometheus restarted: the condition clears (reason QueriesSucceeded);
 #   4. the other rollout pods saturated: rollout-1 returned (annotation removed) no sooner than
-#      a window.
+#      a window;
+#   5. every rollout pod saturated for a window (the drafter starves): the rebalancer raises
+#      spec.roles.drafter.replicas to 1 (record tlt.dev/drafter-scaling on the job, Event
+#      DrafterPodAdded, condition DrafterScaled True, decision add_drafter) and the reconciler
+#      creates pod <job>-drafter-0;
+#   6. rollout-2 idle: it is assigned, and the drafter pod the rebalancer added is removed again
+#      (replicas 0, the pod deleted, Event DrafterPodRemoved, decision remove_drafter), no sooner
+#      than a window after it was added.
 # Stops every process it started (by PID) on exit, also on failure. Last line: PASS or FAIL.
 # Usage: rebalancer_prometheus.sh TLT_OPERATOR_BINARY SOURCE_DIR   (K8S_BIN=DIR, KEEP=1)
 set -euo pipefail
@@ -245,4 +252,55 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= $WINDOW else 1)" "$R
 events PodReturnedToRollout | grep -q "Pod $JOB-rollout-1 returns to rollout" || fail "no Event PodReturnedToRollout"
 [[ $(cond DrafterAssigned status) == False ]] || fail "DrafterAssigned still $(cond DrafterAssigned status)"
 k8s_say "rollout-1 returned $RETURN s after it was busy again (and Prometheus back)"
-RESULT="idle->assigned in $LATENCY s (window ${WINDOW} s, interval ${INTERVAL} s, scrape ${SCRAPE} s); degraded and recovered; returned in $RETURN s"
+
+# ---- 5. every rollout pod saturated: a dedicated drafter pod is added ---------------------------
+K8S_STEP="the drafter starves"
+set_util 1.0 1.0 1.0
+STARVED_AT=$(now)
+drafter_replicas() { kc get rljob $JOB -n research -o 'jsonpath={.spec.roles.drafter.replicas}'; }
+pod_exists() { kc get pod "$1" -n research >/dev/null 2>&1; }
+deadline=$((SECONDS + 60))
+until [[ $(drafter_replicas) == 1 ]]; do
+  ((SECONDS < deadline)) || fail "no drafter pod added within 60 s of saturation: replicas $(drafter_replicas)"
+  sleep 0.2
+done
+ADDED_AT=$(now)
+ADD=$(secs_since "$STARVED_AT" "$ADDED_AT")
+python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= $WINDOW - $SCRAPE else 1)" "$ADD" ||
+  fail "a drafter pod was added $ADD s after saturation: sooner than a window"
+wait_until 30 "the reconciler did not create $JOB-drafter-0" pod_exists $JOB-drafter-0
+events DrafterPodAdded | grep -q "Normal: Added dedicated drafter pod $JOB-drafter-0" ||
+  fail "no Event DrafterPodAdded: $(events DrafterPodAdded)"
+# (The reconciler, woken by the spec change, may write its status from a cache that has not seen
+# the rebalancer's condition yet; the rebalancer writes it again at its next interval.)
+scaled_is() { [[ $(cond DrafterScaled status) == "$1" && $(cond DrafterScaled reason) == "$2" ]]; }
+wait_until $((3 * INTERVAL)) "condition DrafterScaled did not turn True (DrafterPodAdded)" \
+  scaled_is True DrafterPodAdded
+record=$(kc get rljob $JOB -n research -o 'jsonpath={.metadata.annotations.tlt\.dev/drafter-scaling}')
+[[ $record == *'"added":1'* && $record == *'"replicas":1'* ]] || fail "record on the job: $record"
+[[ $(metric "tlt_operator_rebalancer_decisions_total{action=\"add_drafter\",job=\"$JOB\",namespace=\"research\"}") == 1 ]] ||
+  fail "no add_drafter decision counted"
+k8s_say "drafter pod added $ADD s after saturation; $JOB-drafter-0 created"
+
+# ---- 6. a rollout pod idle again: the added drafter pod goes ------------------------------------
+K8S_STEP="rollout-2 idle"
+set_util 1.0 1.0 0.0
+deadline=$((SECONDS + 60))
+until [[ $(drafter_replicas) == 0 ]]; do
+  ((SECONDS < deadline)) || fail "the added drafter pod was not removed within 60 s: replicas $(drafter_replicas), $(annotations)"
+  sleep 0.2
+done
+REMOVE=$(secs_since "$ADDED_AT" "$(now)")
+python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= $WINDOW - 1 else 1)" "$REMOVE" ||
+  fail "the drafter pod was removed $REMOVE s after it was added: sooner than a window"
+[[ $(annotations) == "0= 1= 2=drafter " ]] || fail "rollout-2 not assigned: $(annotations)"
+gone() { ! kc get pod $JOB-drafter-0 -n research -o 'jsonpath={.metadata.deletionTimestamp}' 2>/dev/null | grep -q .  && ! pod_exists $JOB-drafter-0; }
+wait_until 30 "the reconciler did not delete $JOB-drafter-0" gone
+events DrafterPodRemoved | grep -q "Normal: Removed dedicated drafter pod $JOB-drafter-0" ||
+  fail "no Event DrafterPodRemoved: $(events DrafterPodRemoved)"
+wait_until $((3 * INTERVAL)) "condition DrafterScaled did not turn False (DrafterPodRemoved)" \
+  scaled_is False DrafterPodRemoved
+[[ $(metric "tlt_operator_rebalancer_decisions_total{action=\"remove_drafter\",job=\"$JOB\",namespace=\"research\"}") == 1 ]] ||
+  fail "no remove_drafter decision counted"
+k8s_say "drafter pod removed $REMOVE s after it was added (rollout-2 idle and assigned)"
+RESULT="idle->assigned in $LATENCY s (window ${WINDOW} s, interval ${INTERVAL} s, scrape ${SCRAPE} s); degraded and recovered; returned in $RETURN s; drafter pod added $ADD s after saturation, removed $REMOVE s later"

@@ -2,7 +2,12 @@
 // rollout pod is assigned after a full window and not before; hysteresis holds a decision for a
 // window and suppresses flapping; minRolloutReplicas is honoured; Prometheus failing (or
 // answering garbage) degrades without reassigning and recovers; DCGM percent values are scaled
-// and their pod label used; the reconciler keeps the rebalancer's conditions.
+// and their pod label used; the reconciler keeps the rebalancer's conditions. Dedicated drafter
+// pods: added one a window while the drafter starves, up to maxReplicas; removed (only those the
+// rebalancer added, never below minReplicas) when rollout pods are idle again; no flapping; the
+// record on the job survives an operator restart; a user's edit of replicas is adopted, not
+// fought; the reconciler creates and deletes the pods.
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -11,8 +16,11 @@
 
 #include "api/encode.h"
 #include "api/manifest.h"
+#include "operator/controller/cache.h"
+#include "operator/controller/events.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/log.h"
+#include "operator/controller/reconciler.h"
 #include "operator/kube/fake_client.h"
 #include "operator/rebalancer/fake_prometheus.h"
 #include "operator/rebalancer/rebalancer.h"
@@ -158,6 +166,52 @@ class RebalancerTest : public ::testing::Test {
       if (line.rfind(prefix, 0) == 0) return line;
     }
     return "(none)";
+  }
+  // Dedicated drafter pods: the stored spec.roles.drafter, merged with `patch` (as kubectl
+  // edit would: no resourceVersion), and read back.
+  void edit_drafter_role(const Json& patch) {
+    patch_job({{"spec", {{"roles", {{"drafter", patch}}}}}});
+  }
+  void patch_job(const Json& patch) {
+    StatusOr<Json> out = kube_.patch(job_resource("RLJob", kNs), kJob, patch);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+  }
+  void patch_pod(int i, const Json& patch) {
+    StatusOr<Json> out = kube_.patch(pod_resource(kNs), pod(i), patch);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+  }
+  int drafter_replicas() {
+    return kube_.get(job_resource("RLJob", kNs), kJob)
+        ->at("spec")["roles"]["drafter"]
+        .value("replicas", -1);
+  }
+  // The rebalancer's record (annotation tlt.dev/drafter-scaling), {} when none.
+  Json record() {
+    Json meta = kube_.get(job_resource("RLJob", kNs), kJob)->at("metadata");
+    std::string text =
+        meta.value("annotations", Json::object()).value(kDrafterScalingAnnotation, "");
+    return text.empty() ? Json::object() : Json::parse(text);
+  }
+  void saturate(int n) {
+    for (int i = 0; i < n; ++i) set_util(i, 1.0, 0.97);
+  }
+  // Ticks every 15 s until `until` (exclusive) and returns (time, replicas) at every change.
+  std::vector<std::pair<int, int>> run_until(int until, Rebalancer* r = nullptr) {
+    std::vector<std::pair<int, int>> changes;
+    int before = drafter_replicas();
+    while (elapsed() < until) {
+      int t = elapsed();
+      (r ? r : &rebalancer_)->tick();
+      clock_.advance(seconds(15));
+      if (drafter_replicas() != before) changes.push_back({t, drafter_replicas()});
+      before = drafter_replicas();
+    }
+    return changes;
+  }
+  int count_logs(const std::string& needle) const {
+    int n = 0;
+    for (const std::string& l : logs_) n += l.find(needle) != std::string::npos;
+    return n;
   }
 
   kube::FakeKubeClient kube_;
@@ -388,6 +442,233 @@ TEST_F(RebalancerTest, Rebalance_DisabledOrSuspended_NoQueries) {
   kube_.put(job_resource("RLJob", kNs), j);
   rebalancer_.tick();
   EXPECT_TRUE(prom_.queries().empty());
+}
+
+// ---- Dedicated drafter pods ------------------------------------------------------------------
+
+using Changes = std::vector<std::pair<int, int>>;  // (time, spec.roles.drafter.replicas)
+
+TEST_F(RebalancerTest, Rebalance_DrafterStarves_AddsOnePodAWindowUpToMaxReplicas) {
+  add_job({}, 3);  // roles.drafter: replicas 0, minReplicas 0, maxReplicas 2
+  saturate(3);
+  // No decision before the pods were seen for a window; then one pod at t=60 and one at t=120
+  // (a window after the first); then the cap.
+  EXPECT_EQ(run_until(300), (Changes{{60, 1}, {120, 2}}));
+  Json rec = record();
+  EXPECT_EQ(rec.value("replicas", -1), 2) << rec.dump();
+  EXPECT_EQ(rec.value("added", -1), 2) << rec.dump();
+  EXPECT_EQ(rec.value("action", ""), "add");
+  EXPECT_EQ(rec.value("time", ""),
+            controller::format_time(std::chrono::system_clock::from_time_t(1700000000 + 120)));
+  std::vector<std::string> ev = events("DrafterPodAdded");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_NE(ev[0].find("qwen-math-grpo-drafter-0"), std::string::npos) << ev[0];
+  EXPECT_NE(ev[1].find("qwen-math-grpo-drafter-1"), std::string::npos) << ev[1];
+  EXPECT_NE(ev[0].find("lowest 0.970"), std::string::npos) << ev[0];
+  EXPECT_EQ(metric_line("tlt_operator_rebalancer_decisions_total{action=\"add_drafter\""),
+            "tlt_operator_rebalancer_decisions_total{action=\"add_drafter\",job=\"" +
+                std::string(kJob) + "\",namespace=\"research\"} 2");
+  EXPECT_EQ(condition(kDrafterScaledCondition, "status"), "True");
+  EXPECT_EQ(condition(kDrafterScaledCondition, "reason"), "MaxReplicasReached");
+  EXPECT_EQ(count_logs("at maxReplicas"), 1) << "the cap is logged once, not every interval";
+  EXPECT_EQ(count_logs("Added a dedicated drafter pod"), 2);
+  EXPECT_TRUE(assigned().empty());
+}
+
+TEST_F(RebalancerTest, Rebalance_DrafterStarves_NothingWhenTrainingOffOrBelowSaturation) {
+  add_job({}, 3);
+  patch_job({{"spec", {{"drafter", {{"training", {{"enabled", false}}}}}}}});
+  saturate(3);
+  EXPECT_TRUE(run_until(240).empty()) << "drafter training off: nothing to add";
+  patch_job({{"spec", {{"drafter", {{"training", {{"enabled", true}}}}}}}});
+  set_util(1, 1.0, 0.94);  // one pod dipped to 1 - idleBelow - 0.01 within the window
+  EXPECT_TRUE(run_until(480).empty()) << "not every rollout pod was saturated";
+  set_util(1, 1.0, 0.97);
+  EXPECT_EQ(run_until(500), (Changes{{480, 1}}));
+  EXPECT_EQ(condition(kDrafterScaledCondition, "reason"), "DrafterPodAdded");
+}
+
+TEST_F(RebalancerTest, Rebalance_AssignedPodReturned_DrafterPodAddedAWindowLater) {
+  add_job({}, 3);
+  saturate(3);
+  patch_pod(2, {{"metadata", {{"annotations", {{kAssignmentAnnotation, kAssignedToDrafter}}}}}});
+  // t=60: pod 2 goes back to rollout (capacity short) and no drafter pod is added, since a
+  // pod trained the drafter in that window; a window later, still saturated: one is added.
+  Changes c = run_until(75);
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(assignment(2), "");
+  EXPECT_EQ(run_until(180), (Changes{{120, 1}}));
+}
+
+TEST_F(RebalancerTest, Rebalance_RolloutIdleAgain_RemovesOnlyAddedPodsOneAWindow) {
+  add_job({}, 3);
+  edit_drafter_role({{"replicas", 1}, {"maxReplicas", 3}});  // the user's one pod
+  saturate(3);
+  EXPECT_EQ(run_until(135), (Changes{{60, 2}, {120, 3}}));
+  // Pod 0 idle (assigned at once, t=135), the others comfortably busy (so it stays assigned):
+  // the added pods go one a window.
+  set_util(0, 0.0);
+  set_util(1, 0.6);
+  set_util(2, 0.6);
+  EXPECT_EQ(run_until(600), (Changes{{180, 2}, {240, 1}})) << "never below the user's count";
+  EXPECT_EQ(assigned(), std::vector<std::string>{pod(0)});
+  std::vector<std::string> ev = events("DrafterPodRemoved");
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_NE(ev[0].find("qwen-math-grpo-drafter-2"), std::string::npos) << ev[0];
+  EXPECT_NE(ev[0].find("is assigned to drafter training"), std::string::npos) << ev[0];
+  EXPECT_EQ(metric_line("tlt_operator_rebalancer_decisions_total{action=\"remove_drafter\""),
+            "tlt_operator_rebalancer_decisions_total{action=\"remove_drafter\",job=\"" +
+                std::string(kJob) + "\",namespace=\"research\"} 2");
+  EXPECT_EQ(record().value("added", -1), 0);
+  EXPECT_EQ(condition(kDrafterScaledCondition, "status"), "False");
+  EXPECT_EQ(condition(kDrafterScaledCondition, "reason"), "DrafterPodRemoved");
+  EXPECT_EQ(count_logs("Removed a dedicated drafter pod"), 2);
+}
+
+TEST_F(RebalancerTest, Rebalance_IdlePodKeptByMinRollout_StillRemovesDrafterPods) {
+  // An idle pod that minRolloutReplicas keeps in rollout is idle all the same.
+  add_job({{"minRolloutReplicas", 2}}, 2);
+  saturate(2);
+  EXPECT_EQ(run_until(75), (Changes{{60, 1}}));
+  set_util(1, 0.01);  // (the fake answers the whole window at once)
+  EXPECT_EQ(run_until(300), (Changes{{120, 0}})) << "a window after the add";
+  EXPECT_TRUE(assigned().empty());
+}
+
+TEST_F(RebalancerTest, Rebalance_MinReplicasRaised_RemovalStopsAtMinReplicas) {
+  add_job({}, 3);
+  saturate(3);
+  EXPECT_EQ(run_until(135), (Changes{{60, 1}, {120, 2}}));
+  edit_drafter_role({{"minReplicas", 1}});
+  for (int i = 0; i < 3; ++i) set_util(i, 0.0);
+  EXPECT_EQ(run_until(600), (Changes{{180, 1}})) << "minReplicas 1";
+  EXPECT_EQ(record().value("added", -1), 0) << "the one left is kept by minReplicas";
+  EXPECT_EQ(condition(kDrafterScaledCondition, "status"), "False");
+}
+
+TEST_F(RebalancerTest, Rebalance_DrafterSignalFlaps_AtMostOneChangePerWindow) {
+  add_job({}, 3);
+  edit_drafter_role({{"maxReplicas", 4}});
+  // Saturated for 45 s, then pod 0 idle for 45 s, and so on (faster than a window).
+  Changes all;
+  for (int k = 0; elapsed() < 1200; ++k) {
+    saturate(3);
+    if ((k / 3) % 2) set_util(0, 0.0);
+    for (auto c : run_until(elapsed() + 15)) all.push_back(c);
+  }
+  ASSERT_FALSE(all.empty());
+  for (size_t i = 1; i < all.size(); ++i) {
+    EXPECT_GE(all[i].first - all[i - 1].first, 60) << "two changes within one window";
+  }
+  for (auto [t, r] : all) {
+    EXPECT_GE(r, 0);
+    EXPECT_LE(r, 4);
+  }
+  EXPECT_LE(all.size(), 1200u / 60u);
+  int ups = 0, downs = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    int before = i == 0 ? 0 : all[i - 1].second;
+    (all[i].second > before ? ups : downs) += 1;
+  }
+  EXPECT_GE(ups, 1);
+  EXPECT_GE(downs, 1) << "both signals were seen";
+  std::string seen;
+  for (auto [t, r] : all) seen += " " + std::to_string(t) + ":" + std::to_string(r);
+  std::printf("drafter replicas over time:%s\n", seen.c_str());
+}
+
+TEST_F(RebalancerTest, Rebalance_OperatorRestart_RecordKeepsAddedPodsAndHolds) {
+  add_job({}, 3);
+  edit_drafter_role({{"maxReplicas", 3}});
+  saturate(3);
+  EXPECT_EQ(run_until(75), (Changes{{60, 1}}));
+  // A new operator (nothing in memory) at t=75: no change for a window, then it carries on.
+  Rebalancer restarted(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{});
+  EXPECT_EQ(run_until(150, &restarted), (Changes{{135, 2}}));
+  set_util(0, 0.0);
+  set_util(1, 0.6);
+  set_util(2, 0.6);
+  // Pod 0 assigned at t=150; the restarted operator removes both pods the first one added too
+  // (the record says 2 were added), one a window, and stops at the user's 0.
+  EXPECT_EQ(run_until(600, &restarted), (Changes{{195, 1}, {255, 0}}));
+  EXPECT_EQ(events("DrafterPodRemoved").size(), 2u);
+}
+
+TEST_F(RebalancerTest, Rebalance_UserEditsReplicas_AdoptedNotFought) {
+  add_job({}, 3);
+  edit_drafter_role({{"maxReplicas", 3}});
+  saturate(3);
+  EXPECT_EQ(run_until(75), (Changes{{60, 1}}));
+  edit_drafter_role({{"replicas", 2}});  // kubectl edit at t=75
+  for (int i = 0; i < 3; ++i) set_util(i, 0.0);
+  // Adopted at t=75 (the user's count is now 2): idle rollout pods remove nothing, ever.
+  EXPECT_TRUE(run_until(600).empty());
+  EXPECT_EQ(drafter_replicas(), 2);
+  Json rec = record();
+  EXPECT_EQ(rec.value("replicas", -1), 2);
+  EXPECT_EQ(rec.value("added", -1), 0);
+  EXPECT_EQ(rec.value("action", ""), "adopt");
+  EXPECT_EQ(events("DrafterReplicasAdopted").size(), 1u);
+  EXPECT_EQ(condition(kDrafterScaledCondition, "reason"), "DrafterReplicasAdopted");
+  // Lowered to 0 while the drafter starves: not put back within a window of the edit; then a
+  // pod is added as for any starving job, one a window.
+  saturate(3);
+  for (int i = 0; i < 3; ++i) {  // return the assigned pods first
+    patch_pod(i, {{"metadata", {{"annotations", {{kAssignmentAnnotation, nullptr}}}}}});
+  }
+  rebalancer_.tick();  // t=600: sees the pods returned
+  clock_.advance(seconds(15));
+  edit_drafter_role({{"replicas", 0}});  // t=615
+  Changes c = run_until(900);
+  ASSERT_FALSE(c.empty());
+  EXPECT_GE(c[0].first, 615 + 60) << "the user's edit was reverted within a window";
+  EXPECT_EQ(events("DrafterReplicasAdopted").size(), 2u);
+}
+
+TEST_F(RebalancerTest, Rebalance_RecordUnreadable_PodsCountAsTheUsersWarnedOnce) {
+  add_job({}, 3);
+  edit_drafter_role({{"replicas", 1}});
+  patch_job({{"metadata", {{"annotations", {{kDrafterScalingAnnotation, "{not json"}}}}}});
+  for (int i = 0; i < 3; ++i) set_util(i, 0.0);
+  EXPECT_TRUE(run_until(300).empty()) << "an unreadable record never removes a pod";
+  EXPECT_EQ(count_logs("record on the job is unreadable"), 1);
+}
+
+TEST_F(RebalancerTest, Rebalance_DrafterPodAddedThenRemoved_ReconcilerCreatesAndDeletesIt) {
+  add_job({}, 3);
+  controller::Cache cache;
+  controller::SyncEventRecorder recorder(&kube_, &clock_, "tlt-operator");
+  controller::Reconciler reconciler(&kube_, &cache, &recorder, &clock_,
+                                    controller::ReconcilerOptions{});
+  auto reconcile = [&] {
+    for (const kube::Resource& r :
+         {job_resource("RLJob", ""), pod_resource(""), controller::service_resource(""),
+          controller::configmap_resource("")}) {
+      kube::ListOptions lo;
+      if (r.group.empty()) lo.label_selector = controller::kJobLabel;
+      StatusOr<kube::ObjectList> list = kube_.list(r, lo);
+      ASSERT_TRUE(list.ok());
+      cache.store(r.plural)->replace(list->items, list->resource_version);
+    }
+    controller::ReconcileResult res = reconciler.reconcile(controller::job_key("RLJob", kNs, kJob));
+    EXPECT_TRUE(res.status.ok()) << res.status.to_string();
+  };
+  auto has_pod = [&](const std::string& name) { return kube_.get(pod_resource(kNs), name).ok(); };
+  reconcile();
+  EXPECT_FALSE(has_pod("qwen-math-grpo-drafter-0"));
+  saturate(3);
+  run_until(75);
+  reconcile();
+  EXPECT_TRUE(has_pod("qwen-math-grpo-drafter-0"));
+  StatusOr<Json> cm = kube_.get(controller::configmap_resource(kNs), "qwen-math-grpo-spec");
+  ASSERT_TRUE(cm.ok());
+  Json doc = Json::parse((*cm)["data"]["job.json"].get<std::string>());
+  EXPECT_EQ(doc["spec"]["roles"]["drafter"]["replicas"], 1) << "the runtime reads it";
+  set_util(0, 0.0);
+  run_until(150);
+  reconcile();
+  StatusOr<Json> gone = kube_.get(pod_resource(kNs), "qwen-math-grpo-drafter-0");
+  EXPECT_TRUE(!gone.ok() || (*gone)["metadata"].contains("deletionTimestamp"));
 }
 
 TEST_F(RebalancerTest, Reconcile_StatusWithRebalancerConditions_KeepsThem) {

@@ -1,5 +1,6 @@
 // The coordinator's state machine: release, spot training, preemption at the step boundary,
-// restarts, and the idle/reclaimed accounting.
+// restarts, absent and departing workers (a cluster job's drafter pods), and the idle/reclaimed
+// accounting.
 #include <gtest/gtest.h>
 
 #include "runtime/cluster/coordinator.h"
@@ -98,6 +99,42 @@ TEST(Coordinator, RestartedTrainerLosesItsTrainingNotTheStep) {
   EXPECT_DOUBLE_EQ(c.reclaimed_seconds(), 2.0 + 3.0 + 1.0);  // 1..3 and 3..6, worker 1 5..6
   EXPECT_DOUBLE_EQ(c.idle_seconds(), 0.0);
   EXPECT_EQ(c.step(), 0);
+}
+
+TEST(Coordinator, AbsentWorkerSitsOutAndLeavingTrainerEndsItsAccounting) {
+  // Workers 0-1 generate; 2 and 3 are drafter pods: 3 has not connected.
+  Coordinator c(4, /*min_idle_workers=*/1);
+  ASSERT_TRUE(c.set_absent({3}).ok());
+  ASSERT_TRUE(c.set_dedicated({2}).ok());
+  ASSERT_TRUE(c.begin_step(1, 0.0).ok());
+  EXPECT_EQ(c.state(3), WorkerState::kIdle) << "an absent worker does not generate";
+  EXPECT_EQ(c.worker_done(3, 0.0).status().code(), StatusCode::kFailedPrecondition);
+  auto started = c.worker_done(2, 0.0);
+  ASSERT_TRUE(started.ok());
+  EXPECT_EQ(*started, std::vector<int>{2});
+  EXPECT_EQ(c.set_absent({}).code(), StatusCode::kFailedPrecondition) << "not within a step";
+  EXPECT_EQ(c.worker_left(0, 1.0).code(), StatusCode::kFailedPrecondition)
+      << "a generating worker is restarted, not dropped";
+  // Worker 2's pod goes away at t=3: its training stops counting then.
+  ASSERT_TRUE(c.worker_left(2, 3.0).ok());
+  EXPECT_TRUE(c.absent(2));
+  auto more = c.worker_done(0, 4.0);
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(*more, std::vector<int>{0}) << "the absent ones never train";
+  ASSERT_TRUE(c.worker_done(1, 6.0).ok());
+  EXPECT_TRUE(c.rollout_finished());
+  auto preempted = c.end_step(6.0);
+  ASSERT_TRUE(preempted.ok());
+  EXPECT_EQ(*preempted, (std::vector<int>{0, 1}));
+  // Worker 2 trained 0..3, worker 0 4..6, worker 1 0 s.
+  EXPECT_DOUBLE_EQ(c.reclaimed_seconds(), 5.0);
+  EXPECT_DOUBLE_EQ(c.idle_seconds(), 0.0);
+  // Next step: worker 3 connected, worker 2 is still gone.
+  ASSERT_TRUE(c.set_absent({2}).ok());
+  ASSERT_TRUE(c.begin_step(2, 10.0).ok());
+  EXPECT_EQ(c.state(3), WorkerState::kGenerating);
+  EXPECT_EQ(c.state(2), WorkerState::kIdle);
+  EXPECT_FALSE(c.absent(3));
 }
 
 }  // namespace
