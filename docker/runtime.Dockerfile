@@ -4,8 +4,7 @@
 # (DESIGN.md section 7). Build from the repository root:
 #   docker build -f docker/runtime.Dockerfile -t tlt:0.1.0 .
 # The Helm chart's runtimeImage (the operator's --runtime-image) names this image.
-# Not here: a CUDA variant (Debian has no CUDA LibTorch; it needs a CUDA base image and
-# PyTorch's LibTorch, DESIGN.md section 6b).
+# Its CUDA variant (PyTorch's CUDA LibTorch on NVIDIA's images): docker/runtime-cuda.Dockerfile.
 # tests/helm/dockerfiles.sh checks this file: COPY sources exist, the binaries are CMake
 # targets that configure and resolve from exactly what is copied, the packages exist in
 # bookworm, and the final stage's packages provide every shared library the binaries need.

@@ -41,6 +41,7 @@ void KVCache::remove_slot(int64_t slot) {
 }
 
 torch::Tensor KVCache::lengths_tensor() const {
+  if (device_lengths_.defined()) return device_lengths_;
   std::vector<int64_t> focused(lengths_.begin() + focus_first_,
                                lengths_.begin() + focus_first_ + batch());
   return torch::tensor(focused, torch::kInt64).to(k_[0].device());
@@ -48,7 +49,9 @@ torch::Tensor KVCache::lengths_tensor() const {
 
 void KVCache::write(int64_t layer, const torch::Tensor& k, const torch::Tensor& v) {
   int64_t b = k.size(0), t = k.size(2);
-  if (max_length() + t > max_seq_) throw std::length_error("KVCache: sequence exceeds max_seq");
+  if (!device_lengths_.defined() && max_length() + t > max_seq_) {
+    throw std::length_error("KVCache: sequence exceeds max_seq");
+  }
   // idx[b, h, t, d] = length(b) + t: where each new token lands.
   torch::Tensor idx =
       lengths_tensor().view({b, 1, 1, 1}) +

@@ -25,8 +25,11 @@ class KVCache {
   KVCache(const KVCache&) = delete;
   KVCache& operator=(const KVCache&) = delete;
 
-  // Active slots: all of them, or the focused range (see focus()).
-  int64_t batch() const { return focus_count_ >= 0 ? focus_count_ : n_slots(); }
+  // Active slots: all of them, the focused range (see focus()), or the device lengths' (below).
+  int64_t batch() const {
+    if (device_lengths_.defined()) return device_lengths_.size(0);
+    return focus_count_ >= 0 ? focus_count_ : n_slots();
+  }
   int64_t n_slots() const { return static_cast<int64_t>(lengths_.size()); }
   // Restricts batch(), lengths_tensor(), write() and view() to slots [first, first + count),
   // e.g. to prefill one new request while others are active. unfocus() restores all slots.
@@ -36,6 +39,16 @@ class KVCache {
   int64_t max_seq() const { return max_seq_; }
   int64_t length(int64_t slot) const { return lengths_[slot]; }
   int64_t max_length() const;  // over the focused slots
+
+  // Static mode, for forwards captured in CUDA graphs (runtime/rollout/cuda_graph_pool.h): while
+  // set, batch() is lengths.size(0), lengths_tensor() is `lengths` itself ((B,) int64 on the
+  // cache's device, read at replay time, never from the host), write() trusts it, and a forward
+  // attends over all max_seq positions (static_span()). Slots [n_slots(), B) may be covered:
+  // their writes land in unused slots, past any committed length. Borrowed until cleared; the
+  // host-side lengths are not touched (commit afterwards as usual). Requires no focus().
+  void set_device_lengths(torch::Tensor lengths) { device_lengths_ = std::move(lengths); }
+  void clear_device_lengths() { device_lengths_ = torch::Tensor(); }
+  bool static_span() const { return device_lengths_.defined(); }
 
   // Adds an empty slot at index batch(); returns it. Requires batch() < max_batch().
   int64_t add_slot();
@@ -64,6 +77,7 @@ class KVCache {
   std::vector<torch::Tensor> k_, v_;  // per layer (max_batch, Hkv, max_seq, D)
   std::vector<int64_t> lengths_;      // committed length of each active slot
   int64_t focus_first_ = 0, focus_count_ = -1;
+  torch::Tensor device_lengths_;  // (B,) int64 in static mode, else undefined
 };
 
 }  // namespace tlt::model

@@ -22,14 +22,21 @@ Rope::Rope(const ModelConfig& c) {
 
 torch::Tensor Rope::apply(const torch::Tensor& x, const torch::Tensor& positions) const {
   int64_t half = x.size(-1) / 2;
-  torch::Tensor flat = positions.reshape({-1}).to(cos.device());
+  // On a GPU, gather from copies of the tables there: no host round trip per layer, and nothing
+  // a CUDA graph capture could not record (the first forward on the device makes the copies).
+  bool here = x.device() == cos.device();
+  if (!here && (!cos_on_device_.defined() || cos_on_device_.device() != x.device())) {
+    cos_on_device_ = cos.to(x.device());
+    sin_on_device_ = sin.to(x.device());
+  }
+  torch::Tensor flat = positions.reshape({-1}).to(x.device());
   // (B, T, D/2) -> (B, 1, T, D/2) in x's dtype and device.
   auto gather = [&](const torch::Tensor& table) {
     return table.index_select(0, flat)
         .view({positions.size(0), 1, positions.size(1), half})
         .to(x.options());
   };
-  torch::Tensor c = gather(cos), s = gather(sin);
+  torch::Tensor c = gather(here ? cos : cos_on_device_), s = gather(here ? sin : sin_on_device_);
   torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
   return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
 }
@@ -157,7 +164,8 @@ torch::Tensor TransformerImpl::run_layers(torch::nn::ModuleList& stack, const to
   int64_t b = x.size(0), t = x.size(1);
   auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
   torch::Tensor lengths = cache ? cache->lengths_tensor() : torch::zeros({b}, long_opts);
-  int64_t s = cache ? cache->max_length() + t : t;
+  // A static cache (CUDA graphs) spans every position; the mask hides the uncommitted ones.
+  int64_t s = !cache ? t : cache->static_span() ? cache->max_seq() : cache->max_length() + t;
   torch::Tensor mask = attention_mask(lengths, t, s, layout, x.scalar_type());
   torch::Tensor h = x;
   for (size_t l = 0; l < stack->size(); ++l) {

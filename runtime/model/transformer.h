@@ -29,10 +29,13 @@ TORCH_MODULE(RMSNorm);
 
 // cos/sin tables for rotary embeddings, gathered by position.
 struct Rope {
-  torch::Tensor cos, sin;  // (max_seq, D/2)
+  torch::Tensor cos, sin;  // (max_seq, D/2), float64 on the CPU
   Rope(const ModelConfig& c);
-  // Rotates x (B, heads, T, D) by positions (B, T).
+  // Rotates x (B, heads, T, D) by positions (B, T) on x's device.
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& positions) const;
+
+ private:
+  mutable torch::Tensor cos_on_device_, sin_on_device_;  // (max_seq, D/2) copies on x's device
 };
 
 // Who attends to whom in one forward. New token t of slot b is written at cache position

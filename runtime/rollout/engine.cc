@@ -9,6 +9,9 @@
 #include <cmath>
 
 #include "runtime/rollout/ngram.h"
+#ifdef TLT_GPU
+#include "runtime/rollout/cuda_graph_pool.h"
+#endif
 
 namespace tlt::rollout {
 
@@ -92,6 +95,11 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
                                             options_.window, options_.seed);
   cache_tgt_ = target_->make_cache(options_.max_batch, options_.max_seq);
   if (!drafter_.is_empty()) cache_dft_ = drafter_->make_cache(options_.max_batch, options_.max_seq);
+#ifdef TLT_GPU
+  if (options_.cuda_graphs && target_->lm_head->weight.is_cuda()) {
+    graphs_ = std::make_shared<CudaGraphPool>(target_, cache_tgt_.get());
+  }
+#endif
   reset_stats();
 }
 
@@ -422,6 +430,20 @@ std::vector<DraftTree> Engine::draft_ngram(std::vector<Active>& active, int32_t 
   return trees;
 }
 
+// The target's forward over the drafts (B, N) with their tree layout: replayed from a CUDA graph
+// when the engine has them, else eager.
+model::ForwardResult Engine::verify_forward(const torch::Tensor& tokens,
+                                            const torch::Tensor& positions,
+                                            const model::AttentionLayout& layout) {
+#ifdef TLT_GPU
+  if (graphs_) {
+    ++stats_.graph_replays;
+    return graphs_->forward(tokens, positions, layout.tree);
+  }
+#endif
+  return target_->forward(tokens, positions, cache_tgt_.get(), layout);
+}
+
 void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
   double start = now_seconds();
   const api::Arm& arm = arms_[arm_index].arm;
@@ -441,9 +463,11 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
       trees = draft_tree(active, root, arm);
     }
   }
-  // One target forward over every request's draft, padded to the largest.
+  // One target forward over every request's draft, padded to the largest; with CUDA graphs, to
+  // the arm's verified-token count, so that every step of the arm has one shape.
   int32_t n = 1;
   for (const DraftTree& t : trees) n = std::max(n, t.size());
+  if (graphs_) n = std::max(n, arm.ngram ? kNgramDepth + 1 : arm.verify_tokens);
   std::vector<int64_t> toks(b * n, 0), pos(b * n, 0);
   std::vector<uint8_t> mask_bytes(size_t(b) * n * n, 0);
   for (int64_t i = 0; i < b; ++i) {
@@ -461,9 +485,9 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
       torch::from_blob(mask_bytes.data(), {b, n, n}, torch::kUInt8).to(torch::kBool);
   model::AttentionLayout layout;
   layout.tree = mask.to(dev);
-  model::ForwardResult r =
-      target_->forward(long_tensor(toks, dev).view({b, n}), long_tensor(pos, dev).view({b, n}),
-                       cache_tgt_.get(), layout);
+  torch::Tensor tok_t = long_tensor(toks, dev).view({b, n}),
+                pos_t = long_tensor(pos, dev).view({b, n});
+  model::ForwardResult r = verify_forward(tok_t, pos_t, layout);
   torch::Tensor logits = host_logits(r.logits);  // (B, N, V)
   int64_t v = logits.size(2);
   int64_t emitted = 0;

@@ -77,6 +77,9 @@ struct EngineOptions {
   bool reproducible = false;
   // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
   ChainRule chain_rule = accept_rejection_chain;
+  // GPU flavour (TLT_GPU), target on CUDA: verify forwards replay CUDA graphs captured per
+  // (batch bucket, verified tokens) (runtime/rollout/cuda_graph_pool.h). No effect elsewhere.
+  bool cuda_graphs = true;
 };
 
 struct EngineStats {
@@ -87,6 +90,7 @@ struct EngineStats {
   int64_t accepted = 0;            // drafted tokens accepted
   std::vector<int64_t> arm_steps;  // spec steps per arm
   std::vector<int64_t> arm_accepted, arm_request_steps;
+  int64_t graph_replays = 0;  // verify forwards replayed from CUDA graphs (GPU flavour)
   double seconds = 0.0;
   // Mean tokens emitted per request per speculative step (accepted + 1).
   double accept_length() const {
@@ -96,6 +100,8 @@ struct EngineStats {
 
 using HiddenSink = std::function<void(int64_t request_id, const std::vector<int64_t>& tokens,
                                       const torch::Tensor& hidden)>;  // hidden (n, C)
+
+class CudaGraphPool;  // runtime/rollout/cuda_graph_pool.h (GPU flavour only)
 
 class Engine {
  public:
@@ -134,6 +140,8 @@ class Engine {
   std::vector<DraftTree> draft_tree(std::vector<Active>& active, const torch::Tensor& root_hidden,
                                     const api::Arm& arm);
   std::vector<DraftTree> draft_ngram(std::vector<Active>& active, int32_t depth);
+  model::ForwardResult verify_forward(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                      const model::AttentionLayout& layout);
   void emit(Active& a, int64_t first_pos, const std::vector<int64_t>& tokens,
             const torch::Tensor& hidden);
   void retire(std::vector<Active>& active, std::vector<Completion>* out);
@@ -144,6 +152,9 @@ class Engine {
   std::vector<NamedArm> arms_;
   std::unique_ptr<ArmSelector> selector_;
   std::unique_ptr<model::KVCache> cache_tgt_, cache_dft_;
+  // The verify forward's CUDA graphs over cache_tgt_ (GPU flavour, target on CUDA), else null.
+  // A shared_ptr only because CudaGraphPool is incomplete in the CPU flavour, where it stays null.
+  std::shared_ptr<CudaGraphPool> graphs_;
   HiddenSink sink_;
   EngineStats stats_;
 };

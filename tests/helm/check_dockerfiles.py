@@ -1,17 +1,28 @@
 #!/usr/bin/env python3
 """Checks docker/*.Dockerfile without Docker (none runs here; run by dockerfiles.sh).
 
-  1. every stage is FROM debian:bookworm*; the build stages of all Dockerfiles are identical
-     (one cached build serves both images);
+Two families: the Debian images (every stage FROM debian:bookworm*) and the CUDA runtime image
+(docker/runtime-cuda.Dockerfile, every stage FROM nvidia/cuda:<X.Y.Z>-<kind>-ubuntu<N>).
+
+  1. Debian: the build stages of all Debian Dockerfiles are identical (one cached build serves
+     both images). CUDA: one CUDA version and Ubuntu for all stages, a devel build stage and a
+     base/runtime final one; its build stage copies exactly what the Debian build stage copies
+     and its final stage copies out the same binaries as docker/runtime.Dockerfile's;
   2. every COPY source (not --from) exists in the repository and is let through by the
      Dockerfile's .dockerignore;
   3. the build stage's sources, copied alone into a temp dir, configure with CMake using the
      stage's `scripts/build.sh` arguments, and every binary a final stage copies out of
-     /src/build/bin is a target there whose build `ninja -n` can plan (all inputs present);
-  4. every apt package named exists in Debian bookworm (apt-cache, from this machine's lists);
-  5. the final stage's packages (with their Depends, recursively, and bookworm-slim's required
-     packages) provide every shared library the binaries need (NEEDED of this machine's
-     build/bin, this machine being bookworm too); no compiler or -dev package in a final stage;
+     /src/build/bin is a target there whose build `ninja -n` can plan (all inputs present).
+     CUDA: with this machine's CUDA torch in place of /opt/torch (TLT_GPU_PYTHON, else
+     ~/.cache/tlt/gpu-venv) and an nvcc (CUDA_HOME, PATH, or the toolkit scripts/gpu-check.sh
+     assembles from the wheels); without them this check is skipped and says so. The torch pin
+     must be that torch's version, whose CUDA must be the images' (major.minor);
+  4. every apt package named in a Debian Dockerfile exists in bookworm (apt-cache, from this
+     machine's lists); Ubuntu's package names are not checked here;
+  5. a Debian final stage's packages (with their Depends, recursively, and bookworm-slim's
+     required packages) provide every shared library the binaries need (NEEDED of this
+     machine's build/bin, this machine being bookworm too); no compiler or -dev package in any
+     final stage;
   6. the final stage runs as a numeric non-root USER.
 Exit 0 if all hold, 1 otherwise. Usage: check_dockerfiles.py SOURCE_DIR BUILD_DIR
 """
@@ -19,6 +30,7 @@ import fnmatch
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -80,16 +92,29 @@ def dockerignore_allows(patterns, path):
 
 dockerfiles = sorted(glob.glob(os.path.join(src, "docker", "*.Dockerfile")))
 check(len(dockerfiles) >= 2, "expected docker/runtime.Dockerfile and docker/operator.Dockerfile")
-build_stages, finals = {}, {}
+CUDA_BASE = re.compile(r"nvidia/cuda:(\d+\.\d+)\.\d+-(devel|runtime|base)(?:-cudnn\d*)?-ubuntu(\S+)")
+build_stages, finals, family, cuda_of = {}, {}, {}, {}
 for df in dockerfiles:
     name = os.path.relpath(df, src)
     stages = parse(df)
     ignore_file = df + ".dockerignore"
     patterns = [l.strip() for l in open(ignore_file) if l.strip() and not l.startswith("#")] \
         if check(os.path.exists(ignore_file), "%s has no %s" % (name, ignore_file)) else []
-    for sname, base, instrs in stages:
-        check(base.startswith("debian:bookworm"), "%s: stage from %s, not Debian bookworm" %
-              (name, base))
+    family[name] = "cuda" if stages and stages[0][1].startswith("nvidia/cuda:") else "debian"
+    for i, (sname, base, instrs) in enumerate(stages):
+        if family[name] == "debian":
+            check(base.startswith("debian:bookworm"), "%s: stage from %s, not Debian bookworm" %
+                  (name, base))
+        else:
+            m = CUDA_BASE.fullmatch(base)
+            if check(m is not None, "%s: stage from %s, not nvidia/cuda:X.Y.Z-KIND-ubuntuN" %
+                     (name, base)):
+                check(cuda_of.setdefault(name, (m.group(1), m.group(3))) == (m.group(1), m.group(3)),
+                      "%s: stages on different CUDA or Ubuntu versions" % name)
+                kind_ok = m.group(2) == "devel" if sname == "build" else \
+                    (m.group(2) != "devel" or i < len(stages) - 1)
+                check(kind_ok, "%s: stage %s from %s: build from -devel-, ship -base- or -runtime-"
+                      % (name, sname or i, base))
         for instr, rest in instrs:
             if instr == "COPY" and "--from=" not in rest:
                 for s in rest.split()[:-1]:
@@ -103,11 +128,23 @@ for df in dockerfiles:
         build_stages[name] = named["build"]
     finals[name] = stages[-1]
 
-# 1. one build stage for all
-texts = {n: s[2] for n, s in build_stages.items()}
+# 1. one build stage for all Debian images
+texts = {n: s[2] for n, s in build_stages.items() if family[n] == "debian"}
 check(len({repr(t) for t in texts.values()}) == 1,
       "the build stages differ between %s; keep them identical so one build serves all" %
       sorted(texts))
+
+
+def source_copies(instrs):
+    return [rest for instr, rest in instrs if instr == "COPY" and "--from=" not in rest]
+
+
+debian_build = next((s for n, s in sorted(build_stages.items()) if family[n] == "debian"), None)
+for name in sorted(n for n in build_stages if family[n] == "cuda"):
+    if debian_build:
+        check(source_copies(build_stages[name][2]) == source_copies(debian_build[2]),
+              "%s: its build stage copies %s, the Debian build stage %s: keep them the same" %
+              (name, source_copies(build_stages[name][2]), source_copies(debian_build[2])))
 
 # 3. configure the build stage's sources alone
 binaries = {}
@@ -116,11 +153,21 @@ for name, (_, _, instrs) in finals.items():
         m = re.match(r"--from=build (.*) (\S+)$", rest) if instr == "COPY" else None
         if m:
             for p in m.group(1).split():
-                check(p.startswith("/src/build/bin/"), "%s: copies %s, not a built binary" %
-                      (name, p))
-                binaries.setdefault(name, []).append(os.path.basename(p))
-if build_stages:
-    _, _, instrs = next(iter(build_stages.values()))
+                if p.startswith("/src/build/bin/"):
+                    binaries.setdefault(name, []).append(os.path.basename(p))
+                else:  # the CUDA image also takes LibTorch and its package list from the build
+                    check(family[name] == "cuda" and (p.startswith("/opt/torch/") or
+                                                      p == "/src/build/runtime-packages.txt"),
+                          "%s: copies %s, not a built binary" % (name, p))
+for name in sorted(n for n in finals if family[n] == "cuda"):
+    check(sorted(binaries.get(name, [])) == sorted(binaries.get("docker/runtime.Dockerfile", [])),
+          "%s ships %s, docker/runtime.Dockerfile %s: the same binaries" %
+          (name, binaries.get(name), binaries.get("docker/runtime.Dockerfile")))
+
+
+def configure_and_plan(instrs, names, what, translate=lambda a: a, extra=(), env=None):
+    """Copies the stage's COPY sources alone into a temp dir, configures them with the stage's
+    scripts/build.sh arguments and plans the binaries the final stages `names` copy out."""
     ctx = tempfile.mkdtemp(prefix="tlt-docker-ctx.")
     try:
         build_args = None
@@ -138,23 +185,75 @@ if build_stages:
                         os.makedirs(os.path.dirname(target), exist_ok=True)
                         shutil.copy2(os.path.join(src, s), target)
             if instr == "RUN" and rest.startswith("scripts/build.sh"):
-                build_args = rest.split()[1:]
-        check(build_args is not None, "the build stage does not RUN scripts/build.sh")
-        r = sh("cmake", "-S", ctx, "-B", ctx + "/build", "-G", "Ninja", *(build_args or []))
-        if check(r.returncode == 0, "CMake cannot configure from the build stage's COPYs alone "
-                 "(%s): %s" % (build_args, (r.stdout + r.stderr)[-1500:])):
-            targets = sh("ninja", "-C", ctx + "/build", "-t", "targets", "all").stdout
-            for name, bins in sorted(binaries.items()):
-                for b in bins:
-                    if check(re.search(r"^bin/%s:" % re.escape(b), targets, re.M) is not None,
-                             "%s copies bin/%s, which CMake does not define" % (name, b)):
-                        r = sh("ninja", "-C", ctx + "/build", "-n", "bin/" + b)
-                        check(r.returncode == 0, "ninja cannot plan bin/%s from the copied "
-                              "sources: %s" % (b, (r.stdout + r.stderr)[-800:]))
-            print("CMake configures from the build stage's COPYs (%s); targets %s planned" %
-                  (" ".join(build_args), sorted(b for v in binaries.values() for b in v)))
+                build_args = [translate(a) for a in shlex.split(rest)[1:]]
+        if not check(build_args is not None, "%s: the build stage does not RUN scripts/build.sh"
+                     % what):
+            return
+        r = sh("cmake", "-S", ctx, "-B", ctx + "/build", "-G", "Ninja", *build_args, *extra,
+               env=env)
+        if not check(r.returncode == 0, "%s: CMake cannot configure from the build stage's COPYs "
+                     "alone (%s): %s" % (what, build_args, (r.stdout + r.stderr)[-1500:])):
+            return
+        targets = sh("ninja", "-C", ctx + "/build", "-t", "targets", "all").stdout
+        planned = []
+        for name in names:
+            for b in binaries.get(name, []):
+                if check(re.search(r"^bin/%s:" % re.escape(b), targets, re.M) is not None,
+                         "%s copies bin/%s, which CMake does not define" % (name, b)):
+                    r = sh("ninja", "-C", ctx + "/build", "-n", "bin/" + b)
+                    check(r.returncode == 0, "%s: ninja cannot plan bin/%s from the copied "
+                          "sources: %s" % (what, b, (r.stdout + r.stderr)[-800:]))
+                    planned.append(b)
+        print("%s: CMake configures from the build stage's COPYs (%s); targets %s planned" %
+              (what, " ".join(build_args), sorted(set(planned))))
     finally:
         shutil.rmtree(ctx)
+
+
+def local_cuda_torch():
+    """(python, version, CUDA version, torch dir, toolkit root) of this machine's CUDA torch, or
+    a sentence saying what is missing."""
+    py = os.environ.get("TLT_GPU_PYTHON") or os.path.expanduser("~/.cache/tlt/gpu-venv/bin/python")
+    if not shutil.which(py):
+        return "no CUDA torch here (TLT_GPU_PYTHON, or ~/.cache/tlt/gpu-venv: pip install torch)"
+    r = sh(py, "-c", "import os, torch; print(torch.__version__, torch.version.cuda, "
+           "os.path.dirname(torch.__file__))")
+    if r.returncode != 0 or len(r.stdout.split()) != 3 or r.stdout.split()[1] == "None":
+        return "%s has no CUDA torch: %s" % (py, (r.stdout + r.stderr)[-300:])
+    version, cuda, torch_dir = r.stdout.split()
+    nvcc = shutil.which("nvcc")
+    for root in (os.environ.get("CUDA_HOME"), nvcc and os.path.dirname(os.path.dirname(nvcc)),
+                 "/usr/local/cuda", os.path.expanduser("~/.cache/tlt/cuda-%s-wheels" % cuda)):
+        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
+            return py, version, cuda, torch_dir, root
+    return "no nvcc for CUDA %s here (scripts/gpu-check.sh assembles one from the wheels)" % cuda
+
+
+# 3. configure the build stages' sources alone
+debian_names = sorted(n for n in finals if family[n] == "debian")
+if debian_build:
+    configure_and_plan(debian_build[2], debian_names, "Debian images")
+for name in sorted(n for n in build_stages if family[n] == "cuda"):
+    instrs = build_stages[name][2]
+    pins = re.findall(r"torch==([0-9][0-9.]*)", " ".join(r for i, r in instrs if i == "RUN"))
+    check(len(pins) == 1, "%s: pin exactly one torch==VERSION in the build stage" % name)
+    found = local_cuda_torch()
+    if isinstance(found, str):
+        print("SKIP: %s: not configured: %s" % (name, found))
+        continue
+    py, version, cuda, torch_dir, toolkit = found
+    if pins and version.split("+")[0] == pins[0]:
+        check(cuda == cuda_of.get(name, ("?",))[0], "%s: torch==%s is built for CUDA %s, the "
+              "images are CUDA %s" % (name, pins[0], cuda, cuda_of.get(name, ("?",))[0]))
+    else:
+        print("note: %s pins torch==%s, this machine has %s: CUDA versions not cross-checked" %
+              (name, pins[0] if pins else "?", version))
+    env = dict(os.environ, PATH=os.path.join(toolkit, "bin") + os.pathsep + os.environ["PATH"],
+               CUDACXX=os.path.join(toolkit, "bin", "nvcc"))
+    configure_and_plan(
+        instrs, [name], "%s (torch %s, CUDA %s, nvcc in %s)" % (name, version, cuda, toolkit),
+        translate=lambda a: a.replace("/opt/torch/torch", torch_dir),
+        extra=("-DCUDA_TOOLKIT_ROOT_DIR=" + toolkit, "-DCUDAToolkit_ROOT=" + toolkit), env=env)
 
 # 4 and 5. packages and libraries
 if sh("apt-cache", "show", "libc6").returncode != 0:
@@ -177,6 +276,8 @@ def closure(pkgs):
 required = set(sh("dpkg-query", "-W", "-f", "${Package} ${Priority}\\n").stdout.split("\n"))
 base = {l.split()[0].split(":")[0] for l in required if l.endswith(" required")}
 for name, (_, _, instrs) in list(build_stages.items()) + list(finals.items()):
+    if family[name] != "debian":
+        continue
     for p in apt_packages(instrs):
         check(exists(p), "%s: apt package %s is not in Debian bookworm" % (name, p))
 for name, (_, _, instrs) in finals.items():
@@ -184,6 +285,10 @@ for name, (_, _, instrs) in finals.items():
     for p in pkgs:
         check(not (p.endswith("-dev") or p in ("g++", "gcc", "cmake", "ninja-build")),
               "%s: the final stage installs build tool %s" % (name, p))
+    if family[name] != "debian":
+        print("%s: Ubuntu packages and the binaries' libraries not checked here (the image "
+              "checks its own with ldd)" % name)
+        continue
     have = closure(pkgs) | base
     for b in binaries.get(name, []):
         path = os.path.join(build_dir, "bin", b)

@@ -190,6 +190,41 @@ TEST(KVCache, RemoveSlotMovesTheLastOne) {
   EXPECT_LT(d, 1e-10) << "maxdiff=" << d;
 }
 
+// The static mode of CUDA graphs (KVCache::set_device_lengths), checked on any device: rows
+// covering more slots than are active, lengths from a tensor, attention over all max_seq positions.
+// The active rows equal the dynamic forward's; committed positions are left alone.
+TEST(KVCache, StaticModeEqualsTheDynamicForward) {
+  Transformer m = make_model();
+  torch::Tensor seqs = torch::randint(0, 97, {2, 12});
+  auto cache = m->make_cache(4, 64);
+  for (int i = 0; i < 2; ++i) cache->add_slot();
+  m->forward(seqs.narrow(1, 0, 7), positions_from(0, 7, 2), cache.get());
+  cache->commit_prefix(0, 7), cache->commit_prefix(1, 5);  // ragged: 7 and 5 committed
+  // A chain of 3 per row, at each row's length.
+  torch::Tensor toks = torch::stack({seqs[0].narrow(0, 7, 3), seqs[1].narrow(0, 5, 3)});  // (2, 3)
+  torch::Tensor pos = torch::stack({torch::arange(7, 10), torch::arange(5, 8)});          // (2, 3)
+  ForwardResult dynamic = m->forward(toks, pos, cache.get());
+  // Static: 4 rows (2 padding rows in unused slots 2 and 3), lengths on the tensor.
+  torch::Tensor toks4 = torch::cat({toks, torch::zeros({2, 3}, torch::kInt64)});  // (4, 3)
+  torch::Tensor pos4 = torch::cat({pos, positions_from(0, 3, 2)});                // (4, 3)
+  cache->set_device_lengths(torch::tensor({7L, 5L, 0L, 0L}));
+  EXPECT_TRUE(cache->static_span());
+  EXPECT_EQ(cache->batch(), 4);
+  ForwardResult stat = m->forward(toks4, pos4, cache.get());
+  cache->clear_device_lengths();
+  EXPECT_EQ(cache->batch(), 2);
+  double d = maxdiff(stat.logits.narrow(0, 0, 2), dynamic.logits);
+  EXPECT_LT(d, 1e-10) << "maxdiff=" << d;
+  // Committing the chain afterwards continues exactly like the full sequences.
+  cache->commit_prefix(0, 3), cache->commit_prefix(1, 3);
+  ForwardResult full = m->forward(seqs, positions_from(0, 12, 2));
+  ForwardResult next = m->forward(torch::stack({seqs[0].narrow(0, 10, 1), seqs[1].narrow(0, 8, 1)}),
+                                  torch::tensor({10L, 8L}).view({2, 1}), cache.get());
+  double d_next = std::max(maxdiff(next.logits[0][0], full.logits[0][10]),
+                           maxdiff(next.logits[1][0], full.logits[1][8]));
+  EXPECT_LT(d_next, 1e-10) << "maxdiff=" << d_next;
+}
+
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("tlt_test_" + name)).string();
 }

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# gpu-check.sh: the one check of the GPU flavour (DESIGN.md section 6b). It builds tlt's LibTorch
+# core against the machine's PyTorch (its CUDA LibTorch, with NCCL) and runs the runtime tests on
+# the CUDA device. Every step prints one PASS/FAIL/SKIP line; the last line is the verdict.
+#
+#   1. torch     the Python with torch (TLT_PYTHON, else python3): torch, CUDA, NCCL versions and
+#                the devices it sees.
+#   2. toolkit   nvcc (TorchConfig enables CMake's CUDA language): CUDA_HOME, nvcc on PATH,
+#                /usr/local/cuda, or else one assembled from the nvidia-* wheels next to torch
+#                (pip install "cuda-toolkit[nvcc,crt,nvvm,cccl,cudart]==<torch's CUDA>"), as a
+#                folder of symlinks in the cache.
+#   3. gtest     the system's GoogleTest, else built from the sources in .cache/googletest (made by
+#                `--prepare` on a machine that has them, and carried to the device: run's
+#                carry [".cache/googletest"]); without either the tests are not built (SKIP).
+#   4. configure cmake -DTLT_GPU=ON -DTLT_CORE_ONLY=ON against torch.utils.cmake_prefix_path.
+#   5. build     tlt_core and runtime_test (ninja, all cores).
+#   6. cuda      runtime_test's Cuda.* and CudaGraphPool.* tests: transformer forward and the
+#                rollout engine on CUDA against the CPU, NCCL collectives, CUDA graphs of the
+#                verify forward against the eager one. Without a CUDA device: SKIP.
+#   7. suite     the rest of runtime_test on this LibTorch (CPU tests, OMP_NUM_THREADS=1 unless
+#                set; bounded by GPU_CHECK_SUITE_TIMEOUT seconds, default 300; 0 skips it).
+#
+# Exit status: 0 all passed on a CUDA device; 1 something failed; 2 built and the CPU checks passed
+# but there is no CUDA device (the CPU machines: everything up to the device is checked).
+# Logs go to $OUT/gpu-check-logs when OUT is set (the device machine's run), else to /tmp.
+# Environment: TLT_PYTHON, CUDA_HOME, GPU_CHECK_BUILD_DIR (default build-gpu),
+# GPU_CHECK_CACHE (default ~/.cache/tlt; the assembled toolkit and gtest go there),
+# GPU_CHECK_SUITE_TIMEOUT, GPU_CHECK_GTEST_SOURCE=1 (build gtest from .cache/googletest even when
+# the system has one).
+# Usage: scripts/gpu-check.sh            (on the device machine, from anywhere)
+#        scripts/gpu-check.sh --prepare  (here: copy /usr/src/googletest into .cache/googletest)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+T0=$SECONDS
+if [[ "${1:-}" == "--prepare" ]]; then
+  src=/usr/src/googletest
+  [[ -f $src/CMakeLists.txt ]] || { echo "FAIL: prepare: no $src (apt-get install googletest)"; exit 1; }
+  rm -rf .cache/googletest && mkdir -p .cache && cp -r "$src" .cache/googletest
+  echo "PASS: prepare: .cache/googletest ($(du -sh .cache/googletest | cut -f1)); carry it to the device"
+  exit 0
+fi
+
+py=${TLT_PYTHON:-python3}
+build=${GPU_CHECK_BUILD_DIR:-build-gpu}
+cache=${GPU_CHECK_CACHE:-$HOME/.cache/tlt}
+jobs=$(nproc)
+# Logs: under $OUT when set (the device machine's run returns that folder), else a temp dir.
+if [[ -n ${OUT:-} ]]; then
+  log=$OUT/gpu-check-logs && mkdir -p "$log"
+else
+  log=$(mktemp -d /tmp/tlt-gpu-check.XXXXXX)
+fi
+failed=0
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1"; failed=1; }
+skip() { echo "SKIP: $1"; }
+finish() {
+  local t=$((SECONDS - T0))
+  if ((failed)); then
+    echo "gpu-check: FAIL ($t s; logs in $log)"
+    exit 1
+  elif [[ "${1:-}" == nodevice ]]; then
+    echo "gpu-check: INCOMPLETE: built and CPU-checked, but no CUDA device here ($t s)"
+    exit 2
+  fi
+  echo "gpu-check: PASS ($t s)"
+  exit 0
+}
+
+# ---- 1. torch ---------------------------------------------------------------------------------
+if ! info=$("$py" - 2>"$log/torch.err" <<'EOF'
+import os, torch
+nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else "none"
+devs = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
+    if torch.cuda.is_available() else []
+print(torch.__version__, torch.version.cuda or "none", nccl, len(devs),
+      torch.utils.cmake_prefix_path, os.path.dirname(torch.__file__), sep="\n")
+print("; ".join(devs) or "none")
+EOF
+)
+then
+  fail "torch: $py cannot import torch: $(tail -1 "$log/torch.err")"
+  finish
+fi
+mapfile -t f <<<"$info"
+torch_version=${f[0]} torch_cuda=${f[1]} nccl=${f[2]} n_dev=${f[3]}
+torch_cmake=${f[4]} torch_dir=${f[5]} devices=${f[6]}
+if [[ $torch_cuda == none ]]; then
+  fail "torch: $torch_version is a CPU build (pip install torch: the default Linux wheel is CUDA)"
+  finish
+fi
+pass "torch: $torch_version, CUDA $torch_cuda, NCCL $nccl; $n_dev device(s): $devices"
+
+# ---- 2. CUDA toolkit (nvcc) ----------------------------------------------------------------------
+# A toolkit root from the nvidia-* wheels: nvidia/cu<major>/ has bin/nvcc, include, lib and nvvm
+# but no lib64 and no unversioned .so, and nvcc.profile expects targets/<arch>/{include,lib}.
+assemble_toolkit() {
+  local wheel=$1 dir=$2 arch f
+  arch=$(uname -m)-linux
+  rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/targets/$arch/lib" || return 1
+  for f in "$wheel"/bin/*; do ln -s "$f" "$dir/bin/"; done
+  ln -s "$wheel/nvvm" "$dir/nvvm"
+  ln -s "$wheel/include" "$dir/targets/$arch/include"
+  ln -s "targets/$arch/include" "$dir/include"
+  for f in "$wheel"/lib/*; do ln -s "$f" "$dir/targets/$arch/lib/"; done
+  ln -s "targets/$arch/lib" "$dir/lib64"
+  for f in "$dir/targets/$arch/lib"/*.so.*; do
+    [[ -e ${f%%.so.*}.so ]] || ln -s "$(basename "$f")" "${f%%.so.*}.so"
+  done
+}
+toolkit=""
+for d in "${CUDA_HOME:-}" "$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /x/x)")")" \
+  /usr/local/cuda; do
+  if [[ -n $d && -x $d/bin/nvcc ]]; then toolkit=$d && break; fi
+done
+wheel=$(dirname "$torch_dir")/nvidia/cu${torch_cuda%%.*}
+if [[ -z $toolkit && -x $wheel/bin/nvcc ]]; then
+  toolkit=$cache/cuda-$torch_cuda-wheels
+  assemble_toolkit "$wheel" "$toolkit" || { fail "toolkit: cannot assemble $toolkit"; finish; }
+fi
+if [[ -z $toolkit ]]; then
+  fail "toolkit: no nvcc (CUDA_HOME, PATH, /usr/local/cuda); pip install" \
+    "\"cuda-toolkit[nvcc,crt,nvvm,cccl,cudart]==$torch_cuda.*\" next to torch"
+  finish
+fi
+nvcc_version=$("$toolkit/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+[[ ${nvcc_version%%.*} == "${torch_cuda%%.*}" ]] ||
+  echo "note: nvcc $nvcc_version and torch's CUDA $torch_cuda differ in the major version"
+pass "toolkit: nvcc $nvcc_version at $toolkit"
+
+# ---- 3. GoogleTest -----------------------------------------------------------------------------
+gtest_args=(-DTLT_TESTS=ON)
+system_gtest=""
+for f in /usr/lib/cmake/GTest/GTestConfig.cmake /usr/lib/*/cmake/GTest/GTestConfig.cmake \
+  /usr/local/lib*/cmake/GTest/GTestConfig.cmake; do
+  [[ -f $f ]] && system_gtest=$f
+done
+if [[ -z ${GPU_CHECK_GTEST_SOURCE:-} && -n $system_gtest ]]; then
+  pass "gtest: the system's"
+elif [[ -f .cache/googletest/CMakeLists.txt ]]; then  # GPU_CHECK_GTEST_SOURCE=1 forces this
+  gt=$cache/gtest-install
+  if [[ ! -f $gt/lib/cmake/GTest/GTestConfig.cmake && ! -f $gt/lib64/cmake/GTest/GTestConfig.cmake ]]; then
+    { cmake -S .cache/googletest -B "$cache/gtest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX="$gt" && ninja -C "$cache/gtest-build" install; } \
+      >"$log/gtest.log" 2>&1 || { fail "gtest: building .cache/googletest (see $log/gtest.log)"; finish; }
+  fi
+  gtest_args+=("-DGTest_ROOT=$gt")
+  pass "gtest: built from .cache/googletest into $gt"
+else
+  gtest_args=(-DTLT_TESTS=OFF)
+  skip "gtest: none here and no .cache/googletest (scripts/gpu-check.sh --prepare, then carry it)"
+fi
+
+# ---- 4. configure ------------------------------------------------------------------------------
+if command -v ccache >/dev/null; then
+  export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
+  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+fi
+# torch_dir as a prefix too: TorchConfig's find_library(c10) must find torch/lib before any
+# system LibTorch (see CMakeLists.txt).
+if ! PATH=$toolkit/bin:$PATH CUDACXX=$toolkit/bin/nvcc cmake -S . -B "$build" -G Ninja \
+  -DTLT_GPU=ON -DTLT_CORE_ONLY=ON "${gtest_args[@]}" "-DCMAKE_PREFIX_PATH=$torch_cmake;$torch_dir" \
+  -DCUDA_TOOLKIT_ROOT_DIR="$toolkit" -DCUDAToolkit_ROOT="$toolkit" >"$log/cmake.log" 2>&1; then
+  grep -B2 -A8 "CMake Error" "$log/cmake.log" | head -40
+  fail "configure: cmake -DTLT_GPU=ON -DTLT_CORE_ONLY=ON (see $log/cmake.log)"
+  finish
+fi
+pass "configure: $build ($(grep -o 'NCCL: [^ ]*' "$log/cmake.log" | head -1))"
+
+# ---- 5. build ----------------------------------------------------------------------------------
+targets=(tlt_core)
+[[ ${gtest_args[0]} == -DTLT_TESTS=ON ]] && targets+=(runtime_test)
+t=$SECONDS
+if ! ninja -C "$build" -j "$jobs" "${targets[@]}" >"$log/build.log" 2>&1; then
+  grep -m 20 -A3 "error" "$log/build.log"
+  fail "build: ${targets[*]} (see $log/build.log)"
+  finish
+fi
+pass "build: ${targets[*]} in $((SECONDS - t)) s on $jobs cores"
+if [[ ! -x $build/bin/runtime_test ]]; then
+  skip "cuda: no runtime_test (no gtest)"
+  skip "suite: no runtime_test (no gtest)"
+  ((n_dev > 0)) && finish
+  finish nodevice
+fi
+if ! ldd "$build/bin/runtime_test" | grep -q libtorch_cuda; then
+  fail "build: runtime_test does not link libtorch_cuda"
+fi
+ldd "$build/bin/runtime_test" | grep "not found" && fail "build: runtime_test misses libraries"
+
+# ---- 6. the CUDA tests --------------------------------------------------------------------------
+t=$SECONDS
+"$build/bin/runtime_test" --gtest_filter='Cuda.*:CudaGraphPool.*' >"$log/cuda.log" 2>&1
+rc=$?
+grep -E "maxdiff|nccl:|\[  (FAILED|SKIPPED|PASSED)" "$log/cuda.log" | sed 's/^/  /'
+if [[ $rc -ne 0 ]]; then
+  grep -B5 -A15 "^\[  FAILED  \]" "$log/cuda.log" | head -80
+  fail "cuda: runtime_test --gtest_filter=Cuda.*:CudaGraphPool.* (see $log/cuda.log)"
+elif ((n_dev == 0)); then
+  skip "cuda: no CUDA device (torch.cuda.is_available() is False); the CUDA tests skipped cleanly"
+else
+  pass "cuda: $(grep -c '^\[       OK \]' "$log/cuda.log") CUDA tests on $devices in $((SECONDS - t)) s"
+fi
+
+# ---- 7. the rest of the suite on this LibTorch ---------------------------------------------------
+limit=${GPU_CHECK_SUITE_TIMEOUT:-300}
+if ((limit > 0)); then
+  t=$SECONDS
+  # One OpenMP thread unless told otherwise: the suite's models are tiny, and spinning OpenMP
+  # teams on a busy machine make them crawl (seen here: 20x slower on 2 shared cores).
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} timeout "$limit" "$build/bin/runtime_test" \
+    --gtest_filter='-Cuda.*:CudaGraphPool.*' >"$log/suite.log" 2>&1
+  rc=$?
+  grep -E "^\[  FAILED  \]|^\[  PASSED  \]|tests ran" "$log/suite.log" | sed 's/^/  /' | head -20
+  if [[ $rc -eq 124 ]]; then
+    fail "suite: runtime_test (CPU tests) did not finish in $limit s (see $log/suite.log)"
+  elif [[ $rc -ne 0 ]]; then
+    grep -B10 "^\[  FAILED  \]" "$log/suite.log" | head -60
+    fail "suite: runtime_test (CPU tests) on torch $torch_version (see $log/suite.log)"
+  else
+    pass "suite: runtime_test (CPU tests) on torch $torch_version in $((SECONDS - t)) s"
+  fi
+else
+  skip "suite: GPU_CHECK_SUITE_TIMEOUT=0"
+fi
+((n_dev > 0)) && finish
+finish nodevice
