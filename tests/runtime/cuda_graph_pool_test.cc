@@ -12,6 +12,7 @@
 
 #include "runtime/rollout/cuda_graph_pool.h"
 #include "runtime/rollout/engine.h"
+#include "tests/runtime/requests.h"
 
 namespace tlt::rollout {
 namespace {
@@ -96,20 +97,6 @@ TEST(CudaGraphPool, ReplayEqualsTheEagerForward) {
   EXPECT_EQ(pool.graphs(), 2);
 }
 
-std::vector<Request> prompts(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<Request> out;
-  for (int i = 0; i < n; ++i) {
-    Request r;
-    r.id = i;
-    int len = 2 + int(rng() % 9);
-    for (int j = 0; j < len; ++j) r.prompt.push_back(int64_t(rng() % 64));
-    r.max_new_tokens = 20;
-    out.push_back(r);
-  }
-  return out;
-}
-
 std::vector<Completion> run(Transformer target, Drafter drafter, EngineOptions o,
                             const std::vector<Request>& reqs, EngineStats* stats) {
   auto engine = Engine::create(target, drafter, o);
@@ -125,7 +112,7 @@ TEST(CudaGraphPool, EngineWithGraphsEqualsWithoutAndTheCpu) {
   TLT_REQUIRE_CUDA();
   Transformer cpu = make_target(11, torch::kCPU);
   Transformer gpu = make_target(11, torch::kCUDA);  // the same weights: same seed, then moved
-  std::vector<Request> reqs = prompts(48, 3);
+  std::vector<Request> reqs = rollout::test_support::random_requests(48, 64, 20, 0.0, 3);
   EngineOptions plain;
   plain.max_batch = 16, plain.max_seq = 128, plain.speculative = false;
   EngineStats st;

@@ -18,6 +18,7 @@
 
 #include "runtime/rollout/engine.h"
 #include "runtime/tst/data_parallel.h"
+#include "tests/runtime/requests.h"
 
 namespace tlt {
 namespace {
@@ -93,20 +94,6 @@ TEST(Cuda, TransformerForwardEqualsCpu) {
   EXPECT_LT(worst, 1e-9);
 }
 
-std::vector<rollout::Request> prompts(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<rollout::Request> out;
-  for (int i = 0; i < n; ++i) {
-    rollout::Request r;
-    r.id = i;
-    int len = 2 + int(rng() % 9);
-    for (int j = 0; j < len; ++j) r.prompt.push_back(int64_t(rng() % 64));
-    r.max_new_tokens = 20;
-    out.push_back(r);
-  }
-  return out;
-}
-
 std::vector<rollout::Completion> run(Transformer target, Drafter drafter, rollout::EngineOptions o,
                                      const std::vector<rollout::Request>& reqs) {
   auto engine = rollout::Engine::create(target, drafter, o);
@@ -121,7 +108,7 @@ TEST(Cuda, EngineGreedyEqualsCpuPlainEveryArm) {
   TLT_REQUIRE_CUDA();
   Transformer cpu = make_target(11);
   Transformer gpu = copy_to(cpu, torch::kCUDA);
-  std::vector<rollout::Request> reqs = prompts(40, 3);
+  std::vector<rollout::Request> reqs = rollout::test_support::random_requests(40, 64, 20, 0.0, 3);
   rollout::EngineOptions plain;
   plain.max_batch = 16, plain.max_seq = 128, plain.speculative = false;
   std::vector<rollout::Completion> want = run(cpu, Drafter(nullptr), plain, reqs);

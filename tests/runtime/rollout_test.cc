@@ -11,6 +11,7 @@
 
 #include "runtime/drafter/trainer.h"
 #include "runtime/rollout/engine.h"
+#include "tests/runtime/requests.h"
 
 namespace tlt::rollout {
 namespace {
@@ -38,21 +39,7 @@ Transformer make_target(int64_t vocab, uint64_t seed, double head_scale) {
   return t;
 }
 
-std::vector<Request> prompts(int n, int64_t vocab, int max_new, double temperature, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<Request> out;
-  for (int i = 0; i < n; ++i) {
-    Request r;
-    r.id = i;
-    int len = 2 + int(rng() % 9);
-    for (int j = 0; j < len; ++j) r.prompt.push_back(int64_t(rng() % vocab));
-    r.max_new_tokens = max_new - int(rng() % 5);
-    r.sampling.temperature = temperature;
-    r.seed = seed * 1000 + i;
-    out.push_back(r);
-  }
-  return out;
-}
+using test_support::random_requests;
 
 std::vector<Completion> run(Transformer target, Drafter drafter, EngineOptions opts,
                             const std::vector<Request>& reqs, EngineStats* stats = nullptr) {
@@ -123,7 +110,7 @@ class GreedyExactness : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     target_ = new Transformer(make_target(64, 11, 30.0));
-    reqs_ = new std::vector<Request>(prompts(200, 64, 24, 0.0, 3));
+    reqs_ = new std::vector<Request>(random_requests(200, 64, 24, 0.0, 3));
     plain_ =
         new std::vector<Completion>(run(*target_, Drafter(nullptr), plain_options(32), *reqs_));
   }
