@@ -144,8 +144,9 @@ class Driver {
   // A drafter pod's slot: it may be absent (remote workers only).
   bool optional_worker(int64_t w) const { return plan_.listen_port > 0 && w >= rollout_workers(); }
   bool present(int64_t w) const { return procs_[size_t(w)].ch != nullptr; }
-  // Sends to worker w. A drafter pod that is absent or gone is not an error: a dead connection
-  // shows up in the step's poll, which drops it.
+  // Sends to worker w. A drafter pod that is absent or gone, or a rollout worker whose peer is
+  // gone, is not an error: a dead connection shows up in the step's poll, which drops the drafter
+  // pod or restarts the rollout worker.
   Status send_to(int64_t w, const json& m);
   json setup_message(int w) const;
   int64_t rollout_workers() const {
@@ -334,7 +335,15 @@ void Driver::admit_drafter_pods(int64_t step) {
 Status Driver::send_to(int64_t w, const json& m) {
   if (optional_worker(w) && !present(w)) return Status::Ok();
   Status st = procs_[size_t(w)].ch->send(m);
-  return st.ok() || optional_worker(w) ? Status::Ok() : st;
+  if (st.ok() || optional_worker(w)) return Status::Ok();
+  // A rollout worker that died between its last message and this one (a pod deleted at a step
+  // boundary): its connection's end shows up in the step's poll, which restarts it and sends
+  // its requests again. Any other failure (a file that cannot be mirrored) is the job's.
+  if (st.code() == StatusCode::kUnavailable && st.message().rfind("peer gone", 0) == 0) {
+    log("rollout worker " + std::to_string(w) + ": " + st.message() + "; restarting it");
+    return Status::Ok();
+  }
+  return st;
 }
 
 Status Driver::spawn(int w) {
@@ -613,10 +622,10 @@ Status Driver::run_step(int64_t step, StepReport* r) {
         StatusOr<std::vector<int>> again = coord.worker_restarted(int(w), t);
         if (!again.ok()) return again.status();
         if (was_generating) {
-          TLT_RETURN_IF_ERROR(procs_[w].ch->send(gen_msgs[w]));
+          TLT_RETURN_IF_ERROR(send_to(w, gen_msgs[w]));
         } else {
           // A worker without requests that had not confirmed the weights yet: ask again.
-          if (no_requests[size_t(w)]) TLT_RETURN_IF_ERROR(procs_[w].ch->send(gen_msgs[w]));
+          if (no_requests[size_t(w)]) TLT_RETURN_IF_ERROR(send_to(w, gen_msgs[w]));
           if (awaiting_trained[w]) mark(int(w), "released", t);
           awaiting_trained[w] = false;
           if (!stop_sent) TLT_RETURN_IF_ERROR(start_training(*again, t));
