@@ -110,6 +110,12 @@ void OperatorMetrics::add_rebalancer_decision(const std::string& namespace_, con
   f_->decisions.Add({{"namespace", namespace_}, {"job", job}, {"action", action}}).Increment();
 }
 
+void OperatorMetrics::declare_rebalancer_job(const std::string& namespace_,
+                                             const std::string& job) {
+  for (const char* action : {"assign_drafter", "return_rollout", "add_drafter", "remove_drafter"})
+    f_->decisions.Add({{"namespace", namespace_}, {"job", job}, {"action", action}});
+}
+
 void OperatorMetrics::add_prometheus_query_error() {
   f_->query_errors.Add({}).Increment();
 }

@@ -47,6 +47,8 @@ class OperatorMetrics {
   void set_leader(bool leader);
   void add_rebalancer_decision(const std::string& namespace_, const std::string& job,
                                const std::string& action);
+  // Creates the decision series of a job (every action) at 0; see declare_watch().
+  void declare_rebalancer_job(const std::string& namespace_, const std::string& job);
   void add_prometheus_query_error();
   // Read at every render for tlt_operator_workqueue_depth.
   void set_depth_source(std::function<double()> depth);

@@ -118,6 +118,9 @@ std::chrono::milliseconds Rebalancer::tick() {
     if (state.uid != job.uid) {
       state = JobState{};
       state.uid = job.uid;
+      // Every decision series at 0 from the first look: an increase() over the window of a
+      // decision then reads 1, not nothing (a series born at 1 has no earlier sample).
+      metrics_->declare_rebalancer_job(job.namespace_, job.name);
       // After a restart: no second Warning Event for a degradation already reported.
       for (const Json& c : job.status.value("conditions", Json::array())) {
         if (c.value("type", "") == kDegradedCondition)

@@ -242,9 +242,13 @@ TEST_F(RebalancerTest, Rebalance_IdlePod_AssignedAfterFullWindowNotBefore) {
   std::vector<std::string> ev = events("PodAssignedToDrafter");
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_NE(ev[0].find(pod(2)), std::string::npos) << ev[0];
-  EXPECT_EQ(metric_line("tlt_operator_rebalancer_decisions_total{"),
+  // Every action's series exists from the first look (at 0), so increase() sees the decision.
+  EXPECT_EQ(metric_line("tlt_operator_rebalancer_decisions_total{action=\"assign_drafter\""),
             "tlt_operator_rebalancer_decisions_total{action=\"assign_drafter\",job=\"" +
                 std::string(kJob) + "\",namespace=\"research\"} 1");
+  EXPECT_EQ(metric_line("tlt_operator_rebalancer_decisions_total{action=\"return_rollout\""),
+            "tlt_operator_rebalancer_decisions_total{action=\"return_rollout\",job=\"" +
+                std::string(kJob) + "\",namespace=\"research\"} 0");
   EXPECT_EQ(condition(kAssignedCondition, "status"), "True");
   EXPECT_NE(condition(kAssignedCondition, "message").find(pod(2)), std::string::npos);
   EXPECT_EQ(condition(kDegradedCondition, "status"), "False");
