@@ -54,13 +54,13 @@ Status Channel::send_file(const std::string& path) {
   std::string rel = relative_to(mirror_dir_, path);
   std::error_code ec;
   uint64_t size = fs::file_size(path, ec);
-  if (ec) return Status::Unavailable(path + ": " + ec.message());
+  if (ec) return Status::FailedPrecondition(path + ": " + ec.message());
   auto mtime = fs::last_write_time(path, ec).time_since_epoch().count();
   std::string state = std::to_string(size) + ":" + std::to_string(mtime);
   if (sent_[rel] == state) return Status::Ok();
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) return Status::Unavailable(path + ": cannot read");
+  if (!in.good() && !in.eof()) return Status::FailedPrecondition(path + ": cannot read");
   std::string header =
       nlohmann::json({{"op", "file"}, {"rel", rel}, {"size", bytes.size()}}).dump() + "\n";
   TLT_RETURN_IF_ERROR(write_all(header.data(), header.size()));

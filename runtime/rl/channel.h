@@ -10,8 +10,9 @@
 // delivers the message; in the message itself such paths, and the field "dir" when it is the
 // sender's directory, are rewritten to the receiver's directory.
 //
-// Errors: send() returns Unavailable when the peer is gone (EPIPE; SIGPIPE must be ignored by
-// the process). receive() returns Unavailable at end of file (the peer exited or was killed) and
+// Errors: send() returns Unavailable when the peer is gone, and only then (EPIPE, ECONNRESET;
+// SIGPIPE must be ignored by the process); FailedPrecondition when a file it mirrors cannot be
+// read. receive() returns Unavailable at end of file (the peer exited or was killed) and
 // Corruption for a line that is not JSON.
 // Thread safety: one thread per Channel. The Channel does not own or close its descriptors.
 #pragma once

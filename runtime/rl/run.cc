@@ -339,7 +339,7 @@ Status Driver::send_to(int64_t w, const json& m) {
   // A rollout worker that died between its last message and this one (a pod deleted at a step
   // boundary): its connection's end shows up in the step's poll, which restarts it and sends
   // its requests again. Any other failure (a file that cannot be mirrored) is the job's.
-  if (st.code() == StatusCode::kUnavailable && st.message().rfind("peer gone", 0) == 0) {
+  if (st.code() == StatusCode::kUnavailable) {
     log("rollout worker " + std::to_string(w) + ": " + st.message() + "; restarting it");
     return Status::Ok();
   }
