@@ -275,6 +275,7 @@ struct SpeculativeSpec {
   bool enabled = true;
   int32_t activation_threshold = 32;
   std::vector<std::string> arms{"8_4_48", "8_4_32", "8_4_16", "8_4_8"};
+  int32_t ngram_shortcut = 3;
   SelectorSpec selector;
 
   template <class V>
@@ -286,6 +287,10 @@ struct SpeculativeSpec {
     v("arms", arms,
       Rule().at_most_items(64).at_most_chars(16).doc(
           "Drafting strategies \"depth_topk_verifyTokens\" (top-k 1 = chain) or \"ngram\"."));
+    v("ngramShortcut", ngram_shortcut,
+      Rule().ge(0).le(64).doc(
+          "Drafter arms copy a request's draft from its own context when its last this-many "
+          "tokens occurred before (no drafter forward); 0 turns it off."));
     v("selector", selector, Rule().doc("How an arm is picked per batch."));
   }
   void check(const std::string& path, FieldErrors* errors) const;

@@ -52,6 +52,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.speculative = s.speculative.enabled;
   p.activation_threshold = s.speculative.activation_threshold;
   p.arms = s.speculative.arms;
+  p.ngram_shortcut = s.speculative.ngram_shortcut;
   p.selector = s.speculative.selector.type, p.epsilon = s.speculative.selector.epsilon;
   p.buckets = s.speculative.selector.buckets, p.window = s.speculative.selector.window;
   p.drafter_layers = s.drafter.layers;

@@ -395,6 +395,7 @@ json Driver::setup_message(int w) const {
            (plan_.prompts_per_step + rollout_workers() - 1) / rollout_workers() * plan_.group_size},
           {"activation_threshold", plan_.activation_threshold},
           {"arms", plan_.arms},
+          {"ngram_shortcut", plan_.ngram_shortcut},
           {"selector", plan_.selector},
           {"buckets", plan_.buckets},
           {"epsilon", plan_.epsilon},

@@ -74,6 +74,7 @@ struct RLRunPlan {
   bool speculative = true;
   int64_t activation_threshold = 8;
   std::vector<std::string> arms{"4_1_5", "ngram"};
+  int32_t ngram_shortcut = 3;  // rollout::EngineOptions::ngram_shortcut
   std::string selector = "bucketed-epsilon-greedy";
   std::vector<int32_t> buckets{1, 2, 5};
   double epsilon = 0.1;

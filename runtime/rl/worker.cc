@@ -109,6 +109,7 @@ Status Worker::setup(const json& m) {
   eo.max_seq = cfg->max_seq;
   eo.activation_threshold = m.at("activation_threshold").get<int64_t>();
   eo.arms = m.at("arms").get<std::vector<std::string>>();
+  eo.ngram_shortcut = m.value("ngram_shortcut", eo.ngram_shortcut);  // absent from older trainers
   eo.selector = m.at("selector").get<std::string>();
   eo.buckets = m.at("buckets").get<std::vector<int32_t>>();
   eo.epsilon = m.at("epsilon").get<double>();

@@ -430,6 +430,17 @@ std::vector<DraftTree> Engine::draft_ngram(std::vector<Active>& active, int32_t 
   return trees;
 }
 
+std::vector<std::vector<int64_t>> Engine::copied_drafts(const std::vector<Active>& active,
+                                                       const api::Arm& arm) const {
+  std::vector<std::vector<int64_t>> out(active.size());
+  if (arm.ngram || options_.ngram_shortcut <= 0) return out;
+  int32_t min_n = options_.ngram_shortcut, max_n = std::max(4, min_n);
+  for (size_t i = 0; i < active.size(); ++i) {
+    out[i] = ngram_propose(active[i].tokens, arm.verify_tokens - 1, max_n, min_n);
+  }
+  return out;
+}
+
 // The target's forward over the drafts (B, N) with their tree layout: replayed from a CUDA graph
 // when the engine has them, else eager.
 model::ForwardResult Engine::verify_forward(const torch::Tensor& tokens,
@@ -452,9 +463,13 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
   std::vector<std::vector<std::vector<double>>> q;
   std::vector<DraftTree> trees;
   bool sampled_chain = false;
+  std::vector<std::vector<int64_t>> copied = copied_drafts(active, arm);
+  int64_t n_copied = 0;
+  for (const auto& c : copied) n_copied += c.empty() ? 0 : 1;
+  stats_.copied_drafts += n_copied;
   if (arm.ngram) {
     trees = draft_ngram(active, kNgramDepth);
-  } else {
+  } else if (n_copied < b) {
     torch::Tensor root = drafter_catch_up(active);
     if (arm.top_k == 1) {
       trees = draft_chain(active, root, std::min(arm.depth, arm.verify_tokens - 1), &q);
@@ -462,6 +477,13 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
     } else {
       trees = draft_tree(active, root, arm);
     }
+  }
+  trees.resize(size_t(b), DraftTree(0));
+  for (int64_t i = 0; i < b; ++i) {
+    if (copied[i].empty()) continue;
+    trees[i] = DraftTree(active[i].pending());
+    int32_t at = 0;
+    for (int64_t tok : copied[i]) at = trees[i].add(tok, at, 0.0);
   }
   // One target forward over every request's draft, padded to the largest; with CUDA graphs, to
   // the arm's verified-token count, so that every step of the arm has one shape.
@@ -497,7 +519,7 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
     Verdict verdict;
     if (a.req.sampling.greedy()) {
       verdict = accept_greedy(trees[i], nl);
-    } else if (sampled_chain) {
+    } else if (sampled_chain && copied[i].empty()) {
       verdict = options_.chain_rule(trees[i], nl, q[i], a.req.sampling, a.rng);
     } else {
       verdict = accept_by_sampling(trees[i], nl, a.req.sampling, a.rng);

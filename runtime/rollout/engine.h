@@ -77,6 +77,13 @@ struct EngineOptions {
   bool reproducible = false;
   // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
   ChainRule chain_rule = accept_rejection_chain;
+  // Drafter arms copy a request's draft from its own context instead of running the drafter
+  // when its last `ngram_shortcut` tokens (or more, up to 4) occurred before: the tokens that
+  // followed then (at most the arm's verify_tokens - 1) become the draft, verified by sampling at
+  // each node like any deterministic draft. A repeating stretch (a restated number, a loop) costs
+  // no drafter forward and is usually right; when every request of the batch has such a match the
+  // drafter does not run at all. 0 turns it off.
+  int32_t ngram_shortcut = 3;
   // GPU flavour (TLT_GPU), target on CUDA: verify forwards replay CUDA graphs captured per
   // (batch bucket, verified tokens) (runtime/rollout/cuda_graph_pool.h). No effect elsewhere.
   bool cuda_graphs = true;
@@ -90,6 +97,7 @@ struct EngineStats {
   int64_t accepted = 0;            // drafted tokens accepted
   std::vector<int64_t> arm_steps;  // spec steps per arm
   std::vector<int64_t> arm_accepted, arm_request_steps;
+  int64_t copied_drafts = 0;  // drafts of drafter arms copied from context (ngram_shortcut)
   int64_t graph_replays = 0;  // verify forwards replayed from CUDA graphs (GPU flavour)
   double seconds = 0.0;
   // Mean tokens emitted per request per speculative step (accepted + 1).
@@ -139,6 +147,9 @@ class Engine {
                                      std::vector<std::vector<std::vector<double>>>* q);
   std::vector<DraftTree> draft_tree(std::vector<Active>& active, const torch::Tensor& root_hidden,
                                     const api::Arm& arm);
+  // Per request, the draft copied from its context under ngram_shortcut (empty: none).
+  std::vector<std::vector<int64_t>> copied_drafts(const std::vector<Active>& active,
+                                                  const api::Arm& arm) const;
   std::vector<DraftTree> draft_ngram(std::vector<Active>& active, int32_t depth);
   model::ForwardResult verify_forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                                       const model::AttentionLayout& layout);

@@ -166,6 +166,37 @@ TEST_F(GreedyExactness, TrainedDrafterWithBanditAndSwitching) {
   }
 }
 
+TEST_F(GreedyExactness, CopiedDraftsMixWithDrafterDrafts) {
+  // Drafts copied from a request's own context (ngram_shortcut) and the drafter's drafts, in the
+  // same batch and alone: every combination must still give plain greedy's tokens.
+  torch::manual_seed(5);
+  Drafter drafter(*target_, 1);
+  drafter->eval();
+  struct Case {
+    const char* arm;
+    int64_t batch;
+    int32_t shortcut;
+  };
+  for (Case c : {Case{"4_1_5", 1, 1}, Case{"4_1_5", 8, 3}, Case{"3_3_8", 1, 3},
+                 Case{"3_3_8", 8, 1}}) {
+    EngineOptions o = spec_options(c.batch, {c.arm});
+    o.ngram_shortcut = c.shortcut;
+    EngineStats st;
+    auto out = run(*target_, drafter, o, *reqs_, &st);
+    std::string what = std::string(c.arm) + " shortcut " + std::to_string(c.shortcut) +
+                       " batch " + std::to_string(c.batch);
+    expect_same_tokens(out, *plain_, what);
+    EXPECT_GT(st.copied_drafts, 0) << what << ": the test must exercise copied drafts";
+    EXPECT_LT(st.copied_drafts, st.request_spec_steps) << what << ": and drafter drafts";
+  }
+  // Off: the drafter drafts every request.
+  EngineOptions o = spec_options(4, {"4_1_5"});
+  o.ngram_shortcut = 0;
+  EngineStats st;
+  expect_same_tokens(run(*target_, drafter, o, *reqs_, &st), *plain_, "shortcut off");
+  EXPECT_EQ(st.copied_drafts, 0);
+}
+
 TEST_F(GreedyExactness, StopTokenEndsLikePlain) {
   // Stop on the token plain decoding produces most often (after the first two), so many
   // requests stop, some in the middle of an accepted draft.
@@ -348,6 +379,23 @@ TEST_F(SamplingDistribution, RejectionChainMatchesPlain) {
     double p = homogeneity_p(*plain_, spec, pos);
     std::printf("rejection chain: token %zu p=%.4f (accept length %.2f)\n", pos, p,
                 st.accept_length());
+    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
+  }
+}
+
+TEST_F(SamplingDistribution, RejectionChainWithCopiedDraftsMatchesPlain) {
+  // Shortcut 1: a request whose last token occurred before verifies a copied draft by sampling;
+  // the others verify the drafter's sampled chain by rejection, in the same step.
+  EngineOptions o = spec_options(64, {"3_1_4"});
+  o.ngram_shortcut = 1;
+  EngineStats st;
+  auto spec = run(*target_, *drafter_, o, *reqs_, &st);
+  EXPECT_GT(st.copied_drafts, st.request_spec_steps / 10) << "copied drafts must be common";
+  EXPECT_LT(st.copied_drafts, st.request_spec_steps) << "and so must the drafter's";
+  for (size_t pos : {1, 2, 3}) {
+    double p = homogeneity_p(*plain_, spec, pos);
+    std::printf("chain + copied drafts: token %zu p=%.4f (copied %lld of %lld)\n", pos, p,
+                (long long)st.copied_drafts, (long long)st.request_spec_steps);
     EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
   }
 }
