@@ -10,6 +10,8 @@
 //
 // Usage: bench_rollout --tokens FILE [--preset small] [--train-steps 400] [--drafter-steps 400]
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
+//                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -133,9 +135,12 @@ struct Run {
   rollout::EngineStats stats;
 };
 
+// Decodes `reqs` after the engine has served `warmup` (a rollout worker's engine lives across
+// steps, so its bandit has seen earlier batches; only the measured batch counts).
 Run measure(model::Transformer target, model::Drafter drafter,
+            const std::vector<rollout::Request>& warmup,
             const std::vector<rollout::Request>& reqs, bool speculative,
-            std::vector<std::string> arms, int64_t threshold) {
+            std::vector<std::string> arms, int64_t threshold, int32_t shortcut) {
   rollout::EngineOptions eo;
   eo.max_batch = int64_t(reqs.size());
   eo.max_seq = 512;
@@ -143,7 +148,10 @@ Run measure(model::Transformer target, model::Drafter drafter,
   eo.arms = arms;
   eo.selector = arms.size() == 1 ? "fixed" : "bucketed-epsilon-greedy";
   eo.activation_threshold = threshold;
+  eo.ngram_shortcut = shortcut;
   auto engine = std::move(rollout::Engine::create(target, drafter, eo).value());
+  if (!warmup.empty()) engine->generate(warmup).value();
+  engine->reset_stats();
   engine->generate(reqs).value();
   Run r;
   r.stats = engine->stats();
@@ -159,6 +167,8 @@ int main(int argc, char** argv) {
   std::string tokens, preset = "small", batches_s = "1,4,16,64";
   int train_steps = 400, drafter_steps = 400, max_new = 192, threads = 1;
   double temperature = 0.0;
+  int shortcut = 3, warmup_batches = 1;
+  std::string fixed_s = "1,16";
   bool prepare_only = false;
   app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize)")->required();
   app.add_flag("--prepare-only", prepare_only,
@@ -172,6 +182,15 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "Compute threads (a worker owns one core)")
       ->capture_default_str();
   app.add_option("--temperature", temperature, "0 = greedy")->capture_default_str();
+  app.add_option("--ngram-shortcut", shortcut,
+                 "Drafter arms copy drafts from context after a recurring n-gram this long "
+                 "(0: off)")
+      ->capture_default_str();
+  app.add_option("--warmup-batches", warmup_batches,
+                 "Batches the engine serves before the measured one (its bandit learns)")
+      ->capture_default_str();
+  app.add_option("--fixed-batches", fixed_s, "Batch sizes at which each arm also runs alone")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   auto corpus = data::read_token_file(tokens);
@@ -204,27 +223,39 @@ int main(int argc, char** argv) {
   if (prepare_only) return 0;
   std::vector<std::string> arms{"4_1_5", "6_1_7", "4_2_8", "ngram"};
   std::printf(
-      "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32\n",
-      threads, temperature, max_new);
-  std::printf("%6s %12s %12s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio", "accept",
-              "arm steps");
-  for (int b : parse_list(batches_s)) {
+      "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32 "
+      "ngram-shortcut=%d warm-up batches=%d\n",
+      threads, temperature, max_new, shortcut, warmup_batches);
+  std::printf("%6s %12s %12s %8s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
+              "accept", "copied", "arm steps");
+  std::vector<int> batches = parse_list(batches_s), fixed = parse_list(fixed_s);
+  for (int b : batches) {
     std::vector<rollout::Request> reqs = prompts(held, b, max_new, temperature, 0);
-    Run plain = measure(target, drafter, reqs, false, arms, 32);
-    Run spec = measure(target, drafter, reqs, true, arms, 32);
+    // Warm-up: earlier batches of other prompts (offsets past the measured ones).
+    std::vector<rollout::Request> warm;
+    for (int w = 0; w < warmup_batches; ++w) {
+      std::vector<rollout::Request> more = prompts(held, b, max_new, temperature, 100 + 37 * w);
+      warm.insert(warm.end(), more.begin(), more.end());
+    }
+    Run plain = measure(target, drafter, warm, reqs, false, arms, 32, shortcut);
+    Run spec = measure(target, drafter, warm, reqs, true, arms, 32, shortcut);
     std::string usage;
     for (size_t a = 0; a < arms.size(); ++a)
       usage += arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
     usage += "plain:" + std::to_string(spec.stats.plain_chosen);
-    std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %s\n", b, plain.tokens_per_s, spec.tokens_per_s,
-                spec.tokens_per_s / plain.tokens_per_s, spec.accept, usage.c_str());
+    std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %8lld %s\n", b, plain.tokens_per_s,
+                spec.tokens_per_s, spec.tokens_per_s / plain.tokens_per_s, spec.accept,
+                (long long)spec.stats.copied_drafts, usage.c_str());
     std::fflush(stdout);
-  }
-  std::printf("\naccepted length per arm at batch 1 (fixed arm):\n");
-  std::vector<rollout::Request> one = prompts(held, 1, max_new, temperature, 3);
-  for (const std::string& arm : arms) {
-    Run r = measure(target, drafter, one, true, {arm}, 32);
-    std::printf("  %-8s accept %.2f  %.1f tok/s\n", arm.c_str(), r.accept, r.tokens_per_s);
+    if (std::find(fixed.begin(), fixed.end(), b) == fixed.end()) continue;
+    // Each arm alone on the same requests: what the bandit could have had.
+    for (const std::string& arm : arms) {
+      Run r = measure(target, drafter, {}, reqs, true, {arm}, 32, shortcut);
+      std::printf("       fixed %-6s %12.1f %7.2fx %8.2f %8lld\n", arm.c_str(), r.tokens_per_s,
+                  r.tokens_per_s / plain.tokens_per_s, r.accept,
+                  (long long)r.stats.copied_drafts);
+    }
+    std::fflush(stdout);
   }
   return 0;
 }
