@@ -11,6 +11,7 @@
 // Usage: bench_rollout --tokens FILE [--preset small] [--train-steps 400] [--drafter-steps 400]
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
+//                      [--drafter-vocab 0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -167,7 +168,7 @@ int main(int argc, char** argv) {
   std::string tokens, preset = "small", batches_s = "1,4,16,64";
   int train_steps = 400, drafter_steps = 400, max_new = 192, threads = 1;
   double temperature = 0.0;
-  int shortcut = 3, warmup_batches = 1;
+  int shortcut = 3, warmup_batches = 1, drafter_vocab = 0;
   std::string fixed_s = "1,16";
   bool prepare_only = false;
   app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize)")->required();
@@ -185,6 +186,9 @@ int main(int argc, char** argv) {
   app.add_option("--ngram-shortcut", shortcut,
                  "Drafter arms copy drafts from context after a recurring n-gram this long "
                  "(0: off)")
+      ->capture_default_str();
+  app.add_option("--drafter-vocab", drafter_vocab,
+                 "Draft over the this-many most frequent tokens of the training text (0: all)")
       ->capture_default_str();
   app.add_option("--warmup-batches", warmup_batches,
                  "Batches the engine serves before the measured one (its bandit learns)")
@@ -221,11 +225,22 @@ int main(int argc, char** argv) {
   }
   drafter->eval();
   if (prepare_only) return 0;
+  if (drafter_vocab > 0) {
+    std::vector<int64_t> counts(size_t(corpus->vocab), 0);
+    for (const auto& d : train)
+      for (int32_t t : d) ++counts[size_t(t)];
+    Status st = drafter->set_draft_vocab(model::most_frequent_tokens(counts, drafter_vocab));
+    if (!st.ok()) {
+      std::cerr << st.to_string() << "\n";
+      return 1;
+    }
+  }
   std::vector<std::string> arms{"4_1_5", "6_1_7", "4_2_8", "ngram"};
   std::printf(
       "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32 "
-      "ngram-shortcut=%d warm-up batches=%d\n",
-      threads, temperature, max_new, shortcut, warmup_batches);
+      "ngram-shortcut=%d warm-up batches=%d draft vocabulary=%lld\n",
+      threads, temperature, max_new, shortcut, warmup_batches,
+      (long long)drafter->draft_vocab_size());
   std::printf("%6s %12s %12s %8s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
               "accept", "copied", "arm steps");
   std::vector<int> batches = parse_list(batches_s), fixed = parse_list(fixed_s);

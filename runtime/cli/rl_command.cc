@@ -56,6 +56,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.selector = s.speculative.selector.type, p.epsilon = s.speculative.selector.epsilon;
   p.buckets = s.speculative.selector.buckets, p.window = s.speculative.selector.window;
   p.drafter_layers = s.drafter.layers;
+  p.drafter_vocab_subset = s.drafter.vocab_subset;
   p.drafter_training = s.drafter.training.enabled;
   p.drafter_learning_rate = s.drafter.training.learning_rate;
   p.min_idle_workers = s.drafter.training.min_idle_workers;

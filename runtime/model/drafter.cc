@@ -1,5 +1,9 @@
 #include "runtime/model/drafter.h"
 
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
 namespace tlt::model {
 
 DrafterImpl::DrafterImpl(Transformer target, int64_t n_layers)
@@ -33,6 +37,56 @@ torch::Tensor DrafterImpl::forward(const torch::Tensor& tokens, const torch::Ten
 
 torch::Tensor DrafterImpl::logits(const torch::Tensor& hidden) {
   return torch::matmul(hidden, target_->lm_head->weight.detach().t());
+}
+
+torch::Tensor DrafterImpl::draft_logits(const torch::Tensor& hidden) {
+  if (!draft_vocab_.defined()) return logits(hidden);
+  const torch::Tensor& w = target_->lm_head->weight;
+  if (!draft_rows_.defined() || w.data_ptr() != rows_ptr_ || int64_t(w._version()) != rows_version_) {
+    torch::NoGradGuard no_grad;
+    draft_rows_ = w.detach().index_select(0, draft_vocab_);  // (K, C)
+    rows_ptr_ = w.data_ptr(), rows_version_ = int64_t(w._version());
+  }
+  torch::Tensor sub = torch::matmul(hidden, draft_rows_.t());  // (..., K)
+  std::vector<int64_t> shape = hidden.sizes().vec();
+  shape.back() = w.size(0);
+  torch::Tensor out =
+      torch::full(shape, -std::numeric_limits<double>::infinity(), sub.options());  // (..., V)
+  return out.index_copy_(out.dim() - 1, draft_vocab_, sub);
+}
+
+Status DrafterImpl::set_draft_vocab(const torch::Tensor& ids) {
+  int64_t v = target_->config().vocab;
+  draft_rows_ = torch::Tensor(), rows_ptr_ = nullptr, rows_version_ = -1;
+  if (!ids.defined() || ids.numel() >= v) {
+    draft_vocab_ = torch::Tensor();
+    return Status::Ok();
+  }
+  torch::Tensor c = ids.to(torch::kCPU, torch::kInt64).contiguous().view({-1});
+  if (c.numel() == 0) return Status::InvalidArgument("draft vocabulary: empty; pass none to use all");
+  if (c.min().item<int64_t>() < 0 || c.max().item<int64_t>() >= v) {
+    return Status::InvalidArgument("draft vocabulary: token ids must be in [0, " +
+                                   std::to_string(v) + ")");
+  }
+  if (std::get<0>(torch::_unique(c)).numel() != c.numel()) {
+    return Status::InvalidArgument("draft vocabulary: token ids repeat; list each once");
+  }
+  draft_vocab_ = c.to(target_->lm_head->weight.device());
+  return Status::Ok();
+}
+
+int64_t DrafterImpl::draft_vocab_size() const {
+  return draft_vocab_.defined() ? draft_vocab_.numel() : target_->config().vocab;
+}
+
+torch::Tensor most_frequent_tokens(const std::vector<int64_t>& counts, int64_t n) {
+  if (n <= 0 || n >= int64_t(counts.size())) return torch::Tensor();
+  std::vector<int64_t> ids(counts.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(),
+                   [&](int64_t a, int64_t b) { return counts[size_t(a)] > counts[size_t(b)]; });
+  ids.resize(size_t(n));
+  return torch::tensor(ids, torch::kInt64);
 }
 
 std::unique_ptr<KVCache> DrafterImpl::make_cache(int64_t max_batch, int64_t max_seq) const {

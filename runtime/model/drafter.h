@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "api/status.h"
 #include "runtime/model/transformer.h"
 
 namespace tlt::model {
@@ -24,8 +25,16 @@ class DrafterImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& features,
                         const torch::Tensor& positions, KVCache* cache = nullptr,
                         const AttentionLayout& layout = {});
-  // Logits (..., V) of predicted hidden states (..., C) through the target's LM head.
+  // Logits (..., V) of predicted hidden states (..., C) through the target's LM head (training).
   torch::Tensor logits(const torch::Tensor& hidden);
+  // Logits (..., V) for drafting: over the draft vocabulary only (-inf elsewhere) when one is
+  // set, else as logits(). With K draft tokens the head costs K/V of the full one; the target
+  // still verifies over the full vocabulary, so speculation stays lossless.
+  torch::Tensor draft_logits(const torch::Tensor& hidden);
+  // ids (K) int64, distinct, in [0, V); an undefined tensor (or K >= V) restores the full
+  // vocabulary. InvalidArgument on ids out of range or repeated.
+  Status set_draft_vocab(const torch::Tensor& ids);
+  int64_t draft_vocab_size() const;  // K, or V when unrestricted
   std::unique_ptr<KVCache> make_cache(int64_t max_batch, int64_t max_seq) const;
 
   torch::nn::Linear fc{nullptr};  // (C, 2C)
@@ -34,7 +43,17 @@ class DrafterImpl : public torch::nn::Module {
  private:
   Transformer target_;  // not registered: its parameters are not the drafter's
   int64_t n_layers_;
+  torch::Tensor draft_vocab_;  // (K) int64 on the target's device; undefined: full vocabulary
+  // LM-head rows of draft_vocab_ (K, C), re-gathered whenever the target's head changes (new
+  // policy weights): keyed on its storage and in-place version counter.
+  torch::Tensor draft_rows_;
+  const void* rows_ptr_ = nullptr;
+  int64_t rows_version_ = -1;
 };
 TORCH_MODULE(Drafter);
+
+// The `n` most frequent token ids of `counts` (index = token id; ties to the lower id), as a
+// (n) int64 tensor; undefined when n <= 0 or n >= counts.size() (no restriction).
+torch::Tensor most_frequent_tokens(const std::vector<int64_t>& counts, int64_t n);
 
 }  // namespace tlt::model

@@ -50,6 +50,8 @@ json to_json(const StepReport& r) {
           {"reclaimedWorkerSeconds", r.reclaimed_worker_seconds},
           {"acceptLength", r.accept_length},
           {"arms", r.arms},
+          {"copiedDrafts", r.copied_drafts},
+          {"draftVocabulary", r.draft_vocabulary},
           {"tokens", r.tokens},
           {"drafterVersion", r.drafter_version},
           {"drafterSteps", r.drafter_steps},
@@ -76,6 +78,8 @@ StepReport step_from_json(const json& j) {
   r.reclaimed_worker_seconds = j.at("reclaimedWorkerSeconds");
   r.accept_length = j.at("acceptLength");
   r.arms = j.at("arms").get<std::map<std::string, int64_t>>();
+  r.copied_drafts = j.value("copiedDrafts", int64_t(0));  // absent from older reports
+  r.draft_vocabulary = j.value("draftVocabulary", int64_t(0));
   r.tokens = j.at("tokens");
   r.drafter_version = j.at("drafterVersion"), r.drafter_steps = j.at("drafterSteps");
   r.drafter_loss = j.at("drafterLoss"), r.stop_latency_ms = j.at("stopLatencyMs");
@@ -391,6 +395,7 @@ json Driver::setup_message(int w) const {
           {"preset", plan_.preset},
           {"vocab", kTextVocab},
           {"drafter_layers", plan_.drafter_layers},
+          {"drafter_vocab", plan_.drafter_vocab_subset},
           {"max_batch",
            (plan_.prompts_per_step + rollout_workers() - 1) / rollout_workers() * plan_.group_size},
           {"activation_threshold", plan_.activation_threshold},
@@ -650,6 +655,8 @@ Status Driver::run_step(int64_t step, StepReport* r) {
           accepted += s.at("accepted").get<int64_t>();
           req_spec += s.at("request_spec_steps").get<int64_t>();
           for (auto& [arm, c] : s.at("arms").items()) r->arms[arm] += c.get<int64_t>();
+          r->copied_drafts += s.value("copied", int64_t(0));
+          r->draft_vocabulary = std::max(r->draft_vocabulary, s.value("draft_vocab", int64_t(0)));
           done[w] = true;
           r->generating_worker_seconds += t;
           mark(int(w), "released", t);

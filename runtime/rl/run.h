@@ -80,6 +80,8 @@ struct RLRunPlan {
   double epsilon = 0.1;
   int32_t window = 32;
   int64_t drafter_layers = 1;
+  // Workers draft over the this-many tokens they have generated most often (0: all).
+  int64_t drafter_vocab_subset = 0;
   bool drafter_training = true;
   double drafter_learning_rate = 3e-4;
   int min_idle_workers = 1;
@@ -121,6 +123,8 @@ struct StepReport {
   double generating_worker_seconds = 0, idle_worker_seconds = 0, reclaimed_worker_seconds = 0;
   double accept_length = 0.0;  // mean tokens per request per speculative step (0: none)
   std::map<std::string, int64_t> arms;
+  int64_t copied_drafts = 0;     // drafts copied from context (spec.speculative.ngramShortcut)
+  int64_t draft_vocabulary = 0;  // largest draft vocabulary among the workers (0: none ran)
   int64_t tokens = 0;
   int64_t drafter_version = 0, drafter_steps = 0;
   double drafter_loss = -1;    // last training loss this step (-1: no training)

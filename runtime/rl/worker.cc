@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -83,6 +84,9 @@ class Worker {
   std::unique_ptr<drafter::DrafterTrainer> trainer_;
   int64_t policy_version_ = -1, drafter_version_ = -1;
   int64_t drafter_batch_ = 32;
+  // spec.drafter.vocabSubset: drafts range over the tokens this worker generated most often.
+  int64_t drafter_vocab_ = 0;
+  std::vector<int64_t> token_counts_;  // generated tokens per id, over every step so far
   std::vector<std::vector<torch::Tensor>> train_data_;
   std::mt19937_64 rng_{0};
 };
@@ -122,6 +126,8 @@ Status Worker::setup(const json& m) {
   trainer_ = std::make_unique<drafter::DrafterTrainer>(drafter_, target_,
                                                        m.at("drafter_lr").get<double>());
   drafter_batch_ = m.at("drafter_batch").get<int64_t>();
+  drafter_vocab_ = m.value("drafter_vocab", int64_t(0));  // absent from older trainers
+  token_counts_.assign(size_t(cfg->vocab), 0);
   rng_.seed(eo.seed);
   return Status::Ok();
 }
@@ -174,6 +180,12 @@ Status Worker::generate(const json& m) {
     engine_->set_hidden_sink(nullptr);
   }
   engine_->set_speculative(m.value("speculative", false));
+  if (drafter_vocab_ > 0 && std::any_of(token_counts_.begin(), token_counts_.end(),
+                                        [](int64_t c) { return c > 0; })) {
+    // Before the first step nothing was generated: the drafter keeps the full vocabulary.
+    TLT_RETURN_IF_ERROR(
+        drafter_->set_draft_vocab(model::most_frequent_tokens(token_counts_, drafter_vocab_)));
+  }
   engine_->reset_stats();
   torch::NoGradGuard no_grad;
   StatusOr<std::vector<rollout::Completion>> out = engine_->generate(reqs);
@@ -184,6 +196,10 @@ Status Worker::generate(const json& m) {
                {"policy_version", policy_version_},
                {"drafter_version", drafter_version_}};
   json comps = json::array();
+  for (const rollout::Completion& c : *out) {
+    for (int64_t t : c.tokens)
+      if (t >= 0 && t < int64_t(token_counts_.size())) ++token_counts_[size_t(t)];
+  }
   for (const rollout::Completion& c : *out)
     comps.push_back({{"id", c.id}, {"tokens", c.tokens}, {"stopped", c.stopped}});
   done["completions"] = std::move(comps);
@@ -194,7 +210,9 @@ Status Worker::generate(const json& m) {
   if (st.plain_chosen > 0) arms["plain"] = st.plain_chosen;
   done["stats"] = {{"tokens", st.tokens},         {"plain_steps", st.plain_steps},
                    {"spec_steps", st.spec_steps}, {"request_spec_steps", st.request_spec_steps},
-                   {"accepted", st.accepted},     {"arms", arms}};
+                   {"accepted", st.accepted},     {"arms", arms},
+                   {"copied", st.copied_drafts},
+                   {"draft_vocab", st.spec_steps > 0 ? drafter_->draft_vocab_size() : 0}};
   if (collect) {
     std::string path =
         dir_ + "/buffer/step-" + std::to_string(step) + "-w" + std::to_string(index_) + ".pt";

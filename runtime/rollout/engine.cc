@@ -292,7 +292,7 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
   q->assign(b, {});
   torch::Tensor h = root_hidden;  // (B, C)
   for (int32_t k = 1; k <= depth; ++k) {
-    torch::Tensor logits = host_logits(drafter_->logits(h));  // (B, V)
+    torch::Tensor logits = host_logits(drafter_->draft_logits(h));  // (B, V)
     int64_t v = logits.size(1);
     std::vector<int64_t> toks(b), pos(b);
     for (int64_t i = 0; i < b; ++i) {
@@ -329,7 +329,7 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
   std::vector<DraftTree> trees;
   for (Active& a : active) trees.emplace_back(a.pending());
   // Level 1: children of the root from the drafter's prediction of h_L.
-  torch::Tensor logp = torch::log_softmax(drafter_->logits(root_hidden).to(torch::kFloat64), -1);
+  torch::Tensor logp = torch::log_softmax(drafter_->draft_logits(root_hidden).to(torch::kFloat64), -1);
   auto [top_lp_t, top_ix_t] = logp.topk(k, -1);  // (B, k)
   torch::Tensor top_lp_c = top_lp_t.cpu().contiguous(), top_ix_c = top_ix_t.cpu().contiguous();
   auto top_lp = top_lp_c.accessor<double, 2>();
@@ -394,7 +394,7 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
       cache_dft_->commit_prefix(i, k);
       for (int32_t node : chosen[i]) expanded[i].push_back(node);
     }
-    torch::Tensor lp = torch::log_softmax(drafter_->logits(h).to(torch::kFloat64), -1);  // (B,k,V)
+    torch::Tensor lp = torch::log_softmax(drafter_->draft_logits(h).to(torch::kFloat64), -1);  // (B,k,V)
     auto [clp_t, cix_t] = lp.topk(k, -1);                                                // (B,k,k)
     torch::Tensor clp_c = clp_t.cpu().contiguous(), cix_c = cix_t.cpu().contiguous();
     auto clp = clp_c.accessor<double, 3>();

@@ -6,6 +6,7 @@
 
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
+#include "runtime/model/drafter.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/transformer.h"
 
@@ -227,6 +228,49 @@ TEST(KVCache, StaticModeEqualsTheDynamicForward) {
 
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("tlt_test_" + name)).string();
+}
+
+TEST(Drafter, DraftVocabularyRestrictsTheHeadAndFollowsItsUpdates) {
+  Transformer target = make_model(3);
+  torch::manual_seed(4);
+  Drafter drafter(target, 1);
+  torch::Tensor h = torch::randn({2, 3, 32}, torch::kFloat64);  // (B, T, C)
+  EXPECT_LT(maxdiff(drafter->draft_logits(h), drafter->logits(h)), 1e-12) << "unrestricted";
+  EXPECT_EQ(drafter->draft_vocab_size(), 97);
+  torch::Tensor ids = torch::tensor(std::vector<int64_t>{5, 2, 90}, torch::kInt64);
+  ASSERT_TRUE(drafter->set_draft_vocab(ids).ok());
+  EXPECT_EQ(drafter->draft_vocab_size(), 3);
+  auto check = [&](const char* when) {
+    torch::Tensor full = drafter->logits(h), draft = drafter->draft_logits(h);  // (2, 3, 97)
+    ASSERT_EQ(draft.sizes(), full.sizes());
+    EXPECT_LT(maxdiff(draft.index_select(2, ids), full.index_select(2, ids)), 1e-12) << when;
+    torch::Tensor outside = torch::ones({97}, torch::kBool).index_fill_(0, ids, false);
+    EXPECT_TRUE(draft.index({"...", outside}).isinf().all().item<bool>()) << when;
+    EXPECT_EQ(draft.argmax(-1).unsqueeze(-1).eq(ids.view({1, 1, 3})).any(-1).all().item<bool>(),
+              true)
+        << when << ": the best draft token is one of the subset";
+  };
+  check("before a weight update");
+  {
+    torch::NoGradGuard g;
+    target->lm_head->weight.mul_(-2.0);  // new policy weights arrive in place
+  }
+  check("after a weight update");
+  EXPECT_EQ(drafter->set_draft_vocab(torch::tensor(std::vector<int64_t>{1, 1})).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(drafter->set_draft_vocab(torch::tensor(std::vector<int64_t>{3, 97})).code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(drafter->set_draft_vocab(torch::Tensor()).ok());
+  EXPECT_LT(maxdiff(drafter->draft_logits(h), drafter->logits(h)), 1e-12) << "restored";
+}
+
+TEST(Drafter, MostFrequentTokensBreakTiesByLowerId) {
+  torch::Tensor top = most_frequent_tokens({3, 9, 0, 9, 1}, 3);
+  ASSERT_TRUE(top.defined());
+  EXPECT_EQ(std::vector<int64_t>(top.data_ptr<int64_t>(), top.data_ptr<int64_t>() + 3),
+            (std::vector<int64_t>{1, 3, 0}));
+  EXPECT_FALSE(most_frequent_tokens({3, 9}, 0).defined());
+  EXPECT_FALSE(most_frequent_tokens({3, 9}, 2).defined()) << "all tokens: no restriction";
 }
 
 TEST(Checkpoint, RoundTripRestoresOutputs) {

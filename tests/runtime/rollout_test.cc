@@ -197,6 +197,29 @@ TEST_F(GreedyExactness, CopiedDraftsMixWithDrafterDrafts) {
   EXPECT_EQ(st.copied_drafts, 0);
 }
 
+TEST_F(GreedyExactness, DraftVocabularySubset) {
+  // The drafter proposes only the 16 tokens plain decoding produced most often (of 64); tokens
+  // outside are never drafted, yet the target's verification keeps the output exact.
+  std::vector<int64_t> counts(64, 0);
+  for (const Completion& c : *plain_)
+    for (int64_t t : c.tokens) ++counts[size_t(t)];
+  torch::manual_seed(6);
+  Drafter drafter(*target_, 1);
+  train_drafter(*target_, drafter, *reqs_, 100);
+  ASSERT_TRUE(drafter->set_draft_vocab(model::most_frequent_tokens(counts, 16)).ok());
+  for (const char* arm : {"4_1_5", "3_3_8"}) {
+    for (int64_t batch : {1, 16}) {
+      EngineOptions o = spec_options(batch, {arm});
+      o.ngram_shortcut = 0;  // every draft from the drafter
+      EngineStats st;
+      auto out = run(*target_, drafter, o, *reqs_, &st);
+      std::string what = std::string(arm) + " subset batch " + std::to_string(batch);
+      expect_same_tokens(out, *plain_, what);
+      EXPECT_GT(st.accept_length(), 1.2) << what << ": drafts from the subset get accepted";
+    }
+  }
+}
+
 TEST_F(GreedyExactness, StopTokenEndsLikePlain) {
   // Stop on the token plain decoding produces most often (after the first two), so many
   // requests stop, some in the middle of an accepted draft.
@@ -396,6 +419,27 @@ TEST_F(SamplingDistribution, RejectionChainWithCopiedDraftsMatchesPlain) {
     double p = homogeneity_p(*plain_, spec, pos);
     std::printf("chain + copied drafts: token %zu p=%.4f (copied %lld of %lld)\n", pos, p,
                 (long long)st.copied_drafts, (long long)st.request_spec_steps);
+    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
+  }
+}
+
+TEST_F(SamplingDistribution, RejectionChainOverDraftVocabularyMatchesPlain) {
+  // The drafter samples from 6 of the 16 tokens (q is 0 elsewhere); rejection sampling's
+  // residual must then supply the other tokens with exactly the target's probability.
+  torch::manual_seed(22);
+  Drafter drafter(*target_, 1);
+  drafter->eval();
+  ASSERT_TRUE(
+      drafter->set_draft_vocab(torch::tensor(std::vector<int64_t>{0, 2, 3, 5, 8, 13})).ok());
+  EngineOptions o = spec_options(64, {"3_1_4"});
+  o.ngram_shortcut = 0;
+  EngineStats st;
+  auto spec = run(*target_, drafter, o, *reqs_, &st);
+  EXPECT_GT(st.accepted, kN / 20) << "drafts must get accepted for the test to mean anything";
+  for (size_t pos : {1, 2, 3}) {
+    double p = homogeneity_p(*plain_, spec, pos);
+    std::printf("chain over 6 draft tokens: token %zu p=%.4f (accept length %.2f)\n", pos, p,
+                st.accept_length());
     EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
   }
 }
