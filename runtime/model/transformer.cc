@@ -78,13 +78,32 @@ AttentionImpl::AttentionImpl(const ModelConfig& c)
   wo = register_module("wo", torch::nn::Linear(lin(n_heads_ * head_dim_, c.dim)));
 }
 
+torch::Tensor on_rows(const torch::Tensor& x, const torch::Tensor& rows,
+                      const std::function<torch::Tensor(const torch::Tensor&)>& f) {
+  if (!rows.defined()) return f(x);
+  int64_t b = x.size(0), t = x.size(1);
+  torch::Tensor packed = f(x.reshape({b * t, x.size(2)}).index_select(0, rows));  // (R, C')
+  return torch::zeros({b * t, packed.size(1)}, packed.options())
+      .index_copy_(0, rows, packed)
+      .view({b, t, packed.size(1)});  // (B, T, C')
+}
+
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
                                      const Rope& rope, const torch::Tensor& mask, KVCache* cache,
-                                     int64_t layer) {
+                                     int64_t layer, const torch::Tensor& rows) {
   int64_t b = x.size(0), t = x.size(1), g = n_heads_ / n_kv_heads_;
-  torch::Tensor q = wq(x).view({b, t, n_heads_, head_dim_}).transpose(1, 2);     // (B,H,T,D)
-  torch::Tensor k = wk(x).view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);  // (B,Hkv,T,D)
-  torch::Tensor v = wv(x).view({b, t, n_kv_heads_, head_dim_}).transpose(1, 2);  // (B,Hkv,T,D)
+  // One gather of the real rows feeds all three projections.
+  torch::Tensor xr = rows.defined() ? x.reshape({b * t, x.size(2)}).index_select(0, rows) : x;
+  auto project = [&](torch::nn::Linear& w, int64_t heads) {
+    torch::Tensor y = w(xr);
+    if (rows.defined()) {
+      y = torch::zeros({b * t, y.size(1)}, y.options()).index_copy_(0, rows, y);
+    }
+    return y.view({b, t, heads, head_dim_}).transpose(1, 2);
+  };
+  torch::Tensor q = project(wq, n_heads_);     // (B,H,T,D)
+  torch::Tensor k = project(wk, n_kv_heads_);  // (B,Hkv,T,D)
+  torch::Tensor v = project(wv, n_kv_heads_);  // (B,Hkv,T,D)
   q = rope.apply(q, positions);
   k = rope.apply(k, positions);
   int64_t s = mask.size(-1);
@@ -99,7 +118,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   torch::Tensor probs = torch::softmax(scores, -1).view({b, n_kv_heads_, g * t, s});
   torch::Tensor out = torch::matmul(probs, v);  // (B,Hkv,G*T,D)
   out = out.view({b, n_heads_, t, head_dim_}).transpose(1, 2).reshape({b, t, n_heads_ * head_dim_});
-  return wo(out);  // (B,T,C)
+  return on_rows(out, rows, [&](const torch::Tensor& o) { return wo(o); });  // (B,T,C)
 }
 
 MlpImpl::MlpImpl(const ModelConfig& c) {
@@ -122,9 +141,9 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
                                         const Rope& rope, const torch::Tensor& mask, KVCache* cache,
-                                        int64_t layer) {
-  torch::Tensor h = x + attn(attn_norm(x), positions, rope, mask, cache, layer);
-  return h + mlp(mlp_norm(h));
+                                        int64_t layer, const torch::Tensor& rows) {
+  torch::Tensor h = x + attn(attn_norm(x), positions, rope, mask, cache, layer, rows);
+  return h + on_rows(mlp_norm(h), rows, [&](const torch::Tensor& y) { return mlp(y); });
 }
 
 TransformerImpl::TransformerImpl(const ModelConfig& c) : config_(c), rope_(c) {
@@ -155,7 +174,8 @@ ForwardResult TransformerImpl::forward_embeddings(const torch::Tensor& x,
                                                   const torch::Tensor& positions, KVCache* cache,
                                                   const AttentionLayout& layout) {
   torch::Tensor hidden = norm(run_layers(layers, x, positions, cache, layout));
-  return {lm_head(hidden), hidden};
+  return {on_rows(hidden, layout.rows, [&](const torch::Tensor& y) { return lm_head(y); }),
+          hidden};
 }
 
 torch::Tensor TransformerImpl::run_layers(torch::nn::ModuleList& stack, const torch::Tensor& x,
@@ -169,7 +189,8 @@ torch::Tensor TransformerImpl::run_layers(torch::nn::ModuleList& stack, const to
   torch::Tensor mask = attention_mask(lengths, t, s, layout, x.scalar_type());
   torch::Tensor h = x;
   for (size_t l = 0; l < stack->size(); ++l) {
-    h = stack[l]->as<DecoderLayerImpl>()->forward(h, positions, rope_, mask, cache, int64_t(l));
+    h = stack[l]->as<DecoderLayerImpl>()->forward(h, positions, rope_, mask, cache, int64_t(l),
+                                                  layout.rows);
   }
   return h;
 }

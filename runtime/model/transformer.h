@@ -11,6 +11,8 @@
 
 #include <torch/torch.h>
 
+#include <functional>
+
 #include "runtime/model/config.h"
 #include "runtime/model/kv_cache.h"
 
@@ -47,7 +49,16 @@ struct AttentionLayout {
   torch::Tensor tree;          // (B, T, T) bool; undefined = causal (lower-triangular)
   torch::Tensor spec_base;     // (B,) int64; undefined = no speculative prefix
   torch::Tensor spec_visible;  // (B, T, P) bool, P = max(lengths - spec_base) >= 1
+  // (R) int64 flat indices b * T + t of the real tokens when a batch is padded; undefined = all.
+  // The linear layers and the LM head then run on those R rows only (padding costs attention
+  // and norms, no matmuls) and leave zeros in the padding rows' outputs, logits included.
+  torch::Tensor rows;
 };
+
+// f applied to the rows of x (B, T, C) listed in `rows` (see AttentionLayout::rows), scattered
+// back to (B, T, C') with zeros elsewhere; f(x) when rows is undefined.
+torch::Tensor on_rows(const torch::Tensor& x, const torch::Tensor& rows,
+                      const std::function<torch::Tensor(const torch::Tensor&)>& f);
 
 // Additive attention mask (B, 1, 1, T, S): 0 where allowed, -inf elsewhere (see AttentionLayout).
 torch::Tensor attention_mask(const torch::Tensor& lengths, int64_t t, int64_t s,
@@ -58,8 +69,10 @@ class AttentionImpl : public torch::nn::Module {
   explicit AttentionImpl(const ModelConfig& c);
   // x (B, T, C), mask (B, 1, 1, T, S). With a cache, writes this layer's new K/V into it and
   // attends over the first S cached positions; without, S == T and K/V are the new ones.
+  // rows: see AttentionLayout::rows.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const Rope& rope,
-                        const torch::Tensor& mask, KVCache* cache, int64_t layer);
+                        const torch::Tensor& mask, KVCache* cache, int64_t layer,
+                        const torch::Tensor& rows = {});
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
   // wq (H*D, C), wk/wv (Hkv*D, C), wo (C, H*D)
  private:
@@ -79,7 +92,8 @@ class DecoderLayerImpl : public torch::nn::Module {
  public:
   explicit DecoderLayerImpl(const ModelConfig& c);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const Rope& rope,
-                        const torch::Tensor& mask, KVCache* cache, int64_t layer);
+                        const torch::Tensor& mask, KVCache* cache, int64_t layer,
+                        const torch::Tensor& rows = {});
   RMSNorm attn_norm{nullptr}, mlp_norm{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};

@@ -488,7 +488,8 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
   // One target forward over every request's draft, padded to the largest; with CUDA graphs, to
   // the arm's verified-token count, so that every step of the arm has one shape.
   int32_t n = 1;
-  for (const DraftTree& t : trees) n = std::max(n, t.size());
+  int64_t real_tokens = 0;
+  for (const DraftTree& t : trees) n = std::max(n, t.size()), real_tokens += t.size();
   if (graphs_) n = std::max(n, arm.ngram ? kNgramDepth + 1 : arm.verify_tokens);
   std::vector<int64_t> toks(b * n, 0), pos(b * n, 0);
   std::vector<uint8_t> mask_bytes(size_t(b) * n * n, 0);
@@ -507,6 +508,13 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
       torch::from_blob(mask_bytes.data(), {b, n, n}, torch::kUInt8).to(torch::kBool);
   model::AttentionLayout layout;
   layout.tree = mask.to(dev);
+  if (!graphs_ && real_tokens < b * n) {  // padded: matmuls on the real tokens only
+    std::vector<int64_t> rows;
+    rows.reserve(size_t(real_tokens));
+    for (int64_t i = 0; i < b; ++i)
+      for (int32_t r = 0; r < trees[i].size(); ++r) rows.push_back(i * n + r);
+    layout.rows = long_tensor(rows, dev);
+  }
   torch::Tensor tok_t = long_tensor(toks, dev).view({b, n}),
                 pos_t = long_tensor(pos, dev).view({b, n});
   model::ForwardResult r = verify_forward(tok_t, pos_t, layout);

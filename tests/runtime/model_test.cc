@@ -124,6 +124,33 @@ TEST(KVCache, RaggedLengthsInOneBatch) {
   EXPECT_LT(d, 1e-10) << "maxdiff=" << d;
 }
 
+TEST(KVCache, PaddedRowsSkipTheMatmulsAndChangeNothingElse) {
+  // A verify forward of two requests, the second padded from 2 to 5 tokens: with layout.rows the
+  // real tokens' logits and hidden states equal the unpadded forward's, padding logits are 0.
+  Transformer m = make_model();
+  torch::Tensor a = torch::randint(0, 97, {1, 12}), b = torch::randint(0, 97, {1, 9});
+  ForwardResult fa = m->forward(a, positions_from(0, 12)), fb = m->forward(b, positions_from(0, 9));
+  auto cache = m->make_cache(2, 64);
+  cache->add_slot();
+  cache->add_slot();
+  torch::Tensor prefix = torch::cat({a.narrow(1, 0, 7), b.narrow(1, 0, 7)});
+  m->forward(prefix, positions_from(0, 7, 2), cache.get());
+  cache->commit_prefix(0, 7);
+  cache->commit_prefix(1, 7);
+  torch::Tensor toks =
+      torch::cat({a.narrow(1, 7, 5), torch::cat({b.narrow(1, 7, 2), torch::zeros({1, 3},
+                                                                                  torch::kInt64)},
+                                                1)});                     // (2, 5)
+  torch::Tensor pos = positions_from(7, 5, 2);                            // (2, 5)
+  AttentionLayout layout;
+  layout.rows = torch::tensor(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6});  // b's 2 real tokens
+  ForwardResult r = m->forward(toks, pos, cache.get(), layout);
+  EXPECT_LT(maxdiff(r.logits[0], fa.logits[0].narrow(0, 7, 5)), 1e-10);
+  EXPECT_LT(maxdiff(r.logits[1].narrow(0, 0, 2), fb.logits[0].narrow(0, 7, 2)), 1e-10);
+  EXPECT_LT(maxdiff(r.hidden[1].narrow(0, 0, 2), fb.hidden[0].narrow(0, 7, 2)), 1e-10);
+  EXPECT_EQ(r.logits[1].narrow(0, 2, 3).abs().max().item<double>(), 0.0) << "padding: no head";
+}
+
 TEST(KVCache, RejectedTokensLeaveNoTrace) {
   Transformer m = make_model();
   torch::Tensor seq = torch::randint(0, 97, {1, 10});
