@@ -11,7 +11,7 @@
 // Usage: bench_rollout --tokens FILE [--preset small] [--train-steps 400] [--drafter-steps 400]
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
-//                      [--drafter-vocab 0]
+//                      [--drafter-vocab 0] [--waves 3]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -138,12 +138,12 @@ struct Run {
 
 // Decodes `reqs` after the engine has served `warmup` (a rollout worker's engine lives across
 // steps, so its bandit has seen earlier batches; only the measured batch counts).
-Run measure(model::Transformer target, model::Drafter drafter,
+Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
             const std::vector<rollout::Request>& warmup,
             const std::vector<rollout::Request>& reqs, bool speculative,
             std::vector<std::string> arms, int64_t threshold, int32_t shortcut) {
   rollout::EngineOptions eo;
-  eo.max_batch = int64_t(reqs.size());
+  eo.max_batch = batch;
   eo.max_seq = 512;
   eo.speculative = speculative;
   eo.arms = arms;
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
   std::string tokens, preset = "small", batches_s = "1,4,16,64";
   int train_steps = 400, drafter_steps = 400, max_new = 192, threads = 1;
   double temperature = 0.0;
-  int shortcut = 3, warmup_batches = 1, drafter_vocab = 0;
+  int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3;
   std::string fixed_s = "1,16";
   bool prepare_only = false;
   app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize)")->required();
@@ -189,6 +189,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--drafter-vocab", drafter_vocab,
                  "Draft over the this-many most frequent tokens of the training text (0: all)")
+      ->capture_default_str();
+  app.add_option("--waves", waves,
+                 "Measured batches of each size served one after another (batch 64: one)")
       ->capture_default_str();
   app.add_option("--warmup-batches", warmup_batches,
                  "Batches the engine serves before the measured one (its bandit learns)")
@@ -238,22 +241,25 @@ int main(int argc, char** argv) {
   std::vector<std::string> arms{"4_1_5", "6_1_7", "4_2_8", "ngram"};
   std::printf(
       "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32 "
-      "ngram-shortcut=%d warm-up batches=%d draft vocabulary=%lld\n",
-      threads, temperature, max_new, shortcut, warmup_batches,
+      "ngram-shortcut=%d warm-up batches=%d waves=%d draft vocabulary=%lld\n",
+      threads, temperature, max_new, shortcut, warmup_batches, waves,
       (long long)drafter->draft_vocab_size());
   std::printf("%6s %12s %12s %8s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
               "accept", "copied", "arm steps");
   std::vector<int> batches = parse_list(batches_s), fixed = parse_list(fixed_s);
   for (int b : batches) {
-    std::vector<rollout::Request> reqs = prompts(held, b, max_new, temperature, 0);
+    // `waves` batches of b requests: all responses are max_new long, so each wave decodes at
+    // batch b from start to end and the next one joins as it leaves.
+    int w = b >= 64 ? 1 : waves;
+    std::vector<rollout::Request> reqs = prompts(held, b * w, max_new, temperature, 0);
     // Warm-up: earlier batches of other prompts (offsets past the measured ones).
     std::vector<rollout::Request> warm;
     for (int w = 0; w < warmup_batches; ++w) {
       std::vector<rollout::Request> more = prompts(held, b, max_new, temperature, 100 + 37 * w);
       warm.insert(warm.end(), more.begin(), more.end());
     }
-    Run plain = measure(target, drafter, warm, reqs, false, arms, 32, shortcut);
-    Run spec = measure(target, drafter, warm, reqs, true, arms, 32, shortcut);
+    Run plain = measure(target, drafter, b, warm, reqs, false, arms, 32, shortcut);
+    Run spec = measure(target, drafter, b, warm, reqs, true, arms, 32, shortcut);
     std::string usage;
     for (size_t a = 0; a < arms.size(); ++a)
       usage += arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
@@ -265,7 +271,7 @@ int main(int argc, char** argv) {
     if (std::find(fixed.begin(), fixed.end(), b) == fixed.end()) continue;
     // Each arm alone on the same requests: what the bandit could have had.
     for (const std::string& arm : arms) {
-      Run r = measure(target, drafter, {}, reqs, true, {arm}, 32, shortcut);
+      Run r = measure(target, drafter, b, {}, reqs, true, {arm}, 32, shortcut);
       std::printf("       fixed %-6s %12.1f %7.2fx %8.2f %8lld\n", arm.c_str(), r.tokens_per_s,
                   r.tokens_per_s / plain.tokens_per_s, r.accept,
                   (long long)r.stats.copied_drafts);

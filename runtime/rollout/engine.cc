@@ -91,8 +91,11 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
       arms_(std::move(arms)) {
   bool fixed = options_.selector == "fixed";
   int32_t n = std::max<int32_t>(1, int32_t(arms_.size())) + (!fixed && options_.plain_arm ? 1 : 0);
+  // With copied drafts the bandit keeps separate statistics for steps where most requests can
+  // copy (a repeating stretch) and the rest: the best arm differs between the two.
+  int32_t contexts = options_.ngram_shortcut > 0 ? 2 : 1;
   selector_ = std::make_unique<ArmSelector>(options_.buckets, n, fixed ? 0.0 : options_.epsilon,
-                                            options_.window, options_.seed);
+                                            options_.window, options_.seed, 3, contexts);
   cache_tgt_ = target_->make_cache(options_.max_batch, options_.max_seq);
   if (!drafter_.is_empty()) cache_dft_ = drafter_->make_cache(options_.max_batch, options_.max_seq);
 #ifdef TLT_GPU
@@ -154,16 +157,18 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
     if (active.empty()) continue;
     bool speculate = options_.speculative && !arms_.empty() &&
                      int64_t(active.size()) <= options_.activation_threshold;
-    int32_t arm = speculate ? selector_->choose(int64_t(active.size())) : -1;
+    int32_t context = speculate ? copy_context(active) : 0;
+    int32_t arm = speculate ? selector_->choose(int64_t(active.size()), context) : -1;
     if (arm >= int32_t(arms_.size())) {  // the bandit's "plain" arm
       int64_t b = int64_t(active.size()), before = stats_.tokens;
       double t0 = now_seconds();
       plain_step(active);
       ++stats_.plain_chosen;
       selector_->report(b, arm,
-                        double(stats_.tokens - before) / std::max(1e-9, now_seconds() - t0));
+                        double(stats_.tokens - before) / std::max(1e-9, now_seconds() - t0),
+                        context);
     } else if (arm >= 0) {
-      spec_step(active, arm);
+      spec_step(active, arm, context);
     } else {
       plain_step(active);
     }
@@ -455,7 +460,15 @@ model::ForwardResult Engine::verify_forward(const torch::Tensor& tokens,
   return target_->forward(tokens, positions, cache_tgt_.get(), layout);
 }
 
-void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
+int32_t Engine::copy_context(const std::vector<Active>& active) const {
+  if (selector_->contexts() < 2) return 0;
+  int32_t min_n = options_.ngram_shortcut, max_n = std::max(4, min_n);
+  size_t copyable = 0;
+  for (const Active& a : active) copyable += ngram_propose(a.tokens, 1, max_n, min_n).empty() ? 0 : 1;
+  return 2 * copyable >= active.size() ? 1 : 0;
+}
+
+void Engine::spec_step(std::vector<Active>& active, int32_t arm_index, int32_t context) {
   double start = now_seconds();
   const api::Arm& arm = arms_[arm_index].arm;
   int64_t b = int64_t(active.size());
@@ -551,7 +564,7 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index) {
   ++stats_.arm_steps[arm_index];
   stats_.arm_request_steps[arm_index] += b;
   double seconds = std::max(1e-9, now_seconds() - start);
-  selector_->report(b, arm_index, double(emitted) / seconds);
+  selector_->report(b, arm_index, double(emitted) / seconds, context);
 }
 
 }  // namespace tlt::rollout

@@ -140,7 +140,10 @@ class Engine {
   StatusOr<std::vector<Completion>> run_all(const std::vector<Request>& requests);
   Status admit(const Request& request, std::vector<Active>* active);
   void plain_step(std::vector<Active>& active);
-  void spec_step(std::vector<Active>& active, int32_t arm);
+  // context: the bandit's (copy_context), under which the step's reward is recorded.
+  void spec_step(std::vector<Active>& active, int32_t arm, int32_t context);
+  // 1 when most active requests could copy their draft from their context (ngram_shortcut).
+  int32_t copy_context(const std::vector<Active>& active) const;
   torch::Tensor drafter_catch_up(std::vector<Active>& active);
   std::vector<DraftTree> draft_chain(std::vector<Active>& active, const torch::Tensor& root_hidden,
                                      int32_t depth,

@@ -182,6 +182,28 @@ TEST(Selector, TriesEveryArmMinSamplesTimesFirst) {
   EXPECT_EQ(s.choose(1), 0);
 }
 
+TEST(Selector, ContextsKeepSeparateStatistics) {
+  // Same batch size, two contexts with opposite best arms (as copying and drafting stretches
+  // have): each context converges to its own; one shared statistic could only pick one.
+  ArmSelector s({1}, 3, 0.05, 16, 7, 3, /*contexts=*/2);
+  std::mt19937_64 noise(3);
+  std::normal_distribution<double> n01(0.0, 0.3);
+  std::map<int, int> picks[2];
+  for (int i = 0; i < 2000; ++i) {
+    int ctx = (i / 7) % 2;
+    int arm = s.choose(1, ctx);
+    picks[ctx][arm]++;
+    double mean = ctx == 0 ? 3.0 - arm : 1.0 + arm;  // context 0: arm 0; context 1: arm 2
+    s.report(1, arm, mean + n01(noise), ctx);
+  }
+  EXPECT_EQ(s.cell_of(1, 0), 0);
+  EXPECT_EQ(s.cell_of(1, 1), 1);
+  EXPECT_EQ(s.best(s.cell_of(1, 0)), 0);
+  EXPECT_EQ(s.best(s.cell_of(1, 1)), 2);
+  EXPECT_GT(picks[0][0], 850);
+  EXPECT_GT(picks[1][2], 850);
+}
+
 TEST(Selector, MedianIgnoresOutliers) {
   ArmSelector s({1}, 2, 0.0, 5, 0);
   for (double r : {1.0, 1.0, 100.0, 1.0, 1.0}) s.report(1, 0, r);
