@@ -11,7 +11,7 @@
 // Usage: bench_rollout --tokens FILE [--preset small] [--train-steps 400] [--drafter-steps 400]
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
-//                      [--drafter-vocab 0] [--waves 3] [--repeats 2]
+//                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -138,6 +138,8 @@ struct Run {
 
 // Decodes `reqs` after the engine has served `warmup` (a rollout worker's engine lives across
 // steps, so its bandit has seen earlier batches; only the measured batch counts).
+bool show_bandit = false;
+
 Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
             const std::vector<rollout::Request>& warmup,
             const std::vector<rollout::Request>& reqs, bool speculative,
@@ -154,6 +156,15 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   if (!warmup.empty()) engine->generate(warmup).value();
   engine->reset_stats();
   engine->generate(reqs).value();
+  if (show_bandit) {  // the bandit's median reward (tok/s) per arm, per context
+    auto& sel = engine->selector();
+    for (int c = 0; c < sel.contexts(); ++c) {
+      std::printf("    bandit b=%lld %s:", (long long)batch, c ? "copyable" : "drafting");
+      for (int a = 0; a < sel.n_arms(); ++a)
+        std::printf(" %.0f", sel.value(sel.cell_of(batch, c), a));
+      std::printf("\n");
+    }
+  }
   Run r;
   r.stats = engine->stats();
   r.tokens_per_s = r.stats.tokens / r.stats.seconds;
@@ -194,6 +205,8 @@ int main(int argc, char** argv) {
                  "Plain and adaptive runs per batch size, alternating; the faster of each counts "
                  "(a shared machine's noise only ever slows a run)")
       ->capture_default_str();
+  app.add_flag("--show-bandit", show_bandit,
+               "Print the bandit's median reward per arm (plain last; -1: never tried) per context");
   app.add_option("--waves", waves,
                  "Measured batches of each size served one after another (batch 64: one)")
       ->capture_default_str();
