@@ -17,6 +17,13 @@ inline constexpr int kExitUnavailable = 69;  // the feature is not built yet (EX
 // every error, one per line as "  path: message". Returns kExitInvalid if any document fails.
 int validate_command(const std::vector<std::string>& files, std::ostream& out, std::ostream& err);
 
+// `tlt bench rollout [FLAGS]`: bench/rollout (plain vs adaptive speculative decoding of a small
+// target trained on the State of the Union corpus) from the bench_rollout and tlt-data binaries
+// beside this one; FLAGS go to bench_rollout (--help lists them). kExitUnavailable when those
+// binaries are missing, kExitInvalid when the benchmark fails.
+int bench_rollout_command(const std::vector<std::string>& args, std::ostream& out,
+                          std::ostream& err);
+
 // `tlt explain [KIND]`: the configuration reference of one kind (or both) as Markdown.
 int explain_command(const std::string& kind, std::ostream& out, std::ostream& err);
 

@@ -61,7 +61,15 @@ int main(int argc, char** argv) {
   CLI::App* worker = app.add_subcommand("rl-worker", "");  // internal: spawned by `tlt run`
   worker->group("");
 
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks to try (bench/ has the others)");
+  CLI::App* bench_rollout = bench->add_subcommand(
+      "rollout", "Plain vs adaptive speculative decoding, side by side (flags: see --help)");
+  bench_rollout->prefix_command();  // every later argument goes to bench_rollout
+  bench->require_subcommand(1);
+
   CLI11_PARSE(app, argc, argv);
+  if (*bench_rollout)
+    return tlt::cli::bench_rollout_command(bench_rollout->remaining(), std::cout, std::cerr);
   if (*worker) return tlt::cli::rl_worker_command();
   if (*run_role) return tlt::cli::run_role_command(std::cout, std::cerr);
   if (*validate) return tlt::cli::validate_command(files, std::cout, std::cerr);

@@ -1,0 +1,85 @@
+// `tlt bench rollout`: bench/rollout for people to try, from the binaries beside `tlt`.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "runtime/cli/commands.h"
+#include "runtime/data/token_file.h"
+
+namespace tlt::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs `argv` (argv[0] a path) to completion, with the given extra environment; its exit code,
+// or -1 when it could not start.
+int run_program(const std::vector<std::string>& argv,
+                const std::vector<std::pair<std::string, std::string>>& env) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+int bench_rollout_command(const std::vector<std::string>& args, std::ostream& out,
+                          std::ostream& err) {
+  std::error_code ec;
+  fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  fs::path bench = dir / "bench_rollout", data_tool = dir / "tlt-data";
+  for (const fs::path& p : {bench, data_tool}) {
+    if (!fs::exists(p, ec)) {
+      err << "tlt bench rollout: " << p.string()
+          << " not found; build it beside tlt (cmake --build build --target "
+          << p.filename().string() << ")\n";
+      return kExitUnavailable;
+    }
+  }
+  // The target trains on the State of the Union corpus, tokenized once by tlt-data (its
+  // sentencepiece cannot share a process with LibTorch) and cached.
+  std::string cache = data::cache_root();
+  std::string tokens = cache + "/corpora/sotu-bpe4096-h0.05.tokens";
+  if (!fs::exists(tokens, ec)) {
+    fs::create_directories(cache + "/corpora", ec);
+    fs::create_directories(cache + "/tokenizers", ec);
+    out << "tlt bench rollout: tokenizing the corpus once (cached in " << tokens << ")\n"
+        << std::flush;
+    int rc = run_program({data_tool.string(), "tokenize", "--corpus", "sotu", "--vocab", "4096",
+                          "--held-out", "0.05", "--tokenizer",
+                          cache + "/tokenizers/sotu-bpe4096-h0.05.model", "--out", tokens},
+                         {});
+    if (rc != 0) {
+      err << "tlt bench rollout: tokenizing failed (exit " << rc << ")\n";
+      return kExitInvalid;
+    }
+  }
+  std::vector<std::string> cmd{bench.string(), "--tokens", tokens};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  for (const std::string& a : args) {
+    if (a == "-h" || a == "--help") return run_program(cmd, {}) == 0 ? kExitOk : kExitInvalid;
+  }
+  // Train and cache on every core, then measure in a fresh single-threaded process: a rollout
+  // worker owns one core, and BLIS fixes its thread count when a process starts.
+  std::vector<std::string> prepare = cmd;
+  prepare.push_back("--prepare-only");
+  out << std::flush;
+  int rc = run_program(prepare, {});
+  if (rc == 0) rc = run_program(cmd, {{"BLIS_NUM_THREADS", "1"}, {"OMP_NUM_THREADS", "1"}});
+  if (rc != 0) err << "tlt bench rollout: bench_rollout exited " << rc << "\n";
+  return rc == 0 ? kExitOk : kExitInvalid;
+}
+
+}  // namespace tlt::cli

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `tlt bench rollout` at toy size: it tokenizes (or reuses) the corpus, trains and caches a tiny
+# target and drafter, and prints the side-by-side table for every batch size, each arm alone,
+# and the bandit's statistics; without bench_rollout beside tlt it says what to build.
+# Usage: bench_rollout.sh TLT_BINARY
+set -u
+tlt=$1
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$tlt" bench rollout --preset tiny --train-steps 20 --drafter-steps 10 --batches 1,3 \
+  --fixed-batches 1 --max-new 24 --waves 2 --repeats 1 --show-bandit > "$work/out" 2>&1 \
+  || { cat "$work/out"; fail "tlt bench rollout exited $?"; }
+python3 - "$work/out" <<'PY' || { cat "$work/out"; exit 1; }
+import re, sys
+text = open(sys.argv[1]).read()
+def fail(m): print("FAIL:", m); sys.exit(1)
+rows = {int(m.group(1)): (float(m.group(2)), float(m.group(3)), float(m.group(4)))
+        for m in re.finditer(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x", text, re.M)}
+if sorted(rows) != [1, 3]: fail("rows for batches %s, expected 1 and 3" % sorted(rows))
+for b, (plain, tlt, ratio) in rows.items():
+    if plain <= 0 or tlt <= 0: fail("batch %d: throughput %s" % (b, rows[b]))
+    if abs(tlt / plain - ratio) > 0.01: fail("batch %d: ratio %.2f is not %.1f / %.1f" % (b, ratio, tlt, plain))
+for arm in ("4_1_5", "6_1_7", "4_2_8", "ngram"):
+    if not re.search(r"fixed %s\s+[\d.]+\s+[\d.]+x" % arm, text): fail("no fixed-arm line for " + arm)
+if "bandit b=1 drafting:" not in text: fail("no bandit statistics")
+print("bench rollout: batches 1 and 3 measured, ratios %s" % {b: r[2] for b, r in rows.items()})
+PY
+
+# Alone, without its sibling binaries: a clear message and EX_UNAVAILABLE.
+cp "$tlt" "$work/tlt"
+"$work/tlt" bench rollout > "$work/alone" 2>&1; rc=$?
+[ "$rc" = 69 ] || { cat "$work/alone"; fail "exit $rc without bench_rollout, expected 69"; }
+grep -q "bench_rollout not found" "$work/alone" || { cat "$work/alone"; fail "no clear message"; }
+echo "bench rollout: a lone tlt names the missing binary"
