@@ -5,6 +5,9 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "api/fnv.h"
 
@@ -50,7 +53,9 @@ Status write_token_file(const std::string& path, const TokenizedCorpus& corpus) 
   }
   uint64_t sum = fnv1a64(out);
   out.append(reinterpret_cast<const char*>(&sum), 8);
-  std::string tmp = path + ".tmp";
+  // A name of this process's own: two processes caching the same corpus at once (tests run in
+  // parallel) each rename a whole file into place, never one half-written by the other.
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) return Status::Unavailable(tmp + ": cannot write");
