@@ -141,9 +141,8 @@ struct Run {
 bool show_bandit = false;
 
 Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
-            const std::vector<rollout::Request>& warmup,
-            const std::vector<rollout::Request>& reqs, bool speculative,
-            std::vector<std::string> arms, int64_t threshold, int32_t shortcut) {
+            const std::vector<rollout::Request>& warmup, const std::vector<rollout::Request>& reqs,
+            bool speculative, std::vector<std::string> arms, int64_t threshold, int32_t shortcut) {
   rollout::EngineOptions eo;
   eo.max_batch = batch;
   eo.max_seq = 512;
@@ -205,8 +204,9 @@ int main(int argc, char** argv) {
                  "Plain and adaptive runs per batch size, alternating; the faster of each counts "
                  "(a shared machine's noise only ever slows a run)")
       ->capture_default_str();
-  app.add_flag("--show-bandit", show_bandit,
-               "Print the bandit's median reward per arm (plain last; -1: never tried) per context");
+  app.add_flag(
+      "--show-bandit", show_bandit,
+      "Print the bandit's median reward per arm (plain last; -1: never tried) per context");
   app.add_option("--waves", waves,
                  "Measured batches of each size served one after another (batch 64: one)")
       ->capture_default_str();
@@ -295,8 +295,7 @@ int main(int argc, char** argv) {
     for (const std::string& arm : arms) {
       Run r = measure(target, drafter, b, {}, reqs, true, {arm}, 32, shortcut);
       std::printf("       fixed %-6s %12.1f %7.2fx %8.2f %8lld\n", arm.c_str(), r.tokens_per_s,
-                  r.tokens_per_s / plain.tokens_per_s, r.accept,
-                  (long long)r.stats.copied_drafts);
+                  r.tokens_per_s / plain.tokens_per_s, r.accept, (long long)r.stats.copied_drafts);
     }
     std::fflush(stdout);
   }

@@ -57,10 +57,10 @@ int bench_rollout_command(const std::vector<std::string>& args, std::ostream& ou
     fs::create_directories(cache + "/tokenizers", ec);
     out << "tlt bench rollout: tokenizing the corpus once (cached in " << tokens << ")\n"
         << std::flush;
-    int rc = run_program({data_tool.string(), "tokenize", "--corpus", "sotu", "--vocab", "4096",
-                          "--held-out", "0.05", "--tokenizer",
-                          cache + "/tokenizers/sotu-bpe4096-h0.05.model", "--out", tokens},
-                         {});
+    int rc = run_program(
+        {data_tool.string(), "tokenize", "--corpus", "sotu", "--vocab", "4096", "--held-out",
+         "0.05", "--tokenizer", cache + "/tokenizers/sotu-bpe4096-h0.05.model", "--out", tokens},
+        {});
     if (rc != 0) {
       err << "tlt bench rollout: tokenizing failed (exit " << rc << ")\n";
       return kExitInvalid;

@@ -42,7 +42,8 @@ torch::Tensor DrafterImpl::logits(const torch::Tensor& hidden) {
 torch::Tensor DrafterImpl::draft_logits(const torch::Tensor& hidden) {
   if (!draft_vocab_.defined()) return logits(hidden);
   const torch::Tensor& w = target_->lm_head->weight;
-  if (!draft_rows_.defined() || w.data_ptr() != rows_ptr_ || int64_t(w._version()) != rows_version_) {
+  if (!draft_rows_.defined() || w.data_ptr() != rows_ptr_ ||
+      int64_t(w._version()) != rows_version_) {
     torch::NoGradGuard no_grad;
     draft_rows_ = w.detach().index_select(0, draft_vocab_);  // (K, C)
     rows_ptr_ = w.data_ptr(), rows_version_ = int64_t(w._version());
@@ -63,7 +64,8 @@ Status DrafterImpl::set_draft_vocab(const torch::Tensor& ids) {
     return Status::Ok();
   }
   torch::Tensor c = ids.to(torch::kCPU, torch::kInt64).contiguous().view({-1});
-  if (c.numel() == 0) return Status::InvalidArgument("draft vocabulary: empty; pass none to use all");
+  if (c.numel() == 0)
+    return Status::InvalidArgument("draft vocabulary: empty; pass none to use all");
   if (c.min().item<int64_t>() < 0 || c.max().item<int64_t>() >= v) {
     return Status::InvalidArgument("draft vocabulary: token ids must be in [0, " +
                                    std::to_string(v) + ")");

@@ -174,8 +174,7 @@ ForwardResult TransformerImpl::forward_embeddings(const torch::Tensor& x,
                                                   const torch::Tensor& positions, KVCache* cache,
                                                   const AttentionLayout& layout) {
   torch::Tensor hidden = norm(run_layers(layers, x, positions, cache, layout));
-  return {on_rows(hidden, layout.rows, [&](const torch::Tensor& y) { return lm_head(y); }),
-          hidden};
+  return {on_rows(hidden, layout.rows, [&](const torch::Tensor& y) { return lm_head(y); }), hidden};
 }
 
 torch::Tensor TransformerImpl::run_layers(torch::nn::ModuleList& stack, const torch::Tensor& x,

@@ -180,8 +180,8 @@ Status Worker::generate(const json& m) {
     engine_->set_hidden_sink(nullptr);
   }
   engine_->set_speculative(m.value("speculative", false));
-  if (drafter_vocab_ > 0 && std::any_of(token_counts_.begin(), token_counts_.end(),
-                                        [](int64_t c) { return c > 0; })) {
+  if (drafter_vocab_ > 0 &&
+      std::any_of(token_counts_.begin(), token_counts_.end(), [](int64_t c) { return c > 0; })) {
     // Before the first step nothing was generated: the drafter keeps the full vocabulary.
     TLT_RETURN_IF_ERROR(
         drafter_->set_draft_vocab(model::most_frequent_tokens(token_counts_, drafter_vocab_)));
@@ -208,9 +208,12 @@ Status Worker::generate(const json& m) {
   for (size_t a = 0; a < engine_->arms().size() && a < st.arm_steps.size(); ++a)
     if (st.arm_steps[a] > 0) arms[engine_->arms()[a].name] = st.arm_steps[a];
   if (st.plain_chosen > 0) arms["plain"] = st.plain_chosen;
-  done["stats"] = {{"tokens", st.tokens},         {"plain_steps", st.plain_steps},
-                   {"spec_steps", st.spec_steps}, {"request_spec_steps", st.request_spec_steps},
-                   {"accepted", st.accepted},     {"arms", arms},
+  done["stats"] = {{"tokens", st.tokens},
+                   {"plain_steps", st.plain_steps},
+                   {"spec_steps", st.spec_steps},
+                   {"request_spec_steps", st.request_spec_steps},
+                   {"accepted", st.accepted},
+                   {"arms", arms},
                    {"copied", st.copied_drafts},
                    {"draft_vocab", st.spec_steps > 0 ? drafter_->draft_vocab_size() : 0}};
   if (collect) {

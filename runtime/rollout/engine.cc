@@ -164,8 +164,7 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
       double t0 = now_seconds();
       plain_step(active);
       ++stats_.plain_chosen;
-      selector_->report(b, arm,
-                        double(stats_.tokens - before) / std::max(1e-9, now_seconds() - t0),
+      selector_->report(b, arm, double(stats_.tokens - before) / std::max(1e-9, now_seconds() - t0),
                         context);
     } else if (arm >= 0) {
       spec_step(active, arm, context);
@@ -334,7 +333,8 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
   std::vector<DraftTree> trees;
   for (Active& a : active) trees.emplace_back(a.pending());
   // Level 1: children of the root from the drafter's prediction of h_L.
-  torch::Tensor logp = torch::log_softmax(drafter_->draft_logits(root_hidden).to(torch::kFloat64), -1);
+  torch::Tensor logp =
+      torch::log_softmax(drafter_->draft_logits(root_hidden).to(torch::kFloat64), -1);
   auto [top_lp_t, top_ix_t] = logp.topk(k, -1);  // (B, k)
   torch::Tensor top_lp_c = top_lp_t.cpu().contiguous(), top_ix_c = top_ix_t.cpu().contiguous();
   auto top_lp = top_lp_c.accessor<double, 2>();
@@ -399,8 +399,9 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
       cache_dft_->commit_prefix(i, k);
       for (int32_t node : chosen[i]) expanded[i].push_back(node);
     }
-    torch::Tensor lp = torch::log_softmax(drafter_->draft_logits(h).to(torch::kFloat64), -1);  // (B,k,V)
-    auto [clp_t, cix_t] = lp.topk(k, -1);                                                // (B,k,k)
+    torch::Tensor lp =
+        torch::log_softmax(drafter_->draft_logits(h).to(torch::kFloat64), -1);  // (B,k,V)
+    auto [clp_t, cix_t] = lp.topk(k, -1);                                       // (B,k,k)
     torch::Tensor clp_c = clp_t.cpu().contiguous(), cix_c = cix_t.cpu().contiguous();
     auto clp = clp_c.accessor<double, 3>();
     auto cix = cix_c.accessor<int64_t, 3>();
@@ -436,7 +437,7 @@ std::vector<DraftTree> Engine::draft_ngram(std::vector<Active>& active, int32_t 
 }
 
 std::vector<std::vector<int64_t>> Engine::copied_drafts(const std::vector<Active>& active,
-                                                       const api::Arm& arm) const {
+                                                        const api::Arm& arm) const {
   std::vector<std::vector<int64_t>> out(active.size());
   if (arm.ngram || options_.ngram_shortcut <= 0) return out;
   int32_t min_n = options_.ngram_shortcut, max_n = std::max(4, min_n);
@@ -464,7 +465,8 @@ int32_t Engine::copy_context(const std::vector<Active>& active) const {
   if (selector_->contexts() < 2) return 0;
   int32_t min_n = options_.ngram_shortcut, max_n = std::max(4, min_n);
   size_t copyable = 0;
-  for (const Active& a : active) copyable += ngram_propose(a.tokens, 1, max_n, min_n).empty() ? 0 : 1;
+  for (const Active& a : active)
+    copyable += ngram_propose(a.tokens, 1, max_n, min_n).empty() ? 0 : 1;
   return 2 * copyable >= active.size() ? 1 : 0;
 }
 

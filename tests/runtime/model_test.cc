@@ -137,11 +137,10 @@ TEST(KVCache, PaddedRowsSkipTheMatmulsAndChangeNothingElse) {
   m->forward(prefix, positions_from(0, 7, 2), cache.get());
   cache->commit_prefix(0, 7);
   cache->commit_prefix(1, 7);
-  torch::Tensor toks =
-      torch::cat({a.narrow(1, 7, 5), torch::cat({b.narrow(1, 7, 2), torch::zeros({1, 3},
-                                                                                  torch::kInt64)},
-                                                1)});                     // (2, 5)
-  torch::Tensor pos = positions_from(7, 5, 2);                            // (2, 5)
+  torch::Tensor toks = torch::cat(
+      {a.narrow(1, 7, 5),
+       torch::cat({b.narrow(1, 7, 2), torch::zeros({1, 3}, torch::kInt64)}, 1)});  // (2, 5)
+  torch::Tensor pos = positions_from(7, 5, 2);                                     // (2, 5)
   AttentionLayout layout;
   layout.rows = torch::tensor(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6});  // b's 2 real tokens
   ForwardResult r = m->forward(toks, pos, cache.get(), layout);

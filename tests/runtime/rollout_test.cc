@@ -177,14 +177,14 @@ TEST_F(GreedyExactness, CopiedDraftsMixWithDrafterDrafts) {
     int64_t batch;
     int32_t shortcut;
   };
-  for (Case c : {Case{"4_1_5", 1, 1}, Case{"4_1_5", 8, 3}, Case{"3_3_8", 1, 3},
-                 Case{"3_3_8", 8, 1}}) {
+  for (Case c :
+       {Case{"4_1_5", 1, 1}, Case{"4_1_5", 8, 3}, Case{"3_3_8", 1, 3}, Case{"3_3_8", 8, 1}}) {
     EngineOptions o = spec_options(c.batch, {c.arm});
     o.ngram_shortcut = c.shortcut;
     EngineStats st;
     auto out = run(*target_, drafter, o, *reqs_, &st);
-    std::string what = std::string(c.arm) + " shortcut " + std::to_string(c.shortcut) +
-                       " batch " + std::to_string(c.batch);
+    std::string what = std::string(c.arm) + " shortcut " + std::to_string(c.shortcut) + " batch " +
+                       std::to_string(c.batch);
     expect_same_tokens(out, *plain_, what);
     EXPECT_GT(st.copied_drafts, 0) << what << ": the test must exercise copied drafts";
     EXPECT_LT(st.copied_drafts, st.request_spec_steps) << what << ": and drafter drafts";
