@@ -157,7 +157,12 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
     if (active.empty()) continue;
     bool speculate = options_.speculative && !arms_.empty() &&
                      int64_t(active.size()) <= options_.activation_threshold;
-    int32_t context = speculate ? copy_context(active) : 0;
+    // Drafts copyable from each request's context, and the bandit's context: whether most are.
+    std::vector<std::vector<int64_t>> copies =
+        speculate ? copyable_drafts(active) : std::vector<std::vector<int64_t>>();
+    size_t copyable = 0;
+    for (const auto& c : copies) copyable += c.empty() ? 0 : 1;
+    int32_t context = selector_->contexts() > 1 && 2 * copyable >= active.size() ? 1 : 0;
     int32_t arm = speculate ? selector_->choose(int64_t(active.size()), context) : -1;
     if (arm >= int32_t(arms_.size())) {  // the bandit's "plain" arm
       int64_t b = int64_t(active.size()), before = stats_.tokens;
@@ -167,7 +172,7 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
       selector_->report(b, arm, double(stats_.tokens - before) / std::max(1e-9, now_seconds() - t0),
                         context);
     } else if (arm >= 0) {
-      spec_step(active, arm, context);
+      spec_step(active, arm, context, copies);
     } else {
       plain_step(active);
     }
@@ -436,13 +441,15 @@ std::vector<DraftTree> Engine::draft_ngram(std::vector<Active>& active, int32_t 
   return trees;
 }
 
-std::vector<std::vector<int64_t>> Engine::copied_drafts(const std::vector<Active>& active,
-                                                        const api::Arm& arm) const {
+std::vector<std::vector<int64_t>> Engine::copyable_drafts(const std::vector<Active>& active) const {
   std::vector<std::vector<int64_t>> out(active.size());
-  if (arm.ngram || options_.ngram_shortcut <= 0) return out;
+  int32_t longest = 0;  // the most any drafter arm verifies beyond the pending token
+  for (const NamedArm& a : arms_)
+    if (!a.arm.ngram) longest = std::max(longest, a.arm.verify_tokens - 1);
+  if (options_.ngram_shortcut <= 0 || longest == 0) return out;
   int32_t min_n = options_.ngram_shortcut, max_n = std::max(4, min_n);
   for (size_t i = 0; i < active.size(); ++i) {
-    out[i] = ngram_propose(active[i].tokens, arm.verify_tokens - 1, max_n, min_n);
+    out[i] = ngram_propose(active[i].tokens, longest, max_n, min_n);
   }
   return out;
 }
@@ -461,16 +468,8 @@ model::ForwardResult Engine::verify_forward(const torch::Tensor& tokens,
   return target_->forward(tokens, positions, cache_tgt_.get(), layout);
 }
 
-int32_t Engine::copy_context(const std::vector<Active>& active) const {
-  if (selector_->contexts() < 2) return 0;
-  int32_t min_n = options_.ngram_shortcut, max_n = std::max(4, min_n);
-  size_t copyable = 0;
-  for (const Active& a : active)
-    copyable += ngram_propose(a.tokens, 1, max_n, min_n).empty() ? 0 : 1;
-  return 2 * copyable >= active.size() ? 1 : 0;
-}
-
-void Engine::spec_step(std::vector<Active>& active, int32_t arm_index, int32_t context) {
+void Engine::spec_step(std::vector<Active>& active, int32_t arm_index, int32_t context,
+                       const std::vector<std::vector<int64_t>>& copies) {
   double start = now_seconds();
   const api::Arm& arm = arms_[arm_index].arm;
   int64_t b = int64_t(active.size());
@@ -478,9 +477,14 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index, int32_t c
   std::vector<std::vector<std::vector<double>>> q;
   std::vector<DraftTree> trees;
   bool sampled_chain = false;
-  std::vector<std::vector<int64_t>> copied = copied_drafts(active, arm);
+  // A drafter arm takes each copyable draft up to its own verified-token count.
+  std::vector<std::vector<int64_t>> copied(static_cast<size_t>(b));
   int64_t n_copied = 0;
-  for (const auto& c : copied) n_copied += c.empty() ? 0 : 1;
+  for (int64_t i = 0; i < b && !arm.ngram && size_t(i) < copies.size(); ++i) {
+    size_t keep = std::min(copies[i].size(), size_t(arm.verify_tokens - 1));
+    copied[i].assign(copies[i].begin(), copies[i].begin() + long(keep));
+    n_copied += keep > 0 ? 1 : 0;
+  }
   stats_.copied_drafts += n_copied;
   if (arm.ngram) {
     trees = draft_ngram(active, kNgramDepth);

@@ -140,19 +140,18 @@ class Engine {
   StatusOr<std::vector<Completion>> run_all(const std::vector<Request>& requests);
   Status admit(const Request& request, std::vector<Active>* active);
   void plain_step(std::vector<Active>& active);
-  // context: the bandit's (copy_context), under which the step's reward is recorded.
-  void spec_step(std::vector<Active>& active, int32_t arm, int32_t context);
-  // 1 when most active requests could copy their draft from their context (ngram_shortcut).
-  int32_t copy_context(const std::vector<Active>& active) const;
+  // context: the bandit's, under which the step's reward is recorded; copies: copyable_drafts().
+  void spec_step(std::vector<Active>& active, int32_t arm, int32_t context,
+                 const std::vector<std::vector<int64_t>>& copies);
   torch::Tensor drafter_catch_up(std::vector<Active>& active);
   std::vector<DraftTree> draft_chain(std::vector<Active>& active, const torch::Tensor& root_hidden,
                                      int32_t depth,
                                      std::vector<std::vector<std::vector<double>>>* q);
   std::vector<DraftTree> draft_tree(std::vector<Active>& active, const torch::Tensor& root_hidden,
                                     const api::Arm& arm);
-  // Per request, the draft copied from its context under ngram_shortcut (empty: none).
-  std::vector<std::vector<int64_t>> copied_drafts(const std::vector<Active>& active,
-                                                  const api::Arm& arm) const;
+  // Per request, the draft it can copy from its own context under ngram_shortcut, as long as
+  // the longest drafter arm verifies (empty: none; all empty when the shortcut is off).
+  std::vector<std::vector<int64_t>> copyable_drafts(const std::vector<Active>& active) const;
   std::vector<DraftTree> draft_ngram(std::vector<Active>& active, int32_t depth);
   model::ForwardResult verify_forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                                       const model::AttentionLayout& layout);
