@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "runtime/cli/commands.h"
-#include "runtime/data/token_file.h"
+#include "runtime/cli/tst_command.h"
 
 namespace tlt::cli {
 namespace fs = std::filesystem;
@@ -48,25 +48,14 @@ int bench_rollout_command(const std::vector<std::string>& args, std::ostream& ou
       return kExitUnavailable;
     }
   }
-  // The target trains on the State of the Union corpus, tokenized once by tlt-data (its
-  // sentencepiece cannot share a process with LibTorch) and cached.
-  std::string cache = data::cache_root();
-  std::string tokens = cache + "/corpora/sotu-bpe4096-h0.05.tokens";
-  if (!fs::exists(tokens, ec)) {
-    fs::create_directories(cache + "/corpora", ec);
-    fs::create_directories(cache + "/tokenizers", ec);
-    out << "tlt bench rollout: tokenizing the corpus once (cached in " << tokens << ")\n"
-        << std::flush;
-    int rc = run_program(
-        {data_tool.string(), "tokenize", "--corpus", "sotu", "--vocab", "4096", "--held-out",
-         "0.05", "--tokenizer", cache + "/tokenizers/sotu-bpe4096-h0.05.model", "--out", tokens},
-        {});
-    if (rc != 0) {
-      err << "tlt bench rollout: tokenizing failed (exit " << rc << ")\n";
-      return kExitInvalid;
-    }
+  // The target trains on the State of the Union corpus with a 4096-token BPE tokenizer and a 5%
+  // held-out split: a TSTPretrainJob's default data, tokenized and cached the same way.
+  StatusOr<std::string> tokens = tokenized_corpus_file(api::TSTPretrainJobSpec(), out);
+  if (!tokens.ok()) {
+    err << "tlt bench rollout: " << tokens.status().message() << "\n";
+    return kExitInvalid;
   }
-  std::vector<std::string> cmd{bench.string(), "--tokens", tokens};
+  std::vector<std::string> cmd{bench.string(), "--tokens", *tokens};
   cmd.insert(cmd.end(), args.begin(), args.end());
   for (const std::string& a : args) {
     if (a == "-h" || a == "--help") return run_program(cmd, {}) == 0 ? kExitOk : kExitInvalid;

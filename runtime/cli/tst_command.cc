@@ -46,9 +46,10 @@ std::string corpus_key(const api::TSTPretrainJobSpec& spec) {
   return key + "-bpe" + std::to_string(spec.data.tokenizer.vocab_size) + "-h" + frac;
 }
 
-// The tokenized corpus, made by the tlt-data binary beside this one when not cached.
-StatusOr<data::TokenizedCorpus> tokenized_corpus(const api::TSTPretrainJobSpec& spec,
-                                                 std::ostream& out) {
+}  // namespace
+
+StatusOr<std::string> tokenized_corpus_file(const api::TSTPretrainJobSpec& spec,
+                                            std::ostream& out) {
   std::string key = corpus_key(spec);
   std::string tokens = data::cache_root() + "/corpora/" + key + ".tokens";
   std::string tokenizer = spec.data.tokenizer.path.empty()
@@ -64,12 +65,22 @@ StatusOr<data::TokenizedCorpus> tokenized_corpus(const api::TSTPretrainJobSpec& 
                       " --held-out " + std::to_string(spec.data.held_out_fraction) +
                       " --tokenizer '" + tokenizer + "' --out '" + tokens + "'";
     for (const std::string& p : spec.data.paths) cmd += " --paths '" + p + "'";
-    out << "tlt run: tokenizing the corpus once (cached in " << tokens << ")\n" << std::flush;
+    out << "tlt: tokenizing the corpus once (cached in " << tokens << ")\n" << std::flush;
     if (std::system(cmd.c_str()) != 0) {
       return Status::Unavailable("tokenizing failed: " + cmd);
     }
   }
-  return data::read_token_file(tokens);
+  return tokens;
+}
+
+namespace {
+
+// The tokenized corpus (tokenized_corpus_file), read.
+StatusOr<data::TokenizedCorpus> tokenized_corpus(const api::TSTPretrainJobSpec& spec,
+                                                 std::ostream& out) {
+  StatusOr<std::string> file = tokenized_corpus_file(spec, out);
+  if (!file.ok()) return file.status();
+  return data::read_token_file(*file);
 }
 
 tst::RunPlan plan_from(const api::TSTPretrainJobSpec& s, int vocab) {

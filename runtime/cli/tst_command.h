@@ -15,6 +15,7 @@
 #include <string>
 
 #include "api/spec.h"
+#include "api/status.h"
 
 namespace tlt::cli {
 
@@ -30,6 +31,10 @@ struct TSTRunFlags {
   std::string rendezvous_host;
   int rendezvous_port = 29500;
 };
+
+// The path of spec.data's tokenized corpus in the cache, made first (by the tlt-data binary
+// beside this one, with a progress line on `out`) when missing. Unavailable when that fails.
+StatusOr<std::string> tokenized_corpus_file(const api::TSTPretrainJobSpec& spec, std::ostream& out);
 
 // Returns the process exit code (0 ok, 1 bad input or failure).
 int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::ostream& out,
