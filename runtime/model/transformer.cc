@@ -78,14 +78,24 @@ AttentionImpl::AttentionImpl(const ModelConfig& c)
   wo = register_module("wo", torch::nn::Linear(lin(n_heads_ * head_dim_, c.dim)));
 }
 
+namespace {
+// The rows of x (B, T, C) listed in `rows`: (R, C).
+torch::Tensor pack_rows(const torch::Tensor& x, const torch::Tensor& rows) {
+  return x.reshape({x.size(0) * x.size(1), x.size(2)}).index_select(0, rows);
+}
+// packed (R, C') back at `rows` of a (B, T, C') tensor of zeros.
+torch::Tensor unpack_rows(const torch::Tensor& packed, const torch::Tensor& rows, int64_t b,
+                          int64_t t) {
+  return torch::zeros({b * t, packed.size(1)}, packed.options())
+      .index_copy_(0, rows, packed)
+      .view({b, t, packed.size(1)});
+}
+}  // namespace
+
 torch::Tensor on_rows(const torch::Tensor& x, const torch::Tensor& rows,
                       const std::function<torch::Tensor(const torch::Tensor&)>& f) {
   if (!rows.defined()) return f(x);
-  int64_t b = x.size(0), t = x.size(1);
-  torch::Tensor packed = f(x.reshape({b * t, x.size(2)}).index_select(0, rows));  // (R, C')
-  return torch::zeros({b * t, packed.size(1)}, packed.options())
-      .index_copy_(0, rows, packed)
-      .view({b, t, packed.size(1)});  // (B, T, C')
+  return unpack_rows(f(pack_rows(x, rows)), rows, x.size(0), x.size(1));  // (B, T, C')
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
@@ -93,12 +103,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
                                      int64_t layer, const torch::Tensor& rows) {
   int64_t b = x.size(0), t = x.size(1), g = n_heads_ / n_kv_heads_;
   // One gather of the real rows feeds all three projections.
-  torch::Tensor xr = rows.defined() ? x.reshape({b * t, x.size(2)}).index_select(0, rows) : x;
+  torch::Tensor xr = rows.defined() ? pack_rows(x, rows) : x;
   auto project = [&](torch::nn::Linear& w, int64_t heads) {
-    torch::Tensor y = w(xr);
-    if (rows.defined()) {
-      y = torch::zeros({b * t, y.size(1)}, y.options()).index_copy_(0, rows, y);
-    }
+    torch::Tensor y = rows.defined() ? unpack_rows(w(xr), rows, b, t) : w(xr);
     return y.view({b, t, heads, head_dim_}).transpose(1, 2);
   };
   torch::Tensor q = project(wq, n_heads_);     // (B,H,T,D)
