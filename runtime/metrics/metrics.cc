@@ -7,13 +7,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <utility>
 #include <vector>
 
+#include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/family.h"
@@ -247,13 +251,91 @@ std::string render(const RuntimeMetrics& m) {
 // ---------------------------------------------------------------------------------------------
 // Server.
 
+namespace {
+
+// The registry as the exposer collects it, counting the scrapes. Holds the registry weakly, so
+// a server that outlives its metrics answers an empty page.
+class ScrapeCounter : public prometheus::Collectable {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit ScrapeCounter(std::weak_ptr<prometheus::Registry> registry)
+      : registry_(std::move(registry)) {}
+
+  // Called by civetweb's threads for each GET /metrics, possibly two at once.
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    int64_t seq;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seq = ++started_;
+    }
+    std::shared_ptr<prometheus::Registry> r = registry_.lock();
+    std::vector<prometheus::MetricFamily> families;
+    if (r) families = r->Collect();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Clock::time_point now = Clock::now();
+      if (finished_ > 0) interval_ = now - last_;
+      last_ = now;
+      ++finished_;
+      newest_read_ = std::max(newest_read_, seq);
+    }
+    cv_.notify_all();
+    return families;
+  }
+
+  // Waits until a scrape that started after the call has read the values. Scrapes are
+  // numbered as they start; one numbered above the count at the call started after it.
+  bool await(std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    int64_t before = started_;
+    return cv_.wait_for(lock, timeout, [&] { return newest_read_ > before; });
+  }
+
+  int64_t scrapes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_;
+  }
+  std::chrono::milliseconds interval() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(interval_);
+  }
+
+ private:
+  const std::weak_ptr<prometheus::Registry> registry_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  // Guarded by mu_: scrapes started and finished, the highest number among the finished ones,
+  // when the last one finished and the time between the last two.
+  mutable int64_t started_ = 0;
+  mutable int64_t finished_ = 0;
+  mutable int64_t newest_read_ = 0;
+  mutable Clock::time_point last_{};
+  mutable Clock::duration interval_{0};
+};
+
+}  // namespace
+
 struct Server::Impl {
+  std::shared_ptr<ScrapeCounter> counter;  // the exposer holds it weakly
   std::unique_ptr<prometheus::Exposer> exposer;
 };
 
 Server::Server(std::unique_ptr<Impl> impl, int port) : impl_(std::move(impl)), port_(port) {}
 
 Server::~Server() = default;
+
+bool Server::await_scrape(std::chrono::milliseconds timeout) {
+  return impl_->counter->await(timeout);
+}
+
+int64_t Server::scrapes() const {
+  return impl_->counter->scrapes();
+}
+
+std::chrono::milliseconds Server::last_scrape_interval() const {
+  return impl_->counter->interval();
+}
 
 namespace {
 
@@ -309,7 +391,8 @@ StatusOr<std::unique_ptr<Server>> serve(RuntimeMetrics& m, int port, const std::
     if (why.empty()) why = std::string(e.what()) + " (set spec.metrics.port to a free port)";
     return Status::Unavailable("cannot serve /metrics on " + address + ": " + why);
   }
-  impl->exposer->RegisterCollectable(m.f_->registry);
+  impl->counter = std::make_shared<ScrapeCounter>(m.f_->registry);
+  impl->exposer->RegisterCollectable(impl->counter);
   std::vector<int> ports = impl->exposer->GetListeningPorts();
   if (ports.empty() || ports[0] <= 0) {
     return Status::Internal("metrics server on " + address + " reports no listening port");

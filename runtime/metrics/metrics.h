@@ -41,6 +41,7 @@
 // can see the worker in no state for an instant, never in two.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -119,7 +120,7 @@ class RuntimeMetrics {
 
 // A running /metrics endpoint. Destroying it stops the server: it joins civetweb's threads,
 // which takes about 2 s once the server has answered a request.
-// Thread safety: port() may be called from any thread.
+// Thread safety: every method may be called from any thread, concurrently with scrapes.
 class Server {
  public:
   ~Server();
@@ -128,6 +129,16 @@ class Server {
 
   // The TCP port the server listens on (the chosen one when serve() was asked for port 0).
   int port() const { return port_; }
+
+  // Blocks until a GET /metrics that began after this call has collected the metrics, or until
+  // `timeout` has passed; true if such a scrape happened. A process that ends soon after its
+  // last update calls this so Prometheus sees the final values: counters added after the last
+  // scrape are otherwise lost, and a short job's dashboards disagree with its report.
+  bool await_scrape(std::chrono::milliseconds timeout);
+
+  // Scrapes answered so far, and the time between the last two (zero with fewer than two).
+  int64_t scrapes() const;
+  std::chrono::milliseconds last_scrape_interval() const;
 
  private:
   struct Impl;

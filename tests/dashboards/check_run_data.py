@@ -91,6 +91,15 @@ else:
         fail("reclaimed share: no answer: %s" % r)
     else:
         got = float(res[0]["value"][1])
+        # The counters' last scraped values, to tell a missed final scrape from a query issue.
+        last = {}
+        for name in ("tlt_reclaimed_seconds_total", "tlt_idle_seconds_total"):
+            lr = api("/api/v1/query", {"query": 'max(max_over_time(%s{job="rl-e2e"}[%ds]))'
+                                       % (name, end - start + 1), "time": end})
+            lres = lr.get("data", {}).get("result", [])
+            last[name] = float(lres[0]["value"][1]) if lres else float("nan")
+        print("last scraped: reclaimed %.2f s, idle %.2f s" %
+              (last["tlt_reclaimed_seconds_total"], last["tlt_idle_seconds_total"]))
         print("reclaimed share of idle GPU time: dashboard %.4f, report %.4f (idle %.2f s, "
               "reclaimed %.2f s worker-time)" % (got, want, report["idleWorkerSeconds"],
                                                  report["reclaimedWorkerSeconds"]))

@@ -2,13 +2,17 @@
 // histogram, input checks, and the /metrics server over a real TCP connection.
 #include "runtime/metrics/metrics.h"
 
+#include "runtime/cli/metrics_endpoint.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <memory>
 #include <set>
@@ -358,6 +362,57 @@ TEST(MetricsServer, OutlivingTheMetricsServesAnEmptyPage) {
   std::string response = http_get((*server)->port(), "/metrics");
   EXPECT_NE(response.find(" 200 "), std::string::npos) << response;
   EXPECT_EQ(response.find("tlt_"), std::string::npos) << response;
+}
+
+TEST(MetricsServer, AwaitScrapeWaitsForAScrapeThatStartsAfterTheCall) {
+  using std::chrono::milliseconds;
+  RuntimeMetrics m("j");
+  StatusOr<std::unique_ptr<Server>> server = serve(m, 0, "127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  Server& s = **server;
+  int port = s.port();
+  EXPECT_EQ(s.scrapes(), 0);
+  EXPECT_EQ(s.last_scrape_interval().count(), 0);
+
+  // A scrape before the call does not count: with nobody scraping, the wait times out.
+  ASSERT_NE(http_get(port, "/metrics").find("tlt_rl_step"), std::string::npos);
+  EXPECT_EQ(s.scrapes(), 1);
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(s.await_scrape(milliseconds(300)));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(300));
+
+  // The final update, then a scrape 200 ms into the wait: the wait ends with it, and that
+  // scrape read the final value.
+  m.set_rl_step(99);
+  std::future<std::string> later = std::async(std::launch::async, [port] {
+    std::this_thread::sleep_for(milliseconds(200));
+    return http_get(port, "/metrics");
+  });
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(s.await_scrape(milliseconds(10000)));
+  auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, milliseconds(150));
+  EXPECT_LT(waited, milliseconds(5000));
+  EXPECT_NE(later.get().find("\ntlt_rl_step{job=\"j\"} 99\n"), std::string::npos);
+  EXPECT_EQ(s.scrapes(), 2);
+  EXPECT_GE(s.last_scrape_interval(), milliseconds(300));
+}
+
+TEST(MetricsServer, FinalScrapeWaitFollowsTheScrapeInterval) {
+  using std::chrono::milliseconds;
+  RuntimeMetrics m("j");
+  StatusOr<std::unique_ptr<Server>> server = serve(m, 0, "127.0.0.1");
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  Server& s = **server;
+  // Nobody scraping, or a single scrape (no interval yet): no wait.
+  EXPECT_EQ(tlt::cli::final_scrape_wait(s).count(), 0);
+  http_get(s.port(), "/metrics");
+  EXPECT_EQ(tlt::cli::final_scrape_wait(s).count(), 0);
+  std::this_thread::sleep_for(milliseconds(400));
+  http_get(s.port(), "/metrics");
+  milliseconds interval = s.last_scrape_interval();
+  EXPECT_GE(interval, milliseconds(400));
+  EXPECT_EQ(tlt::cli::final_scrape_wait(s), interval * 3 / 2 + milliseconds(500));
 }
 
 }  // namespace
