@@ -253,6 +253,7 @@ struct SelectorSpec {
   double epsilon = 0.1;
   std::vector<int32_t> buckets{1, 2, 5, 21};
   int32_t window = 32;
+  std::string value = "throughput";
 
   template <class V>
   void fields(V& v) {
@@ -265,8 +266,13 @@ struct SelectorSpec {
     v("buckets", buckets,
       Rule().at_most_items(64).doc(
           "Lower bounds of the batch-size buckets, strictly increasing, starting at 1."));
-    v("window", window,
-      Rule().ge(1).le(100000).doc("Rewards kept per arm; the bandit uses their median."));
+    v("window", window, Rule().ge(1).le(100000).doc("Steps kept per arm and batch-size bucket."));
+    v("value", value,
+      Rule()
+          .values({"throughput", "median"})
+          .doc("How an arm's kept steps are valued: their tokens over their seconds, leaving out "
+               "steps slower than 4x the median step (throughput), or the median of each step's "
+               "tokens/s (median), which undervalues all-or-nothing drafts such as n-grams."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
 };

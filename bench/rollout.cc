@@ -12,6 +12,7 @@
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
 //                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
+//                      [--selector-value throughput]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -38,11 +39,16 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> v;
+// A comma-separated list of batch sizes ("" is empty); false at anything but positive integers.
+bool parse_list(const std::string& s, std::vector<int>* v) {
   std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) v.push_back(std::stoi(x));
-  return v;
+  for (std::string x; std::getline(ss, x, ',');) {
+    if (x.empty() || x.size() > 6 || x.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(x) < 1)
+      return false;
+    v->push_back(std::stoi(x));
+  }
+  return true;
 }
 
 model::Transformer trained_target(const std::string& preset, const data::TokenizedCorpus& corpus,
@@ -139,6 +145,7 @@ struct Run {
 // Decodes `reqs` after the engine has served `warmup` (a rollout worker's engine lives across
 // steps, so its bandit has seen earlier batches; only the measured batch counts).
 bool show_bandit = false;
+std::string selector_value = "throughput";
 
 Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
             const std::vector<rollout::Request>& warmup, const std::vector<rollout::Request>& reqs,
@@ -151,14 +158,15 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.selector = arms.size() == 1 ? "fixed" : "bucketed-epsilon-greedy";
   eo.activation_threshold = threshold;
   eo.ngram_shortcut = shortcut;
+  eo.selector_value = selector_value;
   auto engine = std::move(rollout::Engine::create(target, drafter, eo).value());
   if (!warmup.empty()) engine->generate(warmup).value();
   engine->reset_stats();
   engine->generate(reqs).value();
-  if (show_bandit) {  // the bandit's median reward (tok/s) per arm, per context
+  if (show_bandit) {  // the bandit's value (tok/s) of each arm, per context
     auto& sel = engine->selector();
     for (int c = 0; c < sel.contexts(); ++c) {
-      std::printf("    bandit b=%lld %s:", (long long)batch, c ? "copyable" : "drafting");
+      std::printf("    bandit b=%lld %s (tok/s):", (long long)batch, c ? "copyable" : "drafting");
       for (int a = 0; a < sel.n_arms(); ++a)
         std::printf(" %.0f", sel.value(sel.cell_of(batch, c), a));
       std::printf("\n");
@@ -204,9 +212,12 @@ int main(int argc, char** argv) {
                  "Plain and adaptive runs per batch size, alternating; the faster of each counts "
                  "(a shared machine's noise only ever slows a run)")
       ->capture_default_str();
+  app.add_option("--selector-value", selector_value,
+                 "How the bandit values an arm's steps: throughput or median")
+      ->capture_default_str();
   app.add_flag(
       "--show-bandit", show_bandit,
-      "Print the bandit's median reward per arm (plain last; -1: never tried) per context");
+      "Print the bandit's value (tok/s) of each arm (plain last; -1: never tried) per context");
   app.add_option("--waves", waves,
                  "Measured batches of each size served one after another (batch 64: one)")
       ->capture_default_str();
@@ -216,6 +227,12 @@ int main(int argc, char** argv) {
   app.add_option("--fixed-batches", fixed_s, "Batch sizes at which each arm also runs alone")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  std::vector<int> batches, fixed;
+  if (!parse_list(batches_s, &batches) || !parse_list(fixed_s, &fixed)) {
+    std::cerr << "--batches and --fixed-batches take comma-separated positive batch sizes such "
+                 "as 1,16 (--fixed-batches \"\" for none)\n";
+    return 2;
+  }
 
   auto corpus = data::read_token_file(tokens);
   if (!corpus.ok()) {
@@ -258,12 +275,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> arms{"4_1_5", "6_1_7", "4_2_8", "ngram"};
   std::printf(
       "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32 "
-      "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld\n",
+      "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
+      "selector value=%s\n",
       threads, temperature, max_new, shortcut, warmup_batches, waves, repeats,
-      (long long)drafter->draft_vocab_size());
+      (long long)drafter->draft_vocab_size(), selector_value.c_str());
   std::printf("%6s %12s %12s %8s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
               "accept", "copied", "arm steps");
-  std::vector<int> batches = parse_list(batches_s), fixed = parse_list(fixed_s);
   for (int b : batches) {
     // `waves` batches of b requests: all responses are max_new long, so each wave decodes at
     // batch b from start to end and the next one joins as it leaves.

@@ -55,6 +55,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.ngram_shortcut = s.speculative.ngram_shortcut;
   p.selector = s.speculative.selector.type, p.epsilon = s.speculative.selector.epsilon;
   p.buckets = s.speculative.selector.buckets, p.window = s.speculative.selector.window;
+  p.selector_value = s.speculative.selector.value;
   p.drafter_layers = s.drafter.layers;
   p.drafter_vocab_subset = s.drafter.vocab_subset;
   p.drafter_training = s.drafter.training.enabled;

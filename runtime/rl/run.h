@@ -79,6 +79,7 @@ struct RLRunPlan {
   std::vector<int32_t> buckets{1, 2, 5};
   double epsilon = 0.1;
   int32_t window = 32;
+  std::string selector_value = "throughput";  // rollout::EngineOptions::selector_value
   int64_t drafter_layers = 1;
   // Workers draft over the this-many tokens they have generated most often (0: all).
   int64_t drafter_vocab_subset = 0;

@@ -71,6 +71,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(model::Transformer target, mode
     return Status::InvalidArgument("selector \"" + options.selector +
                                    "\": use bucketed-epsilon-greedy or fixed");
   }
+  ArmSelector::Value value;
+  if (!ArmSelector::parse_value(options.selector_value, &value)) {
+    return Status::InvalidArgument("selector value \"" + options.selector_value +
+                                   "\": use throughput or median");
+  }
   if (options.max_batch < 1 || options.max_seq < 2) {
     return Status::InvalidArgument("max_batch must be >= 1 and max_seq >= 2");
   }
@@ -94,8 +99,10 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
   // With copied drafts the bandit keeps separate statistics for steps where most requests can
   // copy (a repeating stretch) and the rest: the best arm differs between the two.
   int32_t contexts = options_.ngram_shortcut > 0 ? 2 : 1;
+  ArmSelector::Value value = ArmSelector::Value::kThroughput;
+  ArmSelector::parse_value(options_.selector_value, &value);  // create() checked the name
   selector_ = std::make_unique<ArmSelector>(options_.buckets, n, fixed ? 0.0 : options_.epsilon,
-                                            options_.window, options_.seed, 3, contexts);
+                                            options_.window, options_.seed, 3, contexts, value);
   cache_tgt_ = target_->make_cache(options_.max_batch, options_.max_seq);
   if (!drafter_.is_empty()) cache_dft_ = drafter_->make_cache(options_.max_batch, options_.max_seq);
 #ifdef TLT_GPU
@@ -169,8 +176,7 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
       double t0 = now_seconds();
       plain_step(active);
       ++stats_.plain_chosen;
-      selector_->report(b, arm, double(stats_.tokens - before) / std::max(1e-9, now_seconds() - t0),
-                        context);
+      selector_->report_step(b, arm, double(stats_.tokens - before), now_seconds() - t0, context);
     } else if (arm >= 0) {
       spec_step(active, arm, context, copies);
     } else {
@@ -571,8 +577,7 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index, int32_t c
   stats_.request_spec_steps += b;
   ++stats_.arm_steps[arm_index];
   stats_.arm_request_steps[arm_index] += b;
-  double seconds = std::max(1e-9, now_seconds() - start);
-  selector_->report(b, arm_index, double(emitted) / seconds, context);
+  selector_->report_step(b, arm_index, double(emitted), now_seconds() - start, context);
 }
 
 }  // namespace tlt::rollout

@@ -65,6 +65,8 @@ struct EngineOptions {
   std::vector<int32_t> buckets{1, 2, 5, 21};
   double epsilon = 0.1;
   int32_t window = 32;
+  // How an arm's last `window` steps are valued: "throughput" or "median" (ArmSelector::Value).
+  std::string selector_value = "throughput";
   uint64_t seed = 0;
   // With the bandit, "decode plainly" is one more arm below the threshold, so the engine can
   // learn that speculation does not pay at some batch size.

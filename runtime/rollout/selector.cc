@@ -5,15 +5,28 @@
 namespace tlt::rollout {
 
 ArmSelector::ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double epsilon,
-                         int32_t window, uint64_t seed, int32_t min_samples, int32_t contexts)
+                         int32_t window, uint64_t seed, int32_t min_samples, int32_t contexts,
+                         Value value)
     : buckets_(std::move(buckets)),
       n_arms_(n_arms),
       epsilon_(epsilon),
       window_(static_cast<size_t>(window)),
       min_samples_(static_cast<size_t>(std::max(1, std::min(min_samples, window)))),
       contexts_(std::max(1, contexts)),
+      value_(value),
       rng_(seed),
-      rewards_(buckets_.size() * size_t(contexts_), std::vector<std::deque<double>>(n_arms)) {}
+      steps_(buckets_.size() * size_t(contexts_), std::vector<std::deque<Step>>(n_arms)) {}
+
+bool ArmSelector::parse_value(const std::string& name, Value* out) {
+  if (name == "throughput") {
+    *out = Value::kThroughput;
+  } else if (name == "median") {
+    *out = Value::kMedianRate;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 int32_t ArmSelector::cell_of(int64_t batch_size, int32_t context) const {
   return bucket_of(batch_size) * contexts_ + std::clamp(context, 0, contexts_ - 1);
@@ -27,19 +40,39 @@ int32_t ArmSelector::bucket_of(int64_t batch_size) const {
   return b;
 }
 
-double ArmSelector::value(int32_t cell, int32_t arm) const {
-  const std::deque<double>& r = rewards_[cell][arm];
-  if (r.empty()) return -1.0;
-  std::vector<double> v(r.begin(), r.end());
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+namespace {
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
   return v[v.size() / 2];
+}
+
+}  // namespace
+
+double ArmSelector::value(int32_t cell, int32_t arm) const {
+  const std::deque<Step>& steps = steps_[cell][arm];
+  if (steps.empty()) return -1.0;
+  std::vector<double> v;
+  v.reserve(steps.size());
+  if (value_ == Value::kMedianRate) {
+    for (const Step& s : steps) v.push_back(s.tokens / s.seconds);
+    return median(std::move(v));
+  }
+  for (const Step& s : steps) v.push_back(s.seconds);
+  double slow = 4.0 * median(std::move(v));
+  double tokens = 0, seconds = 0;
+  for (const Step& s : steps) {
+    if (s.seconds > slow) continue;
+    tokens += s.tokens, seconds += s.seconds;
+  }
+  return tokens / seconds;  // the median step itself is never left out, so seconds > 0
 }
 
 int32_t ArmSelector::best(int32_t cell) const {
   int32_t best = 0;
   double best_value = -2.0;
   for (int32_t a = 0; a < n_arms_; ++a) {
-    if (rewards_[cell][a].size() < min_samples_) return a;  // not explored enough yet
+    if (steps_[cell][a].size() < min_samples_) return a;  // not explored enough yet
     double v = value(cell, a);
     if (v > best_value) best_value = v, best = a;
   }
@@ -55,9 +88,10 @@ int32_t ArmSelector::choose(int64_t batch_size, int32_t context) {
   return best(cell);
 }
 
-void ArmSelector::report(int64_t batch_size, int32_t arm, double reward, int32_t context) {
-  std::deque<double>& r = rewards_[cell_of(batch_size, context)][arm];
-  r.push_back(reward);
+void ArmSelector::report_step(int64_t batch_size, int32_t arm, double tokens, double seconds,
+                              int32_t context) {
+  std::deque<Step>& r = steps_[cell_of(batch_size, context)][arm];
+  r.push_back({tokens, std::max(seconds, 1e-9)});
   while (r.size() > window_) r.pop_front();
 }
 

@@ -1,9 +1,17 @@
 // Choosing a drafting strategy (an "arm") per batch: an epsilon-greedy bandit per batch-size
-// bucket. The reward of a step is the tokens it emitted per second of wall time (accepted
-// tokens x batch size / step time); an arm's value is the median of its last `window` rewards,
-// which shrugs off the odd slow step. Each bucket tries every arm `min_samples` times before
-// exploiting (one sample is too noisy: an arm's first step may carry one-off costs), then
-// explores a uniformly random arm with probability epsilon.
+// bucket. Each step reports the tokens it emitted (accepted tokens x batch size, plus the
+// target's own) and its wall time. An arm's value comes from its last `window` steps, in one of
+// two ways (Value):
+//   kThroughput  tokens over seconds summed across those steps, leaving out steps slower than
+//                4x their median time (one-off costs: allocation, a drafter catching up). The
+//                arm that maximises this maximises the engine's tokens/s. The default.
+//   kMedianRate  the median of the steps' tokens/s, which shrugs off the odd slow step but
+//                undervalues an arm whose acceptance is all-or-nothing (an n-gram draft that
+//                either copies 8 tokens or none has a median near 1 token/step, whatever its
+//                mean): measured on bench/rollout, it kept the bandit off the best arm.
+// Each bucket tries every arm `min_samples` times before exploiting (one sample is too noisy: an
+// arm's first step may carry one-off costs), then explores a uniformly random arm with
+// probability epsilon.
 //
 // Optionally the statistics are kept per (bucket, context) cell, `contexts` of them per bucket:
 // the engine passes whether most requests can copy their draft from their own context, where
@@ -15,25 +23,38 @@
 #include <cstdint>
 #include <deque>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace tlt::rollout {
 
 class ArmSelector {
  public:
+  enum class Value { kThroughput, kMedianRate };
+
   // buckets: lower bounds of batch-size buckets, strictly increasing from 1 (api validates).
   ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double epsilon, int32_t window,
-              uint64_t seed, int32_t min_samples = 3, int32_t contexts = 1);
+              uint64_t seed, int32_t min_samples = 3, int32_t contexts = 1,
+              Value value = Value::kThroughput);
+
+  // "throughput" or "median" (api's spec.speculative.selector.value); false for anything else.
+  static bool parse_value(const std::string& name, Value* out);
 
   // The arm to use for a step over `batch_size` active requests in `context` [0, contexts).
   int32_t choose(int64_t batch_size, int32_t context = 0);
-  // Records the reward of a step made with `arm` at `batch_size` in `context`.
-  void report(int64_t batch_size, int32_t arm, double reward, int32_t context = 0);
+  // Records a step made with `arm` at `batch_size` in `context`: the tokens it emitted and its
+  // wall time in seconds (> 0).
+  void report_step(int64_t batch_size, int32_t arm, double tokens, double seconds,
+                   int32_t context = 0);
+  // A step given as its rate alone (tokens per second, as if it took one second).
+  void report(int64_t batch_size, int32_t arm, double reward, int32_t context = 0) {
+    report_step(batch_size, arm, reward, 1.0, context);
+  }
 
   int32_t bucket_of(int64_t batch_size) const;
   // The statistics cell of a batch size and context: bucket * contexts + context.
   int32_t cell_of(int64_t batch_size, int32_t context = 0) const;
-  // Median reward of `arm` in `cell`, or -1 when it has none yet.
+  // The value of `arm` in `cell` (tokens/s, see Value), or -1 when it has no steps yet.
   double value(int32_t cell, int32_t arm) const;
   // The arm with the highest value in `cell` (first arm with fewer than min_samples rewards if
   // any).
@@ -49,8 +70,12 @@ class ArmSelector {
   const size_t window_;
   const size_t min_samples_;
   const int32_t contexts_;
+  const Value value_;
   std::mt19937_64 rng_;
-  std::vector<std::vector<std::deque<double>>> rewards_;  // [cell][arm] -> recent rewards
+  struct Step {
+    double tokens, seconds;
+  };
+  std::vector<std::vector<std::deque<Step>>> steps_;  // [cell][arm] -> recent steps
   int64_t explorations_ = 0;
 };
 

@@ -23,7 +23,7 @@ for b, (plain, tlt, ratio) in rows.items():
     if abs(tlt / plain - ratio) > 0.01: fail("batch %d: ratio %.2f is not %.1f / %.1f" % (b, ratio, tlt, plain))
 for arm in ("4_1_5", "6_1_7", "4_2_8", "ngram"):
     if not re.search(r"fixed %s\s+[\d.]+\s+[\d.]+x" % arm, text): fail("no fixed-arm line for " + arm)
-if "bandit b=1 drafting:" not in text: fail("no bandit statistics")
+if "bandit b=1 drafting (tok/s):" not in text: fail("no bandit statistics")
 print("bench rollout: batches 1 and 3 measured, ratios %s" % {b: r[2] for b, r in rows.items()})
 PY
 

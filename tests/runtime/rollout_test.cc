@@ -274,6 +274,16 @@ TEST_F(GreedyExactness, RequestTooLongIsRefused) {
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(GreedyExactness, UnknownSelectorValueIsRefused) {
+  EngineOptions o = plain_options(4);
+  o.selector_value = "mean";
+  auto engine = Engine::create(*target_, Drafter(nullptr), o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("throughput or median"), std::string::npos)
+      << engine.status().message();
+}
+
 // ---- sampling distribution ------------------------------------------------------------------
 
 // Regularized upper incomplete gamma Q(a, x): the chi-square p-value is Q(df/2, stat/2).

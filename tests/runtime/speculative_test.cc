@@ -205,11 +205,54 @@ TEST(Selector, ContextsKeepSeparateStatistics) {
 }
 
 TEST(Selector, MedianIgnoresOutliers) {
-  ArmSelector s({1}, 2, 0.0, 5, 0);
+  ArmSelector s({1}, 2, 0.0, 5, 0, 3, 1, ArmSelector::Value::kMedianRate);
   for (double r : {1.0, 1.0, 100.0, 1.0, 1.0}) s.report(1, 0, r);
   for (double r : {2.0, 2.0, 2.0}) s.report(1, 1, r);
   EXPECT_DOUBLE_EQ(s.value(0, 0), 1.0);
   EXPECT_EQ(s.best(0), 1);
+}
+
+// Arm 0 emits 2.5 tokens every 10 ms (250 tok/s). Arm 1 drafts all or nothing in 8 ms steps:
+// 9 tokens on 2 steps of 5, else 1 (mean 4.2 tokens: 525 tok/s, median 125 tok/s).
+void report_steady_and_all_or_nothing(ArmSelector& s) {
+  for (int i = 0; i < 20; ++i) {
+    s.report_step(1, 0, 2.5, 0.010);
+    s.report_step(1, 1, i % 5 < 2 ? 9.0 : 1.0, 0.008);
+  }
+}
+
+TEST(Selector, ThroughputValuesAllOrNothingArmsByTheirMean) {
+  ArmSelector tput({1}, 2, 0.0, 20, 0, 3, 1, ArmSelector::Value::kThroughput);
+  report_steady_and_all_or_nothing(tput);
+  EXPECT_NEAR(tput.value(0, 0), 250.0, 1e-9);
+  EXPECT_NEAR(tput.value(0, 1), 525.0, 1e-9);
+  EXPECT_EQ(tput.best(0), 1);
+  // The median of per-step rates prefers the steady arm, at half the tokens/s.
+  ArmSelector med({1}, 2, 0.0, 20, 0, 3, 1, ArmSelector::Value::kMedianRate);
+  report_steady_and_all_or_nothing(med);
+  EXPECT_NEAR(med.value(0, 1), 125.0, 1e-9);
+  EXPECT_EQ(med.best(0), 0);
+}
+
+TEST(Selector, ThroughputLeavesOutStepsSlowerThanFourTimesTheMedian) {
+  ArmSelector s({1}, 1, 0.0, 8, 0);
+  for (int i = 0; i < 6; ++i) s.report_step(1, 0, 2.0, 0.010);
+  s.report_step(1, 0, 2.0, 0.035);  // 3.5x the median: a real cost, counted
+  EXPECT_NEAR(s.value(0, 0), 14.0 / 0.095, 1e-9);
+  s.report_step(1, 0, 2.0, 1.0);  // 100x: a one-off (allocation, catch-up), left out
+  EXPECT_NEAR(s.value(0, 0), 14.0 / 0.095, 1e-9);
+  // Only the window's steps count: 8 kept, the first 0.010 s step has left.
+  s.report_step(1, 0, 4.0, 0.010);
+  EXPECT_NEAR(s.value(0, 0), 16.0 / 0.095, 1e-9);
+}
+
+TEST(Selector, ValueNames) {
+  ArmSelector::Value v = ArmSelector::Value::kMedianRate;
+  EXPECT_TRUE(ArmSelector::parse_value("throughput", &v));
+  EXPECT_EQ(v, ArmSelector::Value::kThroughput);
+  EXPECT_TRUE(ArmSelector::parse_value("median", &v));
+  EXPECT_EQ(v, ArmSelector::Value::kMedianRate);
+  EXPECT_FALSE(ArmSelector::parse_value("mean", &v));
 }
 
 }  // namespace
