@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-8}
 out=${TLT_BENCH_OUT:-$(mktemp -d)}
+mkdir -p "$out"
 tlt=build/bin/tlt
 mk() { sed -e "s|STEPS|$steps|" -e "s|OUT|$out/$1|" bench/rl_e2e.yaml > "$out/$1.yaml"; }
 mk tlt; mk frozen; mk baseline
