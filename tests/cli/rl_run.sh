@@ -16,11 +16,20 @@ job() {  # job NAME -> a manifest with its own checkpoint directory and metrics 
     "$src/tests/manifests/e2e/rl-e2e.yaml" > "$work/$1.yaml"
 }
 fail() { echo "FAIL: $*"; exit 1; }
+# Each run is bounded well inside ctest's timeout: a hung run fails here, with its log and the
+# processes still alive, instead of timing the whole test out silently.
+bounded() {  # bounded LOG CMD... ; exit status of CMD, or 124 after 240 s
+  timeout -k 5 240 "${@:2}"; local rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "HUNG after 240 s: ${*:2}"; tail -30 "$1"; ps -eo pid,ppid,stat,etime,pcpu,args | grep '[t]lt'
+  fi
+  return "$rc"
+}
 
 job full
-"$tlt" run "$work/full.yaml" > "$work/full.log" 2>&1 || { cat "$work/full.log"; fail "tlt run exited $?"; }
+bounded "$work/full.log" "$tlt" run "$work/full.yaml" > "$work/full.log" 2>&1 || { cat "$work/full.log"; fail "tlt run exited $?"; }
 job base
-"$tlt" run "$work/base.yaml" --baseline > "$work/base.log" 2>&1 || { cat "$work/base.log"; fail "--baseline exited $?"; }
+bounded "$work/base.log" "$tlt" run "$work/base.yaml" --baseline > "$work/base.log" 2>&1 || { cat "$work/base.log"; fail "--baseline exited $?"; }
 python3 - "$work" <<'PY' || exit 1
 import json, os, sys
 w = sys.argv[1]
@@ -69,15 +78,21 @@ job term
 pid=$!
 for _ in $(seq 600); do grep -q "step=2/4" "$work/term.log" && break; sleep 0.1; done
 kill -TERM "$pid"
+for _ in $(seq 1200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then
+  echo "HUNG: tlt run still alive 120 s after SIGTERM"; tail -30 "$work/term.log"
+  ps -eo pid,ppid,stat,etime,pcpu,args | grep '[t]lt'; pkill -KILL -P "$pid"; kill -KILL "$pid"
+  fail "SIGTERM did not end the run"
+fi
 wait "$pid"; rc=$?
 [ "$rc" = 0 ] || { cat "$work/term.log"; fail "SIGTERM exit code $rc"; }
 grep -q "stopped by signal" "$work/term.log" || grep -q "step=4/4" "$work/term.log" || { cat "$work/term.log"; fail "no stop message"; }
-"$tlt" run "$work/term.yaml" --resume > "$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "--resume exited $?"; }
+bounded "$work/resume.log" "$tlt" run "$work/term.yaml" --resume > "$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "--resume exited $?"; }
 grep -q "resumed from" "$work/resume.log" || { cat "$work/resume.log"; fail "--resume did not resume"; }
 
 # A rollout worker killed in the middle of step 2 is restarted; the step completes unchanged.
 job kill
-TLT_FAULT_KILL_WORKER=2 "$tlt" run "$work/kill.yaml" > "$work/kill.log" 2>&1 || { cat "$work/kill.log"; fail "run with a killed worker exited $?"; }
+TLT_FAULT_KILL_WORKER=2 bounded "$work/kill.log" "$tlt" run "$work/kill.yaml" > "$work/kill.log" 2>&1 || { cat "$work/kill.log"; fail "run with a killed worker exited $?"; }
 grep -q "died" "$work/kill.log" || { cat "$work/kill.log"; fail "the worker was not killed"; }
 python3 - "$work" <<'PY' || exit 1
 import json, sys
