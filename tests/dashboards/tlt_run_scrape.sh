@@ -6,6 +6,8 @@
 # dashboards over the runs' time range, as Grafana would (query_range), and requires data from
 # each; and it reads the reclaimed share of idle GPU time off the reclamation dashboard's stat
 # panel and compares it with the run's own report (report/tlt.json reclaimedShare).
+# (When Prometheus first scrapes after the run's first steps, no query can see those: then the
+# dashboard must match the scraped part, and the last scraped totals the report.)
 # The operator's panels are left to the tests that run a real operator.
 # Stops what it started (by PID) on exit. Last line: PASS or FAIL.
 # Usage: tlt_run_scrape.sh TLT_BINARY SOURCE_DIR
