@@ -416,11 +416,17 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
                       {"reclaimedShare", j["reclaimedShare"]}};
     labels.push_back(label);
     if (res->interrupted) {
-      out << "tlt run: stopped by signal after step "
-          << (res->steps.empty() ? 0 : res->steps.back().step) << "; checkpoint in "
-          << (plan.checkpoint_dir.empty() ? "(none: spec.checkpoint.path is empty)"
-                                          : plan.checkpoint_dir)
-          << "; continue with --resume\n";
+      if (res->steps.empty()) {
+        // Nothing finished, so nothing was saved: --resume would find no checkpoint.
+        out << "tlt run: stopped by signal before step 1 finished; no checkpoint was written; "
+               "run again without --resume\n";
+      } else if (plan.checkpoint_dir.empty()) {
+        out << "tlt run: stopped by signal after step " << res->steps.back().step
+            << "; no checkpoint (spec.checkpoint.path is empty), so the run cannot be resumed\n";
+      } else {
+        out << "tlt run: stopped by signal after step " << res->steps.back().step
+            << "; checkpoint in " << plan.checkpoint_dir << "; continue with --resume\n";
+      }
       std::ofstream(report / "report.json") << summary.dump(2) << "\n";
       return 0;
     }

@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 "$tlt" bench rollout --preset tiny --train-steps 20 --drafter-steps 10 --batches 1,3 \
   --fixed-batches 1 --max-new 24 --waves 2 --repeats 1 --show-bandit > "$work/out" 2>&1 \
-  || { cat "$work/out"; fail "tlt bench rollout exited $?"; }
+  || { rc=$?; cat "$work/out"; fail "tlt bench rollout exited $rc"; }
 python3 - "$work/out" <<'PY' || { cat "$work/out"; exit 1; }
 import re, sys
 text = open(sys.argv[1]).read()

@@ -12,7 +12,7 @@ bench() {
   TLT_BIN=$(dirname "$tlt") TLT_BENCH_CACHE=$work/cache "$src/bench/tst.sh" --preset micro \
     --steps 12 --seeds 2 --multiples 1,2 --sweep-bags 2 --sweep-ratios 0.5 -j 2 --out "$work/out"
 }
-bench > "$work/first.log" 2>&1 || { cat "$work/first.log"; fail "bench/tst.sh exited $?"; }
+bench > "$work/first.log" 2>&1 || { rc=$?; cat "$work/first.log"; fail "bench/tst.sh exited $rc"; }
 grep -q "runs to do" "$work/first.log" || fail "nothing ran"
 for section in "## Equal FLOPs" "## Iso-loss speedup" "## Equal data" "## Sweep at seed 1"; do
   grep -q "^$section" "$work/out/report.md" || { cat "$work/out/report.md"; fail "no '$section'"; }
@@ -32,7 +32,7 @@ for seed in ("1", "2"):
 print("bench_tst: %d runs, equal FLOPs, TST read %s vs %s tokens" % (
     len(rows), by[("tst", "1")]["tokens"], by[("baseline-x1", "1")]["tokens"]))
 PY
-bench > "$work/second.log" 2>&1 || { cat "$work/second.log"; fail "second invocation exited $?"; }
+bench > "$work/second.log" 2>&1 || { rc=$?; cat "$work/second.log"; fail "second invocation exited $rc"; }
 grep -q "runs to do" "$work/second.log" && fail "the second invocation reran cached runs"
 cmp -s <(grep -v '^picture' "$work/first.log" | grep '^|') <(grep '^|' "$work/second.log") ||
   fail "the cached runs gave other tables"

@@ -21,8 +21,8 @@ final_loss() {
 
 # 1. One replica against two.
 job one 1; job two 2
-"$tlt" --threads 1 run "$work/one.yaml" > "$work/one.log" 2>&1 || { cat "$work/one.log"; fail "1 replica exited $?"; }
-"$tlt" run "$work/two.yaml" > "$work/two.log" 2>&1 || { cat "$work/two.log"; fail "2 replicas exited $?"; }
+"$tlt" --threads 1 run "$work/one.yaml" > "$work/one.log" 2>&1 || { rc=$?; cat "$work/one.log"; fail "1 replica exited $rc"; }
+"$tlt" run "$work/two.yaml" > "$work/two.log" 2>&1 || { rc=$?; cat "$work/two.log"; fail "2 replicas exited $rc"; }
 grep -q "data parallel over 2 ranks" "$work/two.log" || { cat "$work/two.log"; fail "no data parallelism reported"; }
 grep -q "worker 1 done" "$work/two/workers/worker-1.log" || fail "worker 1 did not finish: $(cat "$work/two/workers/worker-1.log")"
 [ "$(ls "$work/two")" = "$(printf 'report\ntst\nworkers')" ] || fail "unexpected files: $(ls "$work/two")"
@@ -39,8 +39,8 @@ for i in 1 0; do
     TLT_RENDEZVOUS_ADDRESS=127.0.0.1 TLT_THREADS=1 "$tlt" run-role > "$work/pod$i.log" 2>&1 &
   eval "pid$i=$!"
 done
-wait "$pid0" || { cat "$work/pod0.log" "$work/pod1.log"; fail "run-role rank 0 exited $?"; }
-wait "$pid1" || { cat "$work/pod1.log"; fail "run-role rank 1 exited $?"; }
+wait "$pid0" || { rc=$?; cat "$work/pod0.log" "$work/pod1.log"; fail "run-role rank 0 exited $rc"; }
+wait "$pid1" || { rc=$?; cat "$work/pod1.log"; fail "run-role rank 1 exited $rc"; }
 pods=$(final_loss "$work/pods/report/report.json")
 echo "tst data parallel: run-role pods (2 ranks) final held-out loss $pods"
 python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) < 1e-3 else 1)" "$one" "$pods" ||

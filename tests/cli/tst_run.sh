@@ -7,7 +7,7 @@ set -u
 tlt=$1; src=$2
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 sed "s|PLACEHOLDER|$work/ckpt|" "$src/tests/manifests/e2e/tst-e2e.yaml" > "$work/job.yaml"
-"$tlt" run "$work/job.yaml" --compare > "$work/out.log" 2>&1 || { cat "$work/out.log"; echo "FAIL: tlt run exited $?"; exit 1; }
+"$tlt" run "$work/job.yaml" --compare > "$work/out.log" 2>&1 || { rc=$?; cat "$work/out.log"; echo "FAIL: tlt run exited $rc"; exit 1; }
 python3 - "$work/ckpt/report/report.json" <<'PY' || exit 1
 import json, sys
 r = json.load(open(sys.argv[1]))
