@@ -12,7 +12,7 @@
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
 //                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
-//                      [--selector-value throughput]
+//                      [--selector-value throughput] [--catch-up-limit 0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -146,6 +146,7 @@ struct Run {
 // steps, so its bandit has seen earlier batches; only the measured batch counts).
 bool show_bandit = false;
 std::string selector_value = "throughput";
+int catch_up_limit = 0;
 
 Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
             const std::vector<rollout::Request>& warmup, const std::vector<rollout::Request>& reqs,
@@ -159,6 +160,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.activation_threshold = threshold;
   eo.ngram_shortcut = shortcut;
   eo.selector_value = selector_value;
+  eo.drafter_catch_up_limit = catch_up_limit;
   auto engine = std::move(rollout::Engine::create(target, drafter, eo).value());
   if (!warmup.empty()) engine->generate(warmup).value();
   engine->reset_stats();
@@ -214,6 +216,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--selector-value", selector_value,
                  "How the bandit values an arm's steps: throughput or median")
+      ->capture_default_str();
+  app.add_option("--catch-up-limit", catch_up_limit,
+                 "Pending pairs a request keeps for the drafter's catch-up (0: all)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag(
       "--show-bandit", show_bandit,
@@ -276,9 +282,9 @@ int main(int argc, char** argv) {
   std::printf(
       "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32 "
       "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
-      "selector value=%s\n",
+      "selector value=%s catch-up limit=%d\n",
       threads, temperature, max_new, shortcut, warmup_batches, waves, repeats,
-      (long long)drafter->draft_vocab_size(), selector_value.c_str());
+      (long long)drafter->draft_vocab_size(), selector_value.c_str(), catch_up_limit);
   std::printf("%6s %12s %12s %8s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
               "accept", "copied", "arm steps");
   for (int b : batches) {

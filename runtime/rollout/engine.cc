@@ -1,7 +1,9 @@
 // Rollout engine. Per-request invariant: the target cache holds tokens[0, L) with
 // L = tokens.size() - 1; tokens[L] is the pending token (chosen, not yet run through the
-// target). The drafter cache holds pairs j < drafter_len (pair j = (h_j, t_{j+1})), and
-// `feats` holds the target hidden states of positions [drafter_len, L) not yet given to it.
+// target). The drafter has been given pairs j < drafter_len (pair j = (h_j, t_{j+1})) at
+// position j; its cache holds drafter_cached <= drafter_len of them (fewer when a catch-up
+// skipped old pairs under drafter_catch_up_limit). `feats` holds the target hidden states of
+// positions [drafter_len, L) not yet given to it.
 #include "runtime/rollout/engine.h"
 
 #include <algorithm>
@@ -22,7 +24,8 @@ struct Engine::Active {
   int64_t generated = 0;
   bool done = false, stopped = false;
   std::vector<torch::Tensor> feats;  // (n_i, C) chunks for positions [drafter_len, L)
-  int64_t drafter_len = 0;
+  int64_t drafter_len = 0;           // next pair's position
+  int64_t drafter_cached = 0;        // drafter cache entries (the slot where speculation starts)
   int64_t spec_steps = 0, accepted = 0;
   size_t order = 0;  // index in the caller's request list
 
@@ -191,7 +194,7 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
 Status Engine::admit(const Request& request, std::vector<Active>* active) {
   int64_t slot = cache_tgt_->add_slot();
   if (cache_dft_) cache_dft_->add_slot();
-  Active a{request, Rng(request.seed), request.prompt, 0, false, false, {}, 0, 0, 0, 0};
+  Active a{request, Rng(request.seed), request.prompt, 0, false, false, {}, 0, 0, 0, 0, 0};
   int64_t p = int64_t(request.prompt.size());
   torch::Device dev = target_->lm_head->weight.device();
   cache_tgt_->focus(slot, 1);
@@ -219,7 +222,10 @@ void Engine::emit(Active& a, int64_t first_pos, const std::vector<int64_t>& new_
     if (t == a.req.stop_token) a.done = a.stopped = true;
     if (a.generated >= a.req.max_new_tokens) a.done = true;
   }
-  if (cache_dft_ && !a.done) a.feats.push_back(hidden);
+  if (cache_dft_ && !a.done) {
+    a.feats.push_back(hidden);
+    skip_old_pairs(a, /*when_over=*/2 * int64_t(options_.drafter_catch_up_limit));  // amortized
+  }
   if (sink_) {
     int64_t n = std::min<int64_t>(hidden.size(0), int64_t(a.tokens.size()) - first_pos);
     std::vector<int64_t> toks(a.tokens.begin() + first_pos, a.tokens.begin() + first_pos + n);
@@ -261,6 +267,20 @@ void Engine::plain_step(std::vector<Active>& active) {
   }
 }
 
+// Under drafter_catch_up_limit, once more than `when_over` pairs are pending, drops those older
+// than the newest `limit`: the drafter will never see them (positions stay absolute, so the
+// later ones keep theirs).
+void Engine::skip_old_pairs(Active& a, int64_t when_over) {
+  int64_t limit = options_.drafter_catch_up_limit;
+  int64_t pending = a.committed() - a.drafter_len;
+  if (limit <= 0 || pending <= std::max(limit, when_over)) return;
+  int64_t skip = pending - limit;
+  a.drafter_len += skip;
+  stats_.catch_up_skipped += skip;
+  torch::Tensor rest = torch::cat(a.feats, 0).narrow(0, skip, limit);  // (limit, C)
+  a.feats.assign(1, rest);
+}
+
 // Feeds every request's pending pairs to the drafter (ragged, padded to the longest) and
 // returns the drafter's prediction of h_L for each: (B, C).
 torch::Tensor Engine::drafter_catch_up(std::vector<Active>& active) {
@@ -270,6 +290,7 @@ torch::Tensor Engine::drafter_catch_up(std::vector<Active>& active) {
   std::vector<int64_t> n(b);
   int64_t t = 1;
   for (int64_t i = 0; i < b; ++i) {
+    skip_old_pairs(active[i], 0);
     n[i] = active[i].committed() - active[i].drafter_len;
     t = std::max(t, n[i]);
   }
@@ -290,6 +311,7 @@ torch::Tensor Engine::drafter_catch_up(std::vector<Active>& active) {
   for (int64_t i = 0; i < b; ++i) {
     cache_dft_->commit_prefix(i, n[i]);
     active[i].drafter_len += n[i];
+    active[i].drafter_cached += n[i];
     active[i].feats.clear();
     last[i] = std::max<int64_t>(n[i] - 1, 0);
   }
@@ -331,7 +353,7 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
             .squeeze(1);
     for (int64_t i = 0; i < b; ++i) cache_dft_->commit_prefix(i, 1);
   }
-  for (int64_t i = 0; i < b; ++i) cache_dft_->truncate(i, active[i].drafter_len);
+  for (int64_t i = 0; i < b; ++i) cache_dft_->truncate(i, active[i].drafter_cached);
   return trees;
 }
 
@@ -386,7 +408,7 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
     std::vector<uint8_t> vis(size_t(b) * k * p, 0);
     std::vector<int64_t> base(b);
     for (int64_t i = 0; i < b; ++i) {
-      base[i] = active[i].drafter_len;
+      base[i] = active[i].drafter_cached;
       for (int64_t j = 0; j < k; ++j) {
         // A speculative entry is visible to the chosen node when it is one of its ancestors.
         for (int32_t a = trees[i].node(chosen[i][j]).parent; a > 0; a = trees[i].node(a).parent) {
@@ -430,7 +452,7 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
     feat_of_frontier = h.unsqueeze(2).expand({b, k, k, h.size(2)}).reshape({b, k * k, h.size(2)});
   }
   for (int64_t i = 0; i < b; ++i) {
-    cache_dft_->truncate(i, active[i].drafter_len);
+    cache_dft_->truncate(i, active[i].drafter_cached);
     trees[i] = trees[i].pruned(arm.verify_tokens);
   }
   return trees;

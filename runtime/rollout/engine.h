@@ -86,6 +86,12 @@ struct EngineOptions {
   // no drafter forward and is usually right; when every request of the batch has such a match the
   // drafter does not run at all. 0 turns it off.
   int32_t ngram_shortcut = 3;
+  // The most pending (target hidden state, token) pairs a request keeps for the drafter: while
+  // the drafter does not run (plain steps, n-gram or copied drafts, the prompt) pairs pile up,
+  // and the next drafter step would feed them all in one forward. Older ones are skipped
+  // instead; the drafter then attends to the pairs it has (a gap in its context), which can
+  // only change what it drafts, never what is accepted. 0 keeps every pair.
+  int32_t drafter_catch_up_limit = 0;
   // GPU flavour (TLT_GPU), target on CUDA: verify forwards replay CUDA graphs captured per
   // (batch bucket, verified tokens) (runtime/rollout/cuda_graph_pool.h). No effect elsewhere.
   bool cuda_graphs = true;
@@ -99,8 +105,9 @@ struct EngineStats {
   int64_t accepted = 0;            // drafted tokens accepted
   std::vector<int64_t> arm_steps;  // spec steps per arm
   std::vector<int64_t> arm_accepted, arm_request_steps;
-  int64_t copied_drafts = 0;  // drafts of drafter arms copied from context (ngram_shortcut)
-  int64_t graph_replays = 0;  // verify forwards replayed from CUDA graphs (GPU flavour)
+  int64_t copied_drafts = 0;     // drafts of drafter arms copied from context (ngram_shortcut)
+  int64_t catch_up_skipped = 0;  // pairs never given to the drafter (drafter_catch_up_limit)
+  int64_t graph_replays = 0;     // verify forwards replayed from CUDA graphs (GPU flavour)
   double seconds = 0.0;
   // Mean tokens emitted per request per speculative step (accepted + 1).
   double accept_length() const {
@@ -146,6 +153,7 @@ class Engine {
   void spec_step(std::vector<Active>& active, int32_t arm, int32_t context,
                  const std::vector<std::vector<int64_t>>& copies);
   torch::Tensor drafter_catch_up(std::vector<Active>& active);
+  void skip_old_pairs(Active& a, int64_t when_over);
   std::vector<DraftTree> draft_chain(std::vector<Active>& active, const torch::Tensor& root_hidden,
                                      int32_t depth,
                                      std::vector<std::vector<std::vector<double>>>* q);

@@ -197,6 +197,40 @@ TEST_F(GreedyExactness, CopiedDraftsMixWithDrafterDrafts) {
   EXPECT_EQ(st.copied_drafts, 0);
 }
 
+TEST_F(GreedyExactness, DrafterCatchUpLimitSkipsPairsLosslessly) {
+  // A catch-up limit leaves gaps in the drafter's context (prompts, plain steps above the
+  // threshold, n-gram and copied drafts): drafts change, accepted tokens must not.
+  torch::manual_seed(6);
+  Drafter drafter(*target_, 1);
+  train_drafter(*target_, drafter, *reqs_, 100);
+  struct Case {
+    int32_t limit;
+    int64_t batch, threshold;
+    std::vector<std::string> arms;
+  };
+  for (const Case& c : {Case{2, 32, 8, {"4_1_5", "3_3_8", "ngram"}}, Case{1, 1, 1000, {"6_1_7"}},
+                        Case{4, 16, 1000, {"4_3_12"}}}) {
+    EngineOptions o = spec_options(c.batch, c.arms, c.threshold);
+    o.drafter_catch_up_limit = c.limit;
+    EngineStats st;
+    auto out = run(*target_, drafter, o, *reqs_, &st);
+    std::string what = "catch-up limit " + std::to_string(c.limit) + " batch " +
+                       std::to_string(c.batch) + " arm " + c.arms[0];
+    expect_same_tokens(out, *plain_, what);
+    EXPECT_GT(st.catch_up_skipped, 0) << what << ": the test must skip pairs";
+    EngineStats full;
+    o.drafter_catch_up_limit = 0;
+    run(*target_, drafter, o, *reqs_, &full);
+    std::printf("%s: accept length %.3f, unlimited %.3f, skipped %lld\n", what.c_str(),
+                st.accept_length(), full.accept_length(), (long long)st.catch_up_skipped);
+    // The drafter still drafts from what it has (a wrong cache slot or position would not).
+    EXPECT_GT(st.accept_length(), 0.95 * full.accept_length()) << what;
+  }
+  EngineStats st;
+  run(*target_, drafter, spec_options(16, {"4_1_5"}), *reqs_, &st);
+  EXPECT_EQ(st.catch_up_skipped, 0) << "no limit, nothing skipped";
+}
+
 TEST_F(GreedyExactness, DraftVocabularySubset) {
   // The drafter proposes only the 16 tokens plain decoding produced most often (of 64); tokens
   // outside are never drafted, yet the target's verification keeps the output exact.
@@ -449,6 +483,24 @@ TEST_F(SamplingDistribution, RejectionChainOverDraftVocabularyMatchesPlain) {
   for (size_t pos : {1, 2, 3}) {
     double p = homogeneity_p(*plain_, spec, pos);
     std::printf("chain over 6 draft tokens: token %zu p=%.4f (accept length %.2f)\n", pos, p,
+                st.accept_length());
+    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
+  }
+}
+
+TEST_F(SamplingDistribution, RejectionChainAfterCatchUpGapsMatchesPlain) {
+  // Limit 1: the drafter sees only the prompt's last pair, so its q differs from an unlimited
+  // run's; rejection sampling against that q must still give the target's distribution.
+  EngineOptions o = spec_options(64, {"3_1_4"});
+  o.ngram_shortcut = 0;
+  o.drafter_catch_up_limit = 1;
+  EngineStats st;
+  auto spec = run(*target_, *drafter_, o, *reqs_, &st);
+  EXPECT_GE(st.catch_up_skipped, 4 * kN) << "each prompt's first four pairs are skipped";
+  EXPECT_GT(st.accepted, kN / 10) << "drafts must get accepted for the test to mean anything";
+  for (size_t pos : {1, 2, 3}) {
+    double p = homogeneity_p(*plain_, spec, pos);
+    std::printf("chain after catch-up gaps: token %zu p=%.4f (accept length %.2f)\n", pos, p,
                 st.accept_length());
     EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
   }
