@@ -13,6 +13,7 @@
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
 //                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
 //                      [--selector-value throughput] [--catch-up-limit 0]
+//                      [--draft-confidence 0]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -147,6 +148,11 @@ struct Run {
 bool show_bandit = false;
 std::string selector_value = "throughput";
 int catch_up_limit = 0;
+double draft_confidence = 0.0;
+
+double kept(const rollout::EngineStats& s) {
+  return s.drafted ? double(s.accepted) / double(s.drafted) : 0.0;
+}
 
 Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
             const std::vector<rollout::Request>& warmup, const std::vector<rollout::Request>& reqs,
@@ -161,6 +167,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.ngram_shortcut = shortcut;
   eo.selector_value = selector_value;
   eo.drafter_catch_up_limit = catch_up_limit;
+  eo.draft_confidence = draft_confidence;
   auto engine = std::move(rollout::Engine::create(target, drafter, eo).value());
   if (!warmup.empty()) engine->generate(warmup).value();
   engine->reset_stats();
@@ -220,6 +227,11 @@ int main(int argc, char** argv) {
   app.add_option("--catch-up-limit", catch_up_limit,
                  "Pending pairs a request keeps for the drafter's catch-up (0: all)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--draft-confidence", draft_confidence,
+                 "Verify a drafter's node only when its path's drafter probability reaches this "
+                 "(0: every node)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_flag(
       "--show-bandit", show_bandit,
@@ -282,11 +294,13 @@ int main(int argc, char** argv) {
   std::printf(
       "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32 "
       "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
-      "selector value=%s catch-up limit=%d\n",
+      "selector value=%s catch-up limit=%d draft confidence=%.2f\n",
       threads, temperature, max_new, shortcut, warmup_batches, waves, repeats,
-      (long long)drafter->draft_vocab_size(), selector_value.c_str(), catch_up_limit);
-  std::printf("%6s %12s %12s %8s %8s %8s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
-              "accept", "copied", "arm steps");
+      (long long)drafter->draft_vocab_size(), selector_value.c_str(), catch_up_limit,
+      draft_confidence);
+  // kept: the share of verified drafted tokens that were accepted.
+  std::printf("%6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
+              "accept", "copied", "kept", "arm steps");
   for (int b : batches) {
     // `waves` batches of b requests: all responses are max_new long, so each wave decodes at
     // batch b from start to end and the next one joins as it leaves.
@@ -309,16 +323,17 @@ int main(int argc, char** argv) {
     for (size_t a = 0; a < arms.size(); ++a)
       usage += arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
     usage += "plain:" + std::to_string(spec.stats.plain_chosen);
-    std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %8lld %s\n", b, plain.tokens_per_s,
+    std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %8lld %6.2f %s\n", b, plain.tokens_per_s,
                 spec.tokens_per_s, spec.tokens_per_s / plain.tokens_per_s, spec.accept,
-                (long long)spec.stats.copied_drafts, usage.c_str());
+                (long long)spec.stats.copied_drafts, kept(spec.stats), usage.c_str());
     std::fflush(stdout);
     if (std::find(fixed.begin(), fixed.end(), b) == fixed.end()) continue;
     // Each arm alone on the same requests: what the bandit could have had.
     for (const std::string& arm : arms) {
       Run r = measure(target, drafter, b, {}, reqs, true, {arm}, 32, shortcut);
-      std::printf("       fixed %-6s %12.1f %7.2fx %8.2f %8lld\n", arm.c_str(), r.tokens_per_s,
-                  r.tokens_per_s / plain.tokens_per_s, r.accept, (long long)r.stats.copied_drafts);
+      std::printf("       fixed %-6s %12.1f %7.2fx %8.2f %8lld %6.2f\n", arm.c_str(),
+                  r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.accept,
+                  (long long)r.stats.copied_drafts, kept(r.stats));
     }
     std::fflush(stdout);
   }

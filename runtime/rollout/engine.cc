@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "runtime/rollout/ngram.h"
 #ifdef TLT_GPU
@@ -45,6 +46,13 @@ double now_seconds() {
 // Logits (B, T, V) of any dtype/device as one contiguous CPU float64 tensor.
 torch::Tensor host_logits(const torch::Tensor& logits) {
   return logits.to(torch::kCPU, torch::kFloat64).contiguous();
+}
+
+// The softmax probability of the largest of V logits.
+double top_probability(const double* row, int64_t v) {
+  double m = row[argmax(row, v)], z = 0.0;
+  for (int64_t j = 0; j < v; ++j) z += std::exp(row[j] - m);
+  return 1.0 / z;
 }
 
 int64_t pick(const double* row, int64_t vocab, const SamplingParams& params, Rng& rng) {
@@ -328,25 +336,43 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
   for (Active& a : active) trees.emplace_back(a.pending());
   q->assign(b, {});
   torch::Tensor h = root_hidden;  // (B, C)
-  for (int32_t k = 1; k <= depth; ++k) {
+  // Under draft_confidence a request's chain ends before the node at which the product of the
+  // drafter's top probabilities so far would fall below it. The decision uses only the
+  // distribution the node would be drawn from, never the drawn token, so sampled chains stay
+  // exact under rejection sampling.
+  double min_log = options_.draft_confidence > 0.0 ? std::log(options_.draft_confidence)
+                                                   : -std::numeric_limits<double>::infinity();
+  std::vector<double> score(size_t(b), 0.0);  // log of that product
+  std::vector<char> ended(size_t(b), 0);
+  int64_t live = b;
+  for (int32_t k = 1; k <= depth && live > 0; ++k) {
     torch::Tensor logits = host_logits(drafter_->draft_logits(h));  // (B, V)
     int64_t v = logits.size(1);
     std::vector<int64_t> toks(b), pos(b);
     for (int64_t i = 0; i < b; ++i) {
       const double* row = logits.data_ptr<double>() + i * v;
       const SamplingParams& sp = active[i].req.sampling;
-      int64_t d;
-      if (sp.greedy() || options_.reproducible) {
-        d = argmax(row, v);
-      } else {
-        (*q)[i].push_back(sampling_probs(row, v, sp));
+      bool sampled = !sp.greedy() && !options_.reproducible;
+      std::vector<double> dist;
+      if (sampled) dist = sampling_probs(row, v, sp);
+      pos[i] = active[i].drafter_len + k - 1;
+      toks[i] = argmax(row, v);  // what an ended chain feeds the batched forward (unused)
+      if (ended[i]) continue;
+      double top = sampled ? *std::max_element(dist.begin(), dist.end()) : top_probability(row, v);
+      if (score[i] + std::log(top) < min_log) {
+        ended[i] = 1, --live;
+        continue;
+      }
+      score[i] += std::log(top);
+      int64_t d = toks[i];
+      if (sampled) {
+        (*q)[i].push_back(std::move(dist));
         d = sample((*q)[i].back(), active[i].rng);
       }
-      trees[i].add(d, k - 1, 0.0);
+      trees[i].add(d, k - 1, score[i]);
       toks[i] = d;
-      pos[i] = active[i].drafter_len + k - 1;
     }
-    if (k == depth) break;
+    if (k == depth || live == 0) break;
     h = drafter_
             ->forward(long_tensor(toks, dev).view({b, 1}), h.unsqueeze(1),
                       long_tensor(pos, dev).view({b, 1}), cache_dft_.get())
@@ -453,7 +479,10 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
   }
   for (int64_t i = 0; i < b; ++i) {
     cache_dft_->truncate(i, active[i].drafter_cached);
-    trees[i] = trees[i].pruned(arm.verify_tokens);
+    // Draft trees are verified by sampling at each node, so dropping unlikely paths is exact.
+    trees[i] = trees[i].pruned(arm.verify_tokens, options_.draft_confidence > 0.0
+                                                      ? std::log(options_.draft_confidence)
+                                                      : -std::numeric_limits<double>::infinity());
   }
   return trees;
 }
@@ -537,6 +566,7 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index, int32_t c
   int32_t n = 1;
   int64_t real_tokens = 0;
   for (const DraftTree& t : trees) n = std::max(n, t.size()), real_tokens += t.size();
+  stats_.drafted += real_tokens - b;
   if (graphs_) n = std::max(n, arm.ngram ? kNgramDepth + 1 : arm.verify_tokens);
   std::vector<int64_t> toks(b * n, 0), pos(b * n, 0);
   std::vector<uint8_t> mask_bytes(size_t(b) * n * n, 0);

@@ -92,6 +92,12 @@ struct EngineOptions {
   // instead; the drafter then attends to the pairs it has (a gap in its context), which can
   // only change what it drafts, never what is accepted. 0 keeps every pair.
   int32_t drafter_catch_up_limit = 0;
+  // Drafter arms verify a drafted node only when the drafter's own estimate that its whole path
+  // is accepted reaches this: the product of the top probabilities along a chain, the path's
+  // probability in a tree. Where a verify's cost grows with its tokens (large batches on a CPU)
+  // the target then scores mostly tokens it will accept. Exact for every rule (a chain's cut
+  // never looks at the token drawn). 0 verifies every drafted node.
+  double draft_confidence = 0.0;
   // GPU flavour (TLT_GPU), target on CUDA: verify forwards replay CUDA graphs captured per
   // (batch bucket, verified tokens) (runtime/rollout/cuda_graph_pool.h). No effect elsewhere.
   bool cuda_graphs = true;
@@ -107,6 +113,7 @@ struct EngineStats {
   std::vector<int64_t> arm_accepted, arm_request_steps;
   int64_t copied_drafts = 0;     // drafts of drafter arms copied from context (ngram_shortcut)
   int64_t catch_up_skipped = 0;  // pairs never given to the drafter (drafter_catch_up_limit)
+  int64_t drafted = 0;           // drafted tokens verified (all arms; accepted <= drafted)
   int64_t graph_replays = 0;     // verify forwards replayed from CUDA graphs (GPU flavour)
   double seconds = 0.0;
   // Mean tokens emitted per request per speculative step (accepted + 1).

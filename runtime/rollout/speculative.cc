@@ -40,7 +40,7 @@ std::vector<uint8_t> DraftTree::ancestor_mask() const {
   return mask;
 }
 
-DraftTree DraftTree::pruned(int32_t n) const {
+DraftTree DraftTree::pruned(int32_t n, double min_score) const {
   std::vector<int32_t> order(size() - 1);
   std::iota(order.begin(), order.end(), 1);
   // Higher score first; on ties the shallower (then earlier) node, so parents come first.
@@ -52,8 +52,8 @@ DraftTree DraftTree::pruned(int32_t n) const {
   keep[0] = 1;
   int32_t kept = 1;
   for (int32_t i : order) {
-    if (kept >= n) break;
-    if (!keep[nodes_[i].parent]) continue;  // a child never outranks a missing parent
+    if (kept >= n || nodes_[i].score < min_score) break;  // sorted: the rest score lower
+    if (!keep[nodes_[i].parent]) continue;                // a child never outranks a missing parent
     keep[i] = 1;
     ++kept;
   }

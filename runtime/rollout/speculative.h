@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "runtime/rollout/sampling.h"
@@ -47,9 +48,10 @@ class DraftTree {
   int32_t max_depth() const;
   // mask[i * size() + j] = 1 when j == i or j is an ancestor of i.
   std::vector<uint8_t> ancestor_mask() const;
-  // The root plus the best n - 1 other nodes by score, closed under ancestors (a node is only
-  // kept with its parent), ordered by depth so parents precede children.
-  DraftTree pruned(int32_t n) const;
+  // The root plus the best n - 1 other nodes by score with a score of at least min_score,
+  // closed under ancestors (a node is only kept with its parent), ordered by depth so parents
+  // precede children.
+  DraftTree pruned(int32_t n, double min_score = -std::numeric_limits<double>::infinity()) const;
 
  private:
   std::vector<DraftNode> nodes_;

@@ -231,6 +231,34 @@ TEST_F(GreedyExactness, DrafterCatchUpLimitSkipsPairsLosslessly) {
   EXPECT_EQ(st.catch_up_skipped, 0) << "no limit, nothing skipped";
 }
 
+TEST_F(GreedyExactness, DraftConfidenceCutsDraftsLosslessly) {
+  // Chains end and trees lose nodes where the drafter is unsure: fewer tokens verified, a larger
+  // share of them accepted, and the same output.
+  torch::manual_seed(6);
+  Drafter drafter(*target_, 1);
+  train_drafter(*target_, drafter, *reqs_, 100);
+  for (const char* arm : {"6_1_7", "4_3_12"}) {
+    for (int64_t batch : {1, 16}) {
+      EngineOptions o = spec_options(batch, {arm});
+      o.ngram_shortcut = 0;  // every draft from the drafter
+      EngineStats all, cut;
+      run(*target_, drafter, o, *reqs_, &all);
+      o.draft_confidence = 0.3;
+      auto out = run(*target_, drafter, o, *reqs_, &cut);
+      std::string what = std::string(arm) + " confidence 0.3 batch " + std::to_string(batch);
+      expect_same_tokens(out, *plain_, what);
+      double per_step_all = double(all.drafted) / all.request_spec_steps;
+      double per_step_cut = double(cut.drafted) / cut.request_spec_steps;
+      double kept_all = double(all.accepted) / all.drafted;
+      double kept_cut = double(cut.accepted) / cut.drafted;
+      std::printf("%s: drafted per request step %.2f -> %.2f, accepted share %.2f -> %.2f\n",
+                  what.c_str(), per_step_all, per_step_cut, kept_all, kept_cut);
+      EXPECT_LT(per_step_cut, 0.9 * per_step_all) << what << ": drafts must get shorter";
+      EXPECT_GT(kept_cut, kept_all) << what << ": what is left is likelier to be accepted";
+    }
+  }
+}
+
 TEST_F(GreedyExactness, DraftVocabularySubset) {
   // The drafter proposes only the 16 tokens plain decoding produced most often (of 64); tokens
   // outside are never drafted, yet the target's verification keeps the output exact.
@@ -502,6 +530,27 @@ TEST_F(SamplingDistribution, RejectionChainAfterCatchUpGapsMatchesPlain) {
     double p = homogeneity_p(*plain_, spec, pos);
     std::printf("chain after catch-up gaps: token %zu p=%.4f (accept length %.2f)\n", pos, p,
                 st.accept_length());
+    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
+  }
+}
+
+TEST_F(SamplingDistribution, RejectionChainCutByConfidenceMatchesPlain) {
+  // The chain's end depends on the drafter's distributions only, never on the token it drew,
+  // so rejection sampling stays exact (cutting after an unlikely draw would not be).
+  EngineOptions o = spec_options(64, {"3_1_4"});
+  o.ngram_shortcut = 0;
+  EngineStats all, st;
+  run(*target_, *drafter_, o, *reqs_, &all);
+  o.draft_confidence = 0.15;
+  auto spec = run(*target_, *drafter_, o, *reqs_, &st);
+  double per_step_all = double(all.drafted) / all.request_spec_steps;
+  double per_step = double(st.drafted) / st.request_spec_steps;
+  EXPECT_LT(per_step, 0.9 * per_step_all) << "the confidence must cut chains";
+  EXPECT_GT(st.accepted, kN / 10) << "drafts must get accepted for the test to mean anything";
+  for (size_t pos : {1, 2, 3}) {
+    double p = homogeneity_p(*plain_, spec, pos);
+    std::printf("chain cut at confidence 0.15: token %zu p=%.4f (drafted %.2f of %.2f per step)\n",
+                pos, p, per_step, per_step_all);
     EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
   }
 }

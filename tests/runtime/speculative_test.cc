@@ -73,6 +73,16 @@ TEST(DraftTree, PrunedKeepsBestAncestorClosed) {
   }
 }
 
+TEST(DraftTree, PrunedDropsNodesScoringBelowTheFloor) {
+  DraftTree p = sample_tree().pruned(6, -0.55);  // root + 1 (-0.1), 2 (-0.5); 4 (-0.6) is out
+  ASSERT_EQ(p.size(), 3);
+  std::multiset<int64_t> toks;
+  for (int i = 0; i < p.size(); ++i) toks.insert(p.node(i).token);
+  EXPECT_EQ(toks, (std::multiset<int64_t>{10, 11, 12}));
+  EXPECT_EQ(sample_tree().pruned(6, -1.0).size(), 6);
+  EXPECT_EQ(sample_tree().pruned(6, 0.0).size(), 1) << "the root always stays";
+}
+
 // Logits for 6 nodes over a vocabulary of 20, each row peaked at `best[i]`.
 std::vector<double> peaked_logits(const std::vector<int64_t>& best, int64_t v = 20) {
   std::vector<double> l(best.size() * v, 0.0);
