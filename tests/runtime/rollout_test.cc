@@ -461,6 +461,23 @@ std::vector<Request>* SamplingDistribution::reqs_ = nullptr;
 std::vector<Completion>* SamplingDistribution::plain_ = nullptr;
 std::vector<Completion>* SamplingDistribution::plain2_ = nullptr;
 
+// Each of tokens 1-3 of `spec` follows plain sampling's distribution (p > 1e-3); `what` and
+// `detail` label the printed p-values.
+void expect_like_plain(const std::vector<Completion>& plain, const std::vector<Completion>& spec,
+                       const std::string& what, const std::string& detail) {
+  for (size_t pos : {1, 2, 3}) {
+    double p = homogeneity_p(plain, spec, pos);
+    std::printf("%s: token %zu p=%.4f (%s)\n", what.c_str(), pos, p, detail.c_str());
+    EXPECT_GT(p, 1e-3) << what << " token " << pos << " p=" << p;
+  }
+}
+
+std::string accept_detail(const EngineStats& st) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "accept length %.2f", st.accept_length());
+  return buf;
+}
+
 TEST_F(SamplingDistribution, PlainAgainstPlainPasses) {
   for (size_t pos : {1, 2, 3}) EXPECT_GT(homogeneity_p(*plain_, *plain2_, pos), 1e-3) << pos;
 }
@@ -470,12 +487,7 @@ TEST_F(SamplingDistribution, RejectionChainMatchesPlain) {
   auto spec = run(*target_, *drafter_, spec_options(64, {"3_1_4"}), *reqs_, &st);
   EXPECT_GT(st.accepted, kN / 10)
       << "the drafter must get tokens accepted for the test to mean anything";
-  for (size_t pos : {1, 2, 3}) {
-    double p = homogeneity_p(*plain_, spec, pos);
-    std::printf("rejection chain: token %zu p=%.4f (accept length %.2f)\n", pos, p,
-                st.accept_length());
-    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
-  }
+  expect_like_plain(*plain_, spec, "rejection chain", accept_detail(st));
 }
 
 TEST_F(SamplingDistribution, RejectionChainWithCopiedDraftsMatchesPlain) {
@@ -487,12 +499,9 @@ TEST_F(SamplingDistribution, RejectionChainWithCopiedDraftsMatchesPlain) {
   auto spec = run(*target_, *drafter_, o, *reqs_, &st);
   EXPECT_GT(st.copied_drafts, st.request_spec_steps / 10) << "copied drafts must be common";
   EXPECT_LT(st.copied_drafts, st.request_spec_steps) << "and so must the drafter's";
-  for (size_t pos : {1, 2, 3}) {
-    double p = homogeneity_p(*plain_, spec, pos);
-    std::printf("chain + copied drafts: token %zu p=%.4f (copied %lld of %lld)\n", pos, p,
-                (long long)st.copied_drafts, (long long)st.request_spec_steps);
-    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
-  }
+  expect_like_plain(
+      *plain_, spec, "chain + copied drafts",
+      std::to_string(st.copied_drafts) + " copied of " + std::to_string(st.request_spec_steps));
 }
 
 TEST_F(SamplingDistribution, RejectionChainOverDraftVocabularyMatchesPlain) {
@@ -508,12 +517,7 @@ TEST_F(SamplingDistribution, RejectionChainOverDraftVocabularyMatchesPlain) {
   EngineStats st;
   auto spec = run(*target_, drafter, o, *reqs_, &st);
   EXPECT_GT(st.accepted, kN / 20) << "drafts must get accepted for the test to mean anything";
-  for (size_t pos : {1, 2, 3}) {
-    double p = homogeneity_p(*plain_, spec, pos);
-    std::printf("chain over 6 draft tokens: token %zu p=%.4f (accept length %.2f)\n", pos, p,
-                st.accept_length());
-    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
-  }
+  expect_like_plain(*plain_, spec, "chain over 6 draft tokens", accept_detail(st));
 }
 
 TEST_F(SamplingDistribution, RejectionChainAfterCatchUpGapsMatchesPlain) {
@@ -526,12 +530,7 @@ TEST_F(SamplingDistribution, RejectionChainAfterCatchUpGapsMatchesPlain) {
   auto spec = run(*target_, *drafter_, o, *reqs_, &st);
   EXPECT_GE(st.catch_up_skipped, 4 * kN) << "each prompt's first four pairs are skipped";
   EXPECT_GT(st.accepted, kN / 10) << "drafts must get accepted for the test to mean anything";
-  for (size_t pos : {1, 2, 3}) {
-    double p = homogeneity_p(*plain_, spec, pos);
-    std::printf("chain after catch-up gaps: token %zu p=%.4f (accept length %.2f)\n", pos, p,
-                st.accept_length());
-    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
-  }
+  expect_like_plain(*plain_, spec, "chain after catch-up gaps", accept_detail(st));
 }
 
 TEST_F(SamplingDistribution, RejectionChainCutByConfidenceMatchesPlain) {
@@ -547,12 +546,9 @@ TEST_F(SamplingDistribution, RejectionChainCutByConfidenceMatchesPlain) {
   double per_step = double(st.drafted) / st.request_spec_steps;
   EXPECT_LT(per_step, 0.9 * per_step_all) << "the confidence must cut chains";
   EXPECT_GT(st.accepted, kN / 10) << "drafts must get accepted for the test to mean anything";
-  for (size_t pos : {1, 2, 3}) {
-    double p = homogeneity_p(*plain_, spec, pos);
-    std::printf("chain cut at confidence 0.15: token %zu p=%.4f (drafted %.2f of %.2f per step)\n",
-                pos, p, per_step, per_step_all);
-    EXPECT_GT(p, 1e-3) << "token " << pos << " p=" << p;
-  }
+  char detail[80];
+  std::snprintf(detail, sizeof detail, "drafted %.2f of %.2f per step", per_step, per_step_all);
+  expect_like_plain(*plain_, spec, "chain cut at confidence 0.15", detail);
 }
 
 TEST_F(SamplingDistribution, TreeAndNgramMatchPlain) {
@@ -562,11 +558,7 @@ TEST_F(SamplingDistribution, TreeAndNgramMatchPlain) {
     // request's RNG, exactly as plain sampling does, so with the same seeds the outputs are not
     // only alike in distribution but identical.
     expect_same_tokens(spec, *plain_, std::string(arm) + " sampled, same seeds");
-    for (size_t pos : {1, 2, 3}) {
-      double p = homogeneity_p(*plain_, spec, pos);
-      std::printf("%s: token %zu p=%.4f\n", arm, pos, p);
-      EXPECT_GT(p, 1e-3) << arm << " token " << pos << " p=" << p;
-    }
+    expect_like_plain(*plain_, spec, arm, "same seeds");
   }
 }
 
