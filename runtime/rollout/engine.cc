@@ -353,11 +353,11 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
       const double* row = logits.data_ptr<double>() + i * v;
       const SamplingParams& sp = active[i].req.sampling;
       bool sampled = !sp.greedy() && !options_.reproducible;
-      std::vector<double> dist;
-      if (sampled) dist = sampling_probs(row, v, sp);
       pos[i] = active[i].drafter_len + k - 1;
       toks[i] = argmax(row, v);  // what an ended chain feeds the batched forward (unused)
       if (ended[i]) continue;
+      std::vector<double> dist;
+      if (sampled) dist = sampling_probs(row, v, sp);
       double top = sampled ? *std::max_element(dist.begin(), dist.end()) : top_probability(row, v);
       if (score[i] + std::log(top) < min_log) {
         ended[i] = 1, --live;
