@@ -282,6 +282,8 @@ struct SpeculativeSpec {
   int32_t activation_threshold = 32;
   std::vector<std::string> arms{"8_4_48", "8_4_32", "8_4_16", "8_4_8"};
   int32_t ngram_shortcut = 3;
+  double draft_confidence = 0.0;
+  int32_t drafter_catch_up_limit = 0;
   SelectorSpec selector;
 
   template <class V>
@@ -297,6 +299,15 @@ struct SpeculativeSpec {
       Rule().ge(0).le(64).doc(
           "Drafter arms copy a request's draft from its own context when its last this-many "
           "tokens occurred before (no drafter forward); 0 turns it off."));
+    v("draftConfidence", draft_confidence,
+      Rule().ge(0).le(1).doc(
+          "Verify a drafted token only when the drafter's estimate that its whole path is "
+          "accepted reaches this (chains end, trees lose paths); fewer tokens per verify where "
+          "its cost grows with them. Exact for greedy and sampled requests; 0 verifies all."));
+    v("drafterCatchUpLimit", drafter_catch_up_limit,
+      Rule().ge(0).le(1000000).doc(
+          "The most of a request's newest positions the drafter catches up on when it runs "
+          "after plain, n-gram or copied steps (older ones are skipped); 0 keeps all."));
     v("selector", selector, Rule().doc("How an arm is picked per batch."));
   }
   void check(const std::string& path, FieldErrors* errors) const;

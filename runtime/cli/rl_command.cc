@@ -53,6 +53,8 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.activation_threshold = s.speculative.activation_threshold;
   p.arms = s.speculative.arms;
   p.ngram_shortcut = s.speculative.ngram_shortcut;
+  p.draft_confidence = s.speculative.draft_confidence;
+  p.drafter_catch_up_limit = s.speculative.drafter_catch_up_limit;
   p.selector = s.speculative.selector.type, p.epsilon = s.speculative.selector.epsilon;
   p.buckets = s.speculative.selector.buckets, p.window = s.speculative.selector.window;
   p.selector_value = s.speculative.selector.value;

@@ -401,6 +401,8 @@ json Driver::setup_message(int w) const {
           {"activation_threshold", plan_.activation_threshold},
           {"arms", plan_.arms},
           {"ngram_shortcut", plan_.ngram_shortcut},
+          {"draft_confidence", plan_.draft_confidence},
+          {"drafter_catch_up_limit", plan_.drafter_catch_up_limit},
           {"selector", plan_.selector},
           {"buckets", plan_.buckets},
           {"epsilon", plan_.epsilon},

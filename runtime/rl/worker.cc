@@ -114,6 +114,8 @@ Status Worker::setup(const json& m) {
   eo.activation_threshold = m.at("activation_threshold").get<int64_t>();
   eo.arms = m.at("arms").get<std::vector<std::string>>();
   eo.ngram_shortcut = m.value("ngram_shortcut", eo.ngram_shortcut);  // absent from older trainers
+  eo.draft_confidence = m.value("draft_confidence", eo.draft_confidence);  // (as are these)
+  eo.drafter_catch_up_limit = m.value("drafter_catch_up_limit", eo.drafter_catch_up_limit);
   eo.selector = m.at("selector").get<std::string>();
   eo.buckets = m.at("buckets").get<std::vector<int32_t>>();
   eo.epsilon = m.at("epsilon").get<double>();

@@ -238,6 +238,14 @@ TEST(ValidateCross, ArmsParseAndAreUnique) {
   EXPECT_TRUE(errors_of(y).empty());
 }
 
+TEST(ValidateCross, DraftConfidenceIsAProbability) {
+  expect_single_error(rl_with("spec.speculative.draftConfidence", YAML::Node(1.5)),
+                      "spec.speculative.draftConfidence", "<= 1");
+  expect_single_error(rl_with("spec.speculative.drafterCatchUpLimit", YAML::Node(-1)),
+                      "spec.speculative.drafterCatchUpLimit", ">= 0");
+  EXPECT_TRUE(errors_of(rl_with("spec.speculative.draftConfidence", YAML::Node(0.3))).empty());
+}
+
 TEST(ParseArm, ReadsDepthTopKVerify) {
   Arm arm;
   std::string why;
