@@ -358,12 +358,15 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
       if (ended[i]) continue;
       std::vector<double> dist;
       if (sampled) dist = sampling_probs(row, v, sp);
-      double top = sampled ? *std::max_element(dist.begin(), dist.end()) : top_probability(row, v);
-      if (score[i] + std::log(top) < min_log) {
-        ended[i] = 1, --live;
-        continue;
+      if (options_.draft_confidence > 0.0) {  // (V exponentials a node: only when asked)
+        double top =
+            sampled ? *std::max_element(dist.begin(), dist.end()) : top_probability(row, v);
+        if (score[i] + std::log(top) < min_log) {
+          ended[i] = 1, --live;
+          continue;
+        }
+        score[i] += std::log(top);
       }
-      score[i] += std::log(top);
       int64_t d = toks[i];
       if (sampled) {
         (*q)[i].push_back(std::move(dist));
