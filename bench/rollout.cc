@@ -13,7 +13,7 @@
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
 //                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
 //                      [--selector-value throughput] [--catch-up-limit 0]
-//                      [--draft-confidence 0]
+//                      [--draft-confidence 0] [--epsilon 0.1]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -149,6 +149,7 @@ bool show_bandit = false;
 std::string selector_value = "throughput";
 int catch_up_limit = 0;
 double draft_confidence = 0.0;
+double epsilon = 0.1;
 
 double kept(const rollout::EngineStats& s) {
   return s.drafted ? double(s.accepted) / double(s.drafted) : 0.0;
@@ -168,6 +169,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.selector_value = selector_value;
   eo.drafter_catch_up_limit = catch_up_limit;
   eo.draft_confidence = draft_confidence;
+  eo.epsilon = epsilon;
   auto engine = std::move(rollout::Engine::create(target, drafter, eo).value());
   if (!warmup.empty()) engine->generate(warmup).value();
   engine->reset_stats();
@@ -233,6 +235,9 @@ int main(int argc, char** argv) {
                  "(0: every node)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  app.add_option("--epsilon", epsilon, "The bandit's exploration rate")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_flag(
       "--show-bandit", show_bandit,
       "Print the bandit's value (tok/s) of each arm (plain last; -1: never tried) per context");
@@ -294,9 +299,9 @@ int main(int argc, char** argv) {
   std::printf(
       "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32 "
       "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
-      "selector value=%s catch-up limit=%d draft confidence=%.2f\n",
+      "selector value=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f\n",
       threads, temperature, max_new, shortcut, warmup_batches, waves, repeats,
-      (long long)drafter->draft_vocab_size(), selector_value.c_str(), catch_up_limit,
+      (long long)drafter->draft_vocab_size(), selector_value.c_str(), epsilon, catch_up_limit,
       draft_confidence);
   // kept: the share of verified drafted tokens that were accepted.
   std::printf("%6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
