@@ -48,6 +48,11 @@ torch::Tensor host_logits(const torch::Tensor& logits) {
   return logits.to(torch::kCPU, torch::kFloat64).contiguous();
 }
 
+// log(p), and -infinity for p = 0 (a floor on log-probabilities that lets everything through).
+double log_or_minus_infinity(double p) {
+  return p > 0.0 ? std::log(p) : -std::numeric_limits<double>::infinity();
+}
+
 // The softmax probability of the largest of V logits.
 double top_probability(const double* row, int64_t v) {
   double m = row[argmax(row, v)], z = 0.0;
@@ -340,8 +345,7 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
   // drafter's top probabilities so far would fall below it. The decision uses only the
   // distribution the node would be drawn from, never the drawn token, so sampled chains stay
   // exact under rejection sampling.
-  double min_log = options_.draft_confidence > 0.0 ? std::log(options_.draft_confidence)
-                                                   : -std::numeric_limits<double>::infinity();
+  double min_log = log_or_minus_infinity(options_.draft_confidence);
   std::vector<double> score(size_t(b), 0.0);  // log of that product
   std::vector<char> ended(size_t(b), 0);
   int64_t live = b;
@@ -483,9 +487,7 @@ std::vector<DraftTree> Engine::draft_tree(std::vector<Active>& active,
   for (int64_t i = 0; i < b; ++i) {
     cache_dft_->truncate(i, active[i].drafter_cached);
     // Draft trees are verified by sampling at each node, so dropping unlikely paths is exact.
-    trees[i] = trees[i].pruned(arm.verify_tokens, options_.draft_confidence > 0.0
-                                                      ? std::log(options_.draft_confidence)
-                                                      : -std::numeric_limits<double>::infinity());
+    trees[i] = trees[i].pruned(arm.verify_tokens, log_or_minus_infinity(options_.draft_confidence));
   }
   return trees;
 }
