@@ -187,6 +187,7 @@ struct AlgorithmSpec {
   int64_t seed = 0;
   int32_t warm_start_steps = 300;
   double warm_start_learning_rate = 2e-3;
+  int32_t warm_start_max_prompt_chars = 64;
 
   template <class V>
   void fields(V& v) {
@@ -209,6 +210,11 @@ struct AlgorithmSpec {
           "Supervised steps on the task's worked solutions before RL (cached; 0: none)."));
     v("warmStartLearningRate", warm_start_learning_rate,
       Rule().gt(0).lt(1).doc("Learning rate of the supervised warm start."));
+    v("warmStartMaxPromptChars", warm_start_max_prompt_chars,
+      Rule().ge(1).le(1000000).doc(
+          "The warm start imitates only problems whose prompt has at most this many characters: "
+          "the default teaches the format on short problems; a larger value also teaches long "
+          "chains, so the policy writes a long tail from the start."));
   }
 };
 
@@ -335,6 +341,7 @@ struct DrafterTrainingSpec {
 struct DrafterSpec {
   int32_t layers = 1;
   int32_t vocab_subset = 0;
+  int32_t warm_start_steps = 200;
   DrafterTrainingSpec training;
 
   template <class V>
@@ -344,6 +351,11 @@ struct DrafterSpec {
       Rule().ge(0).doc(
           "Drafter LM head over the N most frequent tokens (0 = full vocabulary). The target "
           "still verifies over the full vocabulary, so output stays lossless."));
+    v("warmStartSteps", warm_start_steps,
+      Rule().ge(0).le(1000000).doc(
+          "Drafter training steps on the warm-start policy's hidden states over the task's "
+          "worked solutions before RL, so the first steps already accept drafts (cached; 0: the "
+          "drafter starts untrained)."));
     v("training", training, Rule().doc("Online drafter training."));
   }
 };

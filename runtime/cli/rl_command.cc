@@ -46,6 +46,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.temperature = a.temperature, p.top_p = a.top_p, p.learning_rate = a.learning_rate;
   p.kl_coef = a.kl_coef, p.clip = a.clip_ratio, p.seed = uint64_t(a.seed);
   p.warm_start_steps = a.warm_start_steps, p.warm_start_learning_rate = a.warm_start_learning_rate;
+  p.warm_start_max_prompt_chars = a.warm_start_max_prompt_chars;
   p.drafter_role_workers = s.roles.drafter.replicas;
   p.workers = std::max(1, s.roles.rollout.replicas) + p.drafter_role_workers;
   p.baseline = baseline;
@@ -60,6 +61,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.selector_value = s.speculative.selector.value;
   p.drafter_layers = s.drafter.layers;
   p.drafter_vocab_subset = s.drafter.vocab_subset;
+  p.drafter_warm_start_steps = s.drafter.warm_start_steps;
   p.drafter_training = s.drafter.training.enabled;
   p.drafter_learning_rate = s.drafter.training.learning_rate;
   p.min_idle_workers = s.drafter.training.min_idle_workers;

@@ -207,6 +207,7 @@ Status Driver::init_models() {
   WarmStartOptions wo;
   wo.steps = plan_.warm_start_steps;
   wo.learning_rate = plan_.warm_start_learning_rate;
+  wo.max_prompt_chars = plan_.warm_start_max_prompt_chars;
   wo.seed = plan_.seed;
   wo.max_response_tokens = plan_.max_response_tokens;
   std::ostringstream key;
@@ -224,6 +225,26 @@ Status Driver::init_models() {
   policy_->eval();
   torch::manual_seed(mix(plan_.seed, 7));
   drafter_ = model::Drafter(policy_, plan_.drafter_layers);
+  if (!plan_.baseline && plan_.drafter_warm_start_steps > 0) {
+    WarmStartOptions dw = wo;
+    dw.steps = plan_.drafter_warm_start_steps;
+    dw.learning_rate = plan_.drafter_warm_start_learning_rate;
+    dw.batch = plan_.drafter_warm_start_batch;
+    dw.max_response_tokens =
+        std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
+    std::ostringstream dkey;
+    dkey << plan_.drafter_layers << "-" << dw.steps << "-" << dw.learning_rate << "-" << dw.batch
+         << "-" << dw.max_response_tokens << "-" << dw.seed;
+    std::string path =
+        result_.warm_start + ".drafter-" + std::to_string(fnv1a64(dkey.str()) % 1000000007ull);
+    log("drafter warm start: " + path);
+    bool trained = false;
+    TLT_RETURN_IF_ERROR(load_or_train_drafter_warm_start(policy_, drafter_, *task_, dw, path,
+                                                         &trained, cb_.warm_start));
+  }
+  // The RNG state after initialisation must not depend on whether the drafter warm start ran
+  // (the baseline skips it), so the two modes take the same random draws from here on.
+  torch::manual_seed(mix(plan_.seed, 11));
   GrpoOptions go;
   go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;
   go.temperature = plan_.temperature;

@@ -65,7 +65,8 @@ struct RLRunPlan {
   uint64_t seed = 0;
   int64_t warm_start_steps = 300;
   double warm_start_learning_rate = 2e-3;
-  int workers = 2;  // all worker processes, the drafter pods' included
+  int64_t warm_start_max_prompt_chars = 64;  // WarmStartOptions::max_prompt_chars
+  int workers = 2;                           // all worker processes, the drafter pods' included
   // The last this-many workers are dedicated drafter trainers (spec.roles.drafter.replicas;
   // remote workers: the slots for drafter pods, spec.roles.drafter.maxReplicas): they never
   // generate and train the drafter through every rollout phase.
@@ -83,6 +84,12 @@ struct RLRunPlan {
   int32_t window = 32;
   std::string selector_value = "throughput";  // rollout::EngineOptions::selector_value
   int64_t drafter_layers = 1;
+  // Drafter warm start (rl::drafter_warm_start) before step 1, cached next to the policy's;
+  // 0: the drafter starts untrained. Skipped with `baseline`.
+  int64_t drafter_warm_start_steps = 200;
+  double drafter_warm_start_learning_rate = 1e-3;
+  int64_t drafter_warm_start_batch = 16;
+  int32_t drafter_warm_start_max_tokens = 256;  // solutions cut to this (and max_response_tokens)
   // Workers draft over the this-many tokens they have generated most often (0: all).
   int64_t drafter_vocab_subset = 0;
   bool drafter_training = true;

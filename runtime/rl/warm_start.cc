@@ -1,14 +1,40 @@
 #include "runtime/rl/warm_start.h"
 
 #include <filesystem>
+#include <limits>
 #include <numeric>
 
+#include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/rl/sequences.h"
 #include "runtime/rl/text.h"
 #include "runtime/rollout/engine.h"
 
 namespace tlt::rl {
+namespace {
+
+// The next options.batch training problems (from index *next on) whose prompt has at most
+// max_prompt_chars characters, as prompt -> solution + end-of-text, cut to max_response_tokens.
+SequenceBatch solution_batch(const Task& task, const WarmStartOptions& options,
+                             int64_t max_prompt_chars, uint64_t* next) {
+  std::vector<std::vector<int64_t>> prompts, responses;
+  while (int64_t(prompts.size()) < options.batch) {
+    Problem p = task.problem((*next)++, /*held_out=*/false);
+    if (int64_t(p.prompt.size()) > max_prompt_chars) continue;
+    prompts.push_back(encode_text(p.prompt));
+    std::vector<int64_t> r = encode_text(p.solution);
+    r.push_back(kEndOfText);
+    if (int64_t(r.size()) > options.max_response_tokens) r.resize(options.max_response_tokens);
+    responses.push_back(std::move(r));
+  }
+  return make_batch(prompts, responses);
+}
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / double(v.size());
+}
+
+}  // namespace
 
 double supervised_warm_start(model::Transformer policy, const Task& task,
                              const WarmStartOptions& options,
@@ -20,17 +46,7 @@ double supervised_warm_start(model::Transformer policy, const Task& task,
   std::vector<double> recent;
   uint64_t next = 0;
   for (int64_t s = 0; s < options.steps; ++s) {
-    std::vector<std::vector<int64_t>> prompts, responses;
-    while (int64_t(prompts.size()) < options.batch) {
-      Problem p = task.problem(next++, /*held_out=*/false);
-      if (int64_t(p.prompt.size()) > options.max_prompt_chars) continue;
-      prompts.push_back(encode_text(p.prompt));
-      std::vector<int64_t> r = encode_text(p.solution);
-      r.push_back(kEndOfText);
-      if (int64_t(r.size()) > options.max_response_tokens) r.resize(options.max_response_tokens);
-      responses.push_back(std::move(r));
-    }
-    SequenceBatch batch = make_batch(prompts, responses);
+    SequenceBatch batch = solution_batch(task, options, options.max_prompt_chars, &next);
     // Linear warm-up over the first 10% of steps, then cosine decay to 10%.
     double frac = double(s) / double(options.steps);
     double lr = options.learning_rate *
@@ -38,18 +54,56 @@ double supervised_warm_start(model::Transformer policy, const Task& task,
                             : 0.1 + 0.45 * (1 + std::cos(M_PI * (frac - 0.1) / 0.9)));
     for (auto& g : opt.param_groups()) g.options().set_lr(lr);
     opt.zero_grad();
-    torch::Tensor logp = sequence_logprobs(policy, batch, 1.0);  // (B, T-1)
-    torch::Tensor loss = -(logp * batch.mask).sum() / batch.mask.sum().clamp_min(1.0);
-    loss.backward();
+    // The batch's loss is sum(-logp * mask) / n over all its solution tokens; a micro-batch's
+    // share is its own sum over the same n, so accumulated gradients equal one padded batch's
+    // while a long-tailed batch costs the tokens it has, not B x longest.
+    double n = std::max(1.0, batch.mask.sum().item<double>()), l = 0.0;
+    int64_t b = batch.tokens.size(0);
+    for (const MicroBatch& mb : plan_microbatches(batch, 0, b, options.max_tokens_per_microbatch)) {
+      SequenceBatch part = gather_rows(batch, mb);
+      torch::Tensor logp = sequence_logprobs(policy, part, 1.0);  // (b, t-1)
+      torch::Tensor loss = -(logp * part.mask).sum() / n;
+      loss.backward();
+      l += loss.item<double>();
+    }
     torch::nn::utils::clip_grad_norm_(policy->parameters(), 1.0);
     opt.step();
-    double l = loss.item<double>();
     recent.push_back(l);
     if (recent.size() > 10) recent.erase(recent.begin());
     if (progress) progress(s + 1, l);
   }
   policy->eval();
-  return recent.empty() ? 0.0 : std::accumulate(recent.begin(), recent.end(), 0.0) / recent.size();
+  return mean(recent);
+}
+
+double drafter_warm_start(model::Transformer policy, model::Drafter drafter, const Task& task,
+                          const WarmStartOptions& options,
+                          const std::function<void(int64_t, double)>& progress) {
+  torch::manual_seed(options.seed);
+  policy->eval();
+  drafter::DrafterTrainer trainer(drafter, policy, options.learning_rate);
+  std::vector<double> recent;
+  uint64_t next = 0;
+  for (int64_t s = 0; s < options.steps; ++s) {
+    SequenceBatch batch = solution_batch(task, options, std::numeric_limits<int64_t>::max(), &next);
+    int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
+    torch::Tensor hidden;  // (B, T, C)
+    {
+      torch::NoGradGuard no_grad;
+      hidden = policy
+                   ->forward(batch.tokens,
+                             model::sequential_positions(torch::zeros({b}, torch::kInt64), t))
+                   .hidden;
+    }
+    // (B, T): 1 where position j is a solution token (the drafter's mask is one column wider
+    // than the targets' mask: column j marks token j).
+    torch::Tensor mask = torch::cat({torch::zeros({b, 1}), batch.mask}, 1);
+    recent.push_back(trainer.step(batch.tokens, hidden, mask));
+    if (recent.size() > 10) recent.erase(recent.begin());
+    if (progress) progress(s + 1, recent.back());
+  }
+  drafter->eval();
+  return mean(recent);
 }
 
 Status load_or_train_warm_start(model::Transformer policy, const Task& task,
@@ -69,6 +123,25 @@ Status load_or_train_warm_start(model::Transformer policy, const Task& task,
   return model::save_checkpoint(
       *policy, path,
       "warm start: steps=" + std::to_string(options.steps) + " loss=" + std::to_string(loss));
+}
+
+Status load_or_train_drafter_warm_start(model::Transformer policy, model::Drafter drafter,
+                                        const Task& task, const WarmStartOptions& options,
+                                        const std::string& path, bool* trained,
+                                        const std::function<void(int64_t, double)>& progress) {
+  std::error_code ec;
+  *trained = false;
+  if (std::filesystem::exists(path, ec)) {
+    StatusOr<std::string> meta = model::load_checkpoint(*drafter, path);
+    if (!meta.ok()) return meta.status().with_context("drafter warm start " + path);
+    return Status::Ok();
+  }
+  double loss = drafter_warm_start(policy, drafter, task, options, progress);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  *trained = true;
+  return model::save_checkpoint(*drafter, path,
+                                "drafter warm start: steps=" + std::to_string(options.steps) +
+                                    " loss=" + std::to_string(loss));
 }
 
 StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,

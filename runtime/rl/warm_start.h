@@ -12,6 +12,7 @@
 #include <string>
 
 #include "api/status.h"
+#include "runtime/model/drafter.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rl/tasks.h"
 
@@ -27,6 +28,9 @@ struct WarmStartOptions {
   // Only problems whose prompt has at most this many characters are imitated: the warm start
   // teaches the format on the short head of the distribution; RL meets the long tail.
   int64_t max_prompt_chars = 64;
+  // Rows are run in micro-batches of similar length of at most this many tokens (gradients
+  // accumulated: the same step as one padded batch); <= 0: one padded batch.
+  int64_t max_tokens_per_microbatch = 4096;
 };
 
 // Trains `policy` in place; `progress(step, loss)` is called after every step when set.
@@ -42,6 +46,25 @@ Status load_or_train_warm_start(model::Transformer policy, const Task& task,
                                 const WarmStartOptions& options, const std::string& path,
                                 bool* trained,
                                 const std::function<void(int64_t, double)>& progress = {});
+
+// The drafter's warm start: EAGLE-style training of `drafter` on `policy`'s own hidden states
+// over the task's worked solutions (teacher forcing: one policy forward per batch, no
+// generation), with the loss of drafter::DrafterTrainer on the solution tokens. The paper's
+// drafter is trained before RL starts (acceptance 4.59 when static, 6.53 adapted; SEEDS.md
+// section 1); without this, the first steps speculate with a random drafter and accept ~1 token.
+// Unlike the policy's warm start, every prompt length is used (options.max_prompt_chars is
+// ignored): the drafter meets the long tail's long chains. `policy` is only read. Returns the mean
+// loss of the last 10 steps; `progress(step, loss)` after every step when set.
+double drafter_warm_start(model::Transformer policy, model::Drafter drafter, const Task& task,
+                          const WarmStartOptions& options,
+                          const std::function<void(int64_t, double)>& progress = {});
+
+// Loads the drafter's warm start from `path`, or trains it and saves it there; errors and
+// *trained as load_or_train_warm_start.
+Status load_or_train_drafter_warm_start(model::Transformer policy, model::Drafter drafter,
+                                        const Task& task, const WarmStartOptions& options,
+                                        const std::string& path, bool* trained,
+                                        const std::function<void(int64_t, double)>& progress = {});
 
 struct HeldOutResult {
   double reward = 0.0;       // mean reward of greedy responses

@@ -119,6 +119,76 @@ TEST(RlWarmStart, SupervisedLossFalls) {
   EXPECT_LT(later, first * 0.7) << "40 steps should cut the loss well below one step's";
 }
 
+TEST(RlWarmStart, MicroBatchedStepsMatchOnePaddedBatch) {
+  StatusOr<std::unique_ptr<Task>> made = make_task("arithmetic-cot", 3);
+  ASSERT_TRUE(made.ok());
+  WarmStartOptions o;
+  o.steps = 3, o.batch = 8, o.max_prompt_chars = 1000;  // long and short rows in one batch
+  o.max_tokens_per_microbatch = 0;
+  model::Transformer padded = micro_policy(1);
+  double l_padded = supervised_warm_start(padded, **made, o);
+  o.max_tokens_per_microbatch = 96;  // several micro-batches per step
+  model::Transformer split = micro_policy(1);
+  double l_split = supervised_warm_start(split, **made, o);
+  EXPECT_NEAR(l_split, l_padded, 1e-4);
+  auto a = padded->parameters(), b = split->parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-4, 1e-5)) << "parameter " << i;
+}
+
+// Share of solution positions of unseen (held-out) problems where the drafter's top token is
+// the policy's own top next token: what greedy speculation accepts per drafted token.
+double drafter_agreement(model::Transformer& policy, model::Drafter& drafter, const Task& task) {
+  torch::NoGradGuard g;
+  std::vector<std::vector<int64_t>> prompts, responses;
+  for (uint64_t i = 0; i < 16; ++i) {
+    Problem p = task.problem(i, /*held_out=*/true);
+    prompts.push_back(encode_text(p.prompt));
+    responses.push_back(encode_text(p.solution));
+  }
+  SequenceBatch batch = make_batch(prompts, responses);
+  int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
+  torch::Tensor pos = torch::arange(t).unsqueeze(0).expand({b, t});
+  model::ForwardResult out = policy->forward(batch.tokens, pos);  // hidden (B, T, C)
+  // Pair j = (h_j, x_{j+1}) predicts h_{j+1}, whose top token is the policy's guess of x_{j+2}.
+  torch::Tensor pred = drafter->forward(batch.tokens.narrow(1, 1, t - 1),
+                                        out.hidden.narrow(1, 0, t - 1), pos.narrow(1, 0, t - 1));
+  torch::Tensor guess = drafter->logits(pred).argmax(-1);          // (B, T-1)
+  torch::Tensor want = out.logits.narrow(1, 1, t - 1).argmax(-1);  // (B, T-1)
+  torch::Tensor m = batch.mask;  // (B, T-1): column j marks token j+1 as a solution token
+  return ((guess == want).to(torch::kFloat) * m).sum().item<double>() / m.sum().item<double>();
+}
+
+TEST(RlDrafterWarmStart, DrafterLearnsThePolicysNextTokenAndIsCached) {
+  model::Transformer policy = micro_policy(1);
+  StatusOr<std::unique_ptr<Task>> made = make_task("arithmetic-cot", 3);
+  ASSERT_TRUE(made.ok());
+  std::unique_ptr<Task> task = std::move(*made);
+  WarmStartOptions o;
+  o.steps = 60, o.batch = 8;
+  supervised_warm_start(policy, *task, o);
+  torch::manual_seed(2);
+  model::Drafter drafter(policy, 1);
+  double before = drafter_agreement(policy, drafter, *task);
+  torch::Tensor policy_weights = policy->lm_head->weight.clone();
+  o.steps = 60, o.learning_rate = 1e-3;
+  std::string path = ::testing::TempDir() + "/rl_drafter_warm_start.ckpt";
+  std::remove(path.c_str());
+  bool trained = false;
+  ASSERT_TRUE(load_or_train_drafter_warm_start(policy, drafter, *task, o, path, &trained).ok());
+  EXPECT_TRUE(trained);
+  double after = drafter_agreement(policy, drafter, *task);
+  EXPECT_GT(after, before + 0.2) << "before " << before << " after " << after;
+  EXPECT_TRUE(torch::equal(policy->lm_head->weight, policy_weights)) << "the policy is only read";
+  // A second call loads the cached drafter instead of training.
+  torch::manual_seed(9);
+  model::Drafter cached(policy, 1);
+  ASSERT_TRUE(load_or_train_drafter_warm_start(policy, cached, *task, o, path, &trained).ok());
+  EXPECT_FALSE(trained);
+  EXPECT_DOUBLE_EQ(drafter_agreement(policy, cached, *task), after);
+}
+
 TEST(RlPolicyTrainer, PositiveAdvantageRaisesItsResponseLogProbability) {
   model::Transformer policy = micro_policy(2), reference = micro_policy(2);
   GrpoOptions o;
