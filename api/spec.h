@@ -260,6 +260,7 @@ struct SelectorSpec {
   std::vector<int32_t> buckets{1, 2, 5, 21};
   int32_t window = 32;
   std::string value = "throughput";
+  std::string exploration = "uniform";
 
   template <class V>
   void fields(V& v) {
@@ -279,6 +280,12 @@ struct SelectorSpec {
           .doc("How an arm's kept steps are valued: their tokens over their seconds, leaving out "
                "steps slower than 4x the median step (throughput), or the median of each step's "
                "tokens/s (median), which undervalues all-or-nothing drafts such as n-grams."));
+    v("exploration", exploration,
+      Rule()
+          .values({"uniform", "weighted"})
+          .doc("Which arm an exploration step (a share epsilon of steps) tries: any arm alike "
+               "(uniform), or arms in proportion to their value, so an arm at half the best "
+               "one's throughput is tried half as often (weighted)."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
 };

@@ -147,6 +147,7 @@ struct Run {
 // steps, so its bandit has seen earlier batches; only the measured batch counts).
 bool show_bandit = false;
 std::string selector_value = "throughput";
+std::string exploration = "uniform";
 int catch_up_limit = 0;
 double draft_confidence = 0.0;
 double epsilon = 0.1;
@@ -167,6 +168,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.activation_threshold = threshold;
   eo.ngram_shortcut = shortcut;
   eo.selector_value = selector_value;
+  eo.selector_exploration = exploration;
   eo.drafter_catch_up_limit = catch_up_limit;
   eo.draft_confidence = draft_confidence;
   eo.epsilon = epsilon;
@@ -225,6 +227,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--selector-value", selector_value,
                  "How the bandit values an arm's steps: throughput or median")
+      ->capture_default_str();
+  app.add_option("--exploration", exploration,
+                 "Which arm the bandit's exploration picks: uniform or weighted (by value)")
       ->capture_default_str();
   app.add_option("--catch-up-limit", catch_up_limit,
                  "Pending pairs a request keeps for the drafter's catch-up (0: all)")
@@ -299,10 +304,10 @@ int main(int argc, char** argv) {
   std::printf(
       "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32 "
       "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
-      "selector value=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f\n",
+      "selector value=%s exploration=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f\n",
       threads, temperature, max_new, shortcut, warmup_batches, waves, repeats,
-      (long long)drafter->draft_vocab_size(), selector_value.c_str(), epsilon, catch_up_limit,
-      draft_confidence);
+      (long long)drafter->draft_vocab_size(), selector_value.c_str(), exploration.c_str(), epsilon,
+      catch_up_limit, draft_confidence);
   // kept: the share of verified drafted tokens that were accepted.
   std::printf("%6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
               "accept", "copied", "kept", "arm steps");

@@ -59,6 +59,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.selector = s.speculative.selector.type, p.epsilon = s.speculative.selector.epsilon;
   p.buckets = s.speculative.selector.buckets, p.window = s.speculative.selector.window;
   p.selector_value = s.speculative.selector.value;
+  p.selector_exploration = s.speculative.selector.exploration;
   p.drafter_layers = s.drafter.layers;
   p.drafter_vocab_subset = s.drafter.vocab_subset;
   p.drafter_warm_start_steps = s.drafter.warm_start_steps;

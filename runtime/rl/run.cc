@@ -429,6 +429,7 @@ json Driver::setup_message(int w) const {
           {"epsilon", plan_.epsilon},
           {"window", plan_.window},
           {"selector_value", plan_.selector_value},
+          {"selector_exploration", plan_.selector_exploration},
           {"seed", mix(plan_.seed, 11)},
           {"drafter_lr", plan_.drafter_learning_rate},
           {"drafter_batch", plan_.drafter_batch}};

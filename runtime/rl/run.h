@@ -82,7 +82,8 @@ struct RLRunPlan {
   std::vector<int32_t> buckets{1, 2, 5};
   double epsilon = 0.1;
   int32_t window = 32;
-  std::string selector_value = "throughput";  // rollout::EngineOptions::selector_value
+  std::string selector_value = "throughput";     // rollout::EngineOptions::selector_value
+  std::string selector_exploration = "uniform";  // rollout::EngineOptions::selector_exploration
   int64_t drafter_layers = 1;
   // Drafter warm start (rl::drafter_warm_start) before step 1, cached next to the policy's;
   // 0: the drafter starts untrained. Skipped with `baseline`.

@@ -92,6 +92,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(model::Transformer target, mode
     return Status::InvalidArgument("selector value \"" + options.selector_value +
                                    "\": use throughput or median");
   }
+  ArmSelector::Explore explore;
+  if (!ArmSelector::parse_explore(options.selector_exploration, &explore)) {
+    return Status::InvalidArgument("selector exploration \"" + options.selector_exploration +
+                                   "\": use uniform or weighted");
+  }
   if (options.max_batch < 1 || options.max_seq < 2) {
     return Status::InvalidArgument("max_batch must be >= 1 and max_seq >= 2");
   }
@@ -116,9 +121,12 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
   // copy (a repeating stretch) and the rest: the best arm differs between the two.
   int32_t contexts = options_.ngram_shortcut > 0 ? 2 : 1;
   ArmSelector::Value value = ArmSelector::Value::kThroughput;
-  ArmSelector::parse_value(options_.selector_value, &value);  // create() checked the name
-  selector_ = std::make_unique<ArmSelector>(options_.buckets, n, fixed ? 0.0 : options_.epsilon,
-                                            options_.window, options_.seed, 3, contexts, value);
+  ArmSelector::parse_value(options_.selector_value, &value);  // create() checked the names
+  ArmSelector::Explore explore = ArmSelector::Explore::kUniform;
+  ArmSelector::parse_explore(options_.selector_exploration, &explore);
+  selector_ =
+      std::make_unique<ArmSelector>(options_.buckets, n, fixed ? 0.0 : options_.epsilon,
+                                    options_.window, options_.seed, 3, contexts, value, explore);
   cache_tgt_ = target_->make_cache(options_.max_batch, options_.max_seq);
   if (!drafter_.is_empty()) cache_dft_ = drafter_->make_cache(options_.max_batch, options_.max_seq);
 #ifdef TLT_GPU

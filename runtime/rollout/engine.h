@@ -67,6 +67,8 @@ struct EngineOptions {
   int32_t window = 32;
   // How an arm's last `window` steps are valued: "throughput" or "median" (ArmSelector::Value).
   std::string selector_value = "throughput";
+  // Which arm an exploration step picks: "uniform" or "weighted" (ArmSelector::Explore).
+  std::string selector_exploration = "uniform";
   uint64_t seed = 0;
   // With the bandit, "decode plainly" is one more arm below the threshold, so the engine can
   // learn that speculation does not pay at some batch size.

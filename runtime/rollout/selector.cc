@@ -6,7 +6,7 @@ namespace tlt::rollout {
 
 ArmSelector::ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double epsilon,
                          int32_t window, uint64_t seed, int32_t min_samples, int32_t contexts,
-                         Value value)
+                         Value value, Explore explore)
     : buckets_(std::move(buckets)),
       n_arms_(n_arms),
       epsilon_(epsilon),
@@ -14,6 +14,7 @@ ArmSelector::ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double ep
       min_samples_(static_cast<size_t>(std::max(1, std::min(min_samples, window)))),
       contexts_(std::max(1, contexts)),
       value_(value),
+      explore_(explore),
       rng_(seed),
       steps_(buckets_.size() * size_t(contexts_), std::vector<std::deque<Step>>(n_arms)) {}
 
@@ -22,6 +23,17 @@ bool ArmSelector::parse_value(const std::string& name, Value* out) {
     *out = Value::kThroughput;
   } else if (name == "median") {
     *out = Value::kMedianRate;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool ArmSelector::parse_explore(const std::string& name, Explore* out) {
+  if (name == "uniform") {
+    *out = Explore::kUniform;
+  } else if (name == "weighted") {
+    *out = Explore::kWeighted;
   } else {
     return false;
   }
@@ -83,9 +95,25 @@ int32_t ArmSelector::choose(int64_t batch_size, int32_t context) {
   int32_t cell = cell_of(batch_size, context);
   if (n_arms_ > 1 && std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < epsilon_) {
     ++explorations_;
-    return std::uniform_int_distribution<int32_t>(0, n_arms_ - 1)(rng_);
+    return explore(cell);
   }
   return best(cell);
+}
+
+int32_t ArmSelector::explore(int32_t cell) {
+  if (explore_ == Explore::kUniform)
+    return std::uniform_int_distribution<int32_t>(0, n_arms_ - 1)(rng_);
+  // Each arm weighs its value relative to the best one's. An arm without min_samples steps yet
+  // (which best() returns first anyway) weighs as much as the best.
+  auto sampled = [&](int32_t a) { return steps_[cell][a].size() >= min_samples_; };
+  double top = 0.0;
+  for (int32_t a = 0; a < n_arms_; ++a)
+    if (sampled(a)) top = std::max(top, value(cell, a));
+  std::vector<double> weights(size_t(n_arms_), 1.0);
+  for (int32_t a = 0; a < n_arms_; ++a)
+    if (sampled(a) && top > 0.0) weights[size_t(a)] = std::max(value(cell, a), 0.0) / top;
+  std::discrete_distribution<int32_t> pick(weights.begin(), weights.end());
+  return pick(rng_);
 }
 
 void ArmSelector::report_step(int64_t batch_size, int32_t arm, double tokens, double seconds,

@@ -10,8 +10,13 @@
 //                either copies 8 tokens or none has a median near 1 token/step, whatever its
 //                mean): measured on bench/rollout, it kept the bandit off the best arm.
 // Each bucket tries every arm `min_samples` times before exploiting (one sample is too noisy: an
-// arm's first step may carry one-off costs), then explores a uniformly random arm with
-// probability epsilon.
+// arm's first step may carry one-off costs), then explores with probability epsilon, picking the
+// arm in one of two ways (Explore):
+//   kUniform   every arm alike.
+//   kWeighted  in proportion to the arm's value: an arm at half the best one's throughput is
+//              explored half as often, so exploring arms that lose (speculation at a batch size
+//              where verification costs more than it saves) costs less, while every arm is
+//              still tried and a stale value still gets refreshed.
 //
 // Optionally the statistics are kept per (bucket, context) cell, `contexts` of them per bucket:
 // the engine passes whether most requests can copy their draft from their own context, where
@@ -31,14 +36,17 @@ namespace tlt::rollout {
 class ArmSelector {
  public:
   enum class Value { kThroughput, kMedianRate };
+  enum class Explore { kUniform, kWeighted };
 
   // buckets: lower bounds of batch-size buckets, strictly increasing from 1 (api validates).
   ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double epsilon, int32_t window,
               uint64_t seed, int32_t min_samples = 3, int32_t contexts = 1,
-              Value value = Value::kThroughput);
+              Value value = Value::kThroughput, Explore explore = Explore::kUniform);
 
   // "throughput" or "median" (api's spec.speculative.selector.value); false for anything else.
   static bool parse_value(const std::string& name, Value* out);
+  // "uniform" or "weighted" (spec.speculative.selector.exploration); false for anything else.
+  static bool parse_explore(const std::string& name, Explore* out);
 
   // The arm to use for a step over `batch_size` active requests in `context` [0, contexts).
   int32_t choose(int64_t batch_size, int32_t context = 0);
@@ -71,12 +79,15 @@ class ArmSelector {
   const size_t min_samples_;
   const int32_t contexts_;
   const Value value_;
+  const Explore explore_;
   std::mt19937_64 rng_;
   struct Step {
     double tokens, seconds;
   };
   std::vector<std::vector<std::deque<Step>>> steps_;  // [cell][arm] -> recent steps
   int64_t explorations_ = 0;
+
+  int32_t explore(int32_t cell);
 };
 
 }  // namespace tlt::rollout

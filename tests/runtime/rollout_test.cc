@@ -346,6 +346,16 @@ TEST_F(GreedyExactness, UnknownSelectorValueIsRefused) {
       << engine.status().message();
 }
 
+TEST_F(GreedyExactness, UnknownSelectorExplorationIsRefused) {
+  EngineOptions o = plain_options(4);
+  o.selector_exploration = "softmax";
+  auto engine = Engine::create(*target_, Drafter(nullptr), o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("uniform or weighted"), std::string::npos)
+      << engine.status().message();
+}
+
 // ---- sampling distribution ------------------------------------------------------------------
 
 // Regularized upper incomplete gamma Q(a, x): the chi-square p-value is Q(df/2, stat/2).

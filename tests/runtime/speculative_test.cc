@@ -180,6 +180,36 @@ TEST(Selector, ConvergesToBestArmAndKeepsExploring) {
   for (int arm = 0; arm < 4; ++arm) EXPECT_GT(picks_large[arm], 20) << "every arm is still tried";
 }
 
+TEST(Selector, WeightedExplorationTriesArmsInProportionToTheirValue) {
+  // Constant rates 100, 50 and 10 tokens/s: once each arm has its min_samples steps, an
+  // exploration step picks them in the ratio 10 : 5 : 1, while exploring at rate epsilon still.
+  const double eps = 0.3;
+  ArmSelector s({1}, 3, eps, 16, 11, 3, 1, ArmSelector::Value::kThroughput,
+                ArmSelector::Explore::kWeighted);
+  const double rate[3] = {100.0, 50.0, 10.0};
+  for (int i = 0; i < 9; ++i) {  // the min_samples round: each arm three times
+    int arm = s.choose(1);
+    s.report(1, arm, rate[arm]);
+  }
+  int64_t explored_before = s.explorations();
+  std::vector<int> picks(3);
+  const int rounds = 20000;
+  for (int i = 0; i < rounds; ++i) {
+    int arm = s.choose(1);
+    ++picks[arm];
+    s.report(1, arm, rate[arm]);
+  }
+  double explored = double(s.explorations() - explored_before);
+  EXPECT_NEAR(explored / rounds, eps, 0.015);
+  // Arm 0 is also every exploitation step's; arms 1 and 2 come from exploration alone.
+  EXPECT_NEAR(picks[1] / explored, 5.0 / 16.0, 0.02);
+  EXPECT_NEAR(picks[2] / explored, 1.0 / 16.0, 0.01);
+  ArmSelector::Explore e;
+  EXPECT_TRUE(ArmSelector::parse_explore("weighted", &e));
+  EXPECT_EQ(e, ArmSelector::Explore::kWeighted);
+  EXPECT_FALSE(ArmSelector::parse_explore("greedy", &e));
+}
+
 TEST(Selector, TriesEveryArmMinSamplesTimesFirst) {
   ArmSelector s({1}, 3, 0.0, 8, 0, /*min_samples=*/3);
   std::vector<int> count(3);
