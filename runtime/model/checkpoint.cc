@@ -1,5 +1,8 @@
 #include "runtime/model/checkpoint.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -81,14 +84,22 @@ Status save_checkpoint(const torch::nn::Module& module, const std::string& path,
   put(&out, static_cast<uint64_t>(payload.size()));
   put(&out, fnv1a64(payload));
   out += payload;
-  std::string tmp = path + ".tmp";
+  // A name of this writer's own: two processes saving the same path at once (two jobs
+  // training the same cached warm start) must not interleave their bytes in one file. Each
+  // renames a complete file into place; the last one wins.
+  static std::atomic<uint64_t> serial{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial++);
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) return Status::Unavailable(tmp + ": cannot write; check the directory exists");
     f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    if (!f) return Status::Unavailable(tmp + ": write failed (disk full?)");
+    if (!f) {
+      std::remove(tmp.c_str());
+      return Status::Unavailable(tmp + ": write failed (disk full?)");
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
     return Status::Unavailable(path + ": cannot rename " + tmp + " into place");
   }
   return Status::Ok();

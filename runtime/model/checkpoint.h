@@ -2,7 +2,9 @@
 //
 // Layout: "TLTCKPT1", u32 length + metadata text, u64 payload length, u64 FNV-1a 64 checksum of
 // the payload, payload (a LibTorch archive of every parameter and buffer by name). A file is
-// written to PATH.tmp and renamed, so a crash never leaves a half-written checkpoint under PATH.
+// written to a temporary file of its own next to PATH (PATH.tmp.PID.N) and renamed, so a crash
+// never leaves a half-written checkpoint under PATH, and writers racing to save the same PATH
+// (two jobs training one cached warm start) each put a whole file there, the last one winning.
 // Loading checks the magic, lengths and checksum, then every tensor's name, shape and dtype
 // before copying anything, so a failed load leaves the module unchanged.
 //

@@ -1,8 +1,10 @@
 // Model shapes, KV-cache equivalence (incremental == full forward), tree masks, rollback.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
@@ -313,6 +315,32 @@ TEST(Checkpoint, RoundTripRestoresOutputs) {
   EXPECT_EQ(maxdiff(a->forward(toks, positions_from(0, 6)).logits,
                     b->forward(toks, positions_from(0, 6)).logits),
             0.0);
+  std::filesystem::remove(path);
+}
+
+TEST(Checkpoint, WritersRacingToOnePathLeaveAWholeFile) {
+  // Two jobs may train the same cached warm start at once and save it to one path: each writer
+  // must put a complete file there (one shared temporary file would interleave their bytes).
+  Transformer a = make_model(1);
+  std::string path = temp_path("raced.ckpt");
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w)
+    writers.emplace_back([&] {
+      for (int i = 0; i < 5; ++i)
+        if (!save_checkpoint(*a, path, "raced").ok()) ++failures;
+    });
+  for (std::thread& t : writers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  Transformer b = make_model(2);
+  auto meta = load_checkpoint(*b, path);
+  ASSERT_TRUE(meta.ok()) << meta.status().to_string();
+  EXPECT_EQ(*meta, "raced");
+  int leftovers = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+    if (e.path().filename().string().rfind("raced.ckpt.tmp", 0) == 0) ++leftovers;
+  EXPECT_EQ(leftovers, 0) << "temporary files left next to " << path;
   std::filesystem::remove(path);
 }
 
