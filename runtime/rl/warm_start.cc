@@ -106,42 +106,44 @@ double drafter_warm_start(model::Transformer policy, model::Drafter drafter, con
   return mean(recent);
 }
 
+namespace {
+
+// Loads `module` from `path` when the file exists; otherwise runs `train` (which returns the mean
+// loss of its last steps) and saves the result there, described as `what`.
+Status load_or_train(torch::nn::Module& module, const std::string& path, const std::string& what,
+                     int64_t steps, const std::function<double()>& train, bool* trained) {
+  std::error_code ec;
+  *trained = false;
+  if (std::filesystem::exists(path, ec)) {
+    StatusOr<std::string> meta = model::load_checkpoint(module, path);
+    if (!meta.ok()) return meta.status().with_context(what + " " + path);
+    return Status::Ok();
+  }
+  double loss = train();
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  *trained = true;
+  return model::save_checkpoint(
+      module, path, what + ": steps=" + std::to_string(steps) + " loss=" + std::to_string(loss));
+}
+
+}  // namespace
+
 Status load_or_train_warm_start(model::Transformer policy, const Task& task,
                                 const WarmStartOptions& options, const std::string& path,
                                 bool* trained,
                                 const std::function<void(int64_t, double)>& progress) {
-  std::error_code ec;
-  *trained = false;
-  if (std::filesystem::exists(path, ec)) {
-    StatusOr<std::string> meta = model::load_checkpoint(*policy, path);
-    if (!meta.ok()) return meta.status().with_context("warm start " + path);
-    return Status::Ok();
-  }
-  double loss = supervised_warm_start(policy, task, options, progress);
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  *trained = true;
-  return model::save_checkpoint(
-      *policy, path,
-      "warm start: steps=" + std::to_string(options.steps) + " loss=" + std::to_string(loss));
+  return load_or_train(
+      *policy, path, "warm start", options.steps,
+      [&] { return supervised_warm_start(policy, task, options, progress); }, trained);
 }
 
 Status load_or_train_drafter_warm_start(model::Transformer policy, model::Drafter drafter,
                                         const Task& task, const WarmStartOptions& options,
                                         const std::string& path, bool* trained,
                                         const std::function<void(int64_t, double)>& progress) {
-  std::error_code ec;
-  *trained = false;
-  if (std::filesystem::exists(path, ec)) {
-    StatusOr<std::string> meta = model::load_checkpoint(*drafter, path);
-    if (!meta.ok()) return meta.status().with_context("drafter warm start " + path);
-    return Status::Ok();
-  }
-  double loss = drafter_warm_start(policy, drafter, task, options, progress);
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  *trained = true;
-  return model::save_checkpoint(*drafter, path,
-                                "drafter warm start: steps=" + std::to_string(options.steps) +
-                                    " loss=" + std::to_string(loss));
+  return load_or_train(
+      *drafter, path, "drafter warm start", options.steps,
+      [&] { return drafter_warm_start(policy, drafter, task, options, progress); }, trained);
 }
 
 StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,

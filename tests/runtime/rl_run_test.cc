@@ -25,6 +25,15 @@ model::Transformer micro_policy(uint64_t seed) {
   return model::Transformer(*model::preset_config("micro", kTextVocab));
 }
 
+std::unique_ptr<Task> arithmetic_task() {
+  StatusOr<std::unique_ptr<Task>> made = make_task("arithmetic-cot", 3);
+  if (!made.ok()) {
+    ADD_FAILURE() << made.status().to_string();
+    return nullptr;
+  }
+  return std::move(*made);
+}
+
 TEST(RlText, RoundTripsAsciiAndStopsAtEndOfText) {
   std::vector<int64_t> ids = encode_text("7 + 5 = 12");
   EXPECT_EQ(decode_text(ids), "7 + 5 = 12");
@@ -107,9 +116,7 @@ TEST(RlSequences, MicroBatchPlanSortsByLengthWithinTheTokenBudget) {
 
 TEST(RlWarmStart, SupervisedLossFalls) {
   model::Transformer policy = micro_policy(1);
-  StatusOr<std::unique_ptr<Task>> made = make_task("arithmetic-cot", 3);
-  ASSERT_TRUE(made.ok());
-  std::unique_ptr<Task> task = std::move(*made);
+  std::unique_ptr<Task> task = arithmetic_task();
   WarmStartOptions o;
   o.steps = 1, o.batch = 8;
   double first = supervised_warm_start(policy, *task, o);
@@ -120,16 +127,15 @@ TEST(RlWarmStart, SupervisedLossFalls) {
 }
 
 TEST(RlWarmStart, MicroBatchedStepsMatchOnePaddedBatch) {
-  StatusOr<std::unique_ptr<Task>> made = make_task("arithmetic-cot", 3);
-  ASSERT_TRUE(made.ok());
+  std::unique_ptr<Task> task = arithmetic_task();
   WarmStartOptions o;
   o.steps = 3, o.batch = 8, o.max_prompt_chars = 1000;  // long and short rows in one batch
   o.max_tokens_per_microbatch = 0;
   model::Transformer padded = micro_policy(1);
-  double l_padded = supervised_warm_start(padded, **made, o);
+  double l_padded = supervised_warm_start(padded, *task, o);
   o.max_tokens_per_microbatch = 96;  // several micro-batches per step
   model::Transformer split = micro_policy(1);
-  double l_split = supervised_warm_start(split, **made, o);
+  double l_split = supervised_warm_start(split, *task, o);
   EXPECT_NEAR(l_split, l_padded, 1e-4);
   auto a = padded->parameters(), b = split->parameters();
   ASSERT_EQ(a.size(), b.size());
@@ -162,9 +168,7 @@ double drafter_agreement(model::Transformer& policy, model::Drafter& drafter, co
 
 TEST(RlDrafterWarmStart, DrafterLearnsThePolicysNextTokenAndIsCached) {
   model::Transformer policy = micro_policy(1);
-  StatusOr<std::unique_ptr<Task>> made = make_task("arithmetic-cot", 3);
-  ASSERT_TRUE(made.ok());
-  std::unique_ptr<Task> task = std::move(*made);
+  std::unique_ptr<Task> task = arithmetic_task();
   WarmStartOptions o;
   o.steps = 60, o.batch = 8;
   supervised_warm_start(policy, *task, o);
