@@ -82,12 +82,13 @@ class Progress {
  public:
   Progress(std::ostream& out, std::string label, int64_t steps)
       : out_(out), label_(std::move(label)), steps_(steps), tty_(isatty(STDOUT_FILENO)) {}
-  void warm_start(int64_t step, double loss) {
+  // `what`: "warm start" (the policy's) or "drafter warm start".
+  void warm_start(const char* what, int64_t step, double loss) {
     if (tty_) {
-      out_ << "\r" << label_ << " warm start step " << step << " loss " << std::fixed
+      out_ << "\r" << label_ << " " << what << " step " << step << " loss " << std::fixed
            << std::setprecision(3) << loss << "   " << std::flush;
     } else if (step % 100 == 0) {
-      out_ << label_ << " warm start step " << step << " loss " << std::fixed
+      out_ << label_ << " " << what << " step " << step << " loss " << std::fixed
            << std::setprecision(3) << loss << std::endl;
     }
   }
@@ -394,7 +395,10 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     }
     Progress progress(out, label, plan.steps);
     rl::RunCallbacks cb;
-    cb.warm_start = [&](int64_t s, double l) { progress.warm_start(s, l); };
+    cb.warm_start = [&](int64_t s, double l) { progress.warm_start("warm start", s, l); };
+    cb.drafter_warm_start = [&](int64_t s, double l) {
+      progress.warm_start("drafter warm start", s, l);
+    };
     cb.step = [&](const rl::StepReport& r) {
       progress.step(r);
       publish(m.get(), job, r, plan.workers);

@@ -240,7 +240,7 @@ Status Driver::init_models() {
     log("drafter warm start: " + path);
     bool trained = false;
     TLT_RETURN_IF_ERROR(load_or_train_drafter_warm_start(policy_, drafter_, *task_, dw, path,
-                                                         &trained, cb_.warm_start));
+                                                         &trained, cb_.drafter_warm_start));
   }
   // The RNG state after initialisation must not depend on whether the drafter warm start ran
   // (the baseline skips it), so the two modes take the same random draws from here on.

@@ -157,9 +157,11 @@ struct RLRunResult {
   bool warm_start_trained = false;
 };
 
-// Events for the progress line: "warm-start" (step, loss), "step" (a StepReport).
+// Events for the progress line: the policy's and the drafter's warm-start steps (step, loss),
+// "step" (a StepReport).
 struct RunCallbacks {
   std::function<void(int64_t step, double loss)> warm_start;
+  std::function<void(int64_t step, double loss)> drafter_warm_start;
   std::function<void(const StepReport&)> step;
   std::function<void(const std::string&)> log;
   std::function<void(int worker, const std::string& state)> worker_state;
