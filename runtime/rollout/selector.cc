@@ -105,13 +105,13 @@ int32_t ArmSelector::explore(int32_t cell) {
     return std::uniform_int_distribution<int32_t>(0, n_arms_ - 1)(rng_);
   // Each arm weighs its value relative to the best one's. An arm without min_samples steps yet
   // (which best() returns first anyway) weighs as much as the best.
-  auto sampled = [&](int32_t a) { return steps_[cell][a].size() >= min_samples_; };
-  double top = 0.0;
+  std::vector<double> values(size_t(n_arms_), -1.0);  // -1: not min_samples steps yet
   for (int32_t a = 0; a < n_arms_; ++a)
-    if (sampled(a)) top = std::max(top, value(cell, a));
+    if (steps_[cell][a].size() >= min_samples_) values[size_t(a)] = std::max(value(cell, a), 0.0);
+  double top = *std::max_element(values.begin(), values.end());
   std::vector<double> weights(size_t(n_arms_), 1.0);
-  for (int32_t a = 0; a < n_arms_; ++a)
-    if (sampled(a) && top > 0.0) weights[size_t(a)] = std::max(value(cell, a), 0.0) / top;
+  for (size_t a = 0; a < values.size(); ++a)
+    if (values[a] >= 0.0 && top > 0.0) weights[a] = values[a] / top;
   std::discrete_distribution<int32_t> pick(weights.begin(), weights.end());
   return pick(rng_);
 }
