@@ -3,7 +3,8 @@
 # (speculative rollouts + adaptive drafter trained on idle workers), with the drafter frozen
 # after step 1, and off (--baseline). Two rollout workers, each pinned to its own core.
 # Prints per-step wall time of each, their ratio, the share of idle worker-time reclaimed by
-# drafter training, acceptance length per step (adaptive vs frozen) and the reward curves.
+# drafter training, acceptance length per step (adaptive vs frozen), the reward curves, and the
+# ceiling that the non-rollout part of the step puts on the end-to-end ratio.
 # Usage: bench/rl_e2e.sh [STEPS]   (default 8)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,14 @@ T = sum(s["stepSeconds"] for s in tlt["steps"]); B = sum(s["stepSeconds"] for s 
 TR = sum(s["rolloutSeconds"] for s in tlt["steps"]); BR = sum(s["rolloutSeconds"] for s in base["steps"])
 print("end-to-end: baseline %.1f s / TLT %.1f s = %.2fx (goal >= 1.7x)" % (B, T, B / T))
 print("rollout phase: baseline %.1f s / TLT %.1f s = %.2fx" % (BR, TR, BR / TR))
+# Amdahl: only the rollout phase speeds up, so the rest of the baseline's step (policy update,
+# weight sync, step overhead) bounds the end-to-end ratio whatever the rollout speed.
+rest = max(B - BR, 1e-9)
+need = B / 1.7 - rest
+print("ceiling: rollout is %.0f%% of the baseline's time, so even a zero-second rollout gives "
+      "%.2fx end to end; %s" % (100 * BR / B, B / rest,
+      "1.7x needs a %.2fx faster rollout phase" % (BR / need) if need > 0
+      else "1.7x is out of reach at any rollout speed"))
 idle, rec = tlt["idleWorkerSeconds"], tlt["reclaimedWorkerSeconds"]
 print("idle worker-time reclaimed by drafter training: %.2f of %.2f worker-s = %.1f%% (goal >= 90%%)" % (
     rec, idle + rec, 100 * rec / max(idle + rec, 1e-9)))

@@ -7,13 +7,15 @@
 //    and with the adaptive engine (bandit over the arms; plain above the threshold), on one
 //    thread, as a rollout worker that owns one core would. Prints the ratios and the accepted
 //    length per arm.
+//    Before that, the speculation ceiling: what verifying k tokens per request costs against k
+//    plain steps, the most any drafter could gain on this machine at each batch size.
 //
 // Usage: bench_rollout --tokens FILE [--preset small] [--train-steps 400] [--drafter-steps 400]
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
 //                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
 //                      [--selector-value throughput] [--catch-up-limit 0]
-//                      [--draft-confidence 0] [--epsilon 0.1]
+//                      [--draft-confidence 0] [--epsilon 0.1] [--ceiling-only]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +26,7 @@
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
+#include "api/arm.h"
 #include "runtime/data/token_file.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
@@ -172,7 +175,12 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.drafter_catch_up_limit = catch_up_limit;
   eo.draft_confidence = draft_confidence;
   eo.epsilon = epsilon;
-  auto engine = std::move(rollout::Engine::create(target, drafter, eo).value());
+  auto created = rollout::Engine::create(target, drafter, eo);
+  if (!created.ok()) {  // e.g. a malformed --arms entry
+    std::cerr << created.status().to_string() << "\n";
+    std::exit(2);
+  }
+  auto engine = std::move(created).value();
   if (!warmup.empty()) engine->generate(warmup).value();
   engine->reset_stats();
   engine->generate(reqs).value();
@@ -192,6 +200,57 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   return r;
 }
 
+// Seconds of one target forward of b x k new tokens per request over a cache already holding
+// `context` positions per request: a plain decode step at k = 1, a chain verify of k - 1 drafts
+// otherwise. The fastest of `reps` (noise only ever slows a forward); nothing is committed, so
+// every repetition rewrites the same positions.
+double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t context,
+                       int reps) {
+  torch::NoGradGuard no_grad;
+  int64_t vocab = target->config().vocab;
+  auto cache = target->make_cache(b, context + k + 1);
+  for (int64_t i = 0; i < b; ++i) cache->add_slot();
+  torch::Tensor zero = torch::zeros({b}, torch::kInt64);                  // (b,)
+  torch::Tensor prompt = torch::randint(vocab, {b, context}, torch::kInt64);  // (b, context)
+  target->forward(prompt, model::sequential_positions(zero, context), cache.get());
+  for (int64_t i = 0; i < b; ++i) cache->commit_prefix(i, context);
+  torch::Tensor tokens = torch::randint(vocab, {b, k}, torch::kInt64);  // (b, k)
+  torch::Tensor positions = model::sequential_positions(zero + context, k);  // (b, k)
+  double best = 1e30;
+  for (int r = 0; r < reps + 2; ++r) {  // two warm-up forwards
+    double t0 = now();
+    target->forward(tokens, positions, cache.get());
+    if (r >= 2) best = std::min(best, now() - t0);
+  }
+  return best;
+}
+
+// The most any drafting strategy can gain at batch b on this machine: verifying k tokens per
+// request in one forward against k plain steps, as if every draft were accepted and drafting
+// cost nothing, i.e. max over k of k * T(b, 1) / T(b, k). Where decoding is bound by reading
+// the weights (a GPU, or batch 1 here), T(b, k) barely grows with k and the bound is large;
+// where it is bound by arithmetic, T(b, k) grows like k and the bound nears 1.
+void print_ceiling(model::Transformer target, const std::vector<int>& batches, int64_t context) {
+  const std::vector<int64_t> widths{2, 3, 5, 7, 8};
+  std::printf(
+      "\nspeculation ceiling (every draft accepted, drafting free; context %lld tokens):\n"
+      "%6s %12s", (long long)context, "batch", "plain ms");
+  for (int64_t k : widths) std::printf("   k=%lld ms", (long long)k);
+  std::printf(" %9s\n", "ceiling");
+  for (int b : batches) {
+    double t1 = forward_seconds(target, b, 1, context, 10);
+    double ceiling = 1.0;
+    std::printf("%6d %12.2f", b, 1e3 * t1);
+    for (int64_t k : widths) {
+      double tk = forward_seconds(target, b, k, context, 10);
+      ceiling = std::max(ceiling, double(k) * t1 / tk);
+      std::printf(" %9.2f", 1e3 * tk);
+    }
+    std::printf(" %8.2fx\n", ceiling);
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -200,15 +259,19 @@ int main(int argc, char** argv) {
   int train_steps = 400, drafter_steps = 400, max_new = 192, threads = 1;
   double temperature = 0.0;
   int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2;
-  std::string fixed_s = "1,16";
-  bool prepare_only = false;
+  std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
+  bool prepare_only = false, ceiling_only = false;
   app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize)")->required();
   app.add_flag("--prepare-only", prepare_only,
                "Train and cache target and drafter (on all cores), then exit");
+  app.add_flag("--ceiling-only", ceiling_only,
+               "Print only the speculation ceiling per batch size (no decoding runs)");
   app.add_option("--preset", preset, "Target preset")->capture_default_str();
   app.add_option("--train-steps", train_steps, "Target training steps (cached)")
       ->capture_default_str();
   app.add_option("--drafter-steps", drafter_steps, "Drafter training steps")->capture_default_str();
+  app.add_option("--arms", arms_s, "The adaptive engine's arms (depth_topk_verifyTokens, ngram)")
+      ->capture_default_str();
   app.add_option("--batches", batches_s, "Batch sizes")->capture_default_str();
   app.add_option("--max-new", max_new, "Tokens per response")->capture_default_str();
   app.add_option("--threads", threads, "Compute threads (a worker owns one core)")
@@ -262,6 +325,18 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  std::vector<std::string> arms;
+  std::stringstream arms_ss(arms_s);
+  for (std::string a; std::getline(arms_ss, a, ',');) {
+    api::Arm parsed;
+    std::string why;
+    if (!api::parse_arm(a, &parsed, &why)) {
+      std::cerr << "--arms \"" << a << "\": " << why << "\n";
+      return 2;
+    }
+    arms.push_back(a);
+  }
+
   auto corpus = data::read_token_file(tokens);
   if (!corpus.ok()) {
     std::cerr << corpus.status().to_string() << "\n";
@@ -300,12 +375,14 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::vector<std::string> arms{"4_1_5", "6_1_7", "4_2_8", "ngram"};
+  // Mid-response: the 32-token prompt plus half the response.
+  print_ceiling(target, batches, 32 + max_new / 2);
+  if (ceiling_only) return 0;
   std::printf(
-      "\nthreads=%d temperature=%.1f max_new=%d arms=4_1_5,6_1_7,4_2_8,ngram threshold=32 "
+      "\nthreads=%d temperature=%.1f max_new=%d arms=%s threshold=32 "
       "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
       "selector value=%s exploration=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f\n",
-      threads, temperature, max_new, shortcut, warmup_batches, waves, repeats,
+      threads, temperature, max_new, arms_s.c_str(), shortcut, warmup_batches, waves, repeats,
       (long long)drafter->draft_vocab_size(), selector_value.c_str(), exploration.c_str(), epsilon,
       catch_up_limit, draft_confidence);
   // kept: the share of verified drafted tokens that were accepted.
