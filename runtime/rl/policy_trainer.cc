@@ -23,7 +23,7 @@ struct Chunk {
   SequenceBatch seq;                 // tokens (b, t), targets and mask (b, t-1)
   torch::Tensor rows;                // (b,) int64 indices into the step's batch
   torch::Tensor advantages;          // (b,)
-  torch::Tensor logp_old, logp_ref;  // (b, t-1), no grad
+  torch::Tensor logp_old, logp_ref;  // (b, t-1), no grad; logp_old undefined: see update()
 };
 
 // Minibatch k of m holds rows [B*k/m, B*(k+1)/m), micro-batched by the token budget.
@@ -56,8 +56,11 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
   for (const auto& c : minibatch) {
     double w = double(c.seq.response_tokens) / std::max(n, 1.0);
     torch::Tensor logp_new = sequence_logprobs(policy, c.seq, o.temperature);  // (b, t-1)
+    // Undefined logp_old: this minibatch runs before any optimizer step of the update, so the
+    // policy still has the rollout's weights and its own forward is logp_old (ratio 1).
+    torch::Tensor logp_old = c.logp_old.defined() ? c.logp_old : logp_new.detach();
     GrpoLoss g =
-        grpo_loss(logp_new, c.logp_old, c.logp_ref, c.advantages, c.seq.mask, o.clip, o.kl_coef);
+        grpo_loss(logp_new, logp_old, c.logp_ref, c.advantages, c.seq.mask, o.clip, o.kl_coef);
     (g.loss * w).backward();
     st.loss += g.loss.item<double>() * w;
     st.kl += g.kl * w;
@@ -87,10 +90,15 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
       all_old = sequence_logprobs(policy_, batch, options_.temperature);
       all_ref = sequence_logprobs(reference_, batch, options_.temperature);
     }
-    for (auto& minibatch : chunks) {
-      for (Chunk& c : minibatch) {
-        c.logp_old = all_old.defined() ? all_old.index_select(0, c.rows)
-                                       : sequence_logprobs(policy_, c.seq, options_.temperature);
+    for (size_t k = 0; k < chunks.size(); ++k) {
+      for (Chunk& c : chunks[k]) {
+        // The first minibatch takes logp_old from its own training forward (minibatch_step):
+        // one forward fewer per micro-batch, the same values.
+        if (all_old.defined()) {
+          c.logp_old = all_old.index_select(0, c.rows);
+        } else if (k > 0) {
+          c.logp_old = sequence_logprobs(policy_, c.seq, options_.temperature);
+        }
         c.logp_ref = all_ref.defined() ? all_ref.index_select(0, c.rows)
                                        : sequence_logprobs(reference_, c.seq, options_.temperature);
       }

@@ -1,7 +1,8 @@
 // The trainer role's policy update: GRPO over one step's rollouts (runtime/rl/grpo.h), in
 // `minibatches` sequential optimizer steps so the clipped ratio matters after the first one.
 // logp_old is the rollout policy's own log-probability (recomputed here under the same
-// weights the workers sampled with), logp_ref the frozen reference (the warm start).
+// weights the workers sampled with; the first minibatch reuses its own training forward, which
+// runs before any optimizer step), logp_ref the frozen reference (the warm start).
 //
 // Micro-batching: within each minibatch the rows are sorted by length and run in micro-batches of
 // similar length, each padded only to its own longest row (GrpoOptions::max_tokens_per_microbatch),
