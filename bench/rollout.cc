@@ -204,17 +204,16 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
 // `context` positions per request: a plain decode step at k = 1, a chain verify of k - 1 drafts
 // otherwise. The fastest of `reps` (noise only ever slows a forward); nothing is committed, so
 // every repetition rewrites the same positions.
-double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t context,
-                       int reps) {
+double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t context, int reps) {
   torch::NoGradGuard no_grad;
   int64_t vocab = target->config().vocab;
   auto cache = target->make_cache(b, context + k + 1);
   for (int64_t i = 0; i < b; ++i) cache->add_slot();
-  torch::Tensor zero = torch::zeros({b}, torch::kInt64);                  // (b,)
+  torch::Tensor zero = torch::zeros({b}, torch::kInt64);                      // (b,)
   torch::Tensor prompt = torch::randint(vocab, {b, context}, torch::kInt64);  // (b, context)
   target->forward(prompt, model::sequential_positions(zero, context), cache.get());
   for (int64_t i = 0; i < b; ++i) cache->commit_prefix(i, context);
-  torch::Tensor tokens = torch::randint(vocab, {b, k}, torch::kInt64);  // (b, k)
+  torch::Tensor tokens = torch::randint(vocab, {b, k}, torch::kInt64);       // (b, k)
   torch::Tensor positions = model::sequential_positions(zero + context, k);  // (b, k)
   double best = 1e30;
   for (int r = 0; r < reps + 2; ++r) {  // two warm-up forwards
@@ -234,7 +233,8 @@ void print_ceiling(model::Transformer target, const std::vector<int>& batches, i
   const std::vector<int64_t> widths{2, 3, 5, 7, 8};
   std::printf(
       "\nspeculation ceiling (every draft accepted, drafting free; context %lld tokens):\n"
-      "%6s %12s", (long long)context, "batch", "plain ms");
+      "%6s %12s",
+      (long long)context, "batch", "plain ms");
   for (int64_t k : widths) std::printf("   k=%lld ms", (long long)k);
   std::printf(" %9s\n", "ceiling");
   for (int b : batches) {

@@ -37,6 +37,9 @@ struct Engine::Active {
 namespace {
 
 constexpr int32_t kNgramDepth = 8;  // tokens an n-gram draft proposes at most
+// Padded prompt tokens of one batched prefill forward: 64 short prompts at once, long ones in
+// smaller groups (attention's cost grows with the square of the padded length).
+constexpr int64_t kPrefillTokens = 4096;
 
 double now_seconds() {
   using clock = std::chrono::steady_clock;
@@ -180,10 +183,23 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
   std::vector<Active> active;
   size_t next = 0;
   while (next < requests.size() || !active.empty()) {
-    while (next < requests.size() && int64_t(active.size()) < options_.max_batch) {
-      TLT_RETURN_IF_ERROR(admit(requests[next], &active));
-      active.back().order = next++;
+    if (next < requests.size() && int64_t(active.size()) < options_.max_batch) {
+      // Every request that fits joins now, prefilled in groups of at most
+      // kPrefillTokens padded tokens (one request alone may exceed it).
+      size_t free = size_t(options_.max_batch) - active.size();
+      size_t end = std::min(requests.size(), next + free);
+      while (next < end) {
+        size_t n = 1, longest = requests[next].prompt.size();
+        while (next + n < end) {
+          size_t l = std::max(longest, requests[next + n].prompt.size());
+          if (int64_t((n + 1) * l) > kPrefillTokens) break;
+          longest = l, ++n;
+        }
+        TLT_RETURN_IF_ERROR(admit(requests, next, n, &active));
+        next += n;
+      }
       retire(active, &out);
+      continue;  // a request done at its first token may have freed a slot
     }
     if (active.empty()) continue;
     bool speculate = options_.speculative && !arms_.empty() &&
@@ -212,22 +228,44 @@ StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& re
   return out;
 }
 
-Status Engine::admit(const Request& request, std::vector<Active>* active) {
-  int64_t slot = cache_tgt_->add_slot();
-  if (cache_dft_) cache_dft_->add_slot();
-  Active a{request, Rng(request.seed), request.prompt, 0, false, false, {}, 0, 0, 0, 0, 0};
-  int64_t p = int64_t(request.prompt.size());
+// Prefills requests [first, first + n) together: prompts padded to the longest, each slot
+// committing only its own prompt (padding lands past the committed length, never attended to).
+Status Engine::admit(const std::vector<Request>& requests, size_t first, size_t n,
+                     std::vector<Active>* active) {
+  int64_t b = int64_t(n), p_max = 1;
+  for (size_t i = first; i < first + n; ++i)
+    p_max = std::max<int64_t>(p_max, int64_t(requests[i].prompt.size()));
+  std::vector<int64_t> toks(size_t(b * p_max), 0), last(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) {
+    const std::vector<int64_t>& prompt = requests[first + size_t(i)].prompt;
+    std::copy(prompt.begin(), prompt.end(), toks.begin() + i * p_max);
+    last[size_t(i)] = int64_t(prompt.size()) - 1;
+  }
+  int64_t slot0 = int64_t(active->size());
+  for (int64_t i = 0; i < b; ++i) {
+    cache_tgt_->add_slot();
+    if (cache_dft_) cache_dft_->add_slot();
+  }
   torch::Device dev = target_->lm_head->weight.device();
-  cache_tgt_->focus(slot, 1);
+  torch::Tensor positions = torch::arange(p_max, torch::kInt64).repeat({b, 1}).to(dev);  // (b, P)
+  cache_tgt_->focus(slot0, b);
   model::ForwardResult r =
-      target_->forward(long_tensor(request.prompt, dev).view({1, p}),
-                       torch::arange(p, torch::kInt64).to(dev).view({1, p}), cache_tgt_.get());
+      target_->forward(long_tensor(toks, dev).view({b, p_max}), positions, cache_tgt_.get());
   cache_tgt_->unfocus();
-  cache_tgt_->commit_prefix(slot, p);
-  torch::Tensor last = host_logits(r.logits.select(1, p - 1));  // (1, V)
-  int64_t first = pick(last.data_ptr<double>(), last.size(1), request.sampling, a.rng);
-  active->push_back(std::move(a));
-  emit(active->back(), 0, {first}, r.hidden[0]);
+  torch::Tensor at = long_tensor(last, dev).view({b, 1, 1});
+  torch::Tensor logits =
+      host_logits(r.logits.gather(1, at.expand({b, 1, r.logits.size(2)})).squeeze(1));  // (b, V)
+  int64_t v = logits.size(1);
+  for (int64_t i = 0; i < b; ++i) {
+    const Request& request = requests[first + size_t(i)];
+    int64_t p = int64_t(request.prompt.size());
+    cache_tgt_->commit_prefix(slot0 + i, p);
+    Active a{request, Rng(request.seed), request.prompt, 0, false, false, {}, 0, 0, 0, 0, 0};
+    int64_t t = pick(logits.data_ptr<double>() + i * v, v, request.sampling, a.rng);
+    a.order = first + size_t(i);
+    active->push_back(std::move(a));
+    emit(active->back(), 0, {t}, r.hidden[i].narrow(0, 0, p));
+  }
   return Status::Ok();
 }
 

@@ -156,7 +156,9 @@ class Engine {
 
   // generate() after its checks; LibTorch and cache errors propagate as exceptions to it.
   StatusOr<std::vector<Completion>> run_all(const std::vector<Request>& requests);
-  Status admit(const Request& request, std::vector<Active>* active);
+  // Prefills requests [first, first + n) in one target forward and appends them to `active`.
+  Status admit(const std::vector<Request>& requests, size_t first, size_t n,
+               std::vector<Active>* active);
   void plain_step(std::vector<Active>& active);
   // context: the bandit's, under which the step's reward is recorded; copies: copyable_drafts().
   void spec_step(std::vector<Active>& active, int32_t arm, int32_t context,

@@ -132,6 +132,38 @@ TEST_F(GreedyExactness, PlainIsIndependentOfBatchSize) {
   expect_same_tokens(run(*target_, Drafter(nullptr), plain_options(7), *reqs_), *plain_, "batch 7");
 }
 
+// Requests join in one padded prefill forward; the hidden states handed to the sink (the
+// drafter's training data) must be those of each prompt alone, padding notwithstanding.
+TEST_F(GreedyExactness, BatchedRaggedPrefillHandsTheSameHiddenStatesAsOneAtATime) {
+  std::vector<Request> reqs(reqs_->begin(), reqs_->begin() + 12);
+  for (Request& r : reqs) r.max_new_tokens = 3;
+  auto collect = [&](int64_t max_batch) {
+    std::map<int64_t, std::vector<torch::Tensor>> hidden;  // id -> (n, C) pieces
+    std::map<int64_t, std::vector<int64_t>> tokens;
+    auto engine =
+        std::move(Engine::create(*target_, Drafter(nullptr), plain_options(max_batch)).value());
+    engine->set_hidden_sink([&](int64_t id, const std::vector<int64_t>& t, const torch::Tensor& h) {
+      hidden[id].push_back(h.clone());
+      tokens[id].insert(tokens[id].end(), t.begin(), t.end());
+    });
+    EXPECT_TRUE(engine->generate(reqs).ok());
+    std::map<int64_t, torch::Tensor> out;
+    for (auto& [id, pieces] : hidden) out[id] = torch::cat(pieces, 0);
+    return std::make_pair(out, tokens);
+  };
+  auto [alone_h, alone_t] = collect(1);
+  auto [batched_h, batched_t] = collect(12);
+  ASSERT_EQ(alone_h.size(), reqs.size());
+  size_t lengths = 0;
+  for (const Request& r : reqs) {
+    EXPECT_EQ(alone_t[r.id], batched_t[r.id]) << "request " << r.id;
+    ASSERT_EQ(alone_h[r.id].sizes(), batched_h[r.id].sizes()) << "request " << r.id;
+    EXPECT_TRUE(torch::allclose(alone_h[r.id], batched_h[r.id], 1e-4, 1e-5)) << "request " << r.id;
+    lengths |= size_t(1) << r.prompt.size();
+  }
+  EXPECT_GT(__builtin_popcountll(lengths), 2) << "the prompts should be ragged";
+}
+
 TEST_F(GreedyExactness, UntrainedDrafterEveryArmAndBatchSize) {
   torch::manual_seed(5);
   Drafter drafter(*target_, 1);
