@@ -395,6 +395,14 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
   std::vector<double> score(size_t(b), 0.0);  // log of that product
   std::vector<char> ended(size_t(b), 0);
   int64_t live = b;
+  // Under coupled_drafts, the uniforms each reproducible sampled request will draw next.
+  std::vector<std::vector<double>> ahead(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) {
+    if (active[i].req.sampling.greedy() || !options_.reproducible || !options_.coupled_drafts)
+      continue;
+    Rng peek = active[i].rng;  // a copy: the request's own stream is not advanced
+    for (int32_t k = 0; k < depth; ++k) ahead[i].push_back(peek.uniform());
+  }
   for (int32_t k = 1; k <= depth && live > 0; ++k) {
     torch::Tensor logits = host_logits(drafter_->draft_logits(h));  // (B, V)
     int64_t v = logits.size(1);
@@ -403,14 +411,15 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
       const double* row = logits.data_ptr<double>() + i * v;
       const SamplingParams& sp = active[i].req.sampling;
       bool sampled = !sp.greedy() && !options_.reproducible;
+      bool coupled = !ahead[i].empty();
       pos[i] = active[i].drafter_len + k - 1;
       toks[i] = argmax(row, v);  // what an ended chain feeds the batched forward (unused)
       if (ended[i]) continue;
       std::vector<double> dist;
-      if (sampled) dist = sampling_probs(row, v, sp);
+      if (sampled || coupled) dist = sampling_probs(row, v, sp);
       if (options_.draft_confidence > 0.0) {  // (V exponentials a node: only when asked)
         double top =
-            sampled ? *std::max_element(dist.begin(), dist.end()) : top_probability(row, v);
+            dist.empty() ? top_probability(row, v) : *std::max_element(dist.begin(), dist.end());
         if (score[i] + std::log(top) < min_log) {
           ended[i] = 1, --live;
           continue;
@@ -418,6 +427,7 @@ std::vector<DraftTree> Engine::draft_chain(std::vector<Active>& active,
         score[i] += std::log(top);
       }
       int64_t d = toks[i];
+      if (coupled) d = inverse_cdf(dist, ahead[i][size_t(k - 1)]);
       if (sampled) {
         (*q)[i].push_back(std::move(dist));
         d = sample((*q)[i].back(), active[i].rng);

@@ -79,6 +79,13 @@ struct EngineOptions {
   // whatever the arm, batch or drafter (up to float rounding between a verify forward and a
   // one-token forward), which RL needs for restarts and resume; acceptance can be lower.
   bool reproducible = false;
+  // Reproducible sampled chains: the drafter's draft at depth k is its own inverse-CDF sample at
+  // the uniform the target will draw that position with (the request's k-th next draw), instead
+  // of its top token. The draft then matches the target's draw whenever both distributions map
+  // that uniform to the same token, which is far likelier than the target drawing the drafter's
+  // top token when the policy is unsure. Only the drafts change (the request's RNG is not
+  // advanced); verification still samples the target, so outputs stay plain sampling's.
+  bool coupled_drafts = true;
   // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
   ChainRule chain_rule = accept_rejection_chain;
   // Drafter arms copy a request's draft from its own context instead of running the drafter

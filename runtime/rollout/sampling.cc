@@ -35,7 +35,10 @@ std::vector<double> sampling_probs(const double* logits, int64_t v, const Sampli
 }
 
 int64_t sample(const std::vector<double>& probs, Rng& rng) {
-  double u = rng.uniform();
+  return inverse_cdf(probs, rng.uniform());
+}
+
+int64_t inverse_cdf(const std::vector<double>& probs, double u) {
   double c = 0.0;
   int64_t last_nonzero = 0;
   for (size_t i = 0; i < probs.size(); ++i) {

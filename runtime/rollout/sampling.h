@@ -37,5 +37,8 @@ std::vector<double> sampling_probs(const double* logits, int64_t v, const Sampli
 
 // Draws an index from `probs` (sums to 1) by inverse CDF with one uniform draw.
 int64_t sample(const std::vector<double>& probs, Rng& rng);
+// The index inverse CDF picks for uniform u in [0, 1): sample() is inverse_cdf(probs, u) with
+// u = rng.uniform().
+int64_t inverse_cdf(const std::vector<double>& probs, double u);
 
 }  // namespace tlt::rollout

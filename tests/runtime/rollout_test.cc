@@ -617,6 +617,29 @@ TEST_F(SamplingDistribution, ReproducibleChainEqualsPlainSampling) {
   expect_same_tokens(spec, *plain_, "reproducible chain, same seeds");
 }
 
+// Coupled drafts (EngineOptions::coupled_drafts): a reproducible chain's draft at depth k is the
+// drafter's own sample at the uniform the target will draw that position with. Outputs stay plain
+// sampling's token for token, and the drafts agree with the target's draws more often than the
+// drafter's top token does, because a trained drafter's distribution is close to the target's.
+TEST_F(SamplingDistribution, CoupledDraftsAcceptMoreAndStillEqualPlainSampling) {
+  torch::manual_seed(23);
+  Drafter trained(*target_, 1);
+  train_drafter(*target_, trained, std::vector<Request>(reqs_->begin(), reqs_->begin() + 64), 300);
+  auto accepted = [&](bool coupled) {
+    EngineOptions o = spec_options(64, {"3_1_4"});
+    o.reproducible = true;
+    o.coupled_drafts = coupled;
+    EngineStats st;
+    auto spec = run(*target_, trained, o, *reqs_, &st);
+    expect_same_tokens(spec, *plain_, coupled ? "coupled drafts" : "top-1 drafts");
+    std::printf("%s: %lld of %lld drafted tokens accepted\n", coupled ? "coupled" : "top-1",
+                (long long)st.accepted, (long long)st.drafted);
+    return double(st.accepted) / double(std::max<int64_t>(st.drafted, 1));
+  };
+  double top1 = accepted(false), coupled = accepted(true);
+  EXPECT_GT(coupled, top1 + 0.05) << "coupling should raise the accepted share of drafts";
+}
+
 TEST_F(SamplingDistribution, BrokenAcceptanceRuleIsCaught) {
   EngineOptions o = spec_options(64, {"3_1_4"});
   // Wrong: accepts every drafted token, so outputs follow the drafter, not the target.
