@@ -8,23 +8,49 @@
 
 namespace tlt::api {
 
-// One drafting strategy: "D_K_N" (depth, top-k, tokens verified; K = 1 is a chain) or "ngram".
+// One drafting strategy: "D_K_N" (depth, top-k, tokens verified; K = 1 is a chain), "ngram" (a
+// model-free draft of up to kNgramDepth tokens copied from the request's own context) or
+// "ngram_D" (up to D tokens: shorter drafts verify fewer tokens, which pays where verification
+// is bound by arithmetic, at larger batches). An n-gram arm has top_k 0 and verifies depth + 1.
 struct Arm {
   int32_t depth = 0, top_k = 0, verify_tokens = 0;
   bool ngram = false;
 };
 
+constexpr int32_t kNgramDepth = 8;  // the plain "ngram" arm's longest draft
+
+inline const char* arm_syntax_hint() {
+  return "must be \"depth_topk_verifyTokens\" such as \"8_4_48\", \"ngram\" or \"ngram_D\" "
+         "such as \"ngram_4\"";
+}
+
 // Parses an arm name. Returns false with *why set when the text is not an arm.
 inline bool parse_arm(const std::string& text, Arm* arm, std::string* why) {
   if (text == "ngram") {
-    *arm = Arm{0, 0, 0, true};
+    *arm = Arm{kNgramDepth, 0, kNgramDepth + 1, true};
+    return true;
+  }
+  const std::string prefix = "ngram_";
+  if (text.compare(0, prefix.size(), prefix) == 0) {
+    std::string digits = text.substr(prefix.size());
+    if (digits.empty() || digits.size() > 4 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      *why = arm_syntax_hint();
+      return false;
+    }
+    int d = std::stoi(digits);
+    if (d < 1 || d > 64) {
+      *why = "an n-gram arm drafts 1 to 64 tokens (\"ngram_1\" .. \"ngram_64\")";
+      return false;
+    }
+    *arm = Arm{d, 0, d + 1, true};
     return true;
   }
   int d = 0, k = 0, n = 0;
   char tail = 0;
   if (std::sscanf(text.c_str(), "%d_%d_%d%c", &d, &k, &n, &tail) != 3 ||
       text.find_first_not_of("0123456789_") != std::string::npos) {
-    *why = "must be \"depth_topk_verifyTokens\" such as \"8_4_48\", or \"ngram\"";
+    *why = arm_syntax_hint();
     return false;
   }
   if (d < 1 || d > 64 || k < 1 || k > 64 || n < 1) {

@@ -85,10 +85,11 @@ std::vector<CelRule> cel_rules(const SelectorSpec&) {
   };
 }
 
-// An arm is "ngram" or "D_K_N" (api/arm.h: parse_arm). The numbers are read only after the
-// syntax check, so int() sees nothing but digits, and arms are at most 16 characters, so the
+// An arm is "ngram", "ngram_D" or "D_K_N" (api/arm.h: parse_arm). The numbers are read only after
+// the syntax check, so int() sees nothing but digits, and arms are at most 16 characters, so the
 // numbers fit. (The apiserver's CEL has no cel.bind, hence the repeated split.)
 constexpr const char* kArmSyntax = "^[0-9]+_[0-9]+_[0-9]+$";
+constexpr const char* kNgramArmSyntax = "^ngram_[0-9]+$";
 
 // `condition` may use D, K and N; they are replaced by the parsed numbers of arm `var`.
 std::string arm_ok(const std::string& var, std::string condition) {
@@ -105,17 +106,25 @@ std::string arm_ok(const std::string& var, std::string condition) {
 }
 
 std::vector<CelRule> cel_rules(const SpeculativeSpec&) {
-  const std::string syntax = std::string("(a == 'ngram' || a.matches('") + kArmSyntax + "'))";
+  const std::string syntax = std::string("(a == 'ngram' || a.matches('") + kNgramArmSyntax +
+                             "') || a.matches('" + kArmSyntax + "'))";
   const std::string ranges = "D >= 1 && D <= 64 && K >= 1 && K <= 64 && N >= 1";
   const std::string tree = "N <= 1 + K + (D - 1) * K * K";
+  const std::string ngram_depth = std::string("(!a.matches('") + kNgramArmSyntax +
+                                  "') || (int(a.split('_')[1]) >= 1 && "
+                                  "int(a.split('_')[1]) <= 64))";
+  const std::string hint =
+      "each arm must be \"depth_topk_verifyTokens\" such as \"8_4_48\", \"ngram\" or "
+      "\"ngram_D\" such as \"ngram_4\"";
   return {
       {"!self.enabled || size(self.arms) > 0",
        "must list at least one arm when speculation is enabled (e.g. [\"8_4_16\"])", "", ".arms"},
-      {"self.arms.all(a, " + syntax + ")",
-       "each arm must be \"depth_topk_verifyTokens\" such as \"8_4_48\", or \"ngram\"",
-       "'each arm must be \"depth_topk_verifyTokens\" such as \"8_4_48\", or \"ngram\" (got \"' "
-       "+ self.arms.filter(a, !" +
-           syntax + ")[0] + '\")'",
+      {"self.arms.all(a, " + syntax + ")", hint,
+       "'" + hint + " (got \"' + self.arms.filter(a, !" + syntax + ")[0] + '\")'", ".arms"},
+      {"self.arms.all(a, " + ngram_depth + ")",
+       "an n-gram arm drafts 1 to 64 tokens (\"ngram_1\" .. \"ngram_64\")",
+       "'an n-gram arm drafts 1 to 64 tokens (got \"' + self.arms.filter(a, !" + ngram_depth +
+           ")[0] + '\")'",
        ".arms"},
       {"self.arms.all(a, " + arm_ok("a", ranges) + ")",
        "each arm needs 1 <= depth <= 64, 1 <= topk <= 64 and verifyTokens >= 1",

@@ -36,7 +36,7 @@ struct Engine::Active {
 
 namespace {
 
-constexpr int32_t kNgramDepth = 8;  // tokens an n-gram draft proposes at most
+using api::kNgramDepth;  // the longest draft of the plain "ngram" arm
 // Padded prompt tokens of one batched prefill forward: 64 short prompts at once, long ones in
 // smaller groups (attention's cost grows with the square of the padded length).
 constexpr int64_t kPrefillTokens = 4096;
@@ -151,7 +151,7 @@ StatusOr<std::vector<Completion>> Engine::generate(const std::vector<Request>& r
   int64_t headroom = 2;
   for (const NamedArm& a : arms_) {
     // Target: the verified draft. Drafter: a tree commits top_k nodes per expanded level.
-    int64_t need = a.arm.ngram ? kNgramDepth + 2
+    int64_t need = a.arm.ngram ? a.arm.depth + 2
                                : std::max<int64_t>(a.arm.verify_tokens + 1,
                                                    int64_t(a.arm.top_k) * a.arm.depth + 2);
     headroom = std::max<int64_t>(headroom, need);
@@ -605,7 +605,7 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index, int32_t c
   }
   stats_.copied_drafts += n_copied;
   if (arm.ngram) {
-    trees = draft_ngram(active, kNgramDepth);
+    trees = draft_ngram(active, arm.depth);
   } else if (n_copied < b) {
     torch::Tensor root = drafter_catch_up(active);
     if (arm.top_k == 1) {
@@ -628,7 +628,7 @@ void Engine::spec_step(std::vector<Active>& active, int32_t arm_index, int32_t c
   int64_t real_tokens = 0;
   for (const DraftTree& t : trees) n = std::max(n, t.size()), real_tokens += t.size();
   stats_.drafted += real_tokens - b;
-  if (graphs_) n = std::max(n, arm.ngram ? kNgramDepth + 1 : arm.verify_tokens);
+  if (graphs_) n = std::max(n, arm.verify_tokens);  // an n-gram arm verifies depth + 1
   std::vector<int64_t> toks(b * n, 0), pos(b * n, 0);
   std::vector<uint8_t> mask_bytes(size_t(b) * n * n, 0);
   for (int64_t i = 0; i < b; ++i) {

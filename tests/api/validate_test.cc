@@ -232,6 +232,12 @@ TEST(ValidateCross, ArmsParseAndAreUnique) {
                       "spec.speculative.arms[0]", "has only 7");
   expect_single_error(rl_with("spec.speculative.arms", YAML::Load("['ngram', 'ngram']")),
                       "spec.speculative.arms[1]", "repeats");
+  expect_single_error(rl_with("spec.speculative.arms", YAML::Load("['ngram', 'ngram_0']")),
+                      "spec.speculative.arms[1]", "1 to 64 tokens");
+  expect_single_error(rl_with("spec.speculative.arms", YAML::Load("['ngram_x']")),
+                      "spec.speculative.arms[0]", "ngram_D");
+  EXPECT_TRUE(
+      errors_of(rl_with("spec.speculative.arms", YAML::Load("['ngram', 'ngram_4']"))).empty());
   // Disabled speculation may list no arms.
   std::string y = with_value(rl_with("spec.speculative.arms", YAML::Load("[]")),
                              "spec.speculative.enabled", YAML::Node(false));
@@ -256,6 +262,15 @@ TEST(ParseArm, ReadsDepthTopKVerify) {
   EXPECT_FALSE(arm.ngram);
   ASSERT_TRUE(parse_arm("ngram", &arm, &why));
   EXPECT_TRUE(arm.ngram);
+  EXPECT_EQ(arm.depth, kNgramDepth);
+  EXPECT_EQ(arm.verify_tokens, kNgramDepth + 1);
+  ASSERT_TRUE(parse_arm("ngram_4", &arm, &why));
+  EXPECT_TRUE(arm.ngram);
+  EXPECT_EQ(arm.depth, 4);
+  EXPECT_EQ(arm.verify_tokens, 5);
+  EXPECT_FALSE(parse_arm("ngram_65", &arm, &why));
+  EXPECT_FALSE(parse_arm("ngram_", &arm, &why));
+  EXPECT_FALSE(parse_arm("ngram_4x", &arm, &why));
   EXPECT_FALSE(parse_arm("8_4_48x", &arm, &why));
   EXPECT_FALSE(parse_arm("-8_4_4", &arm, &why));
 }

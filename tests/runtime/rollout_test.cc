@@ -164,6 +164,22 @@ TEST_F(GreedyExactness, BatchedRaggedPrefillHandsTheSameHiddenStatesAsOneAtATime
   EXPECT_GT(__builtin_popcountll(lengths), 2) << "the prompts should be ragged";
 }
 
+// "ngram_D" drafts at most D tokens a request ("ngram": 8), and stays exact.
+TEST_F(GreedyExactness, NgramDepthCapsTheDraft) {
+  auto drafted_per_request_step = [&](const char* arm) {
+    EngineStats st;
+    auto out = run(*target_, Drafter(nullptr), spec_options(5, {arm}), *reqs_, &st);
+    expect_same_tokens(out, *plain_, arm);
+    EXPECT_GT(st.accepted, 0) << arm;
+    return double(st.drafted) / double(std::max<int64_t>(st.request_spec_steps, 1));
+  };
+  double two = drafted_per_request_step("ngram_2"), eight = drafted_per_request_step("ngram");
+  std::printf("drafted tokens per request and step: ngram_2 %.2f, ngram %.2f\n", two, eight);
+  EXPECT_LE(two, 2.0);
+  // Requests without a recurring n-gram draft nothing, hence the averages; the cap must bind.
+  EXPECT_GT(eight, 1.5 * two) << "the default n-gram arm should draft longer than ngram_2";
+}
+
 TEST_F(GreedyExactness, UntrainedDrafterEveryArmAndBatchSize) {
   torch::manual_seed(5);
   Drafter drafter(*target_, 1);
