@@ -270,7 +270,8 @@ int main(int argc, char** argv) {
   app.add_option("--train-steps", train_steps, "Target training steps (cached)")
       ->capture_default_str();
   app.add_option("--drafter-steps", drafter_steps, "Drafter training steps")->capture_default_str();
-  app.add_option("--arms", arms_s, "The adaptive engine's arms (depth_topk_verifyTokens, ngram, ngram_D)")
+  app.add_option("--arms", arms_s,
+                 "The adaptive engine's arms (depth_topk_verifyTokens, ngram, ngram_D)")
       ->capture_default_str();
   app.add_option("--batches", batches_s, "Batch sizes")->capture_default_str();
   app.add_option("--max-new", max_new, "Tokens per response")->capture_default_str();
