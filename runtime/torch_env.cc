@@ -1,14 +1,83 @@
 #include "runtime/torch_env.h"
 
+#include <sched.h>
+#include <unistd.h>
+
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
 namespace tlt::runtime {
+namespace {
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
+// Cores the cgroup v2 (else v1) CPU quota of this process's container allows; 0: no limit.
+int quota_cores() {
+  int v2 = cores_from_cpu_max(first_line("/sys/fs/cgroup/cpu.max"));
+  if (v2 > 0) return v2;
+  std::string quota = first_line("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
+  std::string period = first_line("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  if (quota.empty() || period.empty() || quota[0] == '-') return 0;
+  return cores_from_cpu_max(quota + " " + period);
+}
+
+}  // namespace
+
+void limit_openmp_spinning(char** argv) {
+  if (env_set("OMP_WAIT_POLICY") || env_set("GOMP_SPINCOUNT") || env_set("TLT_NO_REEXEC")) return;
+  setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, /*overwrite=*/1);
+  execv("/proc/self/exe", argv);
+  unsetenv("GOMP_SPINCOUNT");  // not re-executed: libgomp keeps its defaults; say so truthfully
+}
+
+std::vector<int> allowed_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  if (cpus.empty()) {
+    int n = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    for (int c = 0; c < n; ++c) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+int cores_from_cpu_max(const std::string& cpu_max) {
+  std::istringstream in(cpu_max);
+  std::string quota;
+  double period = 0;
+  if (!(in >> quota >> period) || quota == "max" || period <= 0) return 0;
+  char* end = nullptr;
+  double q = std::strtod(quota.c_str(), &end);
+  if (end == quota.c_str() || *end != '\0' || q <= 0) return 0;
+  return std::max(1, static_cast<int>(std::ceil(q / period - 1e-9)));
+}
+
+int usable_cores() {
+  int n = static_cast<int>(allowed_cpus().size());
+  int quota = quota_cores();
+  return quota > 0 ? std::min(n, quota) : n;
+}
 
 int configure_threads(int threads) {
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  int n = threads > 0 ? threads : (cores > 0 ? cores : 1);
+  int n = threads > 0 ? threads : usable_cores();
   std::string value = std::to_string(n);
   // BLIS ignores at::set_num_threads; without these a 2-thread matmul runs at half speed.
   setenv("BLIS_NUM_THREADS", value.c_str(), /*overwrite=*/1);
@@ -23,7 +92,13 @@ ComputeInfo compute_info() {
   info.cuda_available = torch::cuda::is_available();
   info.cuda_devices = info.cuda_available ? static_cast<int>(torch::cuda::device_count()) : 0;
   info.intra_op_threads = at::get_num_threads();
-  info.cores = static_cast<int>(std::thread::hardware_concurrency());
+  info.cores = usable_cores();
+  if (env_set("OMP_WAIT_POLICY"))
+    info.openmp_wait = std::string("OMP_WAIT_POLICY=") + std::getenv("OMP_WAIT_POLICY");
+  else if (env_set("GOMP_SPINCOUNT"))
+    info.openmp_wait = std::string("GOMP_SPINCOUNT=") + std::getenv("GOMP_SPINCOUNT");
+  else
+    info.openmp_wait = "default";
   return info;
 }
 

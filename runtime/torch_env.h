@@ -9,19 +9,47 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tlt::runtime {
+
+// libgomp's spin count that tlt runs with unless the user chose a wait policy: a waiting
+// OpenMP thread spins about 10 us, then sleeps. With libgomp's default (300000 spins, about a
+// millisecond), two tlt processes sharing two cores spent most of their time spinning: a 4-step
+// RLJob that takes 6 s alone did not finish in 150 s next to a second one; with 300 the pair
+// takes 16 s and a run alone is as fast as before (README, "Threads").
+inline constexpr const char* kOpenMpSpinCount = "300";
 
 struct ComputeInfo {
   std::string torch_version;  // e.g. "1.13.1"
   bool cuda_available = false;
   int cuda_devices = 0;
   int intra_op_threads = 0;  // at::get_num_threads()
-  int cores = 0;             // std::thread::hardware_concurrency()
+  int cores = 0;             // usable_cores()
+  std::string openmp_wait;   // "GOMP_SPINCOUNT=300", "OMP_WAIT_POLICY=passive", or "default"
 };
 
+// libgomp reads its wait policy once, when it is loaded, before main(). So when neither
+// OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, this re-executes the program (/proc/self/exe,
+// the same argv) with GOMP_SPINCOUNT=kOpenMpSpinCount added; it returns only when the policy
+// was already set or the exec failed (the run then goes on with libgomp's defaults). Call it
+// first thing in main(), before any thread starts. TLT_NO_REEXEC=1 turns it off.
+void limit_openmp_spinning(char** argv);
+
+// The CPUs this process may run on (its affinity mask), in increasing order; never empty.
+std::vector<int> allowed_cpus();
+
+// Cores a cgroup quota allows: `cpu_max` is cgroup v2's cpu.max line ("max 100000" or
+// "150000 100000"); returns ceil(quota / period), or 0 when unlimited or unparsable.
+int cores_from_cpu_max(const std::string& cpu_max);
+
+// Cores this process can use: the affinity mask's size, capped by the cgroup's CPU quota (a
+// pod's CPU limit). std::thread::hardware_concurrency() counts the node's CPUs instead, and
+// that many spinning threads on a 2-core limit starve each other.
+int usable_cores();
+
 // Sets LibTorch's intra-op threads and the BLAS/OpenMP thread variables to `threads`;
-// 0 means one per core. Returns the number set.
+// 0 means usable_cores(). Returns the number set.
 int configure_threads(int threads);
 
 ComputeInfo compute_info();

@@ -25,6 +25,7 @@ PACKAGES=(
   bible-kjv                          # the King James Bible (`bible` + its text): corpus kjv
   chromium                           # headless browser: dashboards/render's PNG of a dashboard
   libgtest-dev libgmock-dev          # unit tests
+  gdb                                # thread stacks of a hung run in a test log (rl_run.sh)
   clang-14 libclang-rt-14-dev        # libFuzzer for the manifest-parser fuzz test
 )
 

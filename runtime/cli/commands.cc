@@ -160,7 +160,8 @@ int version_command(std::ostream& out) {
   out << "tlt " << TLT_VERSION << "\n"
       << "libtorch " << info.torch_version << "\n"
       << "cuda " << (info.cuda_available ? "yes" : "no") << " devices=" << info.cuda_devices << "\n"
-      << "threads " << info.intra_op_threads << " cores=" << info.cores << "\n";
+      << "threads " << info.intra_op_threads << " cores=" << info.cores << "\n"
+      << "openmp wait " << info.openmp_wait << "\n";
   return kExitOk;
 }
 

@@ -1,5 +1,6 @@
 // `tlt`: validate, explain and run job manifests on one machine.
 #include <iostream>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -8,7 +9,28 @@
 #include "runtime/rollout/generate.h"
 #include "runtime/torch_env.h"
 
+namespace {
+
+// Whether the subcommand computes with LibTorch (validate and explain only read YAML, and are
+// spared the re-exec's second load of LibTorch, about half a second).
+bool computes(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads") {
+      ++i;
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') continue;
+    return a != "validate" && a != "explain";
+  }
+  return false;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // libgomp's wait policy is read before main(): set it and re-execute, once (torch_env.h).
+  if (computes(argc, argv)) tlt::runtime::limit_openmp_spinning(argv);
   CLI::App app{"tlt: RL (TLT) and token-superposition pretraining jobs that waste no GPU time"};
   app.require_subcommand(1);
   int threads = 0;

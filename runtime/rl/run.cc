@@ -29,6 +29,7 @@
 #include "runtime/rl/tasks.h"
 #include "runtime/rl/text.h"
 #include "runtime/rl/warm_start.h"
+#include "runtime/torch_env.h"
 
 namespace tlt::rl {
 namespace fs = std::filesystem;
@@ -408,11 +409,11 @@ Status Driver::spawn(int w) {
 }
 
 json Driver::setup_message(int w) const {
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<int> cpus = runtime::allowed_cpus();
   return {{"op", "setup"},
           {"index", w},
           {"dir", plan_.run_dir},
-          {"core", int(w % cores)},
+          {"core", cpus[size_t(w) % cpus.size()]},
           {"preset", plan_.preset},
           {"vocab", kTextVocab},
           {"drafter_layers", plan_.drafter_layers},

@@ -19,11 +19,16 @@ fail() { echo "FAIL: $*"; exit 1; }
 # Each run is bounded well inside ctest's timeout: a hung run fails here, with its log and the
 # processes still alive, instead of timing the whole test out silently.
 bounded() {  # bounded LOG CMD... ; exit status of CMD, or 124 after 240 s
-  timeout -k 5 240 "${@:2}"; local rc=$?
-  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    echo "HUNG after 240 s: ${*:2}"; tail -30 "$1"; ps -eo pid,ppid,stat,etime,pcpu,args | grep '[t]lt'
+  "${@:2}" & local pid=$! waited=0
+  while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 480 ]; do sleep 0.5; waited=$((waited + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "HUNG after 240 s: ${*:2}"; tail -30 "$1"; ps -eo pid,ppid,stat,etime,pcpu,nlwp,args | grep '[t]lt'
+    if command -v gdb >/dev/null; then  # where each thread is: the diagnosis a CI log needs
+      timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt 10" 2>&1 | grep -E '^(Thread|#)' | head -150
+    fi
+    kill -9 "$pid"; wait "$pid" 2>/dev/null; return 124
   fi
-  return "$rc"
+  wait "$pid"
 }
 
 job full

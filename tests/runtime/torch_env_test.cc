@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 namespace tlt::runtime {
 namespace {
@@ -39,6 +41,27 @@ TEST(TorchEnv, MatmulAgreesWithNaiveSum) {
     }
   }
   EXPECT_LT(maxdiff, 1e-4) << "maxdiff=" << maxdiff;
+}
+
+TEST(TorchEnv, CoresFromCpuMaxRoundsQuotaUp) {
+  EXPECT_EQ(cores_from_cpu_max("max 100000"), 0);  // no limit
+  EXPECT_EQ(cores_from_cpu_max("200000 100000"), 2);
+  EXPECT_EQ(cores_from_cpu_max("150000 100000"), 2);  // 1.5 cores: two threads, not one
+  EXPECT_EQ(cores_from_cpu_max("50000 100000"), 1);
+  EXPECT_EQ(cores_from_cpu_max("100000 100000"), 1);
+  EXPECT_EQ(cores_from_cpu_max(""), 0);
+  EXPECT_EQ(cores_from_cpu_max("12x 100000"), 0);
+  EXPECT_EQ(cores_from_cpu_max("100000 0"), 0);
+}
+
+TEST(TorchEnv, UsableCoresStayWithinTheAffinityMask) {
+  std::vector<int> cpus = allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_TRUE(std::is_sorted(cpus.begin(), cpus.end()));
+  int n = usable_cores();
+  EXPECT_GE(n, 1);
+  EXPECT_LE(n, int(cpus.size()));
+  EXPECT_EQ(compute_info().cores, n);
 }
 
 }  // namespace
