@@ -40,7 +40,13 @@ int quota_cores() {
 void limit_openmp_spinning(char** argv) {
   if (env_set("OMP_WAIT_POLICY") || env_set("GOMP_SPINCOUNT") || env_set("TLT_NO_REEXEC")) return;
   setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, /*overwrite=*/1);
-  execv("/proc/self/exe", argv);
+  // The binary's own path, so the process keeps its name ("tlt", not "exe") in ps and top;
+  // /proc/self/exe when that path is gone (the file was replaced while running).
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string path = n > 0 ? std::string(self, size_t(n)) : "";
+  if (path.empty() || access(path.c_str(), X_OK) != 0) path = "/proc/self/exe";
+  execv(path.c_str(), argv);
   unsetenv("GOMP_SPINCOUNT");  // not re-executed: libgomp keeps its defaults; say so truthfully
 }
 

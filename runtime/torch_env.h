@@ -30,7 +30,7 @@ struct ComputeInfo {
 };
 
 // libgomp reads its wait policy once, when it is loaded, before main(). So when neither
-// OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, this re-executes the program (/proc/self/exe,
+// OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set, this re-executes the program (its own path,
 // the same argv) with GOMP_SPINCOUNT=kOpenMpSpinCount added; it returns only when the policy
 // was already set or the exec failed (the run then goes on with libgomp's defaults). Call it
 // first thing in main(), before any thread starts. TLT_NO_REEXEC=1 turns it off.
