@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 
+#include "api/arm.h"
 #include "api/spec.h"
 #include "api/validate.h"
 
@@ -113,9 +114,7 @@ std::vector<CelRule> cel_rules(const SpeculativeSpec&) {
   const std::string ngram_depth = std::string("(!a.matches('") + kNgramArmSyntax +
                                   "') || (int(a.split('_')[1]) >= 1 && "
                                   "int(a.split('_')[1]) <= 64))";
-  const std::string hint =
-      "each arm must be \"depth_topk_verifyTokens\" such as \"8_4_48\", \"ngram\" or "
-      "\"ngram_D\" such as \"ngram_4\"";
+  const std::string hint = std::string("each arm ") + arm_syntax_hint();  // as parse_arm says
   return {
       {"!self.enabled || size(self.arms) > 0",
        "must list at least one arm when speculation is enabled (e.g. [\"8_4_16\"])", "", ".arms"},
