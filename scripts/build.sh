@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tlt/ccache}
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+# Paths under the checkout are hashed relative to it, and the build directory's own path is left
+# out, so a fresh clone elsewhere (CI's, a second worktree) hits the same cache entries.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(pwd)}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 mkdir -p "$CCACHE_DIR"
 jobs=$(nproc)
 start=$(date +%s)
