@@ -217,6 +217,27 @@ class Attachment {
   bool failing_ = false;
 };
 
+// "held-out reward 0.078 (warm start) -> 0.112 after RL: +0.034, 95% CI [+0.012, +0.056], paired
+// over 256 problems x 4 samples (improved)".
+std::string held_out_line(const rl::RLRunResult& res) {
+  const rl::PairedDifference& d = res.held_out_difference;
+  if (d.n == 0) {
+    return "held-out reward " + std::to_string(res.held_out_before) + " (warm start) -> " +
+           std::to_string(res.held_out_after) +
+           " after RL; no interval: set spec.task.heldOut to 64 or more for a paired comparison";
+  }
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "held-out reward %.3f (warm start) -> %.3f after RL: %+.3f, 95%% CI [%+.3f, "
+                "%+.3f], paired over %lld problems x %lld samples (%s)",
+                d.before, d.after, d.mean, d.lo, d.hi, static_cast<long long>(d.n),
+                static_cast<long long>(res.held_out_samples),
+                d.improved() ? "improved: the interval lies above 0"
+                : d.hi < 0   ? "worse: the interval lies below 0"
+                             : "no clear change: the interval contains 0");
+  return buf;
+}
+
 json result_json(const rl::RLRunResult& res) {
   json steps = json::array();
   for (const rl::StepReport& s : res.steps) steps.push_back(rl::to_json(s));
@@ -225,9 +246,20 @@ json result_json(const rl::RLRunResult& res) {
     gen += s.generating_worker_seconds, idle += s.idle_worker_seconds;
     reclaimed += s.reclaimed_worker_seconds, total += s.step_seconds;
   }
+  const rl::PairedDifference& d = res.held_out_difference;
+  json held_out = {{"problems", d.n},
+                   {"samplesPerProblem", res.held_out_samples},
+                   {"before", d.before},
+                   {"after", d.after},
+                   {"difference", d.mean},
+                   {"ci95", {d.lo, d.hi}},
+                   {"improved", d.improved()},
+                   {"beforePerProblem", res.held_out_before_per_problem},
+                   {"afterPerProblem", res.held_out_after_per_problem}};
   return {{"steps", steps},
           {"heldOutRewardBefore", res.held_out_before},
           {"heldOutRewardAfter", res.held_out_after},
+          {"heldOut", held_out},
           {"interrupted", res.interrupted},
           {"warmStart", res.warm_start},
           {"totalSeconds", total},
@@ -421,6 +453,9 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     std::ofstream(report / (label + ".json")) << j.dump(2) << "\n";
     summary[label] = {{"heldOutRewardBefore", res->held_out_before},
                       {"heldOutRewardAfter", res->held_out_after},
+                      {"heldOutDifference", res->held_out_difference.mean},
+                      {"heldOutDifferenceCi95",
+                       {res->held_out_difference.lo, res->held_out_difference.hi}},
                       {"totalSeconds", j["totalSeconds"]},
                       {"reclaimedShare", j["reclaimedShare"]}};
     labels.push_back(label);
@@ -439,10 +474,10 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
       std::ofstream(report / "report.json") << summary.dump(2) << "\n";
       return 0;
     }
-    out << label << ": held-out reward " << std::fixed << std::setprecision(3)
-        << res->held_out_before << " (warm start) -> " << res->held_out_after << " after "
-        << res->steps.size() << " steps; " << std::setprecision(1)
-        << j["totalSeconds"].get<double>() << " s in steps, reclaimed share of idle worker time "
+    out << label << ": " << held_out_line(*res) << "\n"
+        << label << ": " << std::fixed << std::setprecision(1) << j["totalSeconds"].get<double>()
+        << " s in " << res->steps.size()
+        << " steps, reclaimed share of idle worker time "
         << 100.0 * j["reclaimedShare"].get<double>() << "%\n";
     if (have_gnuplot() && !res->steps.empty()) {
       std::string t = plot_timeline(report, label, res->steps.back(), plan.workers);

@@ -28,6 +28,7 @@
 #include "runtime/rl/sequences.h"
 #include "runtime/rl/tasks.h"
 #include "runtime/rl/text.h"
+#include "runtime/rl/evaluation.h"
 #include "runtime/rl/warm_start.h"
 #include "runtime/torch_env.h"
 
@@ -777,6 +778,7 @@ Status Driver::save_checkpoint(int64_t step) {
   json state = {{"step", step},
                 {"drafterVersion", drafter_version_},
                 {"heldOutBefore", result_.held_out_before},
+                {"heldOutBeforePerProblem", result_.held_out_before_per_problem},
                 {"steps", steps}};
   {
     std::ofstream f(dir + "/state.json.tmp");
@@ -825,6 +827,9 @@ Status Driver::load_checkpoint() {
     start_step_ = state.at("step");
     drafter_version_ = state.at("drafterVersion");
     result_.held_out_before = state.at("heldOutBefore");
+    // Checkpoints written before the paired comparison lack it; run() re-evaluates the warm start.
+    if (state.contains("heldOutBeforePerProblem"))
+      state.at("heldOutBeforePerProblem").get_to(result_.held_out_before_per_problem);
     for (const json& s : state.at("steps")) result_.steps.push_back(step_from_json(s));
   } catch (const json::exception& e) {
     return Status::Corruption(dir + "/state.json: " + e.what());
@@ -852,14 +857,16 @@ StatusOr<RLRunResult> Driver::run() {
   if (plan_.resume) TLT_RETURN_IF_ERROR(load_checkpoint());
   TLT_RETURN_IF_ERROR(model::save_checkpoint(*policy_, policy_path(start_step_), "policy"));
   TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, drafter_path(drafter_version_), "drafter"));
-  if (!plan_.resume) {
+  if (result_.held_out_before_per_problem.empty()) {
+    // The reference is the warm start, also after --resume.
     StatusOr<HeldOutResult> before =
-        evaluate_held_out(policy_, *task_, plan_.held_out, plan_.max_response_tokens,
+        evaluate_held_out(reference_, *task_, plan_.held_out, plan_.max_response_tokens,
                           plan_.temperature, kHeldOutSamples, plan_.seed);
     if (!before.ok()) return before.status();
     result_.held_out_before = before->reward;
-    log("held-out reward of the warm start (" + std::to_string(kHeldOutSamples) +
-        " samples per problem): " + std::to_string(before->reward));
+    result_.held_out_before_per_problem = before->per_problem;
+    log("held-out reward of the warm start (" + std::to_string(plan_.held_out) + " problems x " +
+        std::to_string(kHeldOutSamples) + " samples): " + std::to_string(before->reward));
   }
   signal(SIGPIPE, SIG_IGN);
   procs_.resize(size_t(plan_.workers));
@@ -895,6 +902,12 @@ StatusOr<RLRunResult> Driver::run() {
                         plan_.temperature, kHeldOutSamples, plan_.seed);
   if (!after.ok()) return after.status();
   result_.held_out_after = after->reward;
+  result_.held_out_after_per_problem = after->per_problem;
+  result_.held_out_samples = after->samples;
+  // Fewer than 2 held-out problems (spec.task.heldOut) leave no spread to estimate: n stays 0.
+  StatusOr<PairedDifference> d =
+      paired_difference(result_.held_out_before_per_problem, result_.held_out_after_per_problem);
+  if (d.ok()) result_.held_out_difference = *d;
   return result_;
 }
 

@@ -49,6 +49,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/status.h"
+#include "runtime/rl/paired.h"
 
 namespace tlt::rl {
 
@@ -152,6 +153,12 @@ StepReport step_from_json(const nlohmann::json& j);
 struct RLRunResult {
   std::vector<StepReport> steps;
   double held_out_before = 0, held_out_after = 0;  // sampled held-out reward
+  // Each held-out problem's mean reward before and after RL, on the same problems and sampling
+  // seeds (runtime/rl/evaluation.h); the paired difference and its 95% interval (set when the
+  // run finished).
+  std::vector<double> held_out_before_per_problem, held_out_after_per_problem;
+  int64_t held_out_samples = 0;  // responses per held-out problem
+  PairedDifference held_out_difference;
   bool interrupted = false;  // stopped by the stop flag (SIGTERM) before the last step
   std::string warm_start;    // path of the cached warm-start checkpoint
   bool warm_start_trained = false;

@@ -1,4 +1,4 @@
-// The warm start of an RL policy and its held-out evaluation.
+// The warm start of an RL policy (and of its drafter).
 //
 // RL from a random policy earns no reward, so GRPO has nothing to normalise. The warm start is
 // supervised training on the task's worked solutions (prompt -> solution + end-of-text), loss on
@@ -65,18 +65,5 @@ Status load_or_train_drafter_warm_start(model::Transformer policy, model::Drafte
                                         const Task& task, const WarmStartOptions& options,
                                         const std::string& path, bool* trained,
                                         const std::function<void(int64_t, double)>& progress = {});
-
-struct HeldOutResult {
-  double reward = 0.0;       // mean reward of greedy responses
-  double mean_tokens = 0.0;  // mean response length
-  int64_t problems = 0;
-};
-
-// `samples` responses to each of the first `n` held-out problems through the rollout engine
-// (plain decoding), sampled at `temperature` (0: greedy, one sample) with seeds fixed by `seed`,
-// so two policies are compared on the same random numbers. Internal when generation fails.
-StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
-                                          int32_t max_tokens, double temperature = 0.0,
-                                          int64_t samples = 1, uint64_t seed = 0);
 
 }  // namespace tlt::rl

@@ -1,0 +1,35 @@
+// Held-out evaluation of an RL policy.
+//
+// A policy is scored on the first n held-out problems of its task, `samples` responses each,
+// sampled through the rollout engine (plain decoding) with per-response seeds fixed by (seed,
+// problem, sample). Two policies evaluated with the same (n, samples, seed) therefore meet the
+// same problems with the same random numbers, and the comparison is paired by problem
+// (runtime/rl/paired.h).
+//
+// Thread safety: functions; the model must not be used by other threads meanwhile.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "api/status.h"
+#include "runtime/model/transformer.h"
+#include "runtime/rl/tasks.h"
+
+namespace tlt::rl {
+
+struct HeldOutResult {
+  double reward = 0.0;       // mean reward over all responses
+  double mean_tokens = 0.0;  // mean response length
+  int64_t problems = 0;
+  int64_t samples = 0;              // responses per problem
+  std::vector<double> per_problem;  // (problems,): each problem's mean reward
+};
+
+// `samples` responses to each of the first `n` held-out problems, sampled at `temperature` (0:
+// greedy, one sample) with seeds fixed by `seed`. Internal when generation fails.
+StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
+                                          int32_t max_tokens, double temperature = 0.0,
+                                          int64_t samples = 1, uint64_t seed = 0);
+
+}  // namespace tlt::rl
