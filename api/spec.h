@@ -184,6 +184,7 @@ struct AlgorithmSpec {
   double learning_rate = 1e-5;
   double kl_coef = 0.0;
   double clip_ratio = 0.2;
+  std::string loss_aggregation = "token";
   int64_t seed = 0;
   int32_t warm_start_steps = 300;
   double warm_start_learning_rate = 2e-3;
@@ -204,6 +205,11 @@ struct AlgorithmSpec {
     v("learningRate", learning_rate, Rule().gt(0).lt(1).doc("Policy learning rate."));
     v("klCoef", kl_coef, Rule().ge(0).le(100).doc("Weight of the KL penalty to the reference."));
     v("clipRatio", clip_ratio, Rule().gt(0).lt(1).doc("PPO-style ratio clip epsilon."));
+    v("lossAggregation", loss_aggregation,
+      Rule()
+          .values({"token", "sequence"})
+          .doc("How the GRPO loss averages: over all response tokens of a minibatch (token), or "
+               "per response, then over responses (sequence: each response weighs the same)."));
     v("seed", seed, Rule().ge(0).doc("Seed of sampling and initialisation."));
     v("warmStartSteps", warm_start_steps,
       Rule().ge(0).le(1000000).doc(

@@ -45,6 +45,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.max_response_tokens = a.max_response_tokens;
   p.temperature = a.temperature, p.top_p = a.top_p, p.learning_rate = a.learning_rate;
   p.kl_coef = a.kl_coef, p.clip = a.clip_ratio, p.seed = uint64_t(a.seed);
+  p.loss_aggregation = a.loss_aggregation;
   p.warm_start_steps = a.warm_start_steps, p.warm_start_learning_rate = a.warm_start_learning_rate;
   p.warm_start_max_prompt_chars = a.warm_start_max_prompt_chars;
   p.drafter_role_workers = s.roles.drafter.replicas;

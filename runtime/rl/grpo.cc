@@ -16,7 +16,8 @@ torch::Tensor token_logprobs(const torch::Tensor& logits, const torch::Tensor& t
 
 GrpoLoss grpo_loss(const torch::Tensor& logp_new, const torch::Tensor& logp_old,
                    const torch::Tensor& logp_ref, const torch::Tensor& advantages,
-                   const torch::Tensor& mask, double clip, double kl_coef) {
+                   const torch::Tensor& mask, double clip, double kl_coef,
+                   LossAggregation aggregation) {
   torch::Tensor m = mask.to(logp_new.scalar_type());
   torch::Tensor a = advantages.to(logp_new.scalar_type()).unsqueeze(1);  // (B, 1)
   torch::Tensor ratio = torch::exp(logp_new - logp_old.detach());        // (B, T)
@@ -26,7 +27,13 @@ GrpoLoss grpo_loss(const torch::Tensor& logp_new, const torch::Tensor& logp_old,
   torch::Tensor kl = torch::exp(d) - d - 1.0;
   torch::Tensor n = m.sum().clamp_min(1.0);
   GrpoLoss out;
-  out.loss = ((pg + kl_coef * kl) * m).sum() / n;
+  torch::Tensor per_token = (pg + kl_coef * kl) * m;  // (B, T)
+  if (aggregation == LossAggregation::kSequenceMean) {
+    torch::Tensor per_row = per_token.sum(1) / m.sum(1).clamp_min(1.0);  // (B,)
+    out.loss = per_row.mean();
+  } else {
+    out.loss = per_token.sum() / n;
+  }
   torch::NoGradGuard no_grad;
   torch::Tensor was_clipped = ((ratio - clipped).abs() > 1e-12).to(m.scalar_type());
   out.clip_fraction = ((was_clipped * m).sum() / n).item<double>();

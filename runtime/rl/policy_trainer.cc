@@ -48,23 +48,29 @@ std::vector<std::vector<Chunk>> make_chunks(const SequenceBatch& batch,
 UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& optimizer,
                            const GrpoOptions& o, const std::vector<Chunk>& minibatch) {
   // The minibatch's loss is sum_tokens(...) / n over all its response tokens; a micro-batch's
-  // grpo_loss divides by its own n_c, so it is weighted by n_c / n before the backward.
-  double n = 0.0;
-  for (const auto& c : minibatch) n += double(c.seq.response_tokens);
+  // grpo_loss divides by its own n_c, so it is weighted by n_c / n before the backward. Under
+  // the sequence mean the loss's weights count rows instead; KL and clip fraction stay
+  // token-level means either way.
+  bool by_rows = o.aggregation == LossAggregation::kSequenceMean;
+  double tokens = 0.0, rows = 0.0;
+  for (const auto& c : minibatch)
+    tokens += double(c.seq.response_tokens), rows += double(c.seq.tokens.size(0));
   UpdateStats st;
   optimizer.zero_grad();
   for (const auto& c : minibatch) {
-    double w = double(c.seq.response_tokens) / std::max(n, 1.0);
+    double w_tok = double(c.seq.response_tokens) / std::max(tokens, 1.0);
+    double w = by_rows ? double(c.seq.tokens.size(0)) / std::max(rows, 1.0) : w_tok;
     torch::Tensor logp_new = sequence_logprobs(policy, c.seq, o.temperature);  // (b, t-1)
     // Undefined logp_old: this minibatch runs before any optimizer step of the update, so the
     // policy still has the rollout's weights and its own forward is logp_old (ratio 1).
     torch::Tensor logp_old = c.logp_old.defined() ? c.logp_old : logp_new.detach();
     GrpoLoss g =
-        grpo_loss(logp_new, logp_old, c.logp_ref, c.advantages, c.seq.mask, o.clip, o.kl_coef);
+        grpo_loss(logp_new, logp_old, c.logp_ref, c.advantages, c.seq.mask, o.clip, o.kl_coef,
+                  o.aggregation);
     (g.loss * w).backward();
     st.loss += g.loss.item<double>() * w;
-    st.kl += g.kl * w;
-    st.clip_fraction += g.clip_fraction * w;
+    st.kl += g.kl * w_tok;
+    st.clip_fraction += g.clip_fraction * w_tok;
     st.microbatches += 1;
     st.positions += c.seq.targets.numel();
   }

@@ -7,9 +7,10 @@
 // Micro-batching: within each minibatch the rows are sorted by length and run in micro-batches of
 // similar length, each padded only to its own longest row (GrpoOptions::max_tokens_per_microbatch),
 // gradients accumulated before the minibatch's one optimizer step. Each micro-batch's loss is
-// weighted by its share of the minibatch's response tokens, so the loss stays the token-level
-// mean over the whole minibatch, and loss, gradients, KL and clip fraction equal those of one
-// padded batch up to floating-point summation order. Minibatch membership is unchanged by it.
+// weighted by its share of the minibatch's response tokens (token mean) or rows (sequence mean),
+// so the loss stays the mean over the whole minibatch, and loss, gradients, KL and clip fraction
+// equal those of one padded batch up to floating-point summation order. Minibatch membership is
+// unchanged by it.
 //
 // Shapes: B sequences of the step, T the longest, b rows and t tokens of one micro-batch.
 // Thread safety: one thread drives a trainer.
@@ -20,6 +21,7 @@
 
 #include "api/status.h"
 #include "runtime/model/transformer.h"
+#include "runtime/rl/grpo.h"
 #include "runtime/rl/sequences.h"
 
 namespace tlt::rl {
@@ -38,6 +40,8 @@ struct GrpoOptions {
   // padded to the step's longest sequence, logp_old / logp_ref from one forward over all B
   // rows (the unsplit layout, kept as the reference for tests).
   int64_t max_tokens_per_microbatch = 1024;
+  // How the loss averages over response tokens (runtime/rl/grpo.h; spec.algorithm.lossAggregation).
+  LossAggregation aggregation = LossAggregation::kTokenMean;
 };
 
 struct UpdateStats {

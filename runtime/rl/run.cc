@@ -250,6 +250,8 @@ Status Driver::init_models() {
   GrpoOptions go;
   go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;
   go.temperature = plan_.temperature;
+  go.aggregation = plan_.loss_aggregation == "sequence" ? LossAggregation::kSequenceMean
+                                                        : LossAggregation::kTokenMean;
   trainer_ = std::make_unique<PolicyTrainer>(policy_, reference_, go);
   return Status::Ok();
 }

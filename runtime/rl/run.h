@@ -63,6 +63,7 @@ struct RLRunPlan {
   int32_t max_response_tokens = 96;
   double temperature = 1.0, top_p = 1.0;
   double learning_rate = 1e-4, kl_coef = 0.0, clip = 0.2;
+  std::string loss_aggregation = "token";  // spec.algorithm.lossAggregation: token | sequence
   uint64_t seed = 0;
   int64_t warm_start_steps = 300;
   double warm_start_learning_rate = 2e-3;

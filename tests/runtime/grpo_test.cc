@@ -56,6 +56,24 @@ TEST(Grpo, NegativeAdvantageClipsBelow) {
   EXPECT_NEAR(g.loss.item<double>(), 0.8, 1e-12);
 }
 
+TEST(Grpo, SequenceMeanWeighsEachResponseTheSame) {
+  // Two responses, ratio 1 (logp_new = logp_old), no KL: pg_t = -A. Row 0: one token, A = +2;
+  // row 1: three tokens, A = -1. Token mean: (-2 + 3 * 1) / 4 = 0.25, so the long failure wins;
+  // sequence mean: (-2 + 1) / 2 = -0.5.
+  torch::Tensor lp = torch::zeros({2, 3}, torch::kFloat64);
+  torch::Tensor mask = torch::tensor({1.0, 0.0, 0.0, 1.0, 1.0, 1.0}, torch::kFloat64).view({2, 3});
+  torch::Tensor adv = torch::tensor({2.0, -1.0}, torch::kFloat64);
+  EXPECT_NEAR(grpo_loss(lp, lp, lp, adv, mask, 0.2, 0.0).loss.item<double>(), 0.25, 1e-12);
+  torch::Tensor new_lp = lp.clone().set_requires_grad(true);
+  GrpoLoss g = grpo_loss(new_lp, lp, lp, adv, mask, 0.2, 0.0, LossAggregation::kSequenceMean);
+  EXPECT_NEAR(g.loss.item<double>(), -0.5, 1e-12);
+  // d loss / d logp_new: -A / (tokens of the row * rows) on response tokens, 0 on padding.
+  g.loss.backward();
+  EXPECT_NEAR(new_lp.grad()[0][0].item<double>(), -2.0 / 2.0, 1e-12);
+  EXPECT_NEAR(new_lp.grad()[0][1].item<double>(), 0.0, 1e-12);
+  EXPECT_NEAR(new_lp.grad()[1][2].item<double>(), 1.0 / 6.0, 1e-12);
+}
+
 TEST(Grpo, TokenLogprobsGather) {
   torch::Tensor logits = torch::log(torch::tensor({{{0.25, 0.75}, {0.5, 0.5}}}, torch::kFloat64));
   torch::Tensor lp = token_logprobs(logits, torch::tensor({{1L, 0L}}));

@@ -211,8 +211,9 @@ TEST(RlPolicyTrainer, PositiveAdvantageRaisesItsResponseLogProbability) {
 
 // The micro-batched update against one padded batch per minibatch (max_tokens_per_microbatch 0),
 // in float64 so that only summation order separates them: same loss, KL, clip fraction and
-// weights after two updates (learning rate 1e-2 moves the ratios past the clip).
-TEST(RlPolicyTrainer, MicroBatchedUpdateMatchesOnePaddedBatch) {
+// weights after two updates (learning rate 1e-2 moves the ratios past the clip), under either
+// loss aggregation (micro-batches are weighted by tokens or by rows).
+void expect_micro_batched_update_matches_one_padded_batch(LossAggregation aggregation) {
   auto make = [](uint64_t seed) {
     model::Transformer m = micro_policy(seed);
     m->to(torch::kFloat64);
@@ -221,6 +222,7 @@ TEST(RlPolicyTrainer, MicroBatchedUpdateMatchesOnePaddedBatch) {
   model::Transformer padded = make(8), micro = make(8), reference = make(9);
   GrpoOptions o;
   o.learning_rate = 1e-2, o.minibatches = 2, o.kl_coef = 0.1;
+  o.aggregation = aggregation;
   o.max_tokens_per_microbatch = 0;
   PolicyTrainer whole(padded, reference, o);
   o.max_tokens_per_microbatch = 160;
@@ -258,6 +260,14 @@ TEST(RlPolicyTrainer, MicroBatchedUpdateMatchesOnePaddedBatch) {
   EXPECT_LT(maxdiff, 1e-10);
   // And the update moved the weights well beyond that.
   EXPECT_GT((padded->lm_head->weight - make(8)->lm_head->weight).abs().max().item<double>(), 1e-3);
+}
+
+TEST(RlPolicyTrainer, MicroBatchedUpdateMatchesOnePaddedBatch) {
+  expect_micro_batched_update_matches_one_padded_batch(LossAggregation::kTokenMean);
+}
+
+TEST(RlPolicyTrainer, MicroBatchedSequenceMeanUpdateMatchesOnePaddedBatch) {
+  expect_micro_batched_update_matches_one_padded_batch(LossAggregation::kSequenceMean);
 }
 
 TEST(RlPolicyTrainer, SaveLoadRestoresWeightsAndRefusesCorruption) {
