@@ -536,6 +536,77 @@ std::string accept_detail(const EngineStats& st) {
   return buf;
 }
 
+// Goodness of fit of `counts` (token -> observations) to `probs` (V,): cells expected below 5
+// are merged into one. Returns the chi-square p-value.
+double fit_p(const std::map<int64_t, double>& counts, const torch::Tensor& probs) {
+  double n = 0;
+  for (const auto& [tok, c] : counts) n += c;
+  std::vector<std::pair<double, double>> cells;  // (observed, expected)
+  std::pair<double, double> rare{0, 0};
+  for (int64_t v = 0; v < probs.size(0); ++v) {
+    double e = n * probs[v].item<double>();
+    double o = counts.count(v) ? counts.at(v) : 0.0;
+    if (e < 5) {
+      rare.first += o, rare.second += e;
+    } else {
+      cells.push_back({o, e});
+    }
+  }
+  if (rare.second > 0) cells.push_back(rare);
+  double stat = 0;
+  for (auto [o, e] : cells) stat += (o - e) * (o - e) / e;
+  double df = double(cells.size()) - 1;
+  return df < 1 ? 1.0 : gamma_q(df / 2, stat / 2);
+}
+
+// The model's next-token distribution after `context`, by one full forward with positions from
+// 0, as the GRPO trainer computes its log-probabilities (runtime/rl/sequences.h): (V,).
+torch::Tensor next_token_probs(Transformer& model, const std::vector<int64_t>& context) {
+  torch::NoGradGuard g;
+  int64_t t = int64_t(context.size());
+  torch::Tensor tokens = torch::tensor(context, torch::kInt64).view({1, t});  // (1, T)
+  torch::Tensor positions = torch::arange(t, torch::kInt64).view({1, t});     // (1, T)
+  torch::Tensor logits = model->forward(tokens, positions).logits;           // (1, T, V)
+  return torch::softmax(logits[0][t - 1], -1);                               // (V,)
+}
+
+// Plain sampling draws from the model's own softmax, in a ragged batch of two prompts that join
+// and leave together: RL's policy gradient is unbiased only if the rollout samples exactly the
+// distribution the trainer differentiates. Checked at the first and (given the commonest first
+// token) the second response position.
+TEST_F(SamplingDistribution, PlainSamplingFollowsTheModelsSoftmax) {
+  const std::vector<std::vector<int64_t>> prompts = {{3, 1, 4, 1, 5}, {2, 7}};
+  std::vector<Request> reqs;
+  for (int i = 0; i < 2 * kN; ++i) {
+    Request r;
+    r.id = i;
+    r.prompt = prompts[size_t(i % 2)];
+    r.max_new_tokens = 2;
+    r.sampling.temperature = 1.0;
+    r.seed = 500000 + i;
+    reqs.push_back(r);
+  }
+  std::vector<Completion> out = run(*target_, Drafter(nullptr), plain_options(64), reqs);
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    std::map<int64_t, double> first;
+    for (size_t i = k; i < out.size(); i += 2) first[out[i].tokens.at(0)]++;
+    double p0 = fit_p(first, next_token_probs(*target_, prompts[k]));
+    int64_t t0 = std::max_element(first.begin(), first.end(), [](auto& a, auto& b) {
+                   return a.second < b.second;
+                 })->first;
+    std::map<int64_t, double> second;
+    for (size_t i = k; i < out.size(); i += 2)
+      if (out[i].tokens.at(0) == t0 && out[i].tokens.size() > 1) second[out[i].tokens[1]]++;
+    std::vector<int64_t> context = prompts[k];
+    context.push_back(t0);
+    double p1 = fit_p(second, next_token_probs(*target_, context));
+    std::printf("prompt %zu: first token p=%.4f, second after %lld p=%.4f\n", k, p0,
+                (long long)t0, p1);
+    EXPECT_GT(p0, 1e-3) << "prompt " << k;
+    EXPECT_GT(p1, 1e-3) << "prompt " << k;
+  }
+}
+
 TEST_F(SamplingDistribution, PlainAgainstPlainPasses) {
   for (size_t pos : {1, 2, 3}) EXPECT_GT(homogeneity_p(*plain_, *plain2_, pos), 1e-3) << pos;
 }
