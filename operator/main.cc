@@ -6,9 +6,11 @@
 // SIGINT stops it (releasing the Lease). Its Kubernetes client retries transient apiserver
 // failures and holds itself to --kube-qps / --kube-burst (operator/kube/client.h). Also: --check
 // (decode and validate manifests as the operator would), --print-crds / --write-crds (the CRDs
-// generated from api/). While it reconciles (leads), the rebalancer (operator/rebalancer) runs
-// too: it reads GPU utilisation from Prometheus (--prometheus-url, else
-// spec.rebalancing.prometheusURL) and assigns idle rollout pods to drafter training.
+// generated from api/). --pod-policy-allow and --pod-policy-service-account loosen the pod policy
+// that job podTemplates are held to (operator/controller/pod_policy.h). While it reconciles
+// (leads), the rebalancer (operator/rebalancer) runs too: it reads GPU utilisation from Prometheus
+// (--prometheus-url, else spec.rebalancing.prometheusURL) and assigns idle rollout pods to drafter
+// training.
 #include <signal.h>
 #include <unistd.h>
 
@@ -93,6 +95,7 @@ struct RunFlags {
   int lease_seconds = 15;
   std::string prometheus_url;
   double prometheus_timeout = 5;
+  std::vector<std::string> pod_policy_allow, pod_policy_service_accounts;
 };
 
 // Runs until SIGTERM/SIGINT or lost leadership. Returns the exit code.
@@ -124,6 +127,13 @@ int run(const RunFlags& flags) {
   auto metrics = std::make_shared<OperatorMetrics>();
 
   ControllerOptions options;
+  for (const std::string& rule : flags.pod_policy_allow) {
+    if (tlt::Status s = options.pod.policy.allow(rule); !s.ok()) {
+      std::cerr << "tlt-operator: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  options.pod.policy.service_accounts = flags.pod_policy_service_accounts;
   options.namespace_ = flags.namespace_;
   options.workers = flags.workers;
   options.pod.runtime_image = flags.runtime_image;
@@ -254,6 +264,14 @@ int main(int argc, char** argv) {
                  "Seconds one Prometheus query may take")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 300.0));
+  app.add_option("--pod-policy-allow", f.pod_policy_allow,
+                 "Allow job podTemplates this (repeat or comma-separate): privileged, "
+                 "capabilities, hostNetwork, hostPID, hostIPC, hostPath (default: none)")
+      ->delimiter(',');
+  app.add_option("--pod-policy-service-account", f.pod_policy_service_accounts,
+                 "A serviceAccountName job podTemplates may set (repeat or comma-separate; "
+                 "default: none, the pods run as the namespace's default ServiceAccount)")
+      ->delimiter(',');
   app.add_flag("--version", show_version, "Print the version and exit");
   app.add_option("--check", check_files, "Decode and validate manifests as the operator would");
   app.add_flag("--print-crds", show_crds,

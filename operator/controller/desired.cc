@@ -13,10 +13,15 @@ using Json = nlohmann::json;
 constexpr const char* kSpecVolume = "tlt-spec";
 constexpr const char* kSpecDir = "/etc/tlt";
 
+// The labels of every owned object, and the Service's selector.
+Json child_labels(const JobView& job) {
+  return {{kJobLabel, job.meta.name}, {kKindLabel, job.meta.kind}};
+}
+
 Json object_meta(const JobView& job, const std::string& name) {
   return {{"name", name},
           {"namespace", job.meta.namespace_},
-          {"labels", {{kJobLabel, job.meta.name}}},
+          {"labels", child_labels(job)},
           {"ownerReferences", Json::array({owner_reference(job.meta)})}};
 }
 
@@ -45,11 +50,12 @@ Json tlt_container(const JobView& job, const RoleView& role, int index, const Js
   c["command"] = {"tlt", "run-role"};
   Json env = c.value("env", Json::array());
   const std::string& ns = job.meta.namespace_;
-  for (const Json& e : {env_var("TLT_JOB", job.meta.name), env_var("TLT_ROLE", role.name),
-                        env_var("TLT_INDEX", std::to_string(index)), env_var("TLT_NAMESPACE", ns),
-                        env_var("TLT_SERVICE", job.meta.name + "." + ns + ".svc"),
-                        env_var("TLT_JOB_FILE", std::string(kSpecDir) + "/job.json"),
-                        env_var("TLT_RENDEZVOUS_PORT", std::to_string(options.rendezvous_port))}) {
+  for (const Json& e :
+       {env_var("TLT_JOB", job.meta.name), env_var("TLT_ROLE", role.name),
+        env_var("TLT_INDEX", std::to_string(index)), env_var("TLT_NAMESPACE", ns),
+        env_var("TLT_SERVICE", service_name(job.meta.kind, job.meta.name) + "." + ns + ".svc"),
+        env_var("TLT_JOB_FILE", std::string(kSpecDir) + "/job.json"),
+        env_var("TLT_RENDEZVOUS_PORT", std::to_string(options.rendezvous_port))}) {
     upsert_named(&env, e);
   }
   c["env"] = env;
@@ -66,8 +72,16 @@ std::string pod_name(const std::string& job, const std::string& role, int index)
   return job + "-" + role + "-" + std::to_string(index);
 }
 
-std::string configmap_name(const std::string& job) {
-  return job + "-spec";
+std::string service_name(const std::string& kind, const std::string& job) {
+  return job + (kind == api::kRLJobKind ? "-rl" : "-tst");
+}
+
+std::string configmap_name(const std::string& kind, const std::string& job) {
+  return service_name(kind, job) + "-spec";
+}
+
+std::vector<std::string> legacy_child_names(const std::string& job) {
+  return {job, job + "-spec"};
 }
 
 std::string pod_selector(const std::string& job) {
@@ -94,18 +108,18 @@ Json owner_reference(const ObservedJob& job) {
 Json desired_configmap(const JobView& job) {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
-          {"metadata", object_meta(job, configmap_name(job.meta.name))},
+          {"metadata", object_meta(job, configmap_name(job.meta.kind, job.meta.name))},
           {"data", {{"job.json", job.document.dump(2) + "\n"}}}};
 }
 
 Json desired_service(const JobView& job, const PodOptions& options) {
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
-          {"metadata", object_meta(job, job.meta.name)},
+          {"metadata", object_meta(job, service_name(job.meta.kind, job.meta.name))},
           {"spec",
            {{"clusterIP", "None"},
             {"publishNotReadyAddresses", true},
-            {"selector", {{kJobLabel, job.meta.name}}},
+            {"selector", child_labels(job)},
             {"ports",
              {{{"name", "rendezvous"}, {"port", options.rendezvous_port}, {"protocol", "TCP"}}}}}}};
 }
@@ -117,6 +131,7 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
   Json labels = meta.value("labels", Json::object());
   for (const auto& [k, v] : job.labels) labels[k] = v;
   labels[kJobLabel] = job.meta.name;
+  labels[kKindLabel] = job.meta.kind;
   labels[kRoleLabel] = role.name;
   labels[kIndexLabel] = std::to_string(index);
   meta["labels"] = labels;
@@ -138,13 +153,13 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
   }
   spec["containers"] = merged;
   Json volumes = spec.value("volumes", Json::array());
-  upsert_named(&volumes,
-               {{"name", kSpecVolume}, {"configMap", {{"name", configmap_name(job.meta.name)}}}});
+  upsert_named(&volumes, {{"name", kSpecVolume},
+                          {"configMap", {{"name", configmap_name(job.meta.kind, job.meta.name)}}}});
   spec["volumes"] = volumes;
   spec["restartPolicy"] = "Never";
   if (!spec.contains("automountServiceAccountToken")) spec["automountServiceAccountToken"] = false;
   if (name.size() <= 63) spec["hostname"] = name;  // a DNS label
-  spec["subdomain"] = job.meta.name;
+  spec["subdomain"] = service_name(job.meta.kind, job.meta.name);
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
 }
 

@@ -664,7 +664,7 @@ TEST_F(RebalancerTest, Rebalance_DrafterPodAddedThenRemoved_ReconcilerCreatesAnd
   run_until(75);
   reconcile();
   EXPECT_TRUE(has_pod("qwen-math-grpo-drafter-0"));
-  StatusOr<Json> cm = kube_.get(controller::configmap_resource(kNs), "qwen-math-grpo-spec");
+  StatusOr<Json> cm = kube_.get(controller::configmap_resource(kNs), "qwen-math-grpo-rl-spec");
   ASSERT_TRUE(cm.ok());
   Json doc = Json::parse((*cm)["data"]["job.json"].get<std::string>());
   EXPECT_EQ(doc["spec"]["roles"]["drafter"]["replicas"], 1) << "the runtime reads it";
