@@ -492,7 +492,7 @@ struct KindInfo {
 
 const KindInfo* kind_info(const std::string& kind) {
   static const PrinterColumn kPhase{"Phase", "string", ".status.phase",
-                                    "Pending, Running, Suspended, Succeeded or Failed."};
+                                    "Pending, Running, Blocked, Suspended, Succeeded or Failed."};
   static const PrinterColumn kStep{"Step", "integer", ".status.step", "Last completed step."};
   static const PrinterColumn kAge{"Age", "date", ".metadata.creationTimestamp", ""};
   static const KindInfo kRL{

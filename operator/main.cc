@@ -9,8 +9,8 @@
 // generated from api/). --pod-policy-allow and --pod-policy-service-account loosen the pod policy
 // that job podTemplates are held to (operator/controller/pod_policy.h). While it reconciles
 // (leads), the rebalancer (operator/rebalancer) runs too: it reads GPU utilisation from Prometheus
-// (--prometheus-url, else spec.rebalancing.prometheusURL) and assigns idle rollout pods to drafter
-// training.
+// (a job's spec.rebalancing.prometheusURL when --prometheus-url-allow lists it, else
+// --prometheus-url) and assigns idle rollout pods to drafter training.
 #include <signal.h>
 #include <unistd.h>
 
@@ -95,7 +95,7 @@ struct RunFlags {
   int lease_seconds = 15;
   std::string prometheus_url;
   double prometheus_timeout = 5;
-  std::vector<std::string> pod_policy_allow, pod_policy_service_accounts;
+  std::vector<std::string> pod_policy_allow, pod_policy_service_accounts, prometheus_allow;
 };
 
 // Runs until SIGTERM/SIGINT or lost leadership. Returns the exit code.
@@ -148,6 +148,7 @@ int run(const RunFlags& flags) {
   tlt::rebalancer::RebalancerOptions ro;
   ro.namespace_ = flags.namespace_;
   ro.prometheus_url = flags.prometheus_url;
+  ro.allowed_prometheus_urls = flags.prometheus_allow;
   tlt::rebalancer::RebalancerLoop rebalancer(std::make_unique<tlt::rebalancer::Rebalancer>(
       client.get(), prometheus.get(), &clock, metrics.get(), ro));
 
@@ -258,8 +259,13 @@ int main(int argc, char** argv) {
   app.add_option("--lease-duration", f.lease_seconds, "Seconds before an unrenewed Lease is taken")
       ->capture_default_str();
   app.add_option("--prometheus-url", f.prometheus_url,
-                 "Prometheus base URL for the rebalancer's utilisation queries, used instead "
-                 "of every RLJob's spec.rebalancing.prometheusURL (default: the spec's)");
+                 "Prometheus base URL for the rebalancer's utilisation queries: the default for "
+                 "RLJobs whose spec.rebalancing.prometheusURL is empty or not allowed");
+  app.add_option("--prometheus-url-allow", f.prometheus_allow,
+                 "A Prometheus base URL that a job's spec.rebalancing.prometheusURL may name "
+                 "(it or a path below it; repeat or comma-separate; default: none, jobs' URLs "
+                 "are never fetched)")
+      ->delimiter(',');
   app.add_option("--prometheus-timeout", f.prometheus_timeout,
                  "Seconds one Prometheus query may take")
       ->capture_default_str()

@@ -137,10 +137,11 @@ expect_pods $RL $(seq_names $RL-rollout 8) $RL-trainer-0
 # shellcheck disable=SC2046
 expect_pods $TST $(seq_names $TST-workers 16)
 K8S_STEP="the owned objects"
-kc get service $RL -n research -o 'jsonpath={.spec.clusterIP}' | grep -qx None || fail "Service $RL is not headless"
-kc get configmap $RL-spec -n research -o 'jsonpath={.data.job\.json}' | grep -q '"rollout"' ||
-  fail "ConfigMap $RL-spec has no job.json"
-kc get configmap $TST-spec -n research >/dev/null
+kc get service $RL-rl -n research -o 'jsonpath={.spec.clusterIP}' | grep -qx None || fail "Service $RL-rl is not headless"
+kc get configmap $RL-rl-spec -n research -o 'jsonpath={.data.job\.json}' | grep -q '"rollout"' ||
+  fail "ConfigMap $RL-rl-spec has no job.json"
+kc get configmap $TST-tst-spec -n research >/dev/null
+kc get service $TST-tst -n research >/dev/null
 pod=$(kc get pod $RL-rollout-3 -n research -o json)
 for needle in '"tlt.dev/role": "rollout"' '"tlt.dev/index": "3"' '"controller": true' \
   '"kind": "RLJob"' '"nvidia.com/gpu": "1"' '"image": "registry.invalid/tlt:test"' \
@@ -204,7 +205,7 @@ K8S_STEP="suspend"
 kc patch rljob $RL -n research --type merge -p '{"spec":{"suspend":true}}' >/dev/null
 wait_until 60 "suspend did not delete the pods" has_pods $RL 0
 wait_until 30 "the phase did not turn Suspended" phase_is rljob/$RL Suspended
-kc get service $RL -n research >/dev/null || fail "suspend deleted the Service"
+kc get service $RL-rl -n research >/dev/null || fail "suspend deleted the Service"
 K8S_STEP="resume"
 kc patch rljob $RL -n research --type merge -p '{"spec":{"suspend":false}}' >/dev/null
 wait_until 60 "resume did not recreate the pods" has_pods $RL 5
@@ -252,8 +253,8 @@ wait_until 30 "the trainer's success did not make the job Succeeded" phase_is rl
 gone() { ! kc get "$@" >/dev/null 2>&1; }
 wait_until 60 "ttlSecondsAfterFinished did not delete the job" gone rljob done-soon -n research
 wait_until 60 "the TTL-deleted job left pods" has_pods done-soon 0
-gone service done-soon -n research || fail "the TTL-deleted job left its Service"
-gone configmap done-soon-spec -n research || fail "the TTL-deleted job left its ConfigMap"
+gone service done-soon-rl -n research || fail "the TTL-deleted job left its Service"
+gone configmap done-soon-rl-spec -n research || fail "the TTL-deleted job left its ConfigMap"
 k8s_say "trainer Succeeded -> job Succeeded -> deleted after its 3 s TTL, nothing left"
 
 # ---- 6. leader election ---------------------------------------------------------------------------
