@@ -12,6 +12,31 @@ using Json = nlohmann::json;
 
 constexpr const char* kSpecVolume = "tlt-spec";
 constexpr const char* kSpecDir = "/etc/tlt";
+constexpr const char* kTmpVolume = "tlt-tmp";  // /tmp: the runtime's only writable place
+
+// Sets object[key] = value unless the object already has the key (the podTemplate's own choice).
+void set_default(Json* object, const char* key, const Json& value) {
+  if (!object->is_object()) *object = Json::object();
+  if (!object->contains(key)) (*object)[key] = value;
+}
+
+// A container under the `restricted` Pod Security Standard, where the template is silent: no
+// privilege escalation, every capability dropped.
+void restrict_container(Json* c) {
+  Json& sc = (*c)["securityContext"];
+  set_default(&sc, "allowPrivilegeEscalation", false);
+  set_default(&sc, "capabilities", {{"drop", {"ALL"}}});
+}
+
+// The pod's securityContext under `restricted`, where the template is silent: non-root as the
+// runtime image's user, RuntimeDefault seccomp.
+void restrict_pod(Json* spec) {
+  Json& psc = (*spec)["securityContext"];
+  set_default(&psc, "runAsNonRoot", true);
+  set_default(&psc, "runAsUser", kRuntimeUser);
+  set_default(&psc, "runAsGroup", kRuntimeUser);
+  set_default(&psc, "seccompProfile", {{"type", "RuntimeDefault"}});
+}
 
 // The labels of every owned object, and the Service's selector.
 Json child_labels(const JobView& job) {
@@ -62,7 +87,10 @@ Json tlt_container(const JobView& job, const RoleView& role, int index, const Js
   if (!role.resources.empty()) c["resources"] = role.resources;
   Json mounts = c.value("volumeMounts", Json::array());
   upsert_named(&mounts, {{"name", kSpecVolume}, {"mountPath", kSpecDir}, {"readOnly", true}});
+  upsert_named(&mounts, {{"name", kTmpVolume}, {"mountPath", "/tmp"}});
   c["volumeMounts"] = mounts;
+  restrict_container(&c);
+  set_default(&c["securityContext"], "readOnlyRootFilesystem", true);
   return c;
 }
 
@@ -152,9 +180,17 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
     if (c.is_object() && c.value("name", "") != kContainerName) merged.push_back(c);
   }
   spec["containers"] = merged;
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!spec.contains(list) || !spec[list].is_array()) continue;
+    for (Json& c : spec[list]) {
+      if (c.is_object()) restrict_container(&c);
+    }
+  }
+  restrict_pod(&spec);
   Json volumes = spec.value("volumes", Json::array());
   upsert_named(&volumes, {{"name", kSpecVolume},
                           {"configMap", {{"name", configmap_name(job.meta.kind, job.meta.name)}}}});
+  upsert_named(&volumes, {{"name", kTmpVolume}, {"emptyDir", Json::object()}});
   spec["volumes"] = volumes;
   spec["restartPolicy"] = "Never";
   if (!spec.contains("automountServiceAccountToken")) spec["automountServiceAccountToken"] = false;

@@ -20,9 +20,17 @@
 // operator's command, env, resources and mount win); other containers (sidecars) and volumes are
 // kept; automountServiceAccountToken defaults to false.
 //
+// Security context: the pods pass the `restricted` Pod Security Standard unless the podTemplate
+// says otherwise (within the admin's pod policy, pod_policy.h). Where the template is silent the
+// pod gets runAsNonRoot, runAsUser/runAsGroup kRuntimeUser (the runtime image's USER, checked
+// against docker/*.Dockerfile by tests/helm/check_dockerfiles.py) and seccomp RuntimeDefault;
+// every container allowPrivilegeEscalation false and capabilities drop ALL; the "tlt" container
+// also readOnlyRootFilesystem, with an emptyDir "tlt-tmp" at /tmp (its work dir).
+//
 // Thread safety: stateless functions.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +40,9 @@
 #include "operator/controller/pod_policy.h"
 
 namespace tlt::controller {
+
+// The uid and gid of the runtime image (docker/runtime.Dockerfile: USER 65532:65532).
+inline constexpr int64_t kRuntimeUser = 65532;
 
 struct PodOptions {
   std::string runtime_image = "ghcr.io/tlt-dev/tlt:latest";  // the `tlt` binary's image

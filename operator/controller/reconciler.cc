@@ -40,11 +40,16 @@ std::string failed_reason(const Json& status) {
   return "";
 }
 
-std::string condition_message(const Json& status, const std::string& type) {
+// A field ("reason", "message") of the stored condition of `type`; "" when none.
+std::string condition_field(const Json& status, const std::string& type, const char* field) {
   for (const Json& c : status.value("conditions", Json::array())) {
-    if (c.value("type", "") == type) return c.value("message", "");
+    if (c.value("type", "") == type) return c.value(field, "");
   }
   return "";
+}
+
+std::string condition_message(const Json& status, const std::string& type) {
+  return condition_field(status, type, "message");
 }
 
 bool terminal_phase(const std::string& p) {
@@ -378,9 +383,10 @@ ReconcileResult Reconciler::stuck(const JobView& job, const std::vector<Pod>& po
   o.blocked_message = why.message();
   if (o.blocked_message.size() > kMaxRefusalMessage)
     o.blocked_message = o.blocked_message.substr(0, kMaxRefusalMessage) + "... (truncated)";
-  Json computed =
-      compute_status(job.meta.kind, job.meta.status, o, job.meta.generation, clock_->now());
-  if (status_changed(job.meta.status, computed)) {
+  // Told once per refusal: the counts in status may change while the same write is refused.
+  const Json& stored = job.meta.status;
+  if (condition_field(stored, "Created", "reason") != o.blocked_reason ||
+      condition_field(stored, "Created", "message") != o.blocked_message) {
     log_warning("The apiserver refused a write of a child object; retrying with backoff.",
                 fields(job.meta, {{"reason", o.blocked_reason}, {"error", o.blocked_message}}));
     event(job.meta, "Warning", o.blocked_reason, o.blocked_message);

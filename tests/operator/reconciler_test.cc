@@ -200,6 +200,15 @@ TEST_F(ReconcilerTest, Reconcile_RLJobExample_CreatesPodsServiceConfigMap) {
   EXPECT_EQ(env["TLT_RENDEZVOUS_PORT"], "29500")
       << "the headless Service's port, where rollout pods find the trainer";
   EXPECT_EQ(c["volumeMounts"][0]["mountPath"], "/etc/tlt");
+  // The restricted Pod Security Standard: the runtime image's user, no privilege, read-only root.
+  EXPECT_EQ(spec["securityContext"], Json({{"runAsNonRoot", true},
+                                           {"runAsUser", 65532},
+                                           {"runAsGroup", 65532},
+                                           {"seccompProfile", {{"type", "RuntimeDefault"}}}}));
+  EXPECT_EQ(c["securityContext"], Json({{"allowPrivilegeEscalation", false},
+                                        {"capabilities", {{"drop", {"ALL"}}}},
+                                        {"readOnlyRootFilesystem", true}}));
+  EXPECT_EQ(c["volumeMounts"][1], Json({{"name", "tlt-tmp"}, {"mountPath", "/tmp"}}));
   EXPECT_EQ(env["TLT_SERVICE"], "qwen-math-grpo-rl.research.svc");
   EXPECT_EQ(spec["volumes"][0]["configMap"]["name"], "qwen-math-grpo-rl-spec");
   StatusOr<Json> trainer = kube_.get(pod_resource("research"), "qwen-math-grpo-trainer-0");
@@ -567,6 +576,11 @@ TEST_F(ReconcilerTest, Reconcile_PodsRefusedByApiserver_BlockedWithReasonTruncat
   EXPECT_NE(message.find("violates PodSecurity"), std::string::npos) << message;
   EXPECT_EQ(events_with_reason("research", "Forbidden"), 1);
   EXPECT_EQ(j["status"]["workers"]["replicas"], 15) << "the counts stay right";
+  set_phase("research", "tst-small-kjv-workers-1", "Running");  // the status changes, ...
+  kube_.fail_next("create", Status::FailedPrecondition(refusal));
+  EXPECT_EQ(reconcile_synced(key).phase, "Blocked");
+  EXPECT_EQ(job(key)["status"]["workers"]["ready"], 7);  // workers-1 and -10 .. -15
+  EXPECT_EQ(events_with_reason("research", "Forbidden"), 1) << "... the refusal does not";
   r = reconcile(key);  // the apiserver takes it now
   EXPECT_EQ(r.phase, "Pending");
   EXPECT_EQ(condition(job(key), "Created", "status"), "True");
@@ -795,9 +809,35 @@ TEST(Desired, PodTemplate_TltContainerMergedSidecarKept) {
   for (const Json& e : spec["containers"][0]["env"]) env[e["name"]] = e["value"];
   EXPECT_EQ(env["EXTRA"], "1");
   EXPECT_EQ(env["TLT_ROLE"], "workers");
-  EXPECT_EQ(spec["volumes"].size(), 2u);
+  EXPECT_EQ(spec["volumes"].size(), 3u) << "data, tlt-spec, tlt-tmp";
   EXPECT_EQ(spec["automountServiceAccountToken"], false);
+  EXPECT_EQ(spec["containers"][1]["securityContext"]["allowPrivilegeEscalation"], false)
+      << "sidecars restricted too";
   EXPECT_EQ(spec["restartPolicy"], "Never");
+}
+
+TEST(Desired, PodTemplate_OwnSecurityContextKeptDefaultsFillTheRest) {
+  JobView job;
+  job.meta.kind = "RLJob";
+  job.meta.name = "j";
+  job.meta.namespace_ = "ns";
+  RoleView role;
+  role.name = "trainer";
+  role.replicas = 1;
+  role.pod_template = Json::parse(R"({"spec": {
+    "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
+    "containers": [{"name": "tlt", "securityContext": {"readOnlyRootFilesystem": false,
+                                                      "capabilities": {"drop": ["NET_RAW"]}}}]}})");
+  Json pod = desired_pod(job, role, 0, PodOptions{});
+  const Json& psc = pod["spec"]["securityContext"];
+  EXPECT_EQ(psc["runAsUser"], 1000) << "the template's choice";
+  EXPECT_EQ(psc["fsGroup"], 1000);
+  EXPECT_EQ(psc["runAsNonRoot"], true);
+  EXPECT_EQ(psc["runAsGroup"], 65532);
+  const Json& sc = pod["spec"]["containers"][0]["securityContext"];
+  EXPECT_EQ(sc["readOnlyRootFilesystem"], false);
+  EXPECT_EQ(sc["capabilities"], Json({{"drop", {"NET_RAW"}}}));
+  EXPECT_EQ(sc["allowPrivilegeEscalation"], false);
 }
 
 TEST(Clock, FormatParse_RoundTrip) {

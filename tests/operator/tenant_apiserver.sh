@@ -11,7 +11,8 @@
 #      (RebalancerDegraded, reason PrometheusURLNotAllowed); one that is allowed but answers with a
 #      secret body is reported by status code and content type only: the secret appears in no
 #      status, Event or operator log line.
-#   3. no silent stall: in a namespace enforcing the `restricted` Pod Security Standard, with a
+#   3. runtime pods pass the `restricted` Pod Security Standard: a job in a namespace enforcing
+#      it runs. No silent stall: when that namespace refuses a podTemplate's runAsUser 0, with a
 #      foreign pod squatting a pod's name, and with an unknown podTemplate field, the job's phase
 #      turns Blocked, its Created condition carries the apiserver's reason (Forbidden,
 #      AlreadyExists, BadRequest) and message, one Warning Event of that reason is recorded, the
@@ -28,8 +29,8 @@ source "$src/scripts/k8s-env.sh"
 
 on_exit() {
   if [[ $1 -eq 0 ]]; then
-    echo "PASS: tenant_apiserver: pod policy, Prometheus allow-list and no body, Blocked on" \
-      "Forbidden/AlreadyExists/BadRequest, kinds sharing a name ($((SECONDS - T0)) s)"
+    echo "PASS: tenant_apiserver: pod policy, Prometheus allow-list and no body, restricted PSS," \
+      "Blocked on Forbidden/AlreadyExists/BadRequest, kinds sharing a name ($((SECONDS - T0)) s)"
   else
     echo "FAIL: tenant_apiserver: $K8S_STEP"
   fi
@@ -208,25 +209,41 @@ kc delete rljob peek peek2 escape reader -n research --wait=true --timeout=60s >
 
 # ---- 3. no silent stall --------------------------------------------------------------------------
 K8S_STEP="a namespace enforcing the restricted Pod Security Standard"
-kc create namespace locked >/dev/null
-kc create serviceaccount default -n locked >/dev/null
-kc label namespace locked pod-security.kubernetes.io/enforce=restricted >/dev/null
+kc create namespace strict >/dev/null
+kc create serviceaccount default -n strict >/dev/null
+kc label namespace strict pod-security.kubernetes.io/enforce=restricted >/dev/null
 kc apply -f - >/dev/null <<'YAML'
 apiVersion: tlt.dev/v1alpha1
 kind: RLJob
-metadata: {name: strict, namespace: locked}
+metadata: {name: compliant, namespace: strict}
 spec:
-  roles: {rollout: {replicas: 1}, trainer: {replicas: 1}}
+  roles: {rollout: {replicas: 2}, trainer: {replicas: 1}}
+YAML
+wait_until 60 "the RLJob in the restricted namespace did not turn Running" phase_is rljob/compliant Running strict
+got=$(kc get pod compliant-trainer-0 -n strict -o 'jsonpath={.spec.securityContext.runAsNonRoot} {.spec.securityContext.runAsUser} {.spec.securityContext.seccompProfile.type} {.spec.containers[0].securityContext.allowPrivilegeEscalation} {.spec.containers[0].securityContext.capabilities.drop} {.spec.containers[0].securityContext.readOnlyRootFilesystem}')
+[[ $got == 'true 65532 RuntimeDefault false ["ALL"] true' ]] || fail "the pod's security context: $got"
+kc delete rljob compliant -n strict --wait=true --timeout=60s >/dev/null
+k8s_say "restricted Pod Security Standard: the job's pods admitted (non-root 65532, seccomp, no privilege, drop ALL, read-only root)"
+
+K8S_STEP="a podTemplate the restricted namespace refuses (runAsUser 0)"
+kc apply -f - >/dev/null <<'YAML'
+apiVersion: tlt.dev/v1alpha1
+kind: RLJob
+metadata: {name: rooted, namespace: strict}
+spec:
+  roles:
+    rollout: {replicas: 1, podTemplate: {spec: {securityContext: {runAsUser: 0}}}}
+    trainer: {replicas: 1}
 YAML
 blocked_because() {  # OBJECT REASON [NAMESPACE]
   phase_is "$1" Blocked "${3:-research}" && [[ $(cond "$1" Created reason "${3:-research}") == "$2" ]]
 }
-wait_until 60 "strict is not Blocked by Forbidden" blocked_because rljob/strict Forbidden locked
-[[ $(cond rljob/strict Created message locked) == *"violates PodSecurity"* ]] ||
-  fail "the Created condition does not give the apiserver's message: $(cond rljob/strict Created message locked)"
-wait_until 30 "no Warning Event Forbidden" has_event strict Forbidden locked
-kc get rljob strict -n locked --no-headers | awk '{ print $2 }' | grep -qx Blocked ||
-  fail "kubectl get rljob does not show Blocked: $(kc get rljob strict -n locked --no-headers)"
+wait_until 60 "rooted is not Blocked by Forbidden" blocked_because rljob/rooted Forbidden strict
+[[ $(cond rljob/rooted Created message strict) == *"violates PodSecurity"* ]] ||
+  fail "the Created condition does not give the apiserver's message: $(cond rljob/rooted Created message strict)"
+wait_until 30 "no Warning Event Forbidden" has_event rooted Forbidden strict
+kc get rljob rooted -n strict --no-headers | awk '{ print $2 }' | grep -qx Blocked ||
+  fail "kubectl get rljob does not show Blocked: $(kc get rljob rooted -n strict --no-headers)"
 errors() {
   curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" |
     awk '/^tlt_operator_reconcile_total\{kind="RLJob",result="error"\}/ { print $2 }'
@@ -236,8 +253,8 @@ sleep 10
 e1=$(errors)
 tries=$(python3 -c "print(int(float('${e1:-0}') - float('${e0:-0}')))")
 ((tries <= 8)) || fail "the refused job was retried $tries times in 10 s: no backoff"
-[[ $(events strict Forbidden locked | wc -l) -eq 1 ]] || fail "not one Event: $(events strict Forbidden locked)"
-k8s_say "restricted namespace: Blocked, reason Forbidden, one Warning Event, $tries retries in 10 s"
+[[ $(events rooted Forbidden strict | wc -l) -eq 1 ]] || fail "not one Event: $(events rooted Forbidden strict)"
+k8s_say "restricted namespace refusing runAsUser 0: Blocked, reason Forbidden, one Warning Event, $tries retries in 10 s"
 
 K8S_STEP="a foreign pod holding a pod's name"
 kc run squat-trainer-0 -n research --image registry.invalid/other:1 --restart=Never \
@@ -273,7 +290,7 @@ wait_until 60 "typo is not Blocked by BadRequest" blocked_because rljob/typo Bad
   fail "the message does not name the field: $(cond rljob/typo Created message)"
 k8s_say "an unknown podTemplate field: Blocked (BadRequest) naming nodeSelectorr"
 kc delete rljob typo squat -n research --wait=true --timeout=60s >/dev/null
-kc delete rljob strict -n locked --wait=true --timeout=60s >/dev/null
+kc delete rljob rooted -n strict --wait=true --timeout=60s >/dev/null
 
 # ---- 4. an RLJob and a TSTPretrainJob of one name --------------------------------------------------
 K8S_STEP="an RLJob and a TSTPretrainJob named twin"
