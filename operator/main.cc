@@ -174,7 +174,6 @@ int run(const RunFlags& flags) {
     stop = true;
   }).detach();
 
-  int code = 0;
   if (flags.leader_elect) {
     LeaderOptions lo;
     lo.namespace_ = flags.lease_namespace;
@@ -192,7 +191,15 @@ int run(const RunFlags& flags) {
       metrics->set_leader(true);
       controller.start();
       rebalancer.start();
-      if (!elector.hold(stop)) code = 1;  // lost: stop acting at once
+      if (!elector.hold(stop)) {
+        // Lost (or could not renew within the renew deadline, before the lease runs out):
+        // report it and end at once, as client-go's leaders do; the pod is restarted and waits
+        // as a candidate. Workers blocked on a partitioned apiserver are not waited for.
+        metrics->set_leader(false);
+        log_error("Stopped after losing leadership.", {{"leader", "0"}});
+        std::cerr << std::flush;
+        std::_Exit(1);
+      }
       rebalancer.stop();
       metrics->set_leader(false);
     }
@@ -203,11 +210,11 @@ int run(const RunFlags& flags) {
   }
   rebalancer.stop();
   controller.stop();
-  log_info(code == 0 ? "Stopped." : "Stopped after losing leadership.", {});
+  log_info("Stopped.", {});
   // The watch threads may sit in a long poll; they hold only shared state, and the process ends
   // without waiting for them.
   std::cerr << std::flush;
-  std::_Exit(code);
+  std::_Exit(0);
 }
 
 }  // namespace
