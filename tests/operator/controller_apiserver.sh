@@ -260,8 +260,10 @@ k8s_say "trainer Succeeded -> job Succeeded -> deleted after its 3 s TTL, nothin
 # ---- 6. leader election ---------------------------------------------------------------------------
 K8S_STEP="a second replica"
 # A leader steps down (and exits, to be restarted) when it cannot renew its Lease for 2/3 of the
-# lease duration; replica-2's 30 s lease outlasts the apiserver restart of step 7.
-start_operator operator-2 "$METRICS_PORT_2" replica-2 30
+# lease duration, even while a renewal request hangs (tests/operator/leader_partition.sh);
+# replica-2's 90 s lease (a 60 s renew deadline) outlasts the apiserver restart of step 7 (a
+# graceful stop of up to 10 s, then a start that takes 20-40 s on a busy 2-core machine).
+start_operator operator-2 "$METRICS_PORT_2" replica-2 90
 OP2_PID=$K8S_LAST_PID
 waiting() { grep -q 'another replica holds the leader Lease' "$K8S_TMP/operator-2.log"; }
 wait_until 30 "the second replica did not wait on the Lease" waiting
@@ -276,7 +278,7 @@ kc scale rljob/$RL -n research --replicas=5 >/dev/null
 wait_until 60 "the new leader did not act" has_pods $RL 6
 k8s_say "replica-2 waited, then took over the Lease from the killed replica-1 and scaled to 5"
 
-# ---- 7. the apiserver restarted mid-watch (replica-2 leads, with a 30 s lease) -------------------
+# ---- 7. the apiserver restarted mid-watch (replica-2 leads, with a 90 s lease) -------------------
 K8S_STEP="restart kube-apiserver"
 api_pid=
 for pid in "${K8S_PIDS[@]}"; do [[ ${K8S_NAMES[$pid]} == kube-apiserver ]] && api_pid=$pid; done
