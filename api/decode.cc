@@ -133,8 +133,8 @@ void decode_value(const YAML::Node& node, const std::string& path, Quantity& out
   if (!need_scalar(node, path, "a quantity", errors)) return;
   if (!is_quantity(node.Scalar())) {
     add(errors, path,
-        "must be a Kubernetes quantity such as \"2\", \"500m\" or \"8Gi\" (got " + shown(node) +
-            ")");
+        "must be a non-negative Kubernetes quantity such as \"2\", \"500m\" or \"8Gi\" (got " +
+            shown(node) + ")");
     return;
   }
   out.text = node.Scalar();

@@ -62,7 +62,7 @@ bool parse_duration(const std::string& text, double* seconds) {
 bool is_quantity(const std::string& text) {
   if (text.empty() || text.size() > 64) return false;
   size_t i = 0;
-  if (text[i] == '+' || text[i] == '-') ++i;
+  if (text[i] == '+') ++i;  // no '-': a resource quantity is never negative
   size_t digits = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i, ++digits;
   if (i < text.size() && text[i] == '.') {

@@ -137,8 +137,8 @@ struct Rule {
 // Units: ns, us, ms, s, m, h. A bare number is not accepted: the unit says what is meant.
 bool parse_duration(const std::string& text, double* seconds);
 
-// Checks Kubernetes quantity syntax: [+-]?digits[.digits][suffix], suffix one of
-// Ki Mi Gi Ti Pi Ei n u m k M G T P E, or an exponent e<int>/E<int>.
+// Checks Kubernetes quantity syntax, non-negative: [+]?digits[.digits][suffix], suffix one of
+// Ki Mi Gi Ti Pi Ei n u m k M G T P E, or an exponent e<int>/E<int>; at most 64 characters.
 bool is_quantity(const std::string& text);
 
 // DNS-1123 label: lower-case alphanumerics and '-', starting and ending alphanumeric.

@@ -20,7 +20,7 @@ using Json = nlohmann::ordered_json;
 // std::regex (schema_test.cc) read alike. Each matches exactly what field.cc's checker accepts.
 constexpr const char* kDurationPattern = "^(([0-9]+\\.?[0-9]*|\\.[0-9]+)(ns|us|ms|s|m|h))+$";
 constexpr const char* kQuantityPattern =
-    "^[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$";
+    "^[+]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$";
 constexpr const char* kDnsLabelPattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 constexpr const char* kUrlPattern = "^https?://[^ \\t\\n]+$";
 constexpr int kMaxSyntaxLength = 64;  // parse_duration and is_quantity refuse longer text
@@ -90,7 +90,7 @@ std::vector<CelRule> cel_rules(const SelectorSpec&) {
 // the syntax check, so int() sees nothing but digits, and arms are at most 16 characters, so the
 // numbers fit. (The apiserver's CEL has no cel.bind, hence the repeated split.)
 constexpr const char* kArmSyntax = "^[0-9]+_[0-9]+_[0-9]+$";
-constexpr const char* kNgramArmSyntax = "^ngram_[0-9]+$";
+constexpr const char* kNgramArmSyntax = "^ngram_[0-9]{1,4}$";  // parse_arm: 1 to 4 digits
 
 // `condition` may use D, K and N; they are replaced by the parsed numbers of arm `var`.
 std::string arm_ok(const std::string& var, std::string condition) {
@@ -322,8 +322,12 @@ class SchemaBuilder {
   Json of(const std::string& v, const Rule& r) const;
   Json of(const Duration& v, const Rule& r) const;
   Json of(const Quantity&, const Rule&) const {
+    // Non-negative: a string matches the pattern (no '-'), an integer is >= 0. (A structural
+    // schema keeps the validations next to x-kubernetes-int-or-string, not in the anyOf.)
     return Json{{"anyOf", Json::array({Json{{"type", "integer"}}, Json{{"type", "string"}}})},
                 {"x-kubernetes-int-or-string", true},
+                {"minimum", 0},
+                {"maxLength", kMaxSyntaxLength},
                 {"pattern", kQuantityPattern}};
   }
   Json of(const FreeForm& v, const Rule&) const {
@@ -492,7 +496,7 @@ struct KindInfo {
 
 const KindInfo* kind_info(const std::string& kind) {
   static const PrinterColumn kPhase{"Phase", "string", ".status.phase",
-                                    "Pending, Running, Suspended, Succeeded or Failed."};
+                                    "Pending, Running, Blocked, Suspended, Succeeded or Failed."};
   static const PrinterColumn kStep{"Step", "integer", ".status.step", "Last completed step."};
   static const PrinterColumn kAge{"Age", "date", ".metadata.creationTimestamp", ""};
   static const KindInfo kRL{

@@ -19,8 +19,7 @@
 // every malformed manifest of tests/manifests/bad against a real apiserver and lists them):
 // kubectl reads YAML 1.1 (`yes` is true) and keeps the last of duplicate keys; unquoted
 // fractional quantities (`cpu: 1.5`) are numbers, which an int-or-string field refuses as
-// Kubernetes' own Pod fields do; quantities longer than 64 characters pass the apiserver's
-// pattern but not is_quantity.
+// Kubernetes' own Pod fields do.
 //
 // Thread safety: stateless functions.
 #pragma once

@@ -6,9 +6,11 @@
 // SIGINT stops it (releasing the Lease). Its Kubernetes client retries transient apiserver
 // failures and holds itself to --kube-qps / --kube-burst (operator/kube/client.h). Also: --check
 // (decode and validate manifests as the operator would), --print-crds / --write-crds (the CRDs
-// generated from api/). While it reconciles (leads), the rebalancer (operator/rebalancer) runs
-// too: it reads GPU utilisation from Prometheus (--prometheus-url, else
-// spec.rebalancing.prometheusURL) and assigns idle rollout pods to drafter training.
+// generated from api/). --pod-policy-allow and --pod-policy-service-account loosen the pod policy
+// that job podTemplates are held to (operator/controller/pod_policy.h). While it reconciles
+// (leads), the rebalancer (operator/rebalancer) runs too: it reads GPU utilisation from Prometheus
+// (a job's spec.rebalancing.prometheusURL when --prometheus-url-allow lists it, else
+// --prometheus-url) and assigns idle rollout pods to drafter training.
 #include <signal.h>
 #include <unistd.h>
 
@@ -93,6 +95,7 @@ struct RunFlags {
   int lease_seconds = 15;
   std::string prometheus_url;
   double prometheus_timeout = 5;
+  std::vector<std::string> pod_policy_allow, pod_policy_service_accounts, prometheus_allow;
 };
 
 // Runs until SIGTERM/SIGINT or lost leadership. Returns the exit code.
@@ -124,6 +127,13 @@ int run(const RunFlags& flags) {
   auto metrics = std::make_shared<OperatorMetrics>();
 
   ControllerOptions options;
+  for (const std::string& rule : flags.pod_policy_allow) {
+    if (tlt::Status s = options.pod.policy.allow(rule); !s.ok()) {
+      std::cerr << "tlt-operator: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  options.pod.policy.service_accounts = flags.pod_policy_service_accounts;
   options.namespace_ = flags.namespace_;
   options.workers = flags.workers;
   options.pod.runtime_image = flags.runtime_image;
@@ -138,6 +148,7 @@ int run(const RunFlags& flags) {
   tlt::rebalancer::RebalancerOptions ro;
   ro.namespace_ = flags.namespace_;
   ro.prometheus_url = flags.prometheus_url;
+  ro.allowed_prometheus_urls = flags.prometheus_allow;
   tlt::rebalancer::RebalancerLoop rebalancer(std::make_unique<tlt::rebalancer::Rebalancer>(
       client.get(), prometheus.get(), &clock, metrics.get(), ro));
 
@@ -163,7 +174,6 @@ int run(const RunFlags& flags) {
     stop = true;
   }).detach();
 
-  int code = 0;
   if (flags.leader_elect) {
     LeaderOptions lo;
     lo.namespace_ = flags.lease_namespace;
@@ -181,7 +191,15 @@ int run(const RunFlags& flags) {
       metrics->set_leader(true);
       controller.start();
       rebalancer.start();
-      if (!elector.hold(stop)) code = 1;  // lost: stop acting at once
+      if (!elector.hold(stop)) {
+        // Lost (or could not renew within the renew deadline, before the lease runs out):
+        // report it and end at once, as client-go's leaders do; the pod is restarted and waits
+        // as a candidate. Workers blocked on a partitioned apiserver are not waited for.
+        metrics->set_leader(false);
+        log_error("Stopped after losing leadership.", {{"leader", "0"}});
+        std::cerr << std::flush;
+        std::_Exit(1);
+      }
       rebalancer.stop();
       metrics->set_leader(false);
     }
@@ -192,11 +210,11 @@ int run(const RunFlags& flags) {
   }
   rebalancer.stop();
   controller.stop();
-  log_info(code == 0 ? "Stopped." : "Stopped after losing leadership.", {});
+  log_info("Stopped.", {});
   // The watch threads may sit in a long poll; they hold only shared state, and the process ends
   // without waiting for them.
   std::cerr << std::flush;
-  std::_Exit(code);
+  std::_Exit(0);
 }
 
 }  // namespace
@@ -248,12 +266,25 @@ int main(int argc, char** argv) {
   app.add_option("--lease-duration", f.lease_seconds, "Seconds before an unrenewed Lease is taken")
       ->capture_default_str();
   app.add_option("--prometheus-url", f.prometheus_url,
-                 "Prometheus base URL for the rebalancer's utilisation queries, used instead "
-                 "of every RLJob's spec.rebalancing.prometheusURL (default: the spec's)");
+                 "Prometheus base URL for the rebalancer's utilisation queries: the default for "
+                 "RLJobs whose spec.rebalancing.prometheusURL is empty or not allowed");
+  app.add_option("--prometheus-url-allow", f.prometheus_allow,
+                 "A Prometheus base URL that a job's spec.rebalancing.prometheusURL may name "
+                 "(it or a path below it; repeat or comma-separate; default: none, jobs' URLs "
+                 "are never fetched)")
+      ->delimiter(',');
   app.add_option("--prometheus-timeout", f.prometheus_timeout,
                  "Seconds one Prometheus query may take")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 300.0));
+  app.add_option("--pod-policy-allow", f.pod_policy_allow,
+                 "Allow job podTemplates this (repeat or comma-separate): privileged, "
+                 "capabilities, hostNetwork, hostPID, hostIPC, hostPath (default: none)")
+      ->delimiter(',');
+  app.add_option("--pod-policy-service-account", f.pod_policy_service_accounts,
+                 "A serviceAccountName job podTemplates may set (repeat or comma-separate; "
+                 "default: none, the pods run as the namespace's default ServiceAccount)")
+      ->delimiter(',');
   app.add_flag("--version", show_version, "Print the version and exit");
   app.add_option("--check", check_files, "Decode and validate manifests as the operator would");
   app.add_flag("--print-crds", show_crds,

@@ -12,11 +12,41 @@ using Json = nlohmann::json;
 
 constexpr const char* kSpecVolume = "tlt-spec";
 constexpr const char* kSpecDir = "/etc/tlt";
+constexpr const char* kTmpVolume = "tlt-tmp";  // /tmp: the runtime's only writable place
+
+// Sets object[key] = value unless the object already has the key (the podTemplate's own choice).
+void set_default(Json* object, const char* key, const Json& value) {
+  if (!object->is_object()) *object = Json::object();
+  if (!object->contains(key)) (*object)[key] = value;
+}
+
+// A container under the `restricted` Pod Security Standard, where the template is silent: no
+// privilege escalation, every capability dropped.
+void restrict_container(Json* c) {
+  Json& sc = (*c)["securityContext"];
+  set_default(&sc, "allowPrivilegeEscalation", false);
+  set_default(&sc, "capabilities", {{"drop", {"ALL"}}});
+}
+
+// The pod's securityContext under `restricted`, where the template is silent: non-root as the
+// runtime image's user, RuntimeDefault seccomp.
+void restrict_pod(Json* spec) {
+  Json& psc = (*spec)["securityContext"];
+  set_default(&psc, "runAsNonRoot", true);
+  set_default(&psc, "runAsUser", kRuntimeUser);
+  set_default(&psc, "runAsGroup", kRuntimeUser);
+  set_default(&psc, "seccompProfile", {{"type", "RuntimeDefault"}});
+}
+
+// The labels of every owned object, and the Service's selector.
+Json child_labels(const JobView& job) {
+  return {{kJobLabel, job.meta.name}, {kKindLabel, job.meta.kind}};
+}
 
 Json object_meta(const JobView& job, const std::string& name) {
   return {{"name", name},
           {"namespace", job.meta.namespace_},
-          {"labels", {{kJobLabel, job.meta.name}}},
+          {"labels", child_labels(job)},
           {"ownerReferences", Json::array({owner_reference(job.meta)})}};
 }
 
@@ -45,18 +75,22 @@ Json tlt_container(const JobView& job, const RoleView& role, int index, const Js
   c["command"] = {"tlt", "run-role"};
   Json env = c.value("env", Json::array());
   const std::string& ns = job.meta.namespace_;
-  for (const Json& e : {env_var("TLT_JOB", job.meta.name), env_var("TLT_ROLE", role.name),
-                        env_var("TLT_INDEX", std::to_string(index)), env_var("TLT_NAMESPACE", ns),
-                        env_var("TLT_SERVICE", job.meta.name + "." + ns + ".svc"),
-                        env_var("TLT_JOB_FILE", std::string(kSpecDir) + "/job.json"),
-                        env_var("TLT_RENDEZVOUS_PORT", std::to_string(options.rendezvous_port))}) {
+  for (const Json& e :
+       {env_var("TLT_JOB", job.meta.name), env_var("TLT_ROLE", role.name),
+        env_var("TLT_INDEX", std::to_string(index)), env_var("TLT_NAMESPACE", ns),
+        env_var("TLT_SERVICE", service_name(job.meta.kind, job.meta.name) + "." + ns + ".svc"),
+        env_var("TLT_JOB_FILE", std::string(kSpecDir) + "/job.json"),
+        env_var("TLT_RENDEZVOUS_PORT", std::to_string(options.rendezvous_port))}) {
     upsert_named(&env, e);
   }
   c["env"] = env;
   if (!role.resources.empty()) c["resources"] = role.resources;
   Json mounts = c.value("volumeMounts", Json::array());
   upsert_named(&mounts, {{"name", kSpecVolume}, {"mountPath", kSpecDir}, {"readOnly", true}});
+  upsert_named(&mounts, {{"name", kTmpVolume}, {"mountPath", "/tmp"}});
   c["volumeMounts"] = mounts;
+  restrict_container(&c);
+  set_default(&c["securityContext"], "readOnlyRootFilesystem", true);
   return c;
 }
 
@@ -66,8 +100,16 @@ std::string pod_name(const std::string& job, const std::string& role, int index)
   return job + "-" + role + "-" + std::to_string(index);
 }
 
-std::string configmap_name(const std::string& job) {
-  return job + "-spec";
+std::string service_name(const std::string& kind, const std::string& job) {
+  return job + (kind == api::kRLJobKind ? "-rl" : "-tst");
+}
+
+std::string configmap_name(const std::string& kind, const std::string& job) {
+  return service_name(kind, job) + "-spec";
+}
+
+std::vector<std::string> legacy_child_names(const std::string& job) {
+  return {job, job + "-spec"};
 }
 
 std::string pod_selector(const std::string& job) {
@@ -94,18 +136,18 @@ Json owner_reference(const ObservedJob& job) {
 Json desired_configmap(const JobView& job) {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
-          {"metadata", object_meta(job, configmap_name(job.meta.name))},
+          {"metadata", object_meta(job, configmap_name(job.meta.kind, job.meta.name))},
           {"data", {{"job.json", job.document.dump(2) + "\n"}}}};
 }
 
 Json desired_service(const JobView& job, const PodOptions& options) {
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
-          {"metadata", object_meta(job, job.meta.name)},
+          {"metadata", object_meta(job, service_name(job.meta.kind, job.meta.name))},
           {"spec",
            {{"clusterIP", "None"},
             {"publishNotReadyAddresses", true},
-            {"selector", {{kJobLabel, job.meta.name}}},
+            {"selector", child_labels(job)},
             {"ports",
              {{{"name", "rendezvous"}, {"port", options.rendezvous_port}, {"protocol", "TCP"}}}}}}};
 }
@@ -117,6 +159,7 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
   Json labels = meta.value("labels", Json::object());
   for (const auto& [k, v] : job.labels) labels[k] = v;
   labels[kJobLabel] = job.meta.name;
+  labels[kKindLabel] = job.meta.kind;
   labels[kRoleLabel] = role.name;
   labels[kIndexLabel] = std::to_string(index);
   meta["labels"] = labels;
@@ -137,14 +180,22 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
     if (c.is_object() && c.value("name", "") != kContainerName) merged.push_back(c);
   }
   spec["containers"] = merged;
+  for (const char* list : {"containers", "initContainers"}) {
+    if (!spec.contains(list) || !spec[list].is_array()) continue;
+    for (Json& c : spec[list]) {
+      if (c.is_object()) restrict_container(&c);
+    }
+  }
+  restrict_pod(&spec);
   Json volumes = spec.value("volumes", Json::array());
-  upsert_named(&volumes,
-               {{"name", kSpecVolume}, {"configMap", {{"name", configmap_name(job.meta.name)}}}});
+  upsert_named(&volumes, {{"name", kSpecVolume},
+                          {"configMap", {{"name", configmap_name(job.meta.kind, job.meta.name)}}}});
+  upsert_named(&volumes, {{"name", kTmpVolume}, {"emptyDir", Json::object()}});
   spec["volumes"] = volumes;
   spec["restartPolicy"] = "Never";
   if (!spec.contains("automountServiceAccountToken")) spec["automountServiceAccountToken"] = false;
   if (name.size() <= 63) spec["hostname"] = name;  // a DNS label
-  spec["subdomain"] = job.meta.name;
+  spec["subdomain"] = service_name(job.meta.kind, job.meta.name);
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
 }
 

@@ -1,14 +1,17 @@
-// The objects a job should own, as pure functions of its spec:
-//   - Pod <job>-<role>-<i> per role replica: labels tlt.dev/job, tlt.dev/role, tlt.dev/index
-//     (and the job's own labels), a controller ownerReference to the job, the user's
+// The objects a job should own, as pure functions of its spec. Every one is labelled
+// tlt.dev/job=<job> and tlt.dev/kind=<kind>. The Service and the ConfigMap are named per kind
+// (<job>-rl, <job>-tst), so that an RLJob and a TSTPretrainJob may share a name; pod names need
+// no suffix (the two kinds' roles differ: rollout, trainer, drafter; workers).
+//   - Pod <job>-<role>-<i> per role replica: labels tlt.dev/job, tlt.dev/kind, tlt.dev/role,
+//     tlt.dev/index (and the job's own labels), a controller ownerReference to the job, the user's
 //     podTemplate merged in, and a container "tlt" running `tlt run-role` with TLT_JOB,
 //     TLT_ROLE, TLT_INDEX, TLT_NAMESPACE, TLT_SERVICE, TLT_JOB_FILE in its environment and the
 //     job's ConfigMap mounted at /etc/tlt;
-//   - a headless Service <job> selecting the job's pods (rendezvous by DNS:
-//     <pod>.<job>.<namespace>.svc);
-//   - a ConfigMap <job>-spec whose job.json is the job (spec with defaults filled in).
-// Each is what the operator writes (server-side apply for the pods and the ConfigMap, a create
-// for the Service): only the fields it owns.
+//   - a headless Service <job>-rl or <job>-tst selecting the job's pods (rendezvous by DNS:
+//     <pod>.<service>.<namespace>.svc; TLT_SERVICE names it);
+//   - a ConfigMap <service>-spec whose job.json is the job (spec with defaults filled in).
+// Each is what the operator writes (a create for each; later changes of the ConfigMap by
+// server-side apply): only the fields it owns.
 //
 // Merge rules for the podTemplate: the user's metadata and spec are the base; the operator's
 // labels, name, namespace and ownerReferences win; restartPolicy is always Never (the operator
@@ -17,24 +20,43 @@
 // operator's command, env, resources and mount win); other containers (sidecars) and volumes are
 // kept; automountServiceAccountToken defaults to false.
 //
+// Security context: the pods pass the `restricted` Pod Security Standard unless the podTemplate
+// says otherwise (within the admin's pod policy, pod_policy.h). Where the template is silent the
+// pod gets runAsNonRoot, runAsUser/runAsGroup kRuntimeUser (the runtime image's USER, checked
+// against docker/*.Dockerfile by tests/helm/check_dockerfiles.py) and seccomp RuntimeDefault;
+// every container allowPrivilegeEscalation false and capabilities drop ALL; the "tlt" container
+// also readOnlyRootFilesystem, with an emptyDir "tlt-tmp" at /tmp (its work dir).
+//
 // Thread safety: stateless functions.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "operator/controller/job.h"
+#include "operator/controller/pod_policy.h"
 
 namespace tlt::controller {
+
+// The uid and gid of the runtime image (docker/runtime.Dockerfile: USER 65532:65532).
+inline constexpr int64_t kRuntimeUser = 65532;
 
 struct PodOptions {
   std::string runtime_image = "ghcr.io/tlt-dev/tlt:latest";  // the `tlt` binary's image
   int rendezvous_port = 29500;                               // the Service's port
+  PodPolicy policy;  // what a podTemplate may ask for (pod_policy.h); checked by the reconciler
 };
 
 std::string pod_name(const std::string& job, const std::string& role, int index);
-std::string configmap_name(const std::string& job);  // "<job>-spec"
+// "<job>-rl" for an RLJob, "<job>-tst" for a TSTPretrainJob: never the same for two jobs.
+std::string service_name(const std::string& kind, const std::string& job);
+std::string configmap_name(const std::string& kind, const std::string& job);  // "<service>-spec"
+// The names the Service and ConfigMap had before they were named per kind (<job>, <job>-spec):
+// a deleted job removes those it owns too.
+std::vector<std::string> legacy_child_names(const std::string& job);
 // "tlt.dev/job=<job>": the pods of a job (and any other job's of the same name: filter by
 // owner uid with owned_by()).
 std::string pod_selector(const std::string& job);

@@ -29,8 +29,9 @@ Json resources_json(const api::ResourceRequirements& r) {
 }
 
 template <class Role>
-RoleView role_view(const std::string& name, const Role& role) {
-  return RoleView{name, role.replicas, resources_json(role.resources), role.pod_template.value};
+RoleView role_view(const std::string& name, const Role& role, const std::string& path) {
+  return RoleView{name, role.replicas, resources_json(role.resources), role.pod_template.value,
+                  path};
 }
 
 // The fields of the view that both kinds share.
@@ -130,13 +131,14 @@ StatusOr<JobView> decode_job(const std::string& kind, const Json& object) {
   view.meta = observe_job(kind, object);
   if (const auto* rl = std::get_if<api::RLJob>(&job.value())) {
     const auto& roles = rl->spec.roles;
-    view.roles = {role_view("rollout", roles.rollout), role_view("trainer", roles.trainer),
-                  role_view("drafter", roles.drafter)};
+    view.roles = {role_view("rollout", roles.rollout, "spec.roles.rollout"),
+                  role_view("trainer", roles.trainer, "spec.roles.trainer"),
+                  role_view("drafter", roles.drafter, "spec.roles.drafter")};
     view.completion_role = "trainer";
     fill_common(*rl, &view);
   } else {
     const auto& tst = std::get<api::TSTPretrainJob>(job.value());
-    view.roles = {role_view("workers", tst.spec.workers)};
+    view.roles = {role_view("workers", tst.spec.workers, "spec.workers")};
     view.completion_role = "workers";
     fill_common(tst, &view);
   }

@@ -25,6 +25,7 @@ using api::kIndexLabel;
 using api::kJobLabel;
 using api::kProgressAnnotation;
 using api::kRoleLabel;
+inline constexpr const char* kKindLabel = "tlt.dev/kind";  // RLJob or TSTPretrainJob
 inline constexpr const char* kFinalizer = "tlt.dev/cleanup";
 inline constexpr const char* kFieldManager = "tlt-operator";
 inline constexpr const char* kContainerName = "tlt";
@@ -62,6 +63,7 @@ struct RoleView {
   int32_t replicas = 0;
   nlohmann::json resources = nlohmann::json::object();     // {requests: {...}, limits: {...}}
   nlohmann::json pod_template = nlohmann::json::object();  // the user's PodTemplateSpec
+  std::string path;  // where the role is in the job: "spec.roles.rollout", "spec.workers"
 };
 
 // The decoded, valid spec of a job, as far as pods are concerned.

@@ -37,6 +37,7 @@ Json counts_json(const RoleCounts& c) {
 
 std::string phase_of(const Outcome& o, int32_t ready) {
   if (!o.terminal.empty()) return o.terminal;
+  if (!o.blocked_reason.empty()) return "Blocked";
   if (o.suspended) return "Suspended";
   if (o.desired_pods > 0 && ready == o.desired_pods) return "Running";
   return "Pending";
@@ -58,13 +59,19 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
   for (const Json& c : old.value("conditions", Json::array())) {
     if (c.value("type", "") == "Created" && c.value("status", "") == "True") was_created = true;
   }
-  bool created = o.created || was_created;
-  conditions.push_back(
-      make_condition(old, "Created", created, created ? "ObjectsCreated" : "Creating",
-                     created ? "The ConfigMap, the Service and the pods were created."
-                             : "Creating the ConfigMap, the Service and the pods.",
-                     generation, now));
-  std::string not_running = phase == "Suspended"   ? "Suspended"
+  bool blocked = phase == "Blocked";
+  bool created = !blocked && (o.created || was_created);
+  conditions.push_back(make_condition(old, "Created", created,
+                                      blocked   ? o.blocked_reason
+                                      : created ? "ObjectsCreated"
+                                                : "Creating",
+                                      blocked ? o.blocked_message
+                                      : created
+                                          ? "The ConfigMap, the Service and the pods were created."
+                                          : "Creating the ConfigMap, the Service and the pods.",
+                                      generation, now));
+  std::string not_running = blocked                ? "Blocked"
+                            : phase == "Suspended" ? "Suspended"
                             : phase == "Succeeded" ? "Finished"
                             : phase == "Failed"    ? "JobFailed"
                                                    : "PodsNotReady";

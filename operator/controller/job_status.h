@@ -7,7 +7,8 @@
 // drafter; step, loss, evalLoss, trainingPhase, tokensSeen). Conditions of other types belong to
 // the rebalancer.
 //
-// Phase: Failed or Succeeded (terminal, kept once reached), else Suspended, else Running when
+// Phase: Failed or Succeeded (terminal, kept once reached), else Blocked (a child refused by the
+// apiserver: Outcome::blocked_reason), else Suspended, else Running when
 // every desired pod is running and ready, else Pending. Every one of the five conditions
 // (Created, Running, Suspended, Succeeded, Failed) is always present, True or False, with a
 // CamelCase reason and a sentence; lastTransitionTime changes only when its status changes.
@@ -42,6 +43,9 @@ struct Outcome {
   std::string terminal_message;  // a sentence
   bool suspended = false;
   bool created = false;  // the ConfigMap, Service and every desired pod exist
+  // The apiserver refused a write of a child ("" when none was): its reason (Forbidden,
+  // Invalid, AlreadyExists...) and message. Phase Blocked, condition Created False.
+  std::string blocked_reason, blocked_message;
   int32_t restarts = 0;  // pod failures so far (status.restarts)
   int32_t desired_pods = 0;
   std::map<std::string, RoleCounts> roles;  // by role name

@@ -1,8 +1,12 @@
 // Lease leader election: get, then create or patch with a resourceVersion precondition.
 #include "operator/controller/leader.h"
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "operator/controller/log.h"
@@ -109,13 +113,40 @@ bool LeaderElector::acquire(const std::atomic<bool>& stop) {
 }
 
 bool LeaderElector::hold(const std::atomic<bool>& stop) {
-  auto last_renewal = std::chrono::steady_clock::now();
+  // Each renewal runs on its own thread, so that a request a network partition holds up (the
+  // transport may wait far longer than the lease) cannot keep this replica leading past its
+  // renew deadline: the deadline is kept here, on the steady clock, whatever the request does.
+  struct Call {
+    std::mutex mu;
+    std::condition_variable done_cv;
+    bool done = false;                     // guarded by mu
+    StatusOr<bool> result = Status::Ok();  // guarded by mu
+  };
+  using Steady = std::chrono::steady_clock;
+  Steady::time_point deadline = Steady::now() + options_.renew_deadline;
   while (!stop) {
-    std::this_thread::sleep_for(options_.retry_period);
+    std::this_thread::sleep_for(
+        std::min<Steady::duration>(options_.retry_period, deadline - Steady::now()));
     if (stop) break;
-    StatusOr<bool> leading = try_acquire_or_renew();
+    auto call = std::make_shared<Call>();
+    std::thread([this, call] {
+      StatusOr<bool> r = try_acquire_or_renew();
+      std::lock_guard<std::mutex> lock(call->mu);
+      call->result = std::move(r);
+      call->done = true;
+      call->done_cv.notify_all();
+    }).detach();
+    std::unique_lock<std::mutex> lock(call->mu);
+    if (!call->done_cv.wait_until(lock, deadline, [&] { return call->done; })) {
+      // The thread is left to its request; nothing else touches this elector again.
+      log_error("Could not renew the leader Lease within the renew deadline; stepping down.",
+                {{"renewDeadlineSeconds", std::to_string(options_.renew_deadline.count())},
+                 {"error", "the renewal has not returned"}});
+      return false;
+    }
+    StatusOr<bool> leading = call->result;
     if (leading.ok() && *leading) {
-      last_renewal = std::chrono::steady_clock::now();
+      deadline = Steady::now() + options_.renew_deadline;
       continue;
     }
     if (leading.ok()) {
@@ -123,7 +154,7 @@ bool LeaderElector::hold(const std::atomic<bool>& stop) {
                 {{"holder", observed_spec_.value("holderIdentity", "")}});
       return false;
     }
-    if (std::chrono::steady_clock::now() - last_renewal > options_.renew_deadline) {
+    if (Steady::now() >= deadline) {
       log_error("Could not renew the leader Lease within the renew deadline; stepping down.",
                 {{"error", leading.status().to_string()}});
       return false;

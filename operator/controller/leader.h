@@ -40,8 +40,12 @@ class LeaderElector {
   StatusOr<bool> try_acquire_or_renew();
   // Blocks until this replica leads (true) or `stop` is set (false).
   bool acquire(const std::atomic<bool>& stop);
-  // Renews until `stop` is set (then releases the Lease and returns true) or renewal failed for
-  // renew_deadline (returns false: leadership is lost and the caller must stop acting).
+  // Renews until `stop` is set (then releases the Lease and returns true), another replica took
+  // the Lease, or no renewal succeeded for renew_deadline (returns false: leadership is lost and
+  // the caller must stop acting at once). The deadline holds even while a renewal request hangs
+  // (a partition): renewals run on a helper thread and hold() stops waiting for one at the
+  // deadline, so with renew_deadline < lease_duration this replica has stepped down before any
+  // other can take the Lease. After it returns false, the elector must not be used again.
   bool hold(const std::atomic<bool>& stop);
   // Gives the Lease up (holderIdentity "") so another replica takes over at once.
   void release();

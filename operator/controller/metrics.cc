@@ -133,7 +133,8 @@ std::string OperatorMetrics::render() {
     for (const auto& [key, kp] : phases_) ++counts[kp];
     // Every phase seen so far stays as a series (0 when empty), so a rate() has no gaps.
     for (const char* kind : {"RLJob", "TSTPretrainJob"}) {
-      for (const char* phase : {"Pending", "Running", "Suspended", "Succeeded", "Failed"}) {
+      for (const char* phase :
+           {"Pending", "Running", "Blocked", "Suspended", "Succeeded", "Failed"}) {
         auto it = counts.find({kind, phase});
         f_->jobs.Add({{"kind", kind}, {"phase", phase}}).Set(it == counts.end() ? 0 : it->second);
       }

@@ -40,15 +40,42 @@ std::string failed_reason(const Json& status) {
   return "";
 }
 
-std::string condition_message(const Json& status, const std::string& type) {
+// A field ("reason", "message") of the stored condition of `type`; "" when none.
+std::string condition_field(const Json& status, const std::string& type, const char* field) {
   for (const Json& c : status.value("conditions", Json::array())) {
-    if (c.value("type", "") == type) return c.value("message", "");
+    if (c.value("type", "") == type) return c.value(field, "");
   }
   return "";
 }
 
+std::string condition_message(const Json& status, const std::string& type) {
+  return condition_field(status, type, "message");
+}
+
 bool terminal_phase(const std::string& p) {
   return p == "Succeeded" || p == "Failed";
+}
+
+// Failed for a reason that an edit of the spec (or of the admin's policy) can take away: such a
+// job is looked at again on every pass instead of being kept as finished.
+bool refused_reason(const std::string& reason) {
+  return reason == kInvalidSpec || reason == kForbiddenByPodPolicy;
+}
+
+// Every way the job's podTemplates break `policy` (pod_policy.h), one line each.
+std::vector<std::string> policy_violations(const JobView& job, const PodPolicy& policy) {
+  std::vector<std::string> out;
+  for (const RoleView& role : job.roles) {
+    for (std::string& v : check_pod_template(policy, role.pod_template, role.path + ".podTemplate"))
+      out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& lines, const std::string& separator) {
+  std::string out;
+  for (const std::string& l : lines) out += (out.empty() ? "" : separator) + l;
+  return out;
 }
 
 // Runs fn(0) ... fn(n-1) with up to `width` calls in flight (the calling thread is one of them)
@@ -97,22 +124,33 @@ ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& o
   if (meta.deleting) return {finalize(meta), std::nullopt, phase};
   if (Status s = ensure_finalizer(meta); !s.ok()) return {s, std::nullopt, phase};
   StatusOr<JobView> job = decode_job(kind, object);
-  if (!job.ok()) return invalid_spec(meta, job.status());
+  if (!job.ok()) {
+    std::string message = job.status().message();
+    std::replace(message.begin(), message.end(), '\n', ';');
+    return refuse(meta, kInvalidSpec, "The spec is invalid: " + message,
+                  "The spec is invalid; no pods will be created.");
+  }
+  if (std::vector<std::string> violations = policy_violations(*job, options_.pod.policy);
+      !violations.empty()) {
+    return refuse(meta, kForbiddenByPodPolicy,
+                  "The operator's pod policy refuses the podTemplate: " + join(violations, "; "),
+                  "The pod policy refuses the podTemplate; no pods will be created.");
+  }
   std::vector<Pod> pods = observe_pods(meta);
   std::optional<Progress> progress = read_progress(*job, pods);
-  if (terminal_phase(phase) && failed_reason(meta.status) != "InvalidSpec")
+  if (terminal_phase(phase) && !refused_reason(failed_reason(meta.status)))
     return finished(*job, pods, std::move(progress));
 
   // The ConfigMap and the Service do not depend on each other: both at once.
   Status (Reconciler::*const subs[])(const JobView&) = {&Reconciler::reconcile_configmap,
                                                         &Reconciler::reconcile_service};
-  for (const Status& s : run_parallel(2, 2, [&](int i) { return (this->*subs[i])(*job); })) {
-    if (!s.ok()) return {s, std::nullopt, phase};
-  }
   Outcome outcome;
   outcome.progress = std::move(progress);
+  for (const Status& s : run_parallel(2, 2, [&](int i) { return (this->*subs[i])(*job); })) {
+    if (!s.ok()) return stuck(*job, pods, s, std::move(outcome));
+  }
   Status s = reconcile_pods(*job, pods, &outcome);
-  if (!s.ok()) return {s, std::nullopt, phase};
+  if (!s.ok()) return stuck(*job, pods, s, std::move(outcome));
   s = write_status(meta, outcome);
   if (!s.ok()) return {s, std::nullopt, phase};
   Json computed = compute_status(kind, meta.status, outcome, meta.generation, clock_->now());
@@ -144,9 +182,12 @@ Status Reconciler::finalize(const ObservedJob& job) {
     if (!p.deleting) live.push_back(&p);
   }
   TLT_RETURN_IF_ERROR(delete_pods(job, live, "JobDeleted"));
-  const std::pair<kube::Resource, std::string> owned[] = {
-      {service_resource(job.namespace_), job.name},
-      {configmap_resource(job.namespace_), configmap_name(job.name)}};
+  std::vector<std::pair<kube::Resource, std::string>> owned = {
+      {service_resource(job.namespace_), service_name(job.kind, job.name)},
+      {configmap_resource(job.namespace_), configmap_name(job.kind, job.name)}};
+  const std::vector<std::string> legacy = legacy_child_names(job.name);  // (owned_by guards)
+  owned.push_back({service_resource(job.namespace_), legacy[0]});
+  owned.push_back({configmap_resource(job.namespace_), legacy[1]});
   for (const auto& [resource, name] : owned) {
     std::optional<Json> o = cache_->get(resource, name);
     if (!o || !owned_by(*o, job.uid)) continue;
@@ -171,18 +212,17 @@ Status Reconciler::finalize(const ObservedJob& job) {
   return Status::Ok();
 }
 
-ReconcileResult Reconciler::invalid_spec(const ObservedJob& job, const Status& why) {
-  std::string message = why.message();
-  std::replace(message.begin(), message.end(), '\n', ';');
+ReconcileResult Reconciler::refuse(const ObservedJob& job, const std::string& reason,
+                                   const std::string& message, const std::string& log_message) {
   Outcome o;
   o.terminal = "Failed";
-  o.terminal_reason = "InvalidSpec";
-  o.terminal_message = "The spec is invalid: " + message;
+  o.terminal_reason = reason;
+  o.terminal_message = message;
   o.restarts = job.status.value("restarts", 0);
   Json computed = compute_status(job.kind, job.status, o, job.generation, clock_->now());
   if (status_changed(job.status, computed)) {
-    log_info("The spec is invalid; no pods will be created.", fields(job, {{"errors", message}}));
-    event(job, "Warning", "InvalidSpec", o.terminal_message);
+    log_info(log_message, fields(job, {{"reason", reason}, {"errors", message}}));
+    event(job, "Warning", reason, message);
   }
   return {write_status(job, o), std::nullopt, "Failed"};
 }
@@ -240,30 +280,58 @@ std::optional<Progress> Reconciler::read_progress(const JobView& job,
   return lead->progress;
 }
 
+StatusOr<Json> Reconciler::create_child(const kube::Resource& r, const Json& want,
+                                        const ObservedJob& job) {
+  StatusOr<Json> out = client_->create(r, want);
+  if (out.ok() || out.status().code() != StatusCode::kAlreadyExists) return out;
+  // The name is taken: by this job (a create the cache has not shown yet) or by someone else,
+  // whose object is never adopted or overwritten.
+  const std::string name = want["metadata"].value("name", "");
+  StatusOr<Json> have = client_->get(r, name);
+  if (have.ok() && owned_by(*have, job.uid)) return have;
+  if (!have.ok()) {
+    return have.status().code() == StatusCode::kNotFound
+               ? Status::Unavailable(out.status().message() + " (then gone: retrying)")
+               : have.status();
+  }
+  return foreign(want.value("kind", r.plural), name);
+}
+
+Status Reconciler::foreign(const std::string& kind, const std::string& name) {
+  return Status::AlreadyExists(kind + " " + name +
+                               " already exists and is not owned by this job; the operator "
+                               "leaves it alone: delete or rename it");
+}
+
 Status Reconciler::reconcile_configmap(const JobView& job) {
   Json want = desired_configmap(job);
+  const std::string name = configmap_name(job.meta.kind, job.meta.name);
   kube::Resource r = configmap_resource(job.meta.namespace_);
-  std::optional<Json> have = cache_->get(r, configmap_name(job.meta.name));
-  if (have && owned_by(*have, job.meta.uid) && have->value("data", Json()) == want["data"])
-    return Status::Ok();
-  StatusOr<Json> out = client_->apply(r, want, kFieldManager);
+  std::optional<Json> have = cache_->get(r, name);
+  if (have && !owned_by(*have, job.meta.uid)) return foreign("ConfigMap", name);
+  if (have && have->value("data", Json()) == want["data"]) return Status::Ok();
+  StatusOr<Json> out =
+      have ? client_->apply(r, want, kFieldManager) : create_child(r, want, job.meta);
+  if (out.ok() && out->value("data", Json()) != want["data"])  // ours, from an older spec
+    out = client_->apply(r, want, kFieldManager);
   if (!out.ok()) return out.status();
   cache_->written(r, *out);
   log_info(have ? "Updated the job's spec ConfigMap." : "Created the job's spec ConfigMap.",
-           fields(job.meta, {{"configmap", configmap_name(job.meta.name)}}));
+           fields(job.meta, {{"configmap", name}}));
   return Status::Ok();
 }
 
 Status Reconciler::reconcile_service(const JobView& job) {
   kube::Resource r = service_resource(job.meta.namespace_);
-  if (cache_->get(r, job.meta.name)) return Status::Ok();
-  // Not in the cache: ours not yet created, or someone else's (not labelled tlt.dev/job), which
-  // is left alone: a create, which an existing Service refuses.
-  StatusOr<Json> out = client_->create(r, desired_service(job, options_.pod));
-  if (out.status().code() == StatusCode::kAlreadyExists) return Status::Ok();
+  const std::string name = service_name(job.meta.kind, job.meta.name);
+  if (std::optional<Json> have = cache_->get(r, name))
+    return owned_by(*have, job.meta.uid) ? Status::Ok() : foreign("Service", name);
+  // Not in the cache: not created yet, or someone else's that carries no tlt.dev/job label (the
+  // informers watch only labelled ones): create_child tells which.
+  StatusOr<Json> out = create_child(r, desired_service(job, options_.pod), job.meta);
   if (!out.ok()) return out.status();
   cache_->written(r, *out);
-  log_info("Created the job's headless Service.", fields(job.meta, {{"service", job.meta.name}}));
+  log_info("Created the job's headless Service.", fields(job.meta, {{"service", name}}));
   return Status::Ok();
 }
 
@@ -283,10 +351,8 @@ Status Reconciler::delete_pods(const ObservedJob& job, std::vector<const Pod*> p
   return Status::Ok();
 }
 
-Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& pods, Outcome* o) {
-  o->restarts = job.meta.status.value("restarts", 0);
-  o->created = true;
-  std::vector<const Pod*> live, failed;
+std::vector<const Reconciler::Pod*> Reconciler::tally(const std::vector<Pod>& pods, Outcome* o) {
+  std::vector<const Pod*> live;
   for (const Pod& p : pods) {
     if (p.deleting) continue;
     live.push_back(&p);
@@ -295,7 +361,47 @@ Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& po
     c.ready += p.ready;
     c.succeeded += p.phase == "Succeeded";
     c.failed += p.phase == "Failed";
-    if (p.phase == "Failed") failed.push_back(&p);
+  }
+  return live;
+}
+
+ReconcileResult Reconciler::stuck(const JobView& job, const std::vector<Pod>& pods,
+                                  const Status& why, Outcome o) {
+  const std::string phase = job.meta.status.value("phase", "");
+  StatusCode code = why.code();
+  if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
+      code == StatusCode::kAborted)
+    return {why, std::nullopt, phase};  // transient: back off and retry, nothing to tell
+  if (o.roles.empty()) {                // refused before the pods were looked at
+    tally(pods, &o);
+    o.restarts = job.meta.status.value("restarts", 0);
+  }
+  o.desired_pods = 0;
+  for (const RoleView& r : job.roles) o.desired_pods += r.replicas;
+  o.created = false;
+  o.blocked_reason = kube::api_reason(why);
+  o.blocked_message = why.message();
+  if (o.blocked_message.size() > kMaxRefusalMessage)
+    o.blocked_message = o.blocked_message.substr(0, kMaxRefusalMessage) + "... (truncated)";
+  // Told once per refusal: the counts in status may change while the same write is refused.
+  const Json& stored = job.meta.status;
+  if (condition_field(stored, "Created", "reason") != o.blocked_reason ||
+      condition_field(stored, "Created", "message") != o.blocked_message) {
+    log_warning("The apiserver refused a write of a child object; retrying with backoff.",
+                fields(job.meta, {{"reason", o.blocked_reason}, {"error", o.blocked_message}}));
+    event(job.meta, "Warning", o.blocked_reason, o.blocked_message);
+  }
+  Status s = write_status(job.meta, o);
+  if (!s.ok()) return {s, std::nullopt, phase};
+  return {why, std::nullopt, "Blocked"};  // the work queue backs off before the next try
+}
+
+Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& pods, Outcome* o) {
+  o->restarts = job.meta.status.value("restarts", 0);
+  o->created = true;
+  std::vector<const Pod*> live = tally(pods, o), failed;
+  for (const Pod* p : live) {
+    if (p->phase == "Failed") failed.push_back(p);
   }
   auto running = [&] {
     std::vector<const Pod*> out;
@@ -365,8 +471,7 @@ Status Reconciler::create_pods(const JobView& job,
   std::vector<Status> results = run_parallel(
       static_cast<int>(missing.size()), options_.max_parallel_creates, [&](int k) -> Status {
         const auto& [role, i] = missing[static_cast<size_t>(k)];
-        StatusOr<Json> out =
-            client_->apply(r, desired_pod(job, *role, i, options_.pod), kFieldManager);
+        StatusOr<Json> out = create_child(r, desired_pod(job, *role, i, options_.pod), job.meta);
         if (!out.ok()) return out.status();
         cache_->written(r, *out);
         log_info("Created a pod.",
@@ -401,14 +506,8 @@ ReconcileResult Reconciler::finished(const JobView& job, const std::vector<Pod>&
   o.created = true;
   o.progress = std::move(progress);
   std::vector<const Pod*> running;
-  for (const Pod& p : pods) {
-    if (p.deleting) continue;
-    RoleCounts& c = o.roles[p.role];
-    ++c.replicas;
-    c.ready += p.ready;
-    c.succeeded += p.phase == "Succeeded";
-    c.failed += p.phase == "Failed";
-    if (p.phase != "Succeeded" && p.phase != "Failed") running.push_back(&p);
+  for (const Pod* p : tally(pods, &o)) {
+    if (p->phase != "Succeeded" && p->phase != "Failed") running.push_back(p);
   }
   for (const RoleView& r : job.roles) o.desired_pods += r.replicas;
   Status s = delete_pods(meta, running, phase == "Failed" ? "JobFailed" : "JobSucceeded");
@@ -440,7 +539,8 @@ Status Reconciler::write_status(const ObservedJob& job, const Outcome& outcome) 
   cache_->written(r, *out);
   std::string before = job.status.value("phase", ""), after = computed.value("phase", "");
   log_info("Updated the job's status.", fields(job, {{"phase", after}, {"was", before}}));
-  if (before != after && !(before.empty() && after == "Pending")) {  // (PodsCreated said that)
+  // (PodsCreated said Pending; stuck() said Blocked, with the apiserver's reason)
+  if (before != after && !(before.empty() && after == "Pending") && after != "Blocked") {
     std::string message = condition_message(computed, after == "Pending" ? "Running" : after);
     event(job, after == "Failed" ? "Warning" : "Normal", after, message);
   }

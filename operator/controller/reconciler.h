@@ -10,20 +10,30 @@
 //   finalizer add tlt.dev/cleanup (a merge patch guarded by resourceVersion).
 //   validate  decode + validate with api/; invalid -> status Failed, reason InvalidSpec, the
 //             message naming the fields; no pods; no requeue (retrying cannot fix it).
+//   policy    every role's podTemplate against the admin's pod policy (options.pod.policy,
+//             pod_policy.h); refused -> Failed, reason ForbiddenByPodPolicy, the condition and a
+//             Warning Event naming each field and rule; no pods; no requeue. A job refused for
+//             either reason is looked at again when it changes (a fixed spec runs).
 //   progress  the pods' tlt.dev/progress reports (progress.h); an unreadable one is skipped with
 //             one warning line and one Warning Event (ProgressUnreadable) per annotation value.
 //   finished  Succeeded or Failed is kept: pods still running are deleted; after
 //             ttlSecondsAfterFinished the job itself is deleted (requeued until then).
-//   act       ConfigMap <job>-spec (applied when missing or different) and Service <job>
-//             (created when missing from the cache; one that exists but is not ours, not
-//             labelled tlt.dev/job, refuses the create and is left alone), both at once; then
+//   act       ConfigMap <job>-rl-spec / <job>-tst-spec (created when missing, applied when
+//             different) and Service <job>-rl / <job>-tst (created when missing), both at once
+//             (names per kind: desired.h); then
 //             pods: Failed pods are deleted and counted in status.restarts (Failed once
 //             restarts exceed backoffLimit); every pod of the completion role (trainer;
 //             workers) Succeeded -> Succeeded; spec.suspend -> delete every pod; else delete
 //             surplus pods (highest index first) and create the missing ones, up to
-//             options.max_parallel_creates at a time. Pod names are deterministic and creating
-//             is a server-side apply, so a create that a stale cache repeats is a no-op, never
-//             a second pod.
+//             options.max_parallel_creates at a time. Pod names are deterministic and a
+//             create that a stale cache repeats finds the job's own object (AlreadyExists, then
+//             a get): never a second pod. An object of the name that the job does not own is
+//             never adopted or overwritten.
+//   refused   a write the apiserver refuses (Forbidden, Invalid, AlreadyExists, ...: not a
+//             transient 429/5xx/timeout/conflict) makes the phase Blocked, the Created condition
+//             False with reason = the apiserver's reason and its message (truncated), and one
+//             Warning Event of that reason; the error goes back to the work queue, which
+//             retries with backoff.
 //   status    computed on a copy (job_status.h), patched only when it changed.
 // Each decision is one log line and one Event; the first error stops the pass and is returned
 // (the caller retries with backoff).
@@ -51,6 +61,13 @@
 #include "operator/kube/client.h"
 
 namespace tlt::controller {
+
+// The Failed reasons of a job refused before any pod is made: its spec does not decode or
+// validate, or its podTemplate breaks the admin's pod policy (pod_policy.h).
+inline constexpr const char* kInvalidSpec = "InvalidSpec";
+inline constexpr const char* kForbiddenByPodPolicy = "ForbiddenByPodPolicy";
+// The apiserver's message of a refused write is cut to this many bytes in status and Events.
+inline constexpr size_t kMaxRefusalMessage = 400;
 
 struct ReconcileResult {
   Status status;                                      // not OK: retry with backoff
@@ -86,11 +103,27 @@ class Reconciler {
   ReconcileResult reconcile_job(const std::string& kind, const nlohmann::json& object);
   Status finalize(const ObservedJob& job);
   Status ensure_finalizer(const ObservedJob& job);
-  ReconcileResult invalid_spec(const ObservedJob& job, const Status& why);
+  // Failed with `reason` and `message` (condition and Warning Event, once), no pods, no requeue:
+  // retrying cannot fix what the spec asks for.
+  ReconcileResult refuse(const ObservedJob& job, const std::string& reason,
+                         const std::string& message, const std::string& log_message);
   std::vector<Pod> observe_pods(const ObservedJob& job);
   std::optional<Progress> read_progress(const JobView& job, const std::vector<Pod>& pods);
   ReconcileResult finished(const JobView& job, const std::vector<Pod>& pods,
                            std::optional<Progress> progress);
+  // Every pod not being deleted, counted into o->roles.
+  static std::vector<const Pod*> tally(const std::vector<Pod>& pods, Outcome* o);
+  // After a failed write of a child: a transient error is returned as it is; a refusal
+  // (Forbidden, Invalid, AlreadyExists, ...) also makes the job Blocked, its Created condition
+  // carrying the apiserver's reason and (truncated) message, with one Warning Event per change.
+  // Either way the error is returned, and the work queue backs off before the next try.
+  ReconcileResult stuck(const JobView& job, const std::vector<Pod>& pods, const Status& why,
+                        Outcome o);
+  // Creates a child object; when its name is taken, the existing object if this job owns it
+  // (the cache lagged), else AlreadyExists: another's object is never adopted or overwritten.
+  StatusOr<nlohmann::json> create_child(const kube::Resource& r, const nlohmann::json& want,
+                                        const ObservedJob& job);
+  static Status foreign(const std::string& kind, const std::string& name);
   Status reconcile_configmap(const JobView& job);
   Status reconcile_service(const JobView& job);
   Status reconcile_pods(const JobView& job, const std::vector<Pod>& pods, Outcome* outcome);

@@ -38,6 +38,47 @@ void add_query(std::string* query, const std::string& name, const std::string& v
   *query += (query->empty() ? "?" : "&") + name + "=" + url_encode(value);
 }
 
+// "Forbidden", "AlreadyExists": a metav1.Status reason (a CamelCase word).
+bool is_camel_word(const std::string& s) {
+  return !s.empty() && s.size() <= 64 && std::isupper(static_cast<unsigned char>(s[0])) &&
+         std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)); });
+}
+
+// The metav1.StatusReason the apiserver uses for `code`, for answers that carry none.
+std::string http_reason(int code) {
+  switch (code) {
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return code >= 500 ? "InternalError" : "Unknown";
+  }
+}
+
 std::string name_of(const Json& object) {
   if (!object.is_object() || !object.contains("metadata")) return "";
   return object["metadata"].value("name", "");
@@ -138,9 +179,12 @@ class RestKubeClient : public KubeClient {
   }
 
   StatusOr<Json> create(const Resource& r, const Json& object) override {
+    std::string query;
+    add_query(&query, "fieldManager", options_.field_manager);
+    add_query(&query, "fieldValidation", "Strict");  // an unknown field is refused, not dropped
     HttpRequest req;
     req.method = "POST";
-    req.path = r.collection_path();
+    req.path = r.collection_path() + query;
     req.headers["Content-Type"] = "application/json";
     req.body = object.dump();
     return exchange(req, "create", r.plural + "/" + name_of(object), false);
@@ -298,6 +342,40 @@ std::string Resource::object_path(const std::string& name) const {
   return collection_path() + "/" + name;
 }
 
+std::string api_reason(const Status& status) {
+  const std::string& m = status.message();
+  for (size_t at = m.find("HTTP "); at != std::string::npos; at = m.find("HTTP ", at + 1)) {
+    size_t word = m.find(' ', at + 5);
+    size_t colon = word == std::string::npos ? word : m.find(':', word + 1);
+    if (colon == std::string::npos) break;
+    std::string digits = m.substr(at + 5, word - at - 5),
+                reason = m.substr(word + 1, colon - word - 1);
+    if (digits.size() == 3 && std::all_of(digits.begin(), digits.end(), ::isdigit) &&
+        is_camel_word(reason))
+      return reason;
+  }
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return "";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kInvalidArgument:
+      return "Invalid";
+    case StatusCode::kFailedPrecondition:
+      return "Forbidden";
+    case StatusCode::kAborted:
+      return "Conflict";
+    case StatusCode::kUnavailable:
+      return "ServiceUnavailable";
+    case StatusCode::kDeadlineExceeded:
+      return "Timeout";
+    default:
+      return "InternalError";
+  }
+}
+
 Status status_from_response(const HttpResponse& response, const std::string& verb,
                             const std::string& what) {
   int code = response.status;
@@ -309,7 +387,9 @@ Status status_from_response(const HttpResponse& response, const std::string& ver
     reason = body.value("reason", "");
   }
   if (message.empty()) message = response.body.substr(0, 300);
-  std::string text = verb + " " + what + ": HTTP " + std::to_string(code) + ": " + message;
+  if (reason.empty() || !is_camel_word(reason)) reason = http_reason(code);
+  std::string text =
+      verb + " " + what + ": HTTP " + std::to_string(code) + " " + reason + ": " + message;
   if (code == 404) return Status::NotFound(text);
   if (code == 409)
     return reason == "AlreadyExists" ? Status::AlreadyExists(text) : Status::Aborted(text);

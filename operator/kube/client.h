@@ -31,7 +31,10 @@
 //   message (a watch or list resumed from a compacted resourceVersion: relist);
 //   429, 5xx and transport failures -> Unavailable (the transport's timeout: DeadlineExceeded);
 //   anything else -> Internal.
-// Messages carry the apiserver's own `message` field.
+// Messages carry the apiserver's own `reason` and `message` fields: "create pods/x: HTTP 403
+// Forbidden: pods \"x\" is forbidden: ..." (a standard reason for the code when the answer has
+// none); api_reason() reads the reason back. create sends fieldValidation=Strict (an unknown
+// field is a 400, not silently dropped) and ClientOptions::field_manager.
 //
 // Thread safety: KubeClient implementations are safe for concurrent use.
 #pragma once
@@ -139,6 +142,7 @@ struct ClientOptions {
   double qps = 200;
   int burst = 400;
   Clock* clock = nullptr;  // borrowed, must outlive the client; nullptr: real_clock()
+  std::string field_manager = "tlt-operator";  // create's fieldManager (managedFields)
 
   // InvalidArgument naming the field when a value is out of range (negative counts or times,
   // jitter outside [0, 1], burst < 1 with qps > 0).
@@ -151,6 +155,12 @@ std::unique_ptr<KubeClient> make_client(std::unique_ptr<HttpTransport> transport
                                         const ClientOptions& options);
 // The same with the default ClientOptions.
 std::unique_ptr<KubeClient> make_client(std::unique_ptr<HttpTransport> transport);
+
+// The apiserver's reason of a failed call ("Forbidden", "Invalid", "AlreadyExists",
+// "RequestEntityTooLarge"), read from a message status_from_response made, else derived from
+// the code (NotFound, AlreadyExists, Invalid, Forbidden, Conflict, ServiceUnavailable, Timeout,
+// InternalError); "" for OK.
+std::string api_reason(const Status& status);
 
 // Maps an apiserver response to a Status as described at the top (OK for 2xx). `verb` and
 // `what` make the message: "create rljobs/x: ...".

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <system_error>
 
@@ -17,13 +18,27 @@ using Json = nlohmann::json;
 namespace http = web::http;
 namespace client = web::http::client;
 
-// The first `n` characters of `text`, on one line, for error messages.
-std::string excerpt(const std::string& text, size_t n = 200) {
-  std::string out = text.substr(0, n);
-  for (char& c : out) {
-    if (c == '\n' || c == '\r') c = ' ';
+// The media type of a Content-Type header ("text/html" of "text/html; charset=utf-8"): its
+// leading run of media-type characters, at most 64, parameters dropped; "none" when absent or
+// not of the form type/subtype.
+std::string media_type(const std::string& content_type) {
+  std::string out;
+  for (char c : content_type) {
+    if (out.size() == 64 ||
+        !(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/.+-_", c)))
+      break;
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
-  return text.size() > n ? out + "..." : out;
+  return out.find('/') == std::string::npos ? "none" : out;
+}
+
+// Prometheus's documented errorType values: the only words of an error answer that are repeated.
+std::string known_error_type(const std::string& type) {
+  for (const char* t :
+       {"bad_data", "timeout", "canceled", "execution", "unavailable", "not_found", "internal"}) {
+    if (type == t) return type;
+  }
+  return "unknown";
 }
 
 // j[key] when j is an object holding a string there, else "" (never throws on odd shapes).
@@ -68,7 +83,8 @@ class CpprestPrometheus : public PrometheusClient {
       req.set_request_uri(web::uri("api/v1/query?query=" + url_encode(promql)));
       req.headers().add("Accept", "application/json");
       http::http_response res = c.request(req).get();
-      return parse_query_response(res.status_code(), res.extract_string(true).get(), what);
+      return parse_query_response(res.status_code(), res.headers().content_type(),
+                                  res.extract_string(true).get(), what);
     } catch (const http::http_exception& e) {
       if (e.error_code() == std::errc::timed_out)
         return Status::DeadlineExceeded(what + ": no answer within " +
@@ -100,37 +116,40 @@ std::string url_encode(const std::string& text) {
   return out;
 }
 
-StatusOr<std::vector<Sample>> parse_query_response(int http_status, const std::string& body,
+StatusOr<std::vector<Sample>> parse_query_response(int http_status, const std::string& content_type,
+                                                   const std::string& body,
                                                    const std::string& what) {
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   bool api_error = str(j, "status") == "error";
+  // Only the code, the content type and fixed words: never the body (whoever answered at a URL
+  // a job named may be an internal endpoint whose answer its author must not read).
+  const std::string head =
+      what + ": HTTP " + std::to_string(http_status) + " (" + media_type(content_type) + "): ";
   if (http_status != 200) {
-    std::string why = api_error ? str(j, "errorType") + ": " + str(j, "error") : excerpt(body);
-    std::string msg = what + ": HTTP " + std::to_string(http_status) + ": " + why;
+    std::string msg =
+        head + (api_error ? "Prometheus API error " + known_error_type(str(j, "errorType"))
+                          : std::string("not an answer of Prometheus's query API"));
     if (api_error && http_status >= 400 && http_status < 500) return Status::InvalidArgument(msg);
     return Status::Unavailable(msg);
   }
   if (j.is_discarded() || !j.is_object())
-    return Status::Corruption(what + ": the answer is not JSON: " + excerpt(body));
-  if (api_error) {
-    return Status::Corruption(what + ": status error: " + str(j, "errorType") + ": " +
-                              str(j, "error"));
-  }
+    return Status::Corruption(head + "the answer is not the JSON of Prometheus's query API");
+  if (api_error)
+    return Status::Corruption(head + "Prometheus API error " +
+                              known_error_type(str(j, "errorType")));
   if (str(j, "status") != "success")
-    return Status::Corruption(what +
-                              ": no \"status\": \"success\" in the answer: " + excerpt(body));
+    return Status::Corruption(head + "no \"status\": \"success\" in the answer");
   const Json& data = j.contains("data") ? j["data"] : Json();
   if (!data.is_object() || str(data, "resultType") != "vector" || !data.contains("result") ||
       !data["result"].is_array()) {
-    return Status::Corruption(
-        what + ": expected data.resultType \"vector\" with a result array: " + excerpt(body));
+    return Status::Corruption(head + "expected data.resultType \"vector\" with a result array");
   }
   std::vector<Sample> samples;
-  for (const Json& item : data["result"]) {
+  for (size_t i = 0; i < data["result"].size(); ++i) {
     Sample s;
     bool finite = true;
-    if (!read_sample(item, &s, &finite))
-      return Status::Corruption(what + ": unreadable sample " + excerpt(item.dump()));
+    if (!read_sample(data["result"][i], &s, &finite))
+      return Status::Corruption(head + "data.result[" + std::to_string(i) + "] is not a sample");
     if (finite) samples.push_back(std::move(s));
   }
   return samples;

@@ -6,11 +6,14 @@
 //   Unavailable        Prometheus could not be reached, the connection broke, or it answered
 //                      with a non-200 status that is not a 4xx API error;
 //   DeadlineExceeded   no answer within the client's timeout;
-//   InvalidArgument    a 4xx API error (bad_data: the query is malformed), with Prometheus's own
-//                      `error` text;
+//   InvalidArgument    a 4xx API error (bad_data: the query is malformed), with its errorType;
 //   Corruption         a 200 whose body is not the API's JSON, has `status` other than
 //                      "success", a resultType other than "vector", or an unreadable sample.
-// Every message starts with what was asked ("query http://prom:9090: ...").
+// Every message starts with what was asked, the HTTP status and the content type ("query
+// http://prom:9090: HTTP 502 (text/html): not an answer of Prometheus's query API"), then a
+// fixed sentence. No message ever holds any part of the response body (the URL may be one a
+// job author chose; what an internal endpoint answers must not reach status, Events or logs):
+// of an API error only a known errorType word (bad_data, timeout, ...; else "unknown").
 //
 // Thread safety: implementations are safe for concurrent use.
 #pragma once
@@ -47,7 +50,8 @@ std::unique_ptr<PrometheusClient> make_prometheus_client(std::chrono::millisecon
 
 // Maps one HTTP response of /api/v1/query to samples or an error (the rules at the top).
 // `what` prefixes messages. Pure; exposed for tests.
-StatusOr<std::vector<Sample>> parse_query_response(int http_status, const std::string& body,
+StatusOr<std::vector<Sample>> parse_query_response(int http_status, const std::string& content_type,
+                                                   const std::string& body,
                                                    const std::string& what);
 
 // Percent-encodes everything but RFC 3986 unreserved characters (for a query parameter).

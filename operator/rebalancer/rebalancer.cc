@@ -283,10 +283,20 @@ void Rebalancer::rebalance(const ObservedJob& job, const Json& object, const api
   }
   state->pods = std::move(known);
 
-  std::string url = options_.prometheus_url.empty() ? spec.prometheus_url : options_.prometheus_url;
+  std::string url = prometheus_url_for(job, spec.prometheus_url, state);
+  if (url.empty() && !spec.prometheus_url.empty()) {
+    degraded(job, "(none)",
+             Status::FailedPrecondition(
+                 "spec.rebalancing.prometheusURL \"" + spec.prometheus_url +
+                 "\" is not in the operator's allow-list (--prometheus-url-allow, Helm "
+                 "prometheus.allowedURLs) and the operator has no --prometheus-url: ask the "
+                 "cluster admin to allow it"),
+             state, "PrometheusURLNotAllowed");
+    return;
+  }
   auto values = utilisation(job, spec, url);
   if (!values.ok()) {
-    degraded(job, url, values.status(), state);
+    degraded(job, url, values.status(), state, "PrometheusQueryFailed");
     return;
   }
   if (state->degraded) {
@@ -561,8 +571,35 @@ Status Rebalancer::write_drafter_replicas(const ObservedJob& job, const Json& li
   return out.ok() ? Status::Ok() : out.status();
 }
 
+bool prometheus_url_allowed(const std::string& url, const std::vector<std::string>& allowed) {
+  for (std::string a : allowed) {
+    while (!a.empty() && a.back() == '/') a.pop_back();
+    if (a.empty()) continue;
+    if (url == a || url.rfind(a + "/", 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string Rebalancer::prometheus_url_for(const ObservedJob& job, const std::string& spec_url,
+                                           JobState* state) {
+  if (spec_url.empty() || prometheus_url_allowed(spec_url, options_.allowed_prometheus_urls))
+    return spec_url.empty() ? options_.prometheus_url : spec_url;
+  if (state->refused_url != spec_url) {  // once per URL, not per interval
+    state->refused_url = spec_url;
+    std::string message =
+        "spec.rebalancing.prometheusURL \"" + spec_url +
+        "\" is not in the operator's allow-list (--prometheus-url-allow); " +
+        (options_.prometheus_url.empty() ? std::string("no utilisation queries are made")
+                                         : "the operator's --prometheus-url is queried instead");
+    log_warning("A job's Prometheus URL is not allowed; it is not queried.",
+                fields(job, {{"prometheus", spec_url}}));
+    event(job, "Warning", "PrometheusURLNotAllowed", message);
+  }
+  return options_.prometheus_url;
+}
+
 void Rebalancer::degraded(const ObservedJob& job, const std::string& url, const Status& why,
-                          JobState* state) {
+                          JobState* state, const std::string& reason) {
   WallTime now = clock_->now();
   metrics_->add_prometheus_query_error();
   std::string message = "Utilisation queries fail, so no pod is reassigned: " + why.to_string();
@@ -574,9 +611,8 @@ void Rebalancer::degraded(const ObservedJob& job, const std::string& url, const 
     state->degraded = true;
   }
   // DrafterAssigned and DrafterScaled are kept as stored: nothing changed.
-  Json deg =
-      controller::make_condition(job.status, kDegradedCondition, true, "PrometheusQueryFailed",
-                                 message, job.generation, controller::format_time(now));
+  Json deg = controller::make_condition(job.status, kDegradedCondition, true, reason, message,
+                                        job.generation, controller::format_time(now));
   write_conditions(job, {{kDegradedCondition, deg}});
 }
 

@@ -115,12 +115,24 @@ inline constexpr const char* kDrafterScaledCondition = "DrafterScaled";
 inline constexpr const char* kDrafterScalingAnnotation = "tlt.dev/drafter-scaling";
 
 struct RebalancerOptions {
-  std::string namespace_;              // RLJobs of this namespace; "" for all
-  std::string prometheus_url;          // --prometheus-url: when set, used instead of every
-                                       // spec.rebalancing.prometheusURL (an operator outside
-                                       // the cluster reaches Prometheus by another address)
-  std::chrono::seconds discovery{10};  // RLJobs are listed at least this often
+  std::string namespace_;  // RLJobs of this namespace; "" for all
+  // Where utilisation is queried. The operator's --prometheus-url is the default; a job's
+  // spec.rebalancing.prometheusURL is used only when it matches an entry of
+  // --prometheus-url-allow (prometheus_url_allowed), since the operator fetches it from inside
+  // the cluster on the job author's behalf. A spec URL not allowed is not fetched: the default
+  // is used (a Warning Event says so), or, with no default, RebalancerDegraded True with reason
+  // PrometheusURLNotAllowed. No response body ever reaches status, Events or logs
+  // (prometheus_client.h).
+  std::string prometheus_url;                        // e.g. http://prometheus.monitoring:9090
+  std::vector<std::string> allowed_prometheus_urls;  // e.g. {"http://prometheus.monitoring:9090"}
+  std::chrono::seconds discovery{10};                // RLJobs are listed at least this often
 };
+
+// Whether `url` is an entry of `allowed` or below one: equal to it, or starting with it
+// followed by "/" (so "http://prom:9090" allows "http://prom:9090/prometheus" but neither
+// "http://prom:9090.evil.example" nor "http://prom:9090@evil.example"). Trailing slashes of the
+// entries are ignored; empty entries allow nothing.
+bool prometheus_url_allowed(const std::string& url, const std::vector<std::string>& allowed);
 
 // The two queries for a job, and how to read their answers.
 struct UtilisationQueries {
@@ -164,6 +176,7 @@ class Rebalancer {
     bool degraded = false;                 // as last reported (Events only on changes)
     bool capped = false;                   // starving at maxReplicas, as last logged
     std::string bad_record;                // an unreadable drafter record, as last logged
+    std::string refused_url;               // a spec URL not allowed, as last reported
     std::map<std::string, PodState> pods;  // by pod name
   };
   struct Decision {
@@ -231,8 +244,13 @@ class Rebalancer {
   // record, on the job as it is now, provided neither changed since `object` was listed.
   Status write_drafter_replicas(const controller::ObservedJob& job, const nlohmann::json& object,
                                 int32_t replicas, const DrafterRecord& record);
+  // RebalancerDegraded True with `reason` (PrometheusQueryFailed, PrometheusURLNotAllowed).
   void degraded(const controller::ObservedJob& job, const std::string& url, const Status& why,
-                JobState* state);
+                JobState* state, const std::string& reason);
+  // The URL to query for a job whose spec names `spec_url` (rules at RebalancerOptions); a
+  // refused spec URL is one Warning Event PrometheusURLNotAllowed per URL. "" when none.
+  std::string prometheus_url_for(const controller::ObservedJob& job, const std::string& spec_url,
+                                 JobState* state);
   // Replaces the given conditions (by type) in the stored status when they differ; a null
   // condition keeps the stored one of its type.
   void write_conditions(const controller::ObservedJob& job,

@@ -31,7 +31,8 @@ TEST(Quantity, AcceptsKubernetesSuffixes) {
   for (const char* ok : {"1", "500m", "8Gi", "1.5", "2e3", "+3", "0.25Ti", "100k", "1E-2"}) {
     EXPECT_TRUE(is_quantity(ok)) << ok;
   }
-  for (const char* bad : {"", "Gi", "8 gigs", "1.2.3", "1GB", "e3", "1e", "--1", "1ki"}) {
+  for (const char* bad :
+       {"", "Gi", "8 gigs", "1.2.3", "1GB", "e3", "1e", "--1", "1ki", "-1", "-0.5Gi", "-0"}) {
     EXPECT_FALSE(is_quantity(bad)) << bad;
   }
 }

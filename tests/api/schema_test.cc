@@ -170,18 +170,19 @@ TEST(Schema, CrossFieldRules_OnEveryCheckedStruct) {
 TEST(Schema, Patterns_AcceptExactlyWhatFieldCheckersAccept) {
   Json s = schema_of(kRLJobKind);
   std::regex duration(at(s, ".spec.rebalancing.window")["pattern"].get<std::string>());
-  std::regex quantity(
-      at(s, ".spec.roles.rollout.resources.requests")["additionalProperties"]["pattern"]
-          .get<std::string>());
+  Json q_schema = at(s, ".spec.roles.rollout.resources.requests")["additionalProperties"];
+  ASSERT_EQ(q_schema["minimum"], 0) << "an integer quantity is non-negative";
+  ASSERT_EQ(q_schema["maxLength"], 64) << "as is_quantity";
+  std::regex quantity(q_schema["pattern"].get<std::string>());
   for (const char* d :
        {"60s", "1m30s", "500ms", "2h",  "1.5h", ".5s", "1.s", "3us", "7ns",    "1h2m3.5s", "",
         "60",  "s",     "1..5s", "1 s", "5ms3", "-1s", "1d",  ".s",  "1.2.3s", "1msm",     "1sm"}) {
     double seconds = 0;
     EXPECT_EQ(std::regex_match(d, duration), parse_duration(d, &seconds)) << "\"" << d << "\"";
   }
-  for (const char* q : {"2",    "500m",  "8Gi", "1e3",  "1E-3",   "+5",  "-5", ".5",
-                        "5.",   "1.5Ki", "3E",  "",     "8 gigs", "Gi",  "1e", "1.5.5",
-                        "1Ki2", "1KiB",  "e3",  "0x10", ".",      "1e+", "2k", "2K"}) {
+  for (const char* q : {"2",     "500m", "8Gi", "1e3",    "1E-3", "+5", "-5",    ".5",   "5.",
+                        "1.5Ki", "3E",   "",    "8 gigs", "Gi",   "1e", "1.5.5", "1Ki2", "1KiB",
+                        "e3",    "0x10", ".",   "1e+",    "2k",   "2K", "-0",    "-.5",  "+.5Mi"}) {
     EXPECT_EQ(std::regex_match(q, quantity), is_quantity(q)) << "\"" << q << "\"";
   }
 }

@@ -316,6 +316,17 @@ for name, (_, _, instrs) in finals.items():
     users = [rest for instr, rest in instrs if instr == "USER"]
     check(users and re.fullmatch(r"[1-9][0-9]*(:[0-9]+)?", users[-1]) is not None,
           "%s: the final stage must end as a numeric non-root USER (got %s)" % (name, users))
+# ... and the runtime images' user is the one the operator runs job pods as (runAsUser and
+# runAsGroup kRuntimeUser in operator/controller/desired.h), so runAsNonRoot pods start.
+m = re.search(r"kRuntimeUser = ([0-9]+);", open(os.path.join(src, "operator/controller/desired.h")).read())
+if check(m is not None, "operator/controller/desired.h has no kRuntimeUser"):
+    for name, (_, _, instrs) in finals.items():
+        if "runtime" not in name:
+            continue
+        users = [rest for instr, rest in instrs if instr == "USER"]
+        check(users and users[-1] == "%s:%s" % (m.group(1), m.group(1)),
+              "%s: USER %s, but the operator runs job pods as %s:%s (kRuntimeUser)" % (
+                  name, users[-1] if users else None, m.group(1), m.group(1)))
 
 if failures:
     print("FAIL: %d problem(s) in the Dockerfiles" % len(failures))

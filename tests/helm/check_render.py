@@ -83,6 +83,16 @@ for a in c.get("args", []):
     check(re.search(r"(^|[ ,])%s\b" % re.escape(flag), help_text, re.M) is not None,
           "the real tlt-operator has no flag %s (see tlt-operator --help); the chart is out of "
           "step with operator/main.cc" % flag)
+# Prometheus: no job URL is fetched unless the values allow it.
+prom = [a for a in c.get("args", []) if a.startswith("--prometheus-url")]
+want_prom = ["--prometheus-url=http://prometheus-operated.monitoring:9090",
+             "--prometheus-url-allow=http://prometheus-operated.monitoring:9090"] if mode == "full" else []
+check(prom == want_prom, "prometheus flags %s, expected %s" % (prom, want_prom))
+# The pod policy (podPolicy values): default-deny unless the values lift a rule.
+policy = [a for a in c.get("args", []) if a.startswith("--pod-policy-")]
+want_policy = ["--pod-policy-allow=hostPath", "--pod-policy-allow=capabilities",
+               "--pod-policy-service-account=trainer-reader"] if mode == "full" else []
+check(policy == want_policy, "pod policy flags %s, expected %s" % (policy, want_policy))
 release_ns = dep["metadata"]["namespace"]
 check(flags.get("--metrics-port") == str(ports.get("metrics")),
       "--metrics-port=%s does not match the container port metrics=%s" % (

@@ -137,10 +137,11 @@ expect_pods $RL $(seq_names $RL-rollout 8) $RL-trainer-0
 # shellcheck disable=SC2046
 expect_pods $TST $(seq_names $TST-workers 16)
 K8S_STEP="the owned objects"
-kc get service $RL -n research -o 'jsonpath={.spec.clusterIP}' | grep -qx None || fail "Service $RL is not headless"
-kc get configmap $RL-spec -n research -o 'jsonpath={.data.job\.json}' | grep -q '"rollout"' ||
-  fail "ConfigMap $RL-spec has no job.json"
-kc get configmap $TST-spec -n research >/dev/null
+kc get service $RL-rl -n research -o 'jsonpath={.spec.clusterIP}' | grep -qx None || fail "Service $RL-rl is not headless"
+kc get configmap $RL-rl-spec -n research -o 'jsonpath={.data.job\.json}' | grep -q '"rollout"' ||
+  fail "ConfigMap $RL-rl-spec has no job.json"
+kc get configmap $TST-tst-spec -n research >/dev/null
+kc get service $TST-tst -n research >/dev/null
 pod=$(kc get pod $RL-rollout-3 -n research -o json)
 for needle in '"tlt.dev/role": "rollout"' '"tlt.dev/index": "3"' '"controller": true' \
   '"kind": "RLJob"' '"nvidia.com/gpu": "1"' '"image": "registry.invalid/tlt:test"' \
@@ -204,7 +205,7 @@ K8S_STEP="suspend"
 kc patch rljob $RL -n research --type merge -p '{"spec":{"suspend":true}}' >/dev/null
 wait_until 60 "suspend did not delete the pods" has_pods $RL 0
 wait_until 30 "the phase did not turn Suspended" phase_is rljob/$RL Suspended
-kc get service $RL -n research >/dev/null || fail "suspend deleted the Service"
+kc get service $RL-rl -n research >/dev/null || fail "suspend deleted the Service"
 K8S_STEP="resume"
 kc patch rljob $RL -n research --type merge -p '{"spec":{"suspend":false}}' >/dev/null
 wait_until 60 "resume did not recreate the pods" has_pods $RL 5
@@ -252,15 +253,17 @@ wait_until 30 "the trainer's success did not make the job Succeeded" phase_is rl
 gone() { ! kc get "$@" >/dev/null 2>&1; }
 wait_until 60 "ttlSecondsAfterFinished did not delete the job" gone rljob done-soon -n research
 wait_until 60 "the TTL-deleted job left pods" has_pods done-soon 0
-gone service done-soon -n research || fail "the TTL-deleted job left its Service"
-gone configmap done-soon-spec -n research || fail "the TTL-deleted job left its ConfigMap"
+gone service done-soon-rl -n research || fail "the TTL-deleted job left its Service"
+gone configmap done-soon-rl-spec -n research || fail "the TTL-deleted job left its ConfigMap"
 k8s_say "trainer Succeeded -> job Succeeded -> deleted after its 3 s TTL, nothing left"
 
 # ---- 6. leader election ---------------------------------------------------------------------------
 K8S_STEP="a second replica"
 # A leader steps down (and exits, to be restarted) when it cannot renew its Lease for 2/3 of the
-# lease duration; replica-2's 30 s lease outlasts the apiserver restart of step 7.
-start_operator operator-2 "$METRICS_PORT_2" replica-2 30
+# lease duration, even while a renewal request hangs (tests/operator/leader_partition.sh);
+# replica-2's 90 s lease (a 60 s renew deadline) outlasts the apiserver restart of step 7 (a
+# graceful stop of up to 10 s, then a start that takes 20-40 s on a busy 2-core machine).
+start_operator operator-2 "$METRICS_PORT_2" replica-2 90
 OP2_PID=$K8S_LAST_PID
 waiting() { grep -q 'another replica holds the leader Lease' "$K8S_TMP/operator-2.log"; }
 wait_until 30 "the second replica did not wait on the Lease" waiting
@@ -275,7 +278,7 @@ kc scale rljob/$RL -n research --replicas=5 >/dev/null
 wait_until 60 "the new leader did not act" has_pods $RL 6
 k8s_say "replica-2 waited, then took over the Lease from the killed replica-1 and scaled to 5"
 
-# ---- 7. the apiserver restarted mid-watch (replica-2 leads, with a 30 s lease) -------------------
+# ---- 7. the apiserver restarted mid-watch (replica-2 leads, with a 90 s lease) -------------------
 K8S_STEP="restart kube-apiserver"
 api_pid=
 for pid in "${K8S_PIDS[@]}"; do [[ ${K8S_NAMES[$pid]} == kube-apiserver ]] && api_pid=$pid; done

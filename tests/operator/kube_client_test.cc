@@ -117,8 +117,30 @@ TEST_F(ClientTest, Create_Taken_AlreadyExists) {
   StatusOr<Json> j = client_->create(rljobs_, {{"metadata", {{"name", "j"}}}});
   EXPECT_EQ(j.status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(last().method, "POST");
-  EXPECT_EQ(last().path, "/apis/tlt.dev/v1alpha1/namespaces/ns1/rljobs");
+  EXPECT_EQ(last().path,
+            "/apis/tlt.dev/v1alpha1/namespaces/ns1/rljobs"
+            "?fieldManager=tlt-operator&fieldValidation=Strict");
   EXPECT_EQ(Json::parse(last().body)["metadata"]["name"], "j");
+  EXPECT_EQ(api_reason(j.status()), "AlreadyExists");
+}
+
+TEST_F(ClientTest, Refusals_ReasonKeptInMessageAndReadBack) {
+  respond(403,
+          {{"reason", "Forbidden"}, {"message", "pods \"p\" is forbidden: violates PodSecurity"}});
+  StatusOr<Json> j = client_->create(rljobs_, {{"metadata", {{"name", "p"}}}});
+  EXPECT_EQ(j.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(j.status().message().find("HTTP 403 Forbidden: pods \"p\" is forbidden"),
+            std::string::npos)
+      << j.status().message();
+  EXPECT_EQ(api_reason(j.status()), "Forbidden");
+  respond(422, {{"message", "no reason given"}});  // a standard one from the code
+  j = client_->create(rljobs_, {{"metadata", {{"name", "p"}}}});
+  EXPECT_EQ(api_reason(j.status()), "Invalid");
+  respond(413, {{"reason", "not a reason word"}, {"message", "too big"}});
+  j = client_->create(rljobs_, {{"metadata", {{"name", "p"}}}});
+  EXPECT_EQ(api_reason(j.status()), "RequestEntityTooLarge");
+  EXPECT_EQ(api_reason(Status::AlreadyExists("made here, no HTTP")), "AlreadyExists");
+  EXPECT_EQ(api_reason(Status::Ok()), "");
 }
 
 TEST_F(ClientTest, Apply_UsesApplyPatchWithManagerAndForce) {

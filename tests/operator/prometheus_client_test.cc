@@ -17,7 +17,8 @@ namespace {
 constexpr const char* kWhat = "query http://p:9090";
 
 TEST(PrometheusParse, Vector_SamplesWithLabelsAndValues) {
-  auto r = parse_query_response(200, R"({"status":"success","data":{"resultType":"vector",
+  auto r = parse_query_response(200, "application/json",
+                                R"({"status":"success","data":{"resultType":"vector",
       "result":[{"metric":{"pod":"j-rollout-0","job":"j"},"value":[1700000000.5,"0.25"]},
                 {"metric":{"pod":"j-rollout-1"},"value":[1700000000.5,"1e-3"]}]}})",
                                 kWhat);
@@ -31,13 +32,15 @@ TEST(PrometheusParse, Vector_SamplesWithLabelsAndValues) {
 
 TEST(PrometheusParse, EmptyResult_NoSamples) {
   auto r = parse_query_response(
-      200, R"({"status":"success","data":{"resultType":"vector","result":[]}})", kWhat);
+      200, "application/json", R"({"status":"success","data":{"resultType":"vector","result":[]}})",
+      kWhat);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->empty());
 }
 
 TEST(PrometheusParse, NaNAndInf_Dropped) {
-  auto r = parse_query_response(200, R"({"status":"success","data":{"resultType":"vector",
+  auto r = parse_query_response(200, "application/json",
+                                R"({"status":"success","data":{"resultType":"vector",
       "result":[{"metric":{"pod":"a"},"value":[1,"NaN"]},{"metric":{"pod":"b"},"value":[1,"+Inf"]},
                 {"metric":{"pod":"c"},"value":[1,"0.5"]}]}})",
                                 kWhat);
@@ -46,21 +49,47 @@ TEST(PrometheusParse, NaNAndInf_Dropped) {
   EXPECT_EQ((*r)[0].labels.at("pod"), "c");
 }
 
-TEST(PrometheusParse, BadQuery400_InvalidArgumentWithPrometheusMessage) {
+TEST(PrometheusParse, BadQuery400_InvalidArgumentWithErrorTypeNotText) {
   auto r = parse_query_response(
-      400, R"({"status":"error","errorType":"bad_data","error":"parse error at char 5"})", kWhat);
+      400, "application/json",
+      R"({"status":"error","errorType":"bad_data","error":"parse error at char 5"})", kWhat);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("parse error at char 5"), std::string::npos);
+  EXPECT_NE(r.status().message().find("bad_data"), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().message().find("parse error"), std::string::npos) << "no body text";
   EXPECT_NE(r.status().message().find(kWhat), std::string::npos);
 }
 
-TEST(PrometheusParse, Non200_Unavailable) {
+TEST(PrometheusParse, Non200_UnavailableCodeAndContentTypeOnly) {
   for (int code : {404, 500, 502, 503}) {
-    auto r = parse_query_response(code, "<html>Bad Gateway</html>", kWhat);
+    auto r =
+        parse_query_response(code, "text/html; charset=utf-8", "<html>Bad Gateway</html>", kWhat);
     ASSERT_FALSE(r.ok()) << code;
     EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << code;
-    EXPECT_NE(r.status().message().find("HTTP " + std::to_string(code)), std::string::npos);
+    EXPECT_NE(r.status().message().find("HTTP " + std::to_string(code) + " (text/html)"),
+              std::string::npos)
+        << r.status().message();
+    EXPECT_EQ(r.status().message().find("Bad Gateway"), std::string::npos) << "no body text";
+  }
+}
+
+// An internal endpoint's answer, at a URL a job author chose: none of it may come back, whatever
+// its shape, status code or content type.
+TEST(PrometheusParse, SecretBodies_NeverInTheMessage) {
+  const std::string secret = "s3cr3t-token-AKIA0000";
+  const std::string bodies[] = {
+      secret,
+      "{\"status\":\"error\",\"errorType\":\"" + secret + "\",\"error\":\"" + secret + "\"}",
+      "{\"status\":\"" + secret + "\"}",
+      "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"" + secret +
+          "\":1}]}}",
+      "{\"status\":\"success\",\"data\":{\"resultType\":\"" + secret + "\"}}"};
+  for (int code : {200, 302, 401, 500}) {
+    for (const std::string& body : bodies) {
+      auto r = parse_query_response(code, "text/plain\n" + secret, body, kWhat);
+      ASSERT_FALSE(r.ok()) << code << " " << body;
+      EXPECT_EQ(r.status().message().find("s3cr3t"), std::string::npos) << r.status().message();
+    }
   }
 }
 
@@ -82,7 +111,7 @@ TEST(PrometheusParse, Garbage_CorruptionNeverThrows) {
   };
   for (const char* body : bodies) {
     StatusOr<std::vector<Sample>> r = Status::Ok();
-    EXPECT_NO_THROW(r = parse_query_response(200, body, kWhat)) << body;
+    EXPECT_NO_THROW(r = parse_query_response(200, "application/json", body, kWhat)) << body;
     ASSERT_FALSE(r.ok()) << body;
     EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << body;
   }

@@ -132,7 +132,8 @@ k8s_say "Prometheus on $PROM scrapes the exporter every ${SCRAPE} s"
 
 # ---- the operator, in-cluster style --------------------------------------------------------------
 k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 --prometheus-timeout 2
+k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 --prometheus-timeout 2 \
+  --prometheus-url-allow "$PROM"  # the job names this Prometheus: the admin allows it
 
 # ---- the RLJob ----------------------------------------------------------------------------------
 K8S_STEP="kubectl apply of the RLJob"

@@ -73,7 +73,8 @@ k8s_start prometheus "$K8S_TMP/prometheus.log" prometheus \
 wait_until 30 "Prometheus not ready" curl -fsS "$PROM/-/ready"
 
 # ---- the operator, in-cluster style --------------------------------------------------------------
-k8s_start_operator "$op" "$OP_PORT" --watch-timeout 20 --prometheus-timeout 2
+k8s_start_operator "$op" "$OP_PORT" --watch-timeout 20 --prometheus-timeout 2 \
+  --prometheus-url-allow "$PROM"  # the job names this Prometheus: the admin allows it
 
 # ---- the RLJob: applied to the cluster, and run here standing in for its pods --------------------
 # Model, task and warm start as tests/manifests/e2e/rl-e2e.yaml, so the cached warm start serves.

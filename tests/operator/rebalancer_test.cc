@@ -53,7 +53,7 @@ class RebalancerTest : public ::testing::Test {
  protected:
   RebalancerTest()
       : clock_(std::chrono::system_clock::from_time_t(1700000000)),
-        rebalancer_(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{}) {
+        rebalancer_(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{"", "", {kUrl}}) {
     controller::set_log_sink([this](const std::string& line) { logs_.push_back(line); });
     prom_.set_handler(
         [this](const std::string& url, const std::string& q) { return answer(url, q); });
@@ -105,7 +105,7 @@ class RebalancerTest : public ::testing::Test {
   // the metric's unit), labelled with `label_`.
   StatusOr<std::vector<Sample>> answer(const std::string& url, const std::string& q) {
     if (!failure_.ok()) return failure_;
-    if (!garbage_.empty()) return parse_query_response(200, garbage_, "query " + url);
+    if (!garbage_.empty()) return parse_query_response(200, "text/plain", garbage_, "query " + url);
     bool idle_query = q.find("max_over_time(") != std::string::npos;
     std::vector<Sample> out;
     for (const auto& [name, v] : util_) {
@@ -372,7 +372,9 @@ TEST_F(RebalancerTest, Rebalance_PrometheusFails_DegradedNoReassignmentThenRecov
   garbage_ = "<html>502 Bad Gateway</html>";
   tick_and_advance();
   EXPECT_TRUE(assigned().empty());
-  EXPECT_NE(condition(kDegradedCondition, "message").find("not JSON"), std::string::npos);
+  EXPECT_NE(condition(kDegradedCondition, "message").find("not the JSON"), std::string::npos);
+  EXPECT_EQ(condition(kDegradedCondition, "message").find("Bad Gateway"), std::string::npos)
+      << "no part of the answer";
   EXPECT_EQ(metric_line("tlt_operator_prometheus_query_errors_total"),
             "tlt_operator_prometheus_query_errors_total 2");
   EXPECT_EQ(events(kDegradedCondition).size(), 1u);
@@ -397,15 +399,54 @@ TEST_F(RebalancerTest, Rebalance_PrometheusFails_DegradedNoReassignmentThenRecov
   EXPECT_TRUE(logged);
 }
 
-TEST_F(RebalancerTest, Rebalance_OperatorURL_OverridesSpec) {
-  Rebalancer r(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{"", "http://override:9090"});
+TEST_F(RebalancerTest, Rebalance_SpecURLNotAllowed_OperatorDefaultQueriedWarnedOnce) {
+  Rebalancer r(&kube_, &prom_, &clock_, &metrics_,
+               RebalancerOptions{"", "http://default:9090", {}});
   add_job({}, 2);
   r.tick();
   ASSERT_FALSE(prom_.queries().empty());
-  EXPECT_EQ(prom_.queries()[0].first, "http://override:9090");
+  for (const auto& [url, q] : prom_.queries()) EXPECT_EQ(url, "http://default:9090");
   EXPECT_EQ(condition(kDegradedCondition, "status"), "False");
-  EXPECT_NE(condition(kDegradedCondition, "message").find("http://override:9090"),
+  EXPECT_NE(condition(kDegradedCondition, "message").find("http://default:9090"),
             std::string::npos);
+  ASSERT_EQ(events("PrometheusURLNotAllowed").size(), 1u);
+  EXPECT_NE(events("PrometheusURLNotAllowed")[0].find("--prometheus-url-allow"), std::string::npos);
+  clock_.advance(seconds(15));
+  r.tick();
+  EXPECT_EQ(events("PrometheusURLNotAllowed").size(), 1u) << "once per URL";
+}
+
+TEST_F(RebalancerTest, Rebalance_SpecURLNotAllowedNoDefault_DegradedNeverFetched) {
+  Rebalancer r(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{});
+  add_job({{"prometheusURL", "http://metadata.internal/latest"}}, 2);
+  r.tick();
+  EXPECT_TRUE(prom_.queries().empty()) << "a URL not allowed is never fetched";
+  EXPECT_EQ(condition(kDegradedCondition, "status"), "True");
+  EXPECT_EQ(condition(kDegradedCondition, "reason"), "PrometheusURLNotAllowed");
+  EXPECT_NE(condition(kDegradedCondition, "message").find("allow-list"), std::string::npos);
+}
+
+TEST_F(RebalancerTest, Rebalance_SpecURLAllowed_UsedOverDefault) {
+  Rebalancer r(&kube_, &prom_, &clock_, &metrics_,
+               RebalancerOptions{"", "http://default:9090", {"http://prom.test:9090/"}});
+  add_job({{"prometheusURL", "http://prom.test:9090/tenant-a"}}, 2);
+  r.tick();
+  ASSERT_FALSE(prom_.queries().empty());
+  EXPECT_EQ(prom_.queries()[0].first, "http://prom.test:9090/tenant-a");
+  EXPECT_TRUE(events("PrometheusURLNotAllowed").empty());
+}
+
+TEST(PrometheusURL, Allowed_EqualOrBelowAnEntryOnly) {
+  const std::vector<std::string> allow = {"http://prom:9090/", "https://thanos.example/q"};
+  for (const char* ok : {"http://prom:9090", "http://prom:9090/", "http://prom:9090/x/y",
+                         "https://thanos.example/q", "https://thanos.example/q/r"})
+    EXPECT_TRUE(prometheus_url_allowed(ok, allow)) << ok;
+  for (const char* bad : {"http://prom:9090.evil.example", "http://prom:9090@evil.example/",
+                          "http://prom:90901", "https://prom:9090", "http://prom",
+                          "https://thanos.example/qq", "https://thanos.example", ""})
+    EXPECT_FALSE(prometheus_url_allowed(bad, allow)) << bad;
+  EXPECT_FALSE(prometheus_url_allowed("http://a", {}));
+  EXPECT_FALSE(prometheus_url_allowed("/", {"", "/"})) << "empty entries allow nothing";
 }
 
 TEST_F(RebalancerTest, Rebalance_DCGMPercent_ScaledAndPodLabelUsed) {
@@ -587,7 +628,7 @@ TEST_F(RebalancerTest, Rebalance_OperatorRestart_RecordKeepsAddedPodsAndHolds) {
   saturate(3);
   EXPECT_EQ(run_until(75), (Changes{{60, 1}}));
   // A new operator (nothing in memory) at t=75: no change for a window, then it carries on.
-  Rebalancer restarted(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{});
+  Rebalancer restarted(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{"", "", {kUrl}});
   EXPECT_EQ(run_until(150, &restarted), (Changes{{135, 2}}));
   set_util(0, 0.0);
   set_util(1, 0.6);
@@ -664,7 +705,7 @@ TEST_F(RebalancerTest, Rebalance_DrafterPodAddedThenRemoved_ReconcilerCreatesAnd
   run_until(75);
   reconcile();
   EXPECT_TRUE(has_pod("qwen-math-grpo-drafter-0"));
-  StatusOr<Json> cm = kube_.get(controller::configmap_resource(kNs), "qwen-math-grpo-spec");
+  StatusOr<Json> cm = kube_.get(controller::configmap_resource(kNs), "qwen-math-grpo-rl-spec");
   ASSERT_TRUE(cm.ok());
   Json doc = Json::parse((*cm)["data"]["job.json"].get<std::string>());
   EXPECT_EQ(doc["spec"]["roles"]["drafter"]["replicas"], 1) << "the runtime reads it";

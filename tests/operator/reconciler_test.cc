@@ -44,7 +44,7 @@ class ReconcilerTest : public ::testing::Test {
       : clock_(std::chrono::system_clock::from_time_t(1700000000)),
         events_(&kube_, &clock_, "tlt-operator"),
         reconciler_(&kube_, &cache_, &events_, &clock_,
-                    ReconcilerOptions{PodOptions{"registry.example/tlt:test", 29500}, 4}) {
+                    ReconcilerOptions{PodOptions{"registry.example/tlt:test", 29500, {}}, 4}) {
     set_log_sink([this](const std::string& line) { logs_.push_back(line); });
   }
   ~ReconcilerTest() override { set_log_sink(nullptr); }
@@ -183,7 +183,8 @@ TEST_F(ReconcilerTest, Reconcile_RLJobExample_CreatesPodsServiceConfigMap) {
   EXPECT_EQ(spec["nodeSelector"]["nvidia.com/gpu.product"], "NVIDIA-H100-80GB-HBM3")
       << "the podTemplate is merged in";
   EXPECT_EQ(spec["tolerations"][0]["key"], "nvidia.com/gpu");
-  EXPECT_EQ(spec["subdomain"], "qwen-math-grpo");
+  EXPECT_EQ(spec["subdomain"], "qwen-math-grpo-rl") << "the RLJob's Service";
+  EXPECT_EQ(meta["labels"]["tlt.dev/kind"], "RLJob");
   const Json& c = spec["containers"][0];
   EXPECT_EQ(c["name"], "tlt");
   EXPECT_EQ(c["image"], "registry.example/tlt:test");
@@ -199,17 +200,28 @@ TEST_F(ReconcilerTest, Reconcile_RLJobExample_CreatesPodsServiceConfigMap) {
   EXPECT_EQ(env["TLT_RENDEZVOUS_PORT"], "29500")
       << "the headless Service's port, where rollout pods find the trainer";
   EXPECT_EQ(c["volumeMounts"][0]["mountPath"], "/etc/tlt");
-  EXPECT_EQ(spec["volumes"][0]["configMap"]["name"], "qwen-math-grpo-spec");
+  // The restricted Pod Security Standard: the runtime image's user, no privilege, read-only root.
+  EXPECT_EQ(spec["securityContext"], Json({{"runAsNonRoot", true},
+                                           {"runAsUser", 65532},
+                                           {"runAsGroup", 65532},
+                                           {"seccompProfile", {{"type", "RuntimeDefault"}}}}));
+  EXPECT_EQ(c["securityContext"], Json({{"allowPrivilegeEscalation", false},
+                                        {"capabilities", {{"drop", {"ALL"}}}},
+                                        {"readOnlyRootFilesystem", true}}));
+  EXPECT_EQ(c["volumeMounts"][1], Json({{"name", "tlt-tmp"}, {"mountPath", "/tmp"}}));
+  EXPECT_EQ(env["TLT_SERVICE"], "qwen-math-grpo-rl.research.svc");
+  EXPECT_EQ(spec["volumes"][0]["configMap"]["name"], "qwen-math-grpo-rl-spec");
   StatusOr<Json> trainer = kube_.get(pod_resource("research"), "qwen-math-grpo-trainer-0");
   ASSERT_TRUE(trainer.ok());
   EXPECT_FALSE((*trainer)["spec"].contains("nodeSelector")) << "the rollout's template only";
   EXPECT_EQ((*trainer)["spec"]["containers"][0]["resources"]["requests"]["cpu"], "16");
 
-  StatusOr<Json> svc = kube_.get(service_resource("research"), "qwen-math-grpo");
+  StatusOr<Json> svc = kube_.get(service_resource("research"), "qwen-math-grpo-rl");
   ASSERT_TRUE(svc.ok());
   EXPECT_EQ((*svc)["spec"]["clusterIP"], "None");
-  EXPECT_EQ((*svc)["spec"]["selector"]["tlt.dev/job"], "qwen-math-grpo");
-  StatusOr<Json> cm = kube_.get(configmap_resource("research"), "qwen-math-grpo-spec");
+  EXPECT_EQ((*svc)["spec"]["selector"],
+            Json({{"tlt.dev/job", "qwen-math-grpo"}, {"tlt.dev/kind", "RLJob"}}));
+  StatusOr<Json> cm = kube_.get(configmap_resource("research"), "qwen-math-grpo-rl-spec");
   ASSERT_TRUE(cm.ok());
   StatusOr<api::Job> decoded =
       api::parse_job_json(Json::parse(std::string((*cm)["data"]["job.json"])));
@@ -307,13 +319,13 @@ TEST_F(ReconcilerTest, Reconcile_SuspendThenResume_DeletesPodsKeepsJobThenRecrea
   Json j = job(key);
   EXPECT_EQ(condition(j, "Suspended", "status"), "True");
   EXPECT_EQ(condition(j, "Running", "reason"), "Suspended");
-  EXPECT_TRUE(kube_.get(service_resource("research"), "tst-small-kjv").ok()) << "kept";
-  EXPECT_TRUE(kube_.get(configmap_resource("research"), "tst-small-kjv-spec").ok()) << "kept";
+  EXPECT_TRUE(kube_.get(service_resource("research"), "tst-small-kjv-tst").ok()) << "kept";
+  EXPECT_TRUE(kube_.get(configmap_resource("research"), "tst-small-kjv-tst-spec").ok()) << "kept";
 
   edit(key, {{"suspend", false}});
   kube_.reset_calls();
   reconcile(key);
-  EXPECT_EQ(kube_.calls("apply", "pods"), 16) << "every pod recreated on resume";
+  EXPECT_EQ(kube_.calls("create", "pods"), 16) << "every pod recreated on resume";
   j = job(key);
   EXPECT_EQ(j["status"]["phase"], "Pending");
   EXPECT_EQ(condition(j, "Suspended", "status"), "False");
@@ -402,6 +414,42 @@ TEST_F(ReconcilerTest, Reconcile_InvalidSpec_FailedNamingFieldNoPods) {
   EXPECT_EQ(pod_names("research").size(), 9u);
 }
 
+TEST_F(ReconcilerTest, Reconcile_PodPolicyRefusesTemplate_FailedNamingFieldEventNoPods) {
+  Json rl = example("rljob-cluster.yaml");
+  rl["spec"]["roles"]["trainer"]["podTemplate"] = {
+      {"spec",
+       {{"hostNetwork", true}, {"volumes", {{{"name", "root"}, {"hostPath", {{"path", "/"}}}}}}}}};
+  std::string key = add(rl);
+  ReconcileResult r = reconcile_synced(key);
+  EXPECT_TRUE(r.status.ok()) << "no retry: the spec or the policy must change";
+  EXPECT_FALSE(r.requeue_after.has_value());
+  EXPECT_EQ(r.phase, "Failed");
+  Json j = job(key);
+  EXPECT_EQ(condition(j, "Failed", "reason"), "ForbiddenByPodPolicy");
+  std::string message = condition(j, "Failed", "message");
+  for (const char* needle :
+       {"spec.roles.trainer.podTemplate.spec.hostNetwork", "rule hostNetwork",
+        "spec.roles.trainer.podTemplate.spec.volumes[0].hostPath", "rule hostPath"}) {
+    EXPECT_NE(message.find(needle), std::string::npos) << message;
+  }
+  EXPECT_TRUE(pod_names("research").empty());
+  EXPECT_EQ(kube_.calls("apply"), 0) << "no pods, Service or ConfigMap";
+  EXPECT_EQ(kube_.calls("create", "pods") + kube_.calls("create", "services"), 0);
+  EXPECT_EQ(events_with_reason("research", "ForbiddenByPodPolicy"), 1);
+  reconcile(key);
+  EXPECT_EQ(events_with_reason("research", "ForbiddenByPodPolicy"), 1) << "once, not per pass";
+  // The admin allows both: the same job runs.
+  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}}, 4};
+  ASSERT_TRUE(allowing.pod.policy.allow("hostNetwork").ok());
+  ASSERT_TRUE(allowing.pod.policy.allow("hostPath").ok());
+  Reconciler lenient(&kube_, &cache_, &events_, &clock_, allowing);
+  sync();
+  r = lenient.reconcile(key);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.phase, "Pending");
+  EXPECT_EQ(pod_names("research").size(), 9u);
+}
+
 TEST_F(ReconcilerTest, Reconcile_JobDeleted_FinalizerLeavesNothing) {
   std::string key = add(example("rljob-cluster.yaml"));
   reconcile(key);
@@ -418,7 +466,7 @@ TEST_F(ReconcilerTest, Reconcile_JobDeleted_FinalizerLeavesNothing) {
 
 TEST_F(ReconcilerTest, Reconcile_ApiserverError_ReturnedForBackoffNoStatus) {
   std::string key = add(example("tst-cluster.yaml"));
-  kube_.fail_next("apply", Status::Unavailable("connection refused"));
+  kube_.fail_next("create", Status::Unavailable("connection refused"));
   ReconcileResult r = reconcile_synced(key);
   EXPECT_EQ(r.status.code(), StatusCode::kUnavailable);
   EXPECT_EQ(kube_.calls("patch_status"), 0);
@@ -430,22 +478,112 @@ TEST_F(ReconcilerTest, Reconcile_StaleResourceVersion_FinalizerPatchAborted) {
   std::string key = add(example("tst-cluster.yaml"));
   kube_.fail_next("patch", Status::Aborted("the object has been modified"));
   EXPECT_EQ(reconcile_synced(key).status.code(), StatusCode::kAborted);
-  EXPECT_EQ(kube_.calls("apply"), 0) << "nothing created before the finalizer is in place";
+  EXPECT_EQ(kube_.calls("create"), 0) << "nothing created before the finalizer is in place";
 }
 
-TEST_F(ReconcilerTest, Reconcile_ForeignServiceOfTheName_LeftAlonePodsCreated) {
+TEST_F(ReconcilerTest, Reconcile_ForeignServiceOfTheName_NotAdoptedJobBlocked) {
   kube_.put(service_resource("research"),
             {{"apiVersion", "v1"},
              {"kind", "Service"},
-             {"metadata", {{"name", "tst-small-kjv"}, {"namespace", "research"}}},
+             {"metadata", {{"name", "tst-small-kjv-tst"}, {"namespace", "research"}}},
              {"spec", {{"clusterIP", "10.0.0.7"}}}});
   std::string key = add(example("tst-cluster.yaml"));
-  reconcile(key);
-  EXPECT_EQ(pod_names("research").size(), 16u);
-  StatusOr<Json> svc = kube_.get(service_resource("research"), "tst-small-kjv");
+  ReconcileResult r = reconcile_synced(key);
+  EXPECT_EQ(r.status.code(), StatusCode::kAlreadyExists) << "retried with backoff";
+  EXPECT_EQ(r.phase, "Blocked");
+  EXPECT_TRUE(pod_names("research").empty()) << "no pods without their Service";
+  StatusOr<Json> svc = kube_.get(service_resource("research"), "tst-small-kjv-tst");
   ASSERT_TRUE(svc.ok());
-  EXPECT_EQ((*svc)["spec"]["clusterIP"], "10.0.0.7") << "not ours (no tlt.dev/job): untouched";
-  EXPECT_EQ(kube_.calls("apply", "services"), 0);
+  EXPECT_EQ((*svc)["spec"]["clusterIP"], "10.0.0.7") << "not ours: untouched";
+  EXPECT_FALSE((*svc)["metadata"].contains("ownerReferences")) << "not adopted";
+  Json j = job(key);
+  EXPECT_EQ(j["status"]["phase"], "Blocked");
+  EXPECT_EQ(condition(j, "Created", "status"), "False");
+  EXPECT_EQ(condition(j, "Created", "reason"), "AlreadyExists");
+  EXPECT_NE(condition(j, "Created", "message").find("Service tst-small-kjv-tst already exists"),
+            std::string::npos)
+      << condition(j, "Created", "message");
+  EXPECT_EQ(events_with_reason("research", "AlreadyExists"), 1);
+  reconcile_synced(key);
+  EXPECT_EQ(events_with_reason("research", "AlreadyExists"), 1) << "one Event, not one a retry";
+  // The foreign Service goes: the job proceeds.
+  ASSERT_TRUE(kube_.remove(service_resource("research"), "tst-small-kjv-tst").ok());
+  r = reconcile(key);
+  EXPECT_EQ(r.phase, "Pending");
+  EXPECT_EQ(pod_names("research").size(), 16u);
+  EXPECT_EQ(condition(job(key), "Created", "status"), "True");
+}
+
+TEST_F(ReconcilerTest, Reconcile_ForeignPodOrConfigMapOfTheName_NeverOverwritten) {
+  Json foreign_pod = {{"apiVersion", "v1"},
+                      {"kind", "Pod"},
+                      {"metadata",
+                       {{"name", "tst-small-kjv-workers-3"},
+                        {"namespace", "research"},
+                        {"labels", {{"tlt.dev/job", "tst-small-kjv"}}}}},
+                      {"spec", {{"containers", {{{"name", "x"}, {"image", "mine:1"}}}}}}};
+  kube_.put(pod_resource("research"), foreign_pod);
+  std::string key = add(example("tst-cluster.yaml"));
+  ReconcileResult r = reconcile_synced(key);
+  EXPECT_EQ(r.status.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(r.phase, "Blocked");
+  EXPECT_EQ(pod_names("research").size(), 16u) << "15 created, the foreign one kept";
+  StatusOr<Json> p = kube_.get(pod_resource("research"), "tst-small-kjv-workers-3");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)["spec"]["containers"][0]["image"], "mine:1");
+  EXPECT_FALSE((*p)["metadata"].contains("ownerReferences"));
+  EXPECT_EQ(condition(job(key), "Created", "reason"), "AlreadyExists");
+  reconcile_synced(key);
+  EXPECT_EQ(job(key)["status"]["workers"]["replicas"], 15) << "its own pods only";
+  EXPECT_EQ(job(key)["status"]["phase"], "Blocked");
+
+  // A foreign ConfigMap, labelled like ours (so in the cache): not applied over.
+  Json rl = example("rljob-cluster.yaml");
+  kube_.put(configmap_resource("research"), {{"apiVersion", "v1"},
+                                             {"kind", "ConfigMap"},
+                                             {"metadata",
+                                              {{"name", "qwen-math-grpo-rl-spec"},
+                                               {"namespace", "research"},
+                                               {"labels", {{"tlt.dev/job", "qwen-math-grpo"}}}}},
+                                             {"data", {{"job.json", "theirs"}}}});
+  std::string rl_key = add(rl);
+  r = reconcile_synced(rl_key);
+  EXPECT_EQ(r.phase, "Blocked");
+  EXPECT_EQ((*kube_.get(configmap_resource("research"), "qwen-math-grpo-rl-spec"))["data"],
+            Json({{"job.json", "theirs"}}));
+  EXPECT_EQ(kube_.calls("apply", "configmaps"), 0);
+}
+
+TEST_F(ReconcilerTest, Reconcile_PodsRefusedByApiserver_BlockedWithReasonTruncatedEvent) {
+  std::string key = add(example("tst-cluster.yaml"));
+  std::string refusal =
+      "create pods/tst-small-kjv-workers-0: HTTP 403 Forbidden: pods is "
+      "forbidden: violates PodSecurity \"restricted:latest\": " +
+      std::string(2000, 'x');
+  sync();
+  reconciler_.reconcile(key);  // (creates the ConfigMap and Service, 16 pods)
+  ASSERT_TRUE(kube_.remove(pod_resource("research"), "tst-small-kjv-workers-0").ok());
+  kube_.fail_next("create", Status::FailedPrecondition(refusal));
+  // (the first create of the next pass is the one pod missing)
+  ReconcileResult r = reconcile_synced(key);
+  EXPECT_EQ(r.status.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.phase, "Blocked");
+  Json j = job(key);
+  EXPECT_EQ(j["status"]["phase"], "Blocked");
+  EXPECT_EQ(condition(j, "Created", "reason"), "Forbidden");
+  std::string message = condition(j, "Created", "message");
+  EXPECT_LT(message.size(), 450u) << "truncated";
+  EXPECT_NE(message.find("violates PodSecurity"), std::string::npos) << message;
+  EXPECT_EQ(events_with_reason("research", "Forbidden"), 1);
+  EXPECT_EQ(j["status"]["workers"]["replicas"], 15) << "the counts stay right";
+  set_phase("research", "tst-small-kjv-workers-1", "Running");  // the status changes, ...
+  kube_.fail_next("create", Status::FailedPrecondition(refusal));
+  EXPECT_EQ(reconcile_synced(key).phase, "Blocked");
+  EXPECT_EQ(job(key)["status"]["workers"]["ready"], 7);  // workers-1 and -10 .. -15
+  EXPECT_EQ(events_with_reason("research", "Forbidden"), 1) << "... the refusal does not";
+  r = reconcile(key);  // the apiserver takes it now
+  EXPECT_EQ(r.phase, "Pending");
+  EXPECT_EQ(condition(job(key), "Created", "status"), "True");
 }
 
 // ---- a stale cache: the watch lags the reconciler's own writes ----------------------------------
@@ -458,13 +596,13 @@ TEST_F(ReconcilerTest, Reconcile_CacheOlderThanOwnCreates_NoSecondCreate) {
   StatusOr<kube::ObjectList> before = kube_.list(pod_resource(""), lo);  // no pods yet
   ASSERT_TRUE(before.ok());
   ASSERT_TRUE(reconciler_.reconcile(key).status.ok());
-  EXPECT_EQ(kube_.calls("apply", "pods"), 16);
+  EXPECT_EQ(kube_.calls("create", "pods"), 16);
   // A list taken before the creates lands late, and no watch event has come: the pods written
   // through stay in the cache, so nothing is created again.
   cache_.store("pods")->replace(before->items, before->resource_version);
   kube_.reset_calls();
   ASSERT_TRUE(reconciler_.reconcile(key).status.ok());
-  EXPECT_EQ(kube_.calls("apply"), 0);
+  EXPECT_EQ(kube_.calls("create", "pods") + kube_.calls("apply"), 0);
   EXPECT_EQ(pod_names("research").size(), 16u);
   EXPECT_EQ(job(key)["status"]["workers"]["replicas"], 16);
 }
@@ -489,7 +627,7 @@ TEST_F(ReconcilerTest, Reconcile_FailedPodDeletedEventLate_CountedOnce) {
   // Once the deletion is seen, the pod is recreated under its name.
   cache_.store("pods")->apply({"DELETED", failed});
   ASSERT_TRUE(reconciler_.reconcile(key).status.ok());
-  EXPECT_EQ(kube_.calls("apply", "pods"), 1);
+  EXPECT_EQ(kube_.calls("create", "pods"), 1);
   EXPECT_EQ(job(key)["status"]["restarts"], 1);
 }
 
@@ -671,9 +809,35 @@ TEST(Desired, PodTemplate_TltContainerMergedSidecarKept) {
   for (const Json& e : spec["containers"][0]["env"]) env[e["name"]] = e["value"];
   EXPECT_EQ(env["EXTRA"], "1");
   EXPECT_EQ(env["TLT_ROLE"], "workers");
-  EXPECT_EQ(spec["volumes"].size(), 2u);
+  EXPECT_EQ(spec["volumes"].size(), 3u) << "data, tlt-spec, tlt-tmp";
   EXPECT_EQ(spec["automountServiceAccountToken"], false);
+  EXPECT_EQ(spec["containers"][1]["securityContext"]["allowPrivilegeEscalation"], false)
+      << "sidecars restricted too";
   EXPECT_EQ(spec["restartPolicy"], "Never");
+}
+
+TEST(Desired, PodTemplate_OwnSecurityContextKeptDefaultsFillTheRest) {
+  JobView job;
+  job.meta.kind = "RLJob";
+  job.meta.name = "j";
+  job.meta.namespace_ = "ns";
+  RoleView role;
+  role.name = "trainer";
+  role.replicas = 1;
+  role.pod_template = Json::parse(R"({"spec": {
+    "securityContext": {"runAsUser": 1000, "fsGroup": 1000},
+    "containers": [{"name": "tlt", "securityContext": {"readOnlyRootFilesystem": false,
+                                                      "capabilities": {"drop": ["NET_RAW"]}}}]}})");
+  Json pod = desired_pod(job, role, 0, PodOptions{});
+  const Json& psc = pod["spec"]["securityContext"];
+  EXPECT_EQ(psc["runAsUser"], 1000) << "the template's choice";
+  EXPECT_EQ(psc["fsGroup"], 1000);
+  EXPECT_EQ(psc["runAsNonRoot"], true);
+  EXPECT_EQ(psc["runAsGroup"], 65532);
+  const Json& sc = pod["spec"]["containers"][0]["securityContext"];
+  EXPECT_EQ(sc["readOnlyRootFilesystem"], false);
+  EXPECT_EQ(sc["capabilities"], Json({{"drop", {"NET_RAW"}}}));
+  EXPECT_EQ(sc["allowPrivilegeEscalation"], false);
 }
 
 TEST(Clock, FormatParse_RoundTrip) {
