@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
 # The embedded default, examples/rljob-tiny.yaml, run as a newcomer runs it but with
-# spec.algorithm.seed = SEED: GRPO must raise the held-out reward above the warm start's, with a
-# paired 95% interval (same problems, same sampling seeds before and after) whose lower bound is
-# above 0. ctest runs it for three seeds, standing in for other machines' floats: nothing here
-# relies on two runs producing the same numbers. --baseline trains exactly as TLT does (the
-# rollouts and rewards are identical, checked by cli.rl_run), without speculation's cost.
-# Usage: rl_learns.sh TLT_BINARY SOURCE_DIR SEED
+# spec.algorithm.seed = SEED (each seed its own warm start and RL run, standing in for another
+# machine's floats; nothing here relies on two runs producing the same numbers). Prints the run's
+# paired held-out comparison (same problems, same sampling seeds before and after) and leaves
+# each problem's before/after in OUT_DIR/seed-SEED.json for rl_learns_pooled.sh. Fails when the
+# run fails, the comparison is malformed, or RL made the policy clearly worse (interval below 0).
+# --baseline trains exactly as TLT does (rollouts and rewards are identical, checked by
+# cli.rl_run) without speculation's cost.
+# Usage: rl_learns.sh TLT_BINARY SOURCE_DIR SEED OUT_DIR
 set -u
-tlt=$1; src=$2; seed=$3
+tlt=$1; src=$2; seed=$3; out=$4
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"; rm -f "$out/seed-$seed.json"
 sed -e "s|path: .tlt/rljob-tiny|path: $work/ckpt|" -e "s|port: 9400|port: 0|" \
   -e "s|^    seed: 0 *\$|    seed: $seed|" "$src/examples/rljob-tiny.yaml" > "$work/job.yaml"
 grep -q "^    seed: $seed\$" "$work/job.yaml" || { echo "FAIL: could not set spec.algorithm.seed"; exit 1; }
 "$tlt" run "$work/job.yaml" --baseline > "$work/out.log" 2>&1 || { cat "$work/out.log"; echo "FAIL: exit $?"; exit 1; }
 grep "held-out reward" "$work/out.log"
-python3 - "$work/ckpt/report/baseline.json" "$seed" <<'PY'
+python3 - "$work/ckpt/report/baseline.json" "$seed" "$out/seed-$seed.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 h = r["heldOut"]
+lo, hi = h["ci95"]
 print("rljob-tiny seed %s: held-out reward %.3f -> %.3f after %d steps, difference %+.3f, "
       "95%% CI [%+.3f, %+.3f] over %d problems x %d samples"
-      % (sys.argv[2], h["before"], h["after"], len(r["steps"]), h["difference"], h["ci95"][0],
-         h["ci95"][1], h["problems"], h["samplesPerProblem"]))
+      % (sys.argv[2], h["before"], h["after"], len(r["steps"]), h["difference"], lo, hi,
+         h["problems"], h["samplesPerProblem"]))
 if h["problems"] < 64: print("FAIL: fewer than 64 held-out problems"); sys.exit(1)
-if not h["ci95"][0] > 0: print("FAIL: the interval's lower bound is not above 0: no clear improvement"); sys.exit(1)
+if len(h["beforePerProblem"]) != h["problems"] or len(h["afterPerProblem"]) != h["problems"]:
+    print("FAIL: the report's per-problem rewards do not match its problem count"); sys.exit(1)
+if not lo <= h["difference"] <= hi: print("FAIL: the interval does not contain the mean"); sys.exit(1)
+if hi < 0: print("FAIL: RL made the policy clearly worse (the interval lies below 0)"); sys.exit(1)
+json.dump({"seed": int(sys.argv[2]), "before": h["beforePerProblem"], "after": h["afterPerProblem"]},
+          open(sys.argv[3], "w"))
 PY
