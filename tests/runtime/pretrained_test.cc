@@ -1,6 +1,6 @@
 // Real models in our Transformer: tiny random llama and qwen2 checkpoints in Hugging Face and GGUF
 // formats against a numpy forward (tests/models/make_tiny_models.py), SmolLM2-135M-Instruct
-// against llama.cpp (tests/models/make_parity_fixture.py), and damaged checkpoints.
+// against the reference of tests/models/make_parity_fixture.py, and damaged checkpoints.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -159,15 +159,18 @@ TEST(Pretrained, GenerateFromTinyModelStopsWithinBudget) {
   EXPECT_NE(log.str().find("generated="), std::string::npos) << log.str();
 }
 
-// ---- SmolLM2-135M-Instruct against llama.cpp (skipped where the model is not fetched) ---------
+// ---- SmolLM2-135M-Instruct against its reference (skipped where the model is not fetched) ------
 
-TEST(SmolLM2, LogitsAndGreedyContinuationsMatchLlamaCpp) {
+// The fixture names its reference: llama.cpp, or the numpy forward where llama-cpp-python could
+// not be built (see tests/models/make_parity_fixture.py).
+TEST(SmolLM2, LogitsAndGreedyContinuationsMatchReference) {
   if (!fs::exists(testing::smollm2_path())) {
     GTEST_SKIP() << testing::smollm2_path() << " is missing: scripts/setup.sh fetches SmolLM2";
   }
   StatusOr<PretrainedModel> m = load_pretrained(testing::smollm2_path());
   ASSERT_TRUE(m.ok()) << m.status().message();
   nlohmann::json ref = nlohmann::json::parse(read_bytes(kFixtures + "/smollm2-parity.json"));
+  std::printf("reference: %s\n", ref["reference"].get<std::string>().c_str());
   for (const auto& p : ref["prompts"]) {
     std::vector<int64_t> ids = p["ids"].get<std::vector<int64_t>>();
     torch::Tensor logits = logits_of(m->model, ids)[0];  // (T, V)
@@ -192,6 +195,7 @@ TEST(SmolLM2, LogitsAndGreedyContinuationsMatchLlamaCpp) {
     rollout::Request r;
     r.prompt = ids;
     r.max_new_tokens = int32_t(greedy.size());
+    r.sampling = {/*temperature=*/0.0, /*top_p=*/1.0};  // greedy
     auto done = (*engine)->generate({r});
     ASSERT_TRUE(done.ok());
     std::printf("prompt of %zu tokens: maxdiff=%.3g (max |logit| %.3g, relative %.3g); greedy %s\n",
