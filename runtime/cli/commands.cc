@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <ostream>
 
 #include "api/encode.h"
@@ -153,6 +154,43 @@ int run_role_command(std::ostream& out, std::ostream& err) {
       << " has nothing to run: an RLJob runs one trainer (index 0), its rollout pods and its "
          "drafter pods\n";
   return kExitUnavailable;
+}
+
+namespace {
+
+// Bytes under `p`: a file's size, or a directory's files summed.
+uint64_t size_of(const std::filesystem::path& p) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(p, ec)) return std::filesystem::file_size(p, ec);
+  uint64_t n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(p, ec)) {
+    if (e.is_regular_file(ec)) n += e.file_size(ec);
+  }
+  return n;
+}
+
+}  // namespace
+
+int models_command(std::ostream& out, std::ostream& err) {
+  namespace fs = std::filesystem;
+  fs::path dir = env_or("TLT_MODELS_DIR", env_or("HOME", ".") + "/.cache/tlt/models");
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    bool gguf = e.is_regular_file(ec) && e.path().extension() == ".gguf";
+    bool hf = e.is_directory(ec) && fs::exists(e.path() / "config.json", ec);
+    if (gguf || hf) found.push_back(e.path());
+  }
+  std::sort(found.begin(), found.end());
+  if (found.empty()) {
+    err << "tlt models: no models in " << dir.string()
+        << "; scripts/setup.sh fetches SmolLM2-135M-Instruct there\n";
+    return kExitOk;
+  }
+  for (const fs::path& p : found) {
+    out << p.filename().string() << "  " << (size_of(p) >> 20) << " MiB  " << p.string() << "\n";
+  }
+  return kExitOk;
 }
 
 int version_command(std::ostream& out) {

@@ -55,6 +55,11 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
 // Anything else returns kExitUnavailable saying why.
 int run_role_command(std::ostream& out, std::ostream& err);
 
+// `tlt models`: the models in $TLT_MODELS_DIR (default ~/.cache/tlt/models): each .gguf file and
+// each directory with a config.json, with its size, one per line as "NAME  SIZE  PATH". An empty
+// or missing directory prints how to fetch SmolLM2 (scripts/setup.sh). Always kExitOk.
+int models_command(std::ostream& out, std::ostream& err);
+
 // `tlt version`: tlt and LibTorch versions, devices and threads.
 int version_command(std::ostream& out);
 

@@ -7,6 +7,7 @@
 #include "runtime/cli/commands.h"
 #include "runtime/cli/rl_command.h"
 #include "runtime/rollout/generate.h"
+#include "runtime/rollout/generate_pretrained.h"
 #include "runtime/torch_env.h"
 
 namespace {
@@ -21,7 +22,7 @@ bool computes(int argc, char** argv) {
       continue;
     }
     if (!a.empty() && a[0] == '-') continue;
-    return a != "validate" && a != "explain";
+    return a != "validate" && a != "explain" && a != "models";
   }
   return false;
 }
@@ -65,7 +66,15 @@ int main(int argc, char** argv) {
 
   tlt::rollout::GenerateOptions gen;
   CLI::App* generate = app.add_subcommand(
-      "generate", "Generate from a preset or checkpoint (byte-level text; no tokenizer yet)");
+      "generate",
+      "Generate from a real model (--model: GGUF file or Hugging Face directory, with its own "
+      "tokenizer) or from a preset or checkpoint (byte-level text)");
+  generate->add_option("--model", gen.model,
+                       "A llama/qwen2 model: a .gguf file or a Hugging Face directory "
+                       "(`tlt models` lists ~/.cache/tlt/models)");
+  generate->add_option("--chat", gen.chat,
+                       "With --model: one user turn in the model's chat layout");
+  generate->add_flag("--verbose", gen.verbose, "With --model: load time, peak RSS, prompt tokens");
   generate->add_option("--preset", gen.preset, "tiny or small")->capture_default_str();
   generate->add_option("--checkpoint", gen.checkpoint, "Model weights (tlt checkpoint)");
   generate->add_option("--drafter", gen.drafter_checkpoint, "Drafter weights (tlt checkpoint)");
@@ -77,6 +86,11 @@ int main(int argc, char** argv) {
   generate->add_option("--copies", gen.copies, "Batch of this many copies of the prompt");
   generate->add_flag("--speculative", gen.speculative, "Speculative decoding (lossless)");
   generate->add_option("--arms", gen.arms, "Drafting arms, e.g. 4_1_5 3_3_8 ngram");
+
+  CLI::App* models = app.add_subcommand(
+      "models",
+      "List the models in ~/.cache/tlt/models ($TLT_MODELS_DIR); scripts/setup.sh fetches "
+      "SmolLM2-135M-Instruct there");
 
   CLI::App* run_role = app.add_subcommand(
       "run-role", "Run this pod's part of a cluster job (the operator's pods; env TLT_*)");
@@ -96,11 +110,14 @@ int main(int argc, char** argv) {
   if (*run_role) return tlt::cli::run_role_command(std::cout, std::cerr);
   if (*validate) return tlt::cli::validate_command(files, std::cout, std::cerr);
   if (*explain) return tlt::cli::explain_command(kind, std::cout, std::cerr);
+  if (*models) return tlt::cli::models_command(std::cout, std::cerr);
   tlt::runtime::configure_threads(threads);
   if (*run) return tlt::cli::run_command(job_file, run_flags, std::cout, std::cerr);
   if (*version) return tlt::cli::version_command(std::cout);
   if (*generate) {
-    tlt::Status st = tlt::rollout::run_generate(gen, std::cout);
+    tlt::Status st = gen.model.empty()
+                         ? tlt::rollout::run_generate(gen, std::cout)
+                         : tlt::rollout::run_generate_pretrained(gen, std::cout, std::cerr);
     if (!st.ok()) std::cerr << "tlt generate: " << st.message() << "\n";
     return st.ok() ? 0 : 1;
   }

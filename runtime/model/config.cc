@@ -5,6 +5,7 @@ namespace tlt::model {
 int64_t ModelConfig::parameter_count() const {
   int64_t d = head_dim();
   int64_t attn = dim * (n_heads * d) + 2 * dim * (n_kv_heads * d) + (n_heads * d) * dim;
+  if (qkv_bias) attn += (n_heads + 2 * n_kv_heads) * d;
   int64_t mlp = 3 * dim * ffn;
   int64_t norms = 2 * dim;
   return 2 * vocab * dim + n_layers * (attn + mlp + norms) + dim;
@@ -18,7 +19,8 @@ Status ModelConfig::validate() const {
   if (dim < 1 || n_heads < 1 || n_kv_heads < 1 || n_layers < 1 || ffn < 1) {
     return bad("dim", "dim, heads, layers and ffn must all be >= 1");
   }
-  if (dim % n_heads != 0) {
+  if (n_head_dim < 0) return bad("n_head_dim", "must be >= 0 (0: dim / n_heads)");
+  if (n_head_dim == 0 && dim % n_heads != 0) {
     return bad("n_heads", "must divide dim (" + std::to_string(dim) + " % " +
                               std::to_string(n_heads) + " != 0)");
   }
@@ -26,7 +28,7 @@ Status ModelConfig::validate() const {
     return bad("n_kv_heads", "must divide n_heads (" + std::to_string(n_heads) + " % " +
                                  std::to_string(n_kv_heads) + " != 0)");
   }
-  if (head_dim() % 2 != 0) return bad("dim", "dim / n_heads must be even for RoPE");
+  if (head_dim() % 2 != 0) return bad("dim", "the head dimension must be even for RoPE");
   if (max_seq < 2) return bad("max_seq", "must be >= 2");
   return Status::Ok();
 }

@@ -23,9 +23,13 @@ struct ModelConfig {
   int64_t max_seq = 1024;  // longest sequence RoPE tables and caches are sized for
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
+  // Pretrained checkpoints (runtime/model/pretrained.h) may set these; the presets never do.
+  int64_t n_head_dim = 0;        // D when a checkpoint says so (head_dim); 0: C / H
+  bool qkv_bias = false;         // biases on the Q, K and V projections (qwen2)
+  bool tied_embeddings = false;  // the LM head is the embedding matrix (SmolLM2, Qwen2-0.5B)
 
-  int64_t head_dim() const { return dim / n_heads; }
-  // Parameters of the model with an untied LM head.
+  int64_t head_dim() const { return n_head_dim > 0 ? n_head_dim : dim / n_heads; }
+  // Parameters of the model with an untied LM head (QKV biases included when set).
   int64_t parameter_count() const;
   // InvalidArgument naming the field when the shape is inconsistent (e.g. dim % n_heads != 0).
   Status validate() const;

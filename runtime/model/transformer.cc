@@ -71,10 +71,12 @@ torch::Tensor attention_mask(const torch::Tensor& lengths, int64_t t, int64_t s,
 
 AttentionImpl::AttentionImpl(const ModelConfig& c)
     : n_heads_(c.n_heads), n_kv_heads_(c.n_kv_heads), head_dim_(c.head_dim()) {
-  auto lin = [](int64_t in, int64_t out) { return torch::nn::LinearOptions(in, out).bias(false); };
-  wq = register_module("wq", torch::nn::Linear(lin(c.dim, n_heads_ * head_dim_)));
-  wk = register_module("wk", torch::nn::Linear(lin(c.dim, n_kv_heads_ * head_dim_)));
-  wv = register_module("wv", torch::nn::Linear(lin(c.dim, n_kv_heads_ * head_dim_)));
+  auto lin = [](int64_t in, int64_t out, bool bias = false) {
+    return torch::nn::LinearOptions(in, out).bias(bias);
+  };
+  wq = register_module("wq", torch::nn::Linear(lin(c.dim, n_heads_ * head_dim_, c.qkv_bias)));
+  wk = register_module("wk", torch::nn::Linear(lin(c.dim, n_kv_heads_ * head_dim_, c.qkv_bias)));
+  wv = register_module("wv", torch::nn::Linear(lin(c.dim, n_kv_heads_ * head_dim_, c.qkv_bias)));
   wo = register_module("wo", torch::nn::Linear(lin(n_heads_ * head_dim_, c.dim)));
 }
 
@@ -170,6 +172,13 @@ TransformerImpl::TransformerImpl(const ModelConfig& c) : config_(c), rope_(c) {
     }
     p.value().normal_(0.0, std);
   }
+  // Biases (qwen2) start at zero.
+  for (auto& p : named_parameters()) {
+    if (p.key().size() >= 5 && p.key().compare(p.key().size() - 5, 5, ".bias") == 0)
+      p.value().zero_();
+  }
+  // Tied: the head's weight shares the embedding's storage (one copy; loading either loads both).
+  if (c.tied_embeddings) lm_head->weight.set_(embed->weight);
 }
 
 ForwardResult TransformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions,

@@ -74,7 +74,7 @@ class AttentionImpl : public torch::nn::Module {
                         const torch::Tensor& mask, KVCache* cache, int64_t layer,
                         const torch::Tensor& rows = {});
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
-  // wq (H*D, C), wk/wv (Hkv*D, C), wo (C, H*D)
+  // wq (H*D, C), wk/wv (Hkv*D, C), wo (C, H*D); with ModelConfig::qkv_bias, biases (H*D), (Hkv*D)
  private:
   int64_t n_heads_, n_kv_heads_, head_dim_;
 };
@@ -129,7 +129,9 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Embedding embed{nullptr};  // (V, C)
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};
-  torch::nn::Linear lm_head{nullptr};  // (V, C)
+  // (V, C); with ModelConfig::tied_embeddings its weight shares embed's storage (two parameter
+  // tensors, one copy of the numbers).
+  torch::nn::Linear lm_head{nullptr};
 
  private:
   ModelConfig config_;

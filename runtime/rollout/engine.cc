@@ -278,7 +278,10 @@ void Engine::emit(Active& a, int64_t first_pos, const std::vector<int64_t>& new_
     a.tokens.push_back(t);
     ++a.generated;
     ++stats_.tokens;
-    if (t == a.req.stop_token) a.done = a.stopped = true;
+    const std::vector<int64_t>& more = a.req.more_stop_tokens;
+    if (t == a.req.stop_token || std::find(more.begin(), more.end(), t) != more.end()) {
+      a.done = a.stopped = true;
+    }
     if (a.generated >= a.req.max_new_tokens) a.done = true;
   }
   if (cache_dft_ && !a.done) {

@@ -38,6 +38,8 @@ struct Request {
   std::vector<int64_t> prompt;  // at least one token
   int32_t max_new_tokens = 64;
   int64_t stop_token = -1;  // -1: none
+  // A real model's other end tokens (<|im_end|>, <|endoftext|>, ...).
+  std::vector<int64_t> more_stop_tokens;
   SamplingParams sampling;  // temperature 0: greedy
   uint64_t seed = 0;        // per-request RNG seed
 };

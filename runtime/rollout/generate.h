@@ -26,6 +26,11 @@ struct GenerateOptions {
   int32_t copies = 1;  // the same prompt this many times (a batch)
   bool speculative = false;
   std::vector<std::string> arms{"4_1_5", "ngram"};
+  // A real model (runtime/rollout/generate_pretrained.h): a GGUF file or a Hugging Face directory.
+  // It brings its own tokenizer; `chat`, when set, is one user turn in the model's chat layout.
+  std::string model;
+  std::string chat;
+  bool verbose = false;  // load time, peak RSS, the prompt's ids
 };
 
 // Runs generation and writes the outputs and a summary line to `out`.
