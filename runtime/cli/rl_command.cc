@@ -452,13 +452,13 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     }
     json j = result_json(*res);
     std::ofstream(report / (label + ".json")) << j.dump(2) << "\n";
-    summary[label] = {{"heldOutRewardBefore", res->held_out_before},
-                      {"heldOutRewardAfter", res->held_out_after},
-                      {"heldOutDifference", res->held_out_difference.mean},
-                      {"heldOutDifferenceCi95",
-                       {res->held_out_difference.lo, res->held_out_difference.hi}},
-                      {"totalSeconds", j["totalSeconds"]},
-                      {"reclaimedShare", j["reclaimedShare"]}};
+    summary[label] = {
+        {"heldOutRewardBefore", res->held_out_before},
+        {"heldOutRewardAfter", res->held_out_after},
+        {"heldOutDifference", res->held_out_difference.mean},
+        {"heldOutDifferenceCi95", {res->held_out_difference.lo, res->held_out_difference.hi}},
+        {"totalSeconds", j["totalSeconds"]},
+        {"reclaimedShare", j["reclaimedShare"]}};
     labels.push_back(label);
     if (res->interrupted) {
       if (res->steps.empty()) {
@@ -477,8 +477,7 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     }
     out << label << ": " << held_out_line(*res) << "\n"
         << label << ": " << std::fixed << std::setprecision(1) << j["totalSeconds"].get<double>()
-        << " s in " << res->steps.size()
-        << " steps, reclaimed share of idle worker time "
+        << " s in " << res->steps.size() << " steps, reclaimed share of idle worker time "
         << 100.0 * j["reclaimedShare"].get<double>() << "%\n";
     if (have_gnuplot() && !res->steps.empty()) {
       std::string t = plot_timeline(report, label, res->steps.back(), plan.workers);

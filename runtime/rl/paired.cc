@@ -12,8 +12,7 @@ StatusOr<PairedDifference> paired_difference(const std::vector<double>& before,
                                    " after; evaluate both on the same problems");
   if (before.size() < 2)
     return Status::InvalidArgument("paired difference: needs at least 2 problems (got " +
-                                   std::to_string(before.size()) +
-                                   "); raise spec.task.heldOut");
+                                   std::to_string(before.size()) + "); raise spec.task.heldOut");
   PairedDifference p;
   p.n = int64_t(before.size());
   for (size_t i = 0; i < before.size(); ++i) {

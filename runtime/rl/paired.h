@@ -20,11 +20,11 @@
 namespace tlt::rl {
 
 struct PairedDifference {
-  int64_t n = 0;           // pairs (problems)
-  double before = 0.0;     // mean of `before`
-  double after = 0.0;      // mean of `after`
-  double mean = 0.0;       // mean of after - before
-  double lo = 0.0;         // 95% interval of the mean difference
+  int64_t n = 0;        // pairs (problems)
+  double before = 0.0;  // mean of `before`
+  double after = 0.0;   // mean of `after`
+  double mean = 0.0;    // mean of after - before
+  double lo = 0.0;      // 95% interval of the mean difference
   double hi = 0.0;
   bool improved() const { return lo > 0.0; }  // the interval lies above zero
 };

@@ -64,9 +64,8 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
     // Undefined logp_old: this minibatch runs before any optimizer step of the update, so the
     // policy still has the rollout's weights and its own forward is logp_old (ratio 1).
     torch::Tensor logp_old = c.logp_old.defined() ? c.logp_old : logp_new.detach();
-    GrpoLoss g =
-        grpo_loss(logp_new, logp_old, c.logp_ref, c.advantages, c.seq.mask, o.clip, o.kl_coef,
-                  o.aggregation);
+    GrpoLoss g = grpo_loss(logp_new, logp_old, c.logp_ref, c.advantages, c.seq.mask, o.clip,
+                           o.kl_coef, o.aggregation);
     (g.loss * w).backward();
     st.loss += g.loss.item<double>() * w;
     st.kl += g.kl * w_tok;

@@ -566,8 +566,8 @@ torch::Tensor next_token_probs(Transformer& model, const std::vector<int64_t>& c
   int64_t t = int64_t(context.size());
   torch::Tensor tokens = torch::tensor(context, torch::kInt64).view({1, t});  // (1, T)
   torch::Tensor positions = torch::arange(t, torch::kInt64).view({1, t});     // (1, T)
-  torch::Tensor logits = model->forward(tokens, positions).logits;           // (1, T, V)
-  return torch::softmax(logits[0][t - 1], -1);                               // (V,)
+  torch::Tensor logits = model->forward(tokens, positions).logits;            // (1, T, V)
+  return torch::softmax(logits[0][t - 1], -1);                                // (V,)
 }
 
 // Plain sampling draws from the model's own softmax, in a ragged batch of two prompts that join
@@ -600,8 +600,8 @@ TEST_F(SamplingDistribution, PlainSamplingFollowsTheModelsSoftmax) {
     std::vector<int64_t> context = prompts[k];
     context.push_back(t0);
     double p1 = fit_p(second, next_token_probs(*target_, context));
-    std::printf("prompt %zu: first token p=%.4f, second after %lld p=%.4f\n", k, p0,
-                (long long)t0, p1);
+    std::printf("prompt %zu: first token p=%.4f, second after %lld p=%.4f\n", k, p0, (long long)t0,
+                p1);
     EXPECT_GT(p0, 1e-3) << "prompt " << k;
     EXPECT_GT(p1, 1e-3) << "prompt " << k;
   }
