@@ -17,6 +17,7 @@ RUN apt-get update \
       libtorch-dev libgloo-dev libblis4-openmp \
       libyaml-cpp-dev nlohmann-json3-dev libcli11-dev \
       libcpprest-dev libssl-dev prometheus-cpp-dev libsentencepiece-dev \
+      cargo-web rustc-web \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -25,6 +26,9 @@ COPY api api
 COPY operator operator
 COPY runtime runtime
 COPY bench bench
+# The tokenizers crate (runtime/tokenizer): bookworm's cargo-web (Rust 1.96) fetches it, then the
+# build compiles it offline, as scripts/setup.sh and build.sh do outside a container.
+RUN cargo fetch --locked --manifest-path runtime/tokenizer/Cargo.toml
 RUN scripts/build.sh -DTLT_TESTS=OFF -DCMAKE_BUILD_TYPE=Release
 
 # ---- the image -----------------------------------------------------------------------------
