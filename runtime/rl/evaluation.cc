@@ -1,9 +1,17 @@
 #include "runtime/rl/evaluation.h"
 
+#include <algorithm>
+
 #include "runtime/rl/text.h"
 #include "runtime/rollout/engine.h"
 
 namespace tlt::rl {
+namespace {
+
+// Rows generated at once by an evaluation (its engine's max_batch).
+constexpr int64_t kMaxEvalBatch = 256;
+
+}  // namespace
 
 StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
                                           int32_t max_tokens, double temperature, int64_t samples,
@@ -13,7 +21,10 @@ StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task&
   policy->eval();
   rollout::EngineOptions eo;
   eo.speculative = false;
-  eo.max_batch = std::max<int64_t>(1, n * samples);
+  // Continuous batching admits the rest as rows finish, and each request draws from its own
+  // seed whatever its batch; the cap keeps the KV cache (rows x max_seq) from growing with n:
+  // 2048 rows of the micro policy would hold 2.1 GB.
+  eo.max_batch = std::clamp<int64_t>(n * samples, 1, kMaxEvalBatch);
   eo.max_seq = policy->config().max_seq;
   StatusOr<std::unique_ptr<rollout::Engine>> engine =
       rollout::Engine::create(policy, model::Drafter(nullptr), eo);

@@ -31,6 +31,6 @@ if len(h["beforePerProblem"]) != h["problems"] or len(h["afterPerProblem"]) != h
     print("FAIL: the report's per-problem rewards do not match its problem count"); sys.exit(1)
 if not lo <= h["difference"] <= hi: print("FAIL: the interval does not contain the mean"); sys.exit(1)
 if hi < 0: print("FAIL: RL made the policy clearly worse (the interval lies below 0)"); sys.exit(1)
-json.dump({"seed": int(sys.argv[2]), "before": h["beforePerProblem"], "after": h["afterPerProblem"]},
-          open(sys.argv[3], "w"))
+json.dump({"seed": int(sys.argv[2]), "difference": h["difference"], "ci95": h["ci95"],
+           "before": h["beforePerProblem"], "after": h["afterPerProblem"]}, open(sys.argv[3], "w"))
 PY

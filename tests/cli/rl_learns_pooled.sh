@@ -23,10 +23,10 @@ def interval(d):
     m = sum(d) / len(d)
     se = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d))
     return m, m - 1.959964 * se, m + 1.959964 * se
-for r in runs:
-    m, lo, hi = interval([a - b for a, b in zip(r["after"], r["before"])])
+for r in runs:  # each run's own interval, as its report gave it
+    lo, hi = r["ci95"]
     print("seed %d: before %.3f after %.3f difference %+.3f, 95%% CI [%+.3f, %+.3f]%s"
-          % (r["seed"], sum(r["before"]) / n, sum(r["after"]) / n, m, lo, hi,
+          % (r["seed"], sum(r["before"]) / n, sum(r["after"]) / n, r["difference"], lo, hi,
              "" if lo > 0 else "  (this seed alone: no clear improvement)"))
 pooled = [sum(r["after"][i] - r["before"][i] for r in runs) / len(runs) for i in range(n)]
 m, lo, hi = interval(pooled)
