@@ -2,7 +2,9 @@
 //
 // Runs the controller (operator/controller) against the apiserver of --kubeconfig, or of the
 // pod's service account when none is given; serves /metrics, /healthz and /readyz on
-// --metrics-port; with --leader-elect only the replica holding the Lease reconciles. SIGTERM or
+// --metrics-port; with --leader-elect only the replica holding the Lease reconciles (/readyz: a
+// standby is ready, the leader once its cache has synced; tlt_operator_leader says which leads).
+// SIGTERM or
 // SIGINT stops it (releasing the Lease). Its Kubernetes client retries transient apiserver
 // failures and holds itself to --kube-qps / --kube-burst (operator/kube/client.h). Also: --check
 // (decode and validate manifests as the operator would), --print-crds / --write-crds (the CRDs
@@ -150,13 +152,21 @@ int run(const RunFlags& flags) {
   ro.prometheus_url = flags.prometheus_url;
   ro.allowed_prometheus_urls = flags.prometheus_allow;
   tlt::rebalancer::RebalancerLoop rebalancer(std::make_unique<tlt::rebalancer::Rebalancer>(
-      client.get(), prometheus.get(), &clock, metrics.get(), ro));
+      client.get(), &controller.cache(), prometheus.get(), &clock, metrics.get(), ro));
 
   std::atomic<bool> stop{false};
   HttpHandlers handlers;
   handlers.metrics = [metrics] { return metrics->render(); };
   handlers.healthy = [] { return true; };
-  handlers.not_ready = [&controller] { return controller.not_ready(); };
+  // A standby replica (--leader-elect, not holding the Lease) is ready: it is healthy and waiting
+  // to take over. Were it not, a Deployment's RollingUpdate (maxUnavailable 0 with 2 replicas)
+  // would wait forever for the new, standby pod, and `helm upgrade --wait` would time out.
+  // Who leads is told by tlt_operator_leader on /metrics and by the Lease.
+  std::atomic<bool> leading{false};
+  handlers.not_ready = [&controller, &leading, &flags]() -> std::string {
+    if (flags.leader_elect && !leading) return "";
+    return controller.not_ready();
+  };
   auto server = HttpServer::start(flags.metrics_bind, flags.metrics_port, handlers);
   if (!server.ok()) {
     std::cerr << "tlt-operator: " << server.status().to_string() << "\n";
@@ -189,6 +199,7 @@ int run(const RunFlags& flags) {
     LeaderElector elector(client.get(), &clock, lo);
     if (elector.acquire(stop)) {
       metrics->set_leader(true);
+      leading = true;
       controller.start();
       rebalancer.start();
       if (!elector.hold(stop)) {
