@@ -281,6 +281,26 @@ k8s_start_kwok() {
   KWOK_PID=$K8S_LAST_PID
 }
 
+# k8s_kwok_nodes COUNT GPUS: the YAML of COUNT kwok nodes bench-node-0.. (110 pods, GPUS
+# nvidia.com/gpu each, label nvidia.com/gpu.product), for kc apply -f.
+k8s_kwok_nodes() {
+  local k
+  for ((k = 0; k < $1; k++)); do
+    cat <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: bench-node-$k
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels: {type: kwok, nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+status:
+  capacity: {cpu: "1024", memory: 16Ti, pods: "110", nvidia.com/gpu: "$2"}
+  allocatable: {cpu: "1024", memory: 16Ti, pods: "110", nvidia.com/gpu: "$2"}
+---
+EOF
+  done
+}
+
 # k8s_start_gpu_node: one kwok node gpu-node-0 (32 nvidia.com/gpu, label nvidia.com/gpu.product),
 # waited Ready, and the stand-in scheduler (scripts/k8s-binder.sh) binding pods to it. Call after
 # k8s_start_kwok.
