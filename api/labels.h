@@ -8,9 +8,20 @@
 //                       (RL: step, reward, reclaimedGPUSeconds, idleGPUSeconds, drafterVersion,
 //                       acceptLength; TST: step, loss, evalLoss, trainingPhase, tokensSeen; both:
 //                       time, RFC 3339). The operator copies it into the job's status.
+//
+// Pod names are part of the contract too: the operator names a job's pods pod_name(job, role, i)
+// (roles rollout, trainer, drafter; workers), and the runtime finds its peers by them
+// (<pod>.<service>, the job's headless Service): the trainer <job>-trainer-0, TST rank 0
+// <job>-workers-0.
 #pragma once
 
+#include <string>
+
 namespace tlt::api {
+
+inline std::string pod_name(const std::string& job, const std::string& role, int index) {
+  return job + "-" + role + "-" + std::to_string(index);
+}
 
 inline constexpr const char* kJobLabel = "tlt.dev/job";
 inline constexpr const char* kRoleLabel = "tlt.dev/role";

@@ -78,20 +78,7 @@ now() { date +%s.%N; }
 K8S_STEP="start kwok"
 k8s_start_kwok
 node_name() { echo "bench-node-$(($1 * 5 / pods_per_node))"; }  # JOB_INDEX -> its node
-for ((k = 0; k < n_nodes; k++)); do
-  cat <<EOF
-apiVersion: v1
-kind: Node
-metadata:
-  name: bench-node-$k
-  annotations: {kwok.x-k8s.io/node: fake}
-  labels: {type: kwok, nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
-status:
-  capacity: {cpu: "1024", memory: 16Ti, pods: "110", nvidia.com/gpu: "$pods_per_node"}
-  allocatable: {cpu: "1024", memory: 16Ti, pods: "110", nvidia.com/gpu: "$pods_per_node"}
----
-EOF
-done >"$K8S_TMP/nodes.yaml"
+k8s_kwok_nodes "$n_nodes" "$pods_per_node" >"$K8S_TMP/nodes.yaml"
 K8S_STEP="create the kwok nodes"
 kc apply -f "$K8S_TMP/nodes.yaml" >/dev/null
 ready_nodes() {

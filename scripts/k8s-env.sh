@@ -281,6 +281,26 @@ k8s_start_kwok() {
   KWOK_PID=$K8S_LAST_PID
 }
 
+# k8s_kwok_nodes COUNT GPUS: the YAML of COUNT kwok nodes bench-node-0.. (110 pods, GPUS
+# nvidia.com/gpu each, label nvidia.com/gpu.product), for kc apply -f.
+k8s_kwok_nodes() {
+  local k
+  for ((k = 0; k < $1; k++)); do
+    cat <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: bench-node-$k
+  annotations: {kwok.x-k8s.io/node: fake}
+  labels: {type: kwok, nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}
+status:
+  capacity: {cpu: "1024", memory: 16Ti, pods: "110", nvidia.com/gpu: "$2"}
+  allocatable: {cpu: "1024", memory: 16Ti, pods: "110", nvidia.com/gpu: "$2"}
+---
+EOF
+  done
+}
+
 # k8s_start_gpu_node: one kwok node gpu-node-0 (32 nvidia.com/gpu, label nvidia.com/gpu.product),
 # waited Ready, and the stand-in scheduler (scripts/k8s-binder.sh) binding pods to it. Call after
 # k8s_start_kwok.
@@ -303,4 +323,37 @@ YAML
   k8s_wait_for 60 "$KWOK_PID" k8s_gpu_node_ready
   k8s_start binder "$K8S_TMP/binder.log" "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/k8s-binder.sh" \
     "$K8S_BIN/kubectl" "$KUBECONFIG" "$K8S_TMP/kube-cache-binder" gpu-node-0
+}
+
+# k8s_start_kube_controllers: kube-controller-manager (the deployment, replicaset and
+# nodelifecycle controllers only -- the last lifts the node.kubernetes.io/not-ready taint that the
+# apiserver puts on every new node, once kwok reports it Ready --, no leader election, no serving
+# port) and kube-scheduler (no leader election, no serving
+# port), both as the test's system:masters user, so that a Deployment gets ReplicaSets and pods
+# and the pods get bound to nodes (kwok's, with k8s_start_kwok). Both are built by
+# scripts/k8s-tools.sh. Fails when either exits within its first 2 s.
+k8s_start_kube_controllers() {
+  local n
+  for n in kube-controller-manager kube-scheduler; do
+    [[ -x "$K8S_BIN/$n" ]] || {
+      K8S_STEP="$K8S_BIN/$n missing (run scripts/k8s-tools.sh)"
+      return 1
+    }
+  done
+  K8S_STEP="start kube-controller-manager"
+  k8s_start kube-controller-manager "$K8S_TMP/kube-controller-manager.log" \
+    "$K8S_BIN/kube-controller-manager" --kubeconfig "$KUBECONFIG" \
+    --controllers deployment,replicaset,nodelifecycle --leader-elect=false --secure-port 0
+  KCM_PID=$K8S_LAST_PID
+  K8S_STEP="start kube-scheduler"
+  k8s_start kube-scheduler "$K8S_TMP/kube-scheduler.log" "$K8S_BIN/kube-scheduler" \
+    --kubeconfig "$KUBECONFIG" --leader-elect=false --secure-port 0
+  SCHED_PID=$K8S_LAST_PID
+  sleep 2
+  for n in "$KCM_PID" "$SCHED_PID"; do
+    kill -0 "$n" 2>/dev/null || {
+      K8S_STEP="${K8S_NAMES[$n]} exited at start (see its log)"
+      return 1
+    }
+  done
 }

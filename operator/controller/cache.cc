@@ -75,8 +75,11 @@ Json trim_pod(const Json& pod) {
   }
   if (!owners.empty()) m["ownerReferences"] = owners;
   const Json annotations = meta.value("annotations", Json::object());
-  if (annotations.is_object() && annotations.contains(kProgressAnnotation))
-    m["annotations"] = {{kProgressAnnotation, annotations[kProgressAnnotation]}};
+  if (annotations.is_object()) {
+    for (const char* k : {kProgressAnnotation, api::kAssignmentAnnotation}) {
+      if (annotations.contains(k)) m["annotations"][k] = annotations[k];
+    }
+  }
   Json out = {{"metadata", m}};
   const Json status = pod.value("status", Json::object());
   if (status.is_object()) {
@@ -207,6 +210,15 @@ std::vector<Json> ObjectStore::by_job(const std::string& ns, const std::string& 
   return out;
 }
 
+std::vector<Json> ObjectStore::list(const std::string& ns) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Json> out;
+  for (const auto& [key, entry] : objects_) {
+    if (ns.empty() || key.first == ns) out.push_back(unpack(entry));
+  }
+  return out;
+}
+
 size_t ObjectStore::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return objects_.size();
@@ -223,6 +235,9 @@ Cache::Cache() {
   stores_["pods"] = std::make_unique<ObjectStore>(trim_pod);
   stores_["services"] = std::make_unique<ObjectStore>(trim_service);
   stores_["configmaps"] = std::make_unique<ObjectStore>(trim_object);
+  stores_["serviceaccounts"] = std::make_unique<ObjectStore>(trim_object);
+  stores_["roles"] = std::make_unique<ObjectStore>(trim_object);
+  stores_["rolebindings"] = std::make_unique<ObjectStore>(trim_object);
 }
 
 ObjectStore* Cache::store(const std::string& plural) const {
@@ -246,6 +261,11 @@ std::optional<Json> Cache::get(const kube::Resource& r, const std::string& name)
 std::vector<Json> Cache::by_job(const kube::Resource& r, const std::string& job) const {
   ObjectStore* s = store(r.plural);
   return s ? s->by_job(r.namespace_, job) : std::vector<Json>{};
+}
+
+std::vector<Json> Cache::list(const kube::Resource& r) const {
+  ObjectStore* s = store(r.plural);
+  return s ? s->list(r.namespace_) : std::vector<Json>{};
 }
 
 void Cache::written(const kube::Resource& r, const Json& object) const {

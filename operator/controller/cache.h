@@ -13,11 +13,14 @@
 // not an integer, the newcomer wins. The work queue never hands one job to two workers, so the
 // next pass over a job sees everything the previous one did.
 //
+// Other readers in the process (the rebalancer) read the same stores instead of listing.
+//
 // Memory. Each store keeps a trimmed copy (a Transform), packed as MessagePack and unpacked on
 // every read (a parsed nlohmann::json takes about four times the space): managedFields and
 // kubectl's last-applied annotation dropped; pods keep only what the reconciler reads (name, uid,
 // resourceVersion, the tlt.dev labels, the controller ownerReference, deletionTimestamp, the
-// tlt.dev/progress annotation, status.phase and the Ready condition); services keep only
+// tlt.dev/progress and tlt.dev/assignment annotations, status.phase and the Ready condition);
+// services keep only
 // metadata. About 0.5 KiB per pod and 6 KiB per job.
 //
 // Thread safety: every method of ObjectStore and Cache may be called from any thread.
@@ -74,6 +77,8 @@ class ObjectStore {
 
   // The stored copy, or nullopt.
   std::optional<nlohmann::json> get(const std::string& namespace_, const std::string& name) const;
+  // Every object of namespace_ ("" for all namespaces), sorted by namespace and name.
+  std::vector<nlohmann::json> list(const std::string& namespace_) const;
   // The objects of namespace_ labelled tlt.dev/job=job, sorted by name.
   std::vector<nlohmann::json> by_job(const std::string& namespace_, const std::string& job) const;
   size_t size() const;
@@ -117,6 +122,7 @@ class Cache {
   // that is not cached).
   std::optional<nlohmann::json> get(const kube::Resource& r, const std::string& name) const;
   std::vector<nlohmann::json> by_job(const kube::Resource& r, const std::string& job) const;
+  std::vector<nlohmann::json> list(const kube::Resource& r) const;
   void written(const kube::Resource& r, const nlohmann::json& object) const;
   void deleted(const kube::Resource& r, const std::string& name) const;
 

@@ -124,7 +124,7 @@ void Controller::start() {
   std::vector<Watch> watches;
   for (const std::string& kind : job_kinds())
     watches.push_back({job_resource(kind, ns), "", job_key_of(kind), {}});
-  for (const kube::Resource& r : {pod_resource(ns), service_resource(ns), configmap_resource(ns)})
+  for (const kube::Resource& r : owned_resources(ns))
     watches.push_back({r, kJobLabel, owner_key, shared_->options.owned_event_delay});
   for (Watch& w : watches) {
     InformerOptions io{w.r, w.selector, shared_->options.watch_timeout_seconds};

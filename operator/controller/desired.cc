@@ -1,8 +1,10 @@
 // Desired objects from a job's spec: pods, the headless Service, the spec ConfigMap.
 #include "operator/controller/desired.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "api/labels.h"
 #include "api/spec.h"
 
 namespace tlt::controller {
@@ -94,10 +96,23 @@ Json tlt_container(const JobView& job, const RoleView& role, int index, const Js
   return c;
 }
 
+// Whether the runtime of pod `name` talks to the apiserver: an RLJob's trainer 0 reads the
+// rebalancer's assignments and writes the job's progress (runtime/cli/rl_command.cc); a
+// TSTPretrainJob's runtime does neither.
+bool uses_apiserver(const JobView& job, const std::string& name) {
+  return job.meta.kind == api::kRLJobKind && name == progress_pod_name(job);
+}
+
+// A Role rule on pods: `verb` on exactly `names` (sorted).
+Json pod_rule(const char* verb, const std::vector<std::string>& names) {
+  return {
+      {"apiGroups", {""}}, {"resources", {"pods"}}, {"verbs", {verb}}, {"resourceNames", names}};
+}
+
 }  // namespace
 
 std::string pod_name(const std::string& job, const std::string& role, int index) {
-  return job + "-" + role + "-" + std::to_string(index);
+  return api::pod_name(job, role, index);
 }
 
 std::string service_name(const std::string& kind, const std::string& job) {
@@ -193,10 +208,56 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
   upsert_named(&volumes, {{"name", kTmpVolume}, {"emptyDir", Json::object()}});
   spec["volumes"] = volumes;
   spec["restartPolicy"] = "Never";
-  if (!spec.contains("automountServiceAccountToken")) spec["automountServiceAccountToken"] = false;
+  if (!spec.contains("serviceAccountName") && !spec.contains("serviceAccount"))
+    spec["serviceAccountName"] = identity_name(job.meta.kind, job.meta.name);
+  if (!spec.contains("automountServiceAccountToken"))
+    spec["automountServiceAccountToken"] = uses_apiserver(job, name);
   if (name.size() <= 63) spec["hostname"] = name;  // a DNS label
   spec["subdomain"] = service_name(job.meta.kind, job.meta.name);
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
+}
+
+std::string identity_name(const std::string& kind, const std::string& job) {
+  return service_name(kind, job);
+}
+
+std::string progress_pod_name(const JobView& job) {
+  return pod_name(job.meta.name, job.completion_role, 0);
+}
+
+Json desired_service_account(const JobView& job) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ServiceAccount"},
+          {"metadata", object_meta(job, identity_name(job.meta.kind, job.meta.name))},
+          {"automountServiceAccountToken", false}};
+}
+
+Json desired_role(const JobView& job) {
+  std::vector<std::string> pods;
+  bool progress_pod = false;
+  for (const RoleView& role : job.roles) {
+    for (int i = 0; i < role.replicas; ++i) pods.push_back(pod_name(job.meta.name, role.name, i));
+    progress_pod = progress_pod || (role.name == job.completion_role && role.replicas > 0);
+  }
+  std::sort(pods.begin(), pods.end());
+  Json rules = Json::array();
+  if (!pods.empty()) rules.push_back(pod_rule("get", pods));
+  if (progress_pod) rules.push_back(pod_rule("patch", {progress_pod_name(job)}));
+  return {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+          {"kind", "Role"},
+          {"metadata", object_meta(job, identity_name(job.meta.kind, job.meta.name))},
+          {"rules", rules}};
+}
+
+Json desired_role_binding(const JobView& job) {
+  const std::string name = identity_name(job.meta.kind, job.meta.name);
+  return {
+      {"apiVersion", "rbac.authorization.k8s.io/v1"},
+      {"kind", "RoleBinding"},
+      {"metadata", object_meta(job, name)},
+      {"roleRef", {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", name}}},
+      {"subjects",
+       {{{"kind", "ServiceAccount"}, {"name", name}, {"namespace", job.meta.namespace_}}}}};
 }
 
 }  // namespace tlt::controller

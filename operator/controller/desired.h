@@ -9,7 +9,18 @@
 //     job's ConfigMap mounted at /etc/tlt;
 //   - a headless Service <job>-rl or <job>-tst selecting the job's pods (rendezvous by DNS:
 //     <pod>.<service>.<namespace>.svc; TLT_SERVICE names it);
-//   - a ConfigMap <service>-spec whose job.json is the job (spec with defaults filled in).
+//   - a ConfigMap <service>-spec whose job.json is the job (spec with defaults filled in);
+//   - the job's identity, all three named like the Service (<job>-rl, <job>-tst): a
+//     ServiceAccount (automountServiceAccountToken false), a Role and a RoleBinding of the Role
+//     to that ServiceAccount. The Role lets the job's pods do what the runtime does through the
+//     apiserver (runtime/cluster/link.h) and nothing more: `get` the job's own pods (resourceNames:
+//     every pod name the spec asks for now, so it follows scaling) and `patch` the one pod that
+//     reports the job's progress (<job>-trainer-0; <job>-workers-0), by resourceNames too. A rule
+//     whose name list would be empty is left out (an empty resourceNames allows every name).
+//     Pods run as this ServiceAccount unless the podTemplate names one the admin listed
+//     (--pod-policy-service-account); only the progress pod of an RLJob, whose runtime uses the
+//     apiserver, gets the token mounted (automountServiceAccountToken true), unless the template
+//     says otherwise.
 // Each is what the operator writes (a create for each; later changes of the ConfigMap by
 // server-side apply): only the fields it owns.
 //
@@ -18,7 +29,8 @@
 // restarts failed pods, counting against backoffLimit); a container named "tlt" in the template
 // is merged with the operator's (the template's image, if any, wins over --runtime-image; the
 // operator's command, env, resources and mount win); other containers (sidecars) and volumes are
-// kept; automountServiceAccountToken defaults to false.
+// kept; serviceAccountName defaults to the job's own ServiceAccount and
+// automountServiceAccountToken to whether the pod uses the apiserver (see above).
 //
 // Security context: the pods pass the `restricted` Pod Security Standard unless the podTemplate
 // says otherwise (within the admin's pod policy, pod_policy.h). Where the template is silent the
@@ -68,5 +80,14 @@ nlohmann::json desired_configmap(const JobView& job);
 nlohmann::json desired_service(const JobView& job, const PodOptions& options);
 nlohmann::json desired_pod(const JobView& job, const RoleView& role, int index,
                            const PodOptions& options);
+// The job's identity (see the top): the ServiceAccount, Role and RoleBinding, each named
+// identity_name(kind, job) == service_name(kind, job).
+std::string identity_name(const std::string& kind, const std::string& job);
+// "<job>-trainer-0" (RLJob) or "<job>-workers-0" (TSTPretrainJob): the pod whose runtime writes
+// the job's progress annotation, the only one its Role may patch.
+std::string progress_pod_name(const JobView& job);
+nlohmann::json desired_service_account(const JobView& job);
+nlohmann::json desired_role(const JobView& job);
+nlohmann::json desired_role_binding(const JobView& job);
 
 }  // namespace tlt::controller

@@ -73,6 +73,20 @@ kube::Resource configmap_resource(const std::string& ns) {
 kube::Resource event_resource(const std::string& ns) {
   return {"", "v1", "events", ns};
 }
+kube::Resource serviceaccount_resource(const std::string& ns) {
+  return {"", "v1", "serviceaccounts", ns};
+}
+kube::Resource role_resource(const std::string& ns) {
+  return {"rbac.authorization.k8s.io", "v1", "roles", ns};
+}
+kube::Resource rolebinding_resource(const std::string& ns) {
+  return {"rbac.authorization.k8s.io", "v1", "rolebindings", ns};
+}
+std::vector<kube::Resource> owned_resources(const std::string& ns) {
+  return {pod_resource(ns),       service_resource(ns),
+          configmap_resource(ns), serviceaccount_resource(ns),
+          role_resource(ns),      rolebinding_resource(ns)};
+}
 
 Json event_object(const ObservedJob& job, const std::string& type, const std::string& reason,
                   const std::string& message, const std::string& component,

@@ -39,6 +39,14 @@ kube::Resource pod_resource(const std::string& namespace_);
 kube::Resource service_resource(const std::string& namespace_);
 kube::Resource configmap_resource(const std::string& namespace_);
 kube::Resource event_resource(const std::string& namespace_);
+// The job's own identity (desired.h): its ServiceAccount, Role and RoleBinding.
+kube::Resource serviceaccount_resource(const std::string& namespace_);
+kube::Resource role_resource(const std::string& namespace_);
+kube::Resource rolebinding_resource(const std::string& namespace_);
+// Every type of object a job owns (each labelled tlt.dev/job), in `namespace_` ("" for all):
+// pods, services, configmaps, serviceaccounts, roles, rolebindings. The informers watch these and
+// the cache keeps them.
+std::vector<kube::Resource> owned_resources(const std::string& namespace_);
 
 // Identity and bookkeeping of a job object, read without decoding its spec.
 struct ObservedJob {

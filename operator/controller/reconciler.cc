@@ -141,12 +141,14 @@ ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& o
   if (terminal_phase(phase) && !refused_reason(failed_reason(meta.status)))
     return finished(*job, pods, std::move(progress));
 
-  // The ConfigMap and the Service do not depend on each other: both at once.
+  // The ConfigMap, the Service and the identity do not depend on each other: all at once; the
+  // pods need all three (a pod naming a ServiceAccount that does not exist is refused).
   Status (Reconciler::*const subs[])(const JobView&) = {&Reconciler::reconcile_configmap,
-                                                        &Reconciler::reconcile_service};
+                                                        &Reconciler::reconcile_service,
+                                                        &Reconciler::reconcile_identity};
   Outcome outcome;
   outcome.progress = std::move(progress);
-  for (const Status& s : run_parallel(2, 2, [&](int i) { return (this->*subs[i])(*job); })) {
+  for (const Status& s : run_parallel(3, 3, [&](int i) { return (this->*subs[i])(*job); })) {
     if (!s.ok()) return stuck(*job, pods, s, std::move(outcome));
   }
   Status s = reconcile_pods(*job, pods, &outcome);
@@ -184,7 +186,10 @@ Status Reconciler::finalize(const ObservedJob& job) {
   TLT_RETURN_IF_ERROR(delete_pods(job, live, "JobDeleted"));
   std::vector<std::pair<kube::Resource, std::string>> owned = {
       {service_resource(job.namespace_), service_name(job.kind, job.name)},
-      {configmap_resource(job.namespace_), configmap_name(job.kind, job.name)}};
+      {configmap_resource(job.namespace_), configmap_name(job.kind, job.name)},
+      {rolebinding_resource(job.namespace_), identity_name(job.kind, job.name)},
+      {role_resource(job.namespace_), identity_name(job.kind, job.name)},
+      {serviceaccount_resource(job.namespace_), identity_name(job.kind, job.name)}};
   const std::vector<std::string> legacy = legacy_child_names(job.name);  // (owned_by guards)
   owned.push_back({service_resource(job.namespace_), legacy[0]});
   owned.push_back({configmap_resource(job.namespace_), legacy[1]});
@@ -303,22 +308,38 @@ Status Reconciler::foreign(const std::string& kind, const std::string& name) {
                                "leaves it alone: delete or rename it");
 }
 
-Status Reconciler::reconcile_configmap(const JobView& job) {
-  Json want = desired_configmap(job);
-  const std::string name = configmap_name(job.meta.kind, job.meta.name);
-  kube::Resource r = configmap_resource(job.meta.namespace_);
+Status Reconciler::ensure_child(const kube::Resource& r, const Json& want,
+                                const std::vector<const char*>& compared, const ObservedJob& job) {
+  const std::string kind = want["kind"], name = want["metadata"]["name"];
+  auto same = [&](const Json& o) {
+    return std::all_of(compared.begin(), compared.end(),
+                       [&](const char* f) { return o.value(f, Json()) == want.value(f, Json()); });
+  };
   std::optional<Json> have = cache_->get(r, name);
-  if (have && !owned_by(*have, job.meta.uid)) return foreign("ConfigMap", name);
-  if (have && have->value("data", Json()) == want["data"]) return Status::Ok();
-  StatusOr<Json> out =
-      have ? client_->apply(r, want, kFieldManager) : create_child(r, want, job.meta);
-  if (out.ok() && out->value("data", Json()) != want["data"])  // ours, from an older spec
-    out = client_->apply(r, want, kFieldManager);
+  if (have && !owned_by(*have, job.uid)) return foreign(kind, name);
+  if (have && same(*have)) return Status::Ok();
+  StatusOr<Json> out = have ? client_->apply(r, want, kFieldManager) : create_child(r, want, job);
+  if (out.ok() && !same(*out)) out = client_->apply(r, want, kFieldManager);  // from an older spec
   if (!out.ok()) return out.status();
   cache_->written(r, *out);
-  log_info(have ? "Updated the job's spec ConfigMap." : "Created the job's spec ConfigMap.",
-           fields(job.meta, {{"configmap", name}}));
+  log_info(have ? "Updated an object the job owns." : "Created an object the job owns.",
+           fields(job, {{"object", kind + "/" + name}}));
   return Status::Ok();
+}
+
+Status Reconciler::reconcile_configmap(const JobView& job) {
+  return ensure_child(configmap_resource(job.meta.namespace_), desired_configmap(job), {"data"},
+                      job.meta);
+}
+
+Status Reconciler::reconcile_identity(const JobView& job) {
+  const std::string& ns = job.meta.namespace_;
+  // In this order: a RoleBinding is checked against its Role's rules when it is created.
+  TLT_RETURN_IF_ERROR(ensure_child(serviceaccount_resource(ns), desired_service_account(job),
+                                   {"automountServiceAccountToken"}, job.meta));
+  TLT_RETURN_IF_ERROR(ensure_child(role_resource(ns), desired_role(job), {"rules"}, job.meta));
+  return ensure_child(rolebinding_resource(ns), desired_role_binding(job), {"roleRef", "subjects"},
+                      job.meta);
 }
 
 Status Reconciler::reconcile_service(const JobView& job) {

@@ -6,7 +6,8 @@
 //
 // reconcile(key), in a fixed order:
 //   observe   the job from the cache; gone -> done. Being deleted -> delete what it owns (pods,
-//             Service, ConfigMap: no garbage collector is assumed), drop the finalizer, done.
+//             Service, ConfigMap, RoleBinding, Role, ServiceAccount: no garbage collector is
+//             assumed), drop the finalizer, done.
 //   finalizer add tlt.dev/cleanup (a merge patch guarded by resourceVersion).
 //   validate  decode + validate with api/; invalid -> status Failed, reason InvalidSpec, the
 //             message naming the fields; no pods; no requeue (retrying cannot fix it).
@@ -19,8 +20,10 @@
 //   finished  Succeeded or Failed is kept: pods still running are deleted; after
 //             ttlSecondsAfterFinished the job itself is deleted (requeued until then).
 //   act       ConfigMap <job>-rl-spec / <job>-tst-spec (created when missing, applied when
-//             different) and Service <job>-rl / <job>-tst (created when missing), both at once
-//             (names per kind: desired.h); then
+//             different), Service <job>-rl / <job>-tst (created when missing) and the job's
+//             identity: ServiceAccount, Role (its rules applied when they differ, e.g. after a
+//             scale) and RoleBinding, all named <job>-rl / <job>-tst; these three at once (names
+//             per kind, identity: desired.h); then
 //             pods: Failed pods are deleted and counted in status.restarts (Failed once
 //             restarts exceed backoffLimit); every pod of the completion role (trainer;
 //             workers) Succeeded -> Succeeded; spec.suspend -> delete every pod; else delete
@@ -124,7 +127,14 @@ class Reconciler {
   StatusOr<nlohmann::json> create_child(const kube::Resource& r, const nlohmann::json& want,
                                         const ObservedJob& job);
   static Status foreign(const std::string& kind, const std::string& name);
+  // Creates `want` (a desired object) when the cache has none of its name; applies it when the
+  // job's own copy differs in any of the top-level fields `compared`; a foreign object of the
+  // name is AlreadyExists (foreign()).
+  Status ensure_child(const kube::Resource& r, const nlohmann::json& want,
+                      const std::vector<const char*>& compared, const ObservedJob& job);
   Status reconcile_configmap(const JobView& job);
+  // The ServiceAccount, Role and RoleBinding of desired.h, in that order.
+  Status reconcile_identity(const JobView& job);
   Status reconcile_service(const JobView& job);
   Status reconcile_pods(const JobView& job, const std::vector<Pod>& pods, Outcome* outcome);
   Status create_pods(const JobView& job,

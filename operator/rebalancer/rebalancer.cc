@@ -82,10 +82,11 @@ UtilisationQueries utilisation_queries(const api::RebalancingSpec& spec,
   return q;
 }
 
-Rebalancer::Rebalancer(kube::KubeClient* kube, PrometheusClient* prometheus,
-                       const controller::Clock* clock, controller::OperatorMetrics* metrics,
-                       RebalancerOptions options)
+Rebalancer::Rebalancer(kube::KubeClient* kube, const controller::Cache* cache,
+                       PrometheusClient* prometheus, const controller::Clock* clock,
+                       controller::OperatorMetrics* metrics, RebalancerOptions options)
     : kube_(kube),
+      cache_(cache),
       prometheus_(prometheus),
       clock_(clock),
       metrics_(metrics),
@@ -94,17 +95,10 @@ Rebalancer::Rebalancer(kube::KubeClient* kube, PrometheusClient* prometheus,
 std::chrono::milliseconds Rebalancer::tick() {
   using std::chrono::milliseconds;
   WallTime now = clock_->now();
-  kube::ListOptions lo;
-  StatusOr<kube::ObjectList> list =
-      kube_->list(controller::job_resource(api::kRLJobKind, options_.namespace_), lo);
-  if (!list.ok()) {
-    log_error("Listing RLJobs failed; the rebalancer tries again later.",
-              {{"error", list.status().to_string()}});
-    return std::chrono::duration_cast<milliseconds>(options_.discovery);
-  }
   WallTime next = now + options_.discovery;
   std::map<std::string, JobState> kept;
-  for (const Json& object : list->items) {
+  for (const Json& object :
+       cache_->list(controller::job_resource(api::kRLJobKind, options_.namespace_))) {
     ObservedJob job = controller::observe_job(api::kRLJobKind, object);
     std::string key = job.namespace_ + "/" + job.name;
     std::string phase = job.status.value("phase", "");
@@ -140,14 +134,11 @@ std::chrono::milliseconds Rebalancer::tick() {
 }
 
 StatusOr<std::vector<Rebalancer::Pod>> Rebalancer::running_rollout_pods(const ObservedJob& job) {
-  kube::ListOptions lo;
-  lo.label_selector =
-      controller::pod_selector(job.name) + "," + controller::kRoleLabel + "=rollout";
-  StatusOr<kube::ObjectList> list = kube_->list(controller::pod_resource(job.namespace_), lo);
-  if (!list.ok()) return list.status();
   std::vector<Pod> pods;
-  for (const Json& p : list->items) {
+  for (const Json& p : cache_->by_job(controller::pod_resource(job.namespace_), job.name)) {
     const Json& meta = p["metadata"];
+    if (meta.value("labels", Json::object()).value(controller::kRoleLabel, "") != "rollout")
+      continue;
     if (!controller::owned_by(p, job.uid) || meta.contains("deletionTimestamp")) continue;
     if (!p.contains("status") || p["status"].value("phase", "") != "Running") continue;
     Pod pod;
@@ -247,6 +238,7 @@ bool Rebalancer::apply(const ObservedJob& job, const api::RebalancingSpec& spec,
         fields(job, {{"pod", d.pod}, {"action", action}, {"error", out.status().to_string()}}));
     return false;
   }
+  cache_->written(controller::pod_resource(job.namespace_), *out);  // the next tick sees it
   std::string w = std::to_string(window_of(spec).count()) + "s";
   std::string message =
       d.assign ? "Pod " + d.pod + " trains the drafter: its GPU utilisation stayed below " +
@@ -568,6 +560,7 @@ Status Rebalancer::write_drafter_replicas(const ObservedJob& job, const Json& li
   if (replicas != drafter_replicas(listed))
     patch["spec"] = {{"roles", {{"drafter", {{"replicas", replicas}}}}}};
   StatusOr<Json> out = kube_->patch(r, job.name, patch);
+  if (out.ok()) cache_->written(r, *out);
   return out.ok() ? Status::Ok() : out.status();
 }
 

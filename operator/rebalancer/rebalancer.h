@@ -99,6 +99,7 @@
 
 #include "api/labels.h"
 #include "api/spec.h"
+#include "operator/controller/cache.h"
 #include "operator/controller/clock.h"
 #include "operator/controller/job.h"
 #include "operator/controller/metrics.h"
@@ -125,7 +126,7 @@ struct RebalancerOptions {
   // (prometheus_client.h).
   std::string prometheus_url;                        // e.g. http://prometheus.monitoring:9090
   std::vector<std::string> allowed_prometheus_urls;  // e.g. {"http://prometheus.monitoring:9090"}
-  std::chrono::seconds discovery{10};                // RLJobs are listed at least this often
+  std::chrono::seconds discovery{10};  // the cache's RLJobs are looked through at least this often
 };
 
 // Whether `url` is an entry of `allowed` or below one: equal to it, or starting with it
@@ -152,14 +153,17 @@ UtilisationQueries utilisation_queries(const api::RebalancingSpec& spec,
 
 class Rebalancer {
  public:
-  // Everything is borrowed and must outlive the rebalancer.
-  Rebalancer(kube::KubeClient* kube, PrometheusClient* prometheus, const controller::Clock* clock,
-             controller::OperatorMetrics* metrics, RebalancerOptions options);
+  // Everything is borrowed and must outlive the rebalancer. RLJobs and their pods are read from
+  // `cache` (the controller's informer cache: no list per interval); `kube` only re-reads a job
+  // by name before a write, and writes.
+  Rebalancer(kube::KubeClient* kube, const controller::Cache* cache, PrometheusClient* prometheus,
+             const controller::Clock* clock, controller::OperatorMetrics* metrics,
+             RebalancerOptions options);
   Rebalancer(const Rebalancer&) = delete;
   Rebalancer& operator=(const Rebalancer&) = delete;
 
-  // Lists the RLJobs and rebalances every one whose interval has passed (a job seen for the
-  // first time is looked at at once). Returns how long until the next call is useful: the
+  // Reads the RLJobs from the cache and rebalances every one whose interval has passed (a job seen
+  // for the first time is looked at at once). Returns how long until the next call is useful: the
   // nearest job's next look, at most options.discovery. Failures go to logs, Events, conditions
   // and metrics; nothing is thrown.
   std::chrono::milliseconds tick();
@@ -260,6 +264,7 @@ class Rebalancer {
 
   // Constant after construction.
   kube::KubeClient* const kube_;
+  const controller::Cache* const cache_;
   PrometheusClient* const prometheus_;
   const controller::Clock* const clock_;
   controller::OperatorMetrics* const metrics_;

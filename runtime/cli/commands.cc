@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "api/encode.h"
+#include "api/labels.h"
 #include "api/manifest.h"
 #include "runtime/cli/rl_command.h"
 #include "runtime/cli/tst_command.h"
@@ -127,8 +128,8 @@ int run_role_command(std::ostream& out, std::ostream& err) {
   const auto& rl = std::get<api::RLJob>(job);
   if (role == "rollout" || role == "drafter") {  // workers: the drafter pods after the rollout
     std::string trainer =
-        env_or("TLT_TRAINER_ADDRESS",
-               rl.metadata.name + "-trainer-0." + env_or("TLT_SERVICE", rl.metadata.name));
+        env_or("TLT_TRAINER_ADDRESS", api::pod_name(rl.metadata.name, "trainer", 0) + "." +
+                                          env_or("TLT_SERVICE", rl.metadata.name + "-rl"));
     int worker = int(index) + (role == "drafter" ? std::max(1, rl.spec.roles.rollout.replicas) : 0);
     return rl_remote_worker(trainer, int(port), worker, env_or("TLT_WORK_DIR", "/tmp/tlt-work"),
                             out, err);

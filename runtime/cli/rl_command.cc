@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/labels.h"
 #include "runtime/cli/metrics_endpoint.h"
 #include "runtime/cluster/link.h"
 #include "runtime/data/token_file.h"
@@ -171,11 +172,11 @@ void publish(metrics::RuntimeMetrics* m, const api::RLJob& job, const rl::StepRe
 // once until the link works again.
 class Attachment {
  public:
-  Attachment(std::unique_ptr<cluster::ClusterLink> link, std::ostream& err)
-      : link_(std::move(link)), err_(err) {}
+  Attachment(std::unique_ptr<cluster::ClusterLink> link, int rollout_replicas, std::ostream& err)
+      : link_(std::move(link)), rollout_replicas_(rollout_replicas), err_(err) {}
 
   std::vector<int> assignments() {
-    StatusOr<std::vector<int>> a = link_->drafter_assignments();
+    StatusOr<std::vector<int>> a = link_->drafter_assignments(rollout_replicas_);
     if (note(a.status(), "reading the rebalancer's assignments")) last_ = *a;
     return last_;
   }
@@ -190,7 +191,8 @@ class Attachment {
               {"drafterWorkers", r.drafter_workers},
               {"mode", mode},
               {"time", now_rfc3339()}};
-    note(link_->report_progress(link_->job() + "-trainer-0", p), "reporting progress");
+    note(link_->report_progress(api::pod_name(link_->job(), "trainer", 0), p),
+         "reporting progress");
   }
 
  private:
@@ -212,6 +214,7 @@ class Attachment {
     return s.ok();
   }
   std::unique_ptr<cluster::ClusterLink> link_;
+  const int rollout_replicas_;  // pods <job>-rollout-0 .. -(n-1) are read
   std::ostream& err_;
   std::vector<int> last_;
   double reclaimed_ = 0, idle_ = 0;
@@ -401,7 +404,8 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
           << " (give --kubeconfig FILE or set KUBECONFIG)\n";
       return 1;
     }
-    attachment = std::make_unique<Attachment>(std::move(*link), err);
+    attachment =
+        std::make_unique<Attachment>(std::move(*link), job.spec.roles.rollout.replicas, err);
     out << "tlt run: attached to RLJob " << flags.attach_namespace << "/" << job.metadata.name
         << ": assignments from pods " << job.metadata.name << "-rollout-<i>, progress to "
         << job.metadata.name << "-trainer-0\n";

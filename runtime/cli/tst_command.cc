@@ -21,6 +21,7 @@
 
 #include "api/encode.h"
 #include "api/fnv.h"
+#include "api/labels.h"
 #include "runtime/cli/metrics_endpoint.h"
 #include "runtime/data/token_file.h"
 #include "runtime/torch_env.h"
@@ -472,8 +473,8 @@ int run_tst_role(const api::TSTPretrainJob& job, int index, int port, std::ostre
   f.rank = index, f.rendezvous_port = port;
   if (world > 1) {
     f.rendezvous_host =
-        env_or("TLT_RENDEZVOUS_ADDRESS",
-               job.metadata.name + "-worker-0." + env_or("TLT_SERVICE", job.metadata.name));
+        env_or("TLT_RENDEZVOUS_ADDRESS", api::pod_name(job.metadata.name, "workers", 0) + "." +
+                                             env_or("TLT_SERVICE", job.metadata.name + "-tst"));
   }
   std::string runs = env_or("TLT_TST_RUNS", "tst");
   f.baseline = runs == "baseline", f.compare = runs == "tst,baseline";

@@ -1,7 +1,6 @@
 #include "runtime/cluster/link.h"
 
-#include <algorithm>
-#include <cstdlib>
+#include <string>
 
 #include "api/labels.h"
 #include "operator/kube/cpprest_transport.h"
@@ -29,25 +28,21 @@ StatusOr<std::unique_ptr<ClusterLink>> ClusterLink::connect(const std::string& k
                                        job);
 }
 
-StatusOr<std::vector<int>> ClusterLink::drafter_assignments() {
-  kube::ListOptions o;
-  o.label_selector = std::string(api::kJobLabel) + "=" + job_ + "," + api::kRoleLabel + "=rollout";
-  StatusOr<kube::ObjectList> list = client_->list(pods(ns_), o);
-  if (!list.ok()) return list.status();
+StatusOr<std::vector<int>> ClusterLink::drafter_assignments(int rollout_replicas) {
   std::vector<int> out;
-  for (const nlohmann::json& pod : list->items) {
-    const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
+  for (int i = 0; i < rollout_replicas; ++i) {
+    StatusOr<nlohmann::json> pod = client_->get(pods(ns_), api::pod_name(job_, "rollout", i));
+    if (!pod.ok() && pod.status().code() == StatusCode::kNotFound) continue;
+    if (!pod.ok()) return pod.status();
+    const nlohmann::json& meta = pod->value("metadata", nlohmann::json::object());
+    const nlohmann::json labels = meta.value("labels", nlohmann::json::object());
+    if (labels.value(api::kJobLabel, std::string()) != job_ ||
+        labels.value(api::kIndexLabel, std::string()) != std::to_string(i))
+      continue;
     std::string assignment = meta.value("annotations", nlohmann::json::object())
                                  .value(api::kAssignmentAnnotation, std::string());
-    if (assignment != api::kAssignedToDrafter) continue;
-    std::string index =
-        meta.value("labels", nlohmann::json::object()).value(api::kIndexLabel, std::string());
-    char* end = nullptr;
-    long i = std::strtol(index.c_str(), &end, 10);
-    if (index.empty() || *end != '\0' || i < 0) continue;
-    out.push_back(int(i));
+    if (assignment == api::kAssignedToDrafter) out.push_back(i);
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -34,9 +34,11 @@ class ClusterLink {
                                                         const std::string& ns,
                                                         const std::string& job);
 
-  // Indices (label tlt.dev/index) of the job's rollout pods annotated tlt.dev/assignment=drafter,
-  // ascending. Pods without a readable index are skipped.
-  StatusOr<std::vector<int>> drafter_assignments();
+  // Indices i of the job's rollout pods <job>-rollout-<i> (0 <= i < rollout_replicas) annotated
+  // tlt.dev/assignment=drafter, ascending. Each pod is read by name (a get, not a list: the job's
+  // Role grants get on its own pods by name and nothing else); a pod not found, or not labelled
+  // with this job and index, is skipped.
+  StatusOr<std::vector<int>> drafter_assignments(int rollout_replicas);
 
   // Sets annotation tlt.dev/progress of pod `pod` to `progress` (a JSON object, serialised), by
   // a merge patch that leaves every other annotation alone.

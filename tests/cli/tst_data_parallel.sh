@@ -64,3 +64,11 @@ wait "$parent" && fail "tlt run succeeded although its worker died"
 grep -q "data-parallel worker 1 (pid $worker) was killed by signal 9" "$work/dies.log" ||
   { cat "$work/dies.log"; fail "no error naming the dead worker"; }
 echo "tst data parallel: killed worker failed the run in $(( $(date +%s) - start )) s: $(grep -m1 'Connection closed\|failed' "$work/dies.log" | cut -c1-160)"
+
+# 3. In a pod (no TLT_RENDEZVOUS_ADDRESS), rank 1 finds rank 0 by the operator's pod name,
+#    <job>-workers-0.<TLT_SERVICE> (operator/controller/desired.h), never <job>-worker-0.
+TLT_JOB_FILE="$work/pods.yaml" TLT_ROLE=workers TLT_INDEX=1 TLT_RENDEZVOUS_PORT=$port \
+  TLT_SERVICE=svc.invalid TLT_THREADS=1 timeout 10 "$tlt" run-role > "$work/lookup.log" 2>&1 || true
+grep -q "tst-e2e-workers-0\.svc\.invalid" "$work/lookup.log" ||
+  fail "rank 1 did not look up tst-e2e-workers-0.svc.invalid: $(tail -3 "$work/lookup.log")"
+echo "tst data parallel: rank 1 looks up rank 0 as tst-e2e-workers-0.<TLT_SERVICE>"

@@ -45,15 +45,14 @@ kinds = {k: len(v) for k, v in by_kind.items()}
 chart = yaml.safe_load(open(os.path.join(src, "helm", "tlt", "Chart.yaml")))
 dashboards = sorted(glob.glob(os.path.join(src, "dashboards", "*.json")))
 
-# (+1 role: <release>-runtime, the job pods' own; full values also bind it in one namespace)
-want = {"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 1, "Role": 1,
+# (no role for the job pods: the operator makes each job's own identity)
+want = {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1,
         "RoleBinding": 1, "Service": 1, "Deployment": 1}
 if mode == "namespaced":  # operator.watchNamespace set: no cluster-wide grant at all
-    want.update({"ClusterRole": 0, "ClusterRoleBinding": 0, "Role": 3, "RoleBinding": 2})
+    want.update({"ClusterRole": 0, "ClusterRoleBinding": 0, "Role": 2, "RoleBinding": 2})
     want = {k: v for k, v in want.items() if v}
 if mode == "full":
-    want.update({"ServiceMonitor": 1, "PodMonitor": 1, "ConfigMap": len(dashboards),
-                 "RoleBinding": 2})
+    want.update({"ServiceMonitor": 1, "PodMonitor": 1, "ConfigMap": len(dashboards)})
 check(kinds == want, "rendered kinds %s, want %s" % (kinds, want))
 
 # ---- Deployment --------------------------------------------------------------------------------
@@ -158,11 +157,11 @@ op_jobs = [triples(d) for d in op_rbac if d["kind"] == "ClusterRole"]
 op_lease = [triples(d) for d in op_rbac if d["kind"] == "Role"]
 jobs_kind = "Role" if mode == "namespaced" else "ClusterRole"
 ours_jobs = [triples(r) for (k, n), r in roles.items()
-             if k == jobs_kind and not n.endswith(("-leader-election", "-runtime"))]
-runtime = [r for (k, n), r in roles.items() if n.endswith("-runtime")]
-if check(len(runtime) == 1, "want one job-pod (runtime) role, got %d" % len(runtime)):
-    check(triples(runtime[0]) == {("", "pods", v) for v in ("get", "list", "patch")},
-          "the runtime role grants %s, want pods get/list/patch" % sorted(triples(runtime[0])))
+             if k == jobs_kind and not n.endswith("-leader-election")]
+for (k, n), r in roles.items():
+    for rule in r["rules"]:
+        check(not {"escalate", "bind", "impersonate"} & set(rule.get("verbs", [])),
+              "%s %s grants escalate, bind or impersonate: %s" % (k, n, rule))
 ours_lease = [triples(r) for (k, n), r in roles.items() if n.endswith("-leader-election")]
 for what, ours, theirs in (("jobs", ours_jobs, op_jobs), ("leader election", ours_lease, op_lease)):
     if check(len(ours) == 1 and len(theirs) == 1, "%s: want one role each in the chart and in "
@@ -172,11 +171,6 @@ for what, ours, theirs in (("jobs", ours_jobs, op_jobs), ("leader election", our
                   what, sorted(theirs[0] - ours[0]), sorted(ours[0] - theirs[0])))
 for kind in ("ClusterRoleBinding", "RoleBinding"):
     for b in by_kind.get(kind, []):
-        if b["roleRef"]["name"].endswith("-runtime"):  # the job pods' default ServiceAccount
-            ns = b["metadata"]["namespace"]
-            check(b["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
-                  "runtime RoleBinding subjects %s" % b["subjects"])
-            continue
         check(b["subjects"] == [{"kind": "ServiceAccount", "name": sa_name,
                                  "namespace": release_ns}],
               "%s subjects %s are not the operator's ServiceAccount" % (kind, b["subjects"]))

@@ -146,8 +146,11 @@ TEST(ObjectStore, Trim_KeepsWhatTheReconcilerReads) {
 
 TEST(Cache, StoresOfTheCachedTypes_NotSyncedUntilListed) {
   Cache cache;
-  EXPECT_EQ(cache.not_synced(), "configmaps, pods, rljobs, services, tstpretrainjobs");
-  for (const char* plural : {"rljobs", "tstpretrainjobs", "pods", "services", "configmaps"})
+  EXPECT_EQ(cache.not_synced(),
+            "configmaps, pods, rljobs, rolebindings, roles, serviceaccounts, services, "
+            "tstpretrainjobs");
+  for (const char* plural : {"rljobs", "tstpretrainjobs", "pods", "services", "configmaps",
+                             "serviceaccounts", "roles", "rolebindings"})
     cache.store(plural)->replace({}, "1");
   EXPECT_EQ(cache.not_synced(), "");
   EXPECT_EQ(cache.store("secrets"), nullptr);

@@ -10,7 +10,8 @@
 #   3. suspend keeps the job and deletes its pods; resume recreates them;
 #   4. a pod turned Failed is recreated and counted; past backoffLimit the job is Failed;
 #   5. the trainer pod Succeeded -> the job Succeeded, then deleted after its TTL, leaving nothing;
-#   6. a second replica waits on the Lease and takes over when the leader is killed;
+#   6. a second replica waits on the Lease (ready on /readyz, tlt_operator_leader 0: one leader)
+#      and takes over when the leader is killed;
 #   7. the apiserver restarted mid-watch: the (new) leader re-lists, acts again, and no pod is
 #      duplicated;
 #   8. kubectl delete of each job leaves no pod, Service or ConfigMap (no garbage collector runs
@@ -148,7 +149,8 @@ for needle in '"tlt.dev/role": "rollout"' '"tlt.dev/index": "3"' '"controller": 
   '"name": "TLT_ROLE"' '"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"' '"run-role"'; do
   [[ $pod == *"$needle"* ]] || fail "pod $RL-rollout-3 lacks $needle"
 done
-[[ $(kc get pod $RL-rollout-3 -n research -o 'jsonpath={.metadata.managedFields[0].manager}') == tlt-operator ]] ||
+# (kwok's status writes have their own entry, which may come first)
+[[ " $(kc get pod $RL-rollout-3 -n research -o 'jsonpath={.metadata.managedFields[*].manager}') " == *" tlt-operator "* ]] ||
   fail "pod $RL-rollout-3 was not applied by field manager tlt-operator"
 wait_until 60 "the RLJob's status did not turn Running" phase_is rljob/$RL Running
 wait_until 60 "the TSTPretrainJob's status did not turn Running" phase_is tstj/$TST Running
@@ -269,7 +271,13 @@ waiting() { grep -q 'another replica holds the leader Lease' "$K8S_TMP/operator-
 wait_until 30 "the second replica did not wait on the Lease" waiting
 [[ $(kc get lease tlt-operator -n tlt-system -o 'jsonpath={.spec.holderIdentity}') == replica-1 ]] ||
   fail "the Lease is not held by replica-1"
-curl -sf "http://127.0.0.1:$METRICS_PORT_2/readyz" >/dev/null && fail "the waiting replica says it is ready"
+# A standby is ready (else a Deployment's RollingUpdate would wait forever on a new standby pod and
+# `helm upgrade --wait` would time out); who leads is in tlt_operator_leader.
+curl -sf "http://127.0.0.1:$METRICS_PORT_2/readyz" >/dev/null || fail "the standby replica is not ready"
+curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null || fail "the leader is not ready"
+leader_of() { curl -sf "http://127.0.0.1:$1/metrics" | awk '/^tlt_operator_leader / {print $2}'; }
+[[ $(leader_of "$METRICS_PORT") == 1 && $(leader_of "$METRICS_PORT_2") == 0 ]] ||
+  fail "want tlt_operator_leader 1 on replica-1 and 0 on replica-2, got $(leader_of "$METRICS_PORT") and $(leader_of "$METRICS_PORT_2")"
 K8S_STEP="leader failover"
 kill -KILL "$OP_PID"  # no release: replica-2 must wait out the 6 s lease
 holder() { [[ $(kc get lease tlt-operator -n tlt-system -o 'jsonpath={.spec.holderIdentity}') == replica-2 ]]; }

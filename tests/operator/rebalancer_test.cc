@@ -53,7 +53,8 @@ class RebalancerTest : public ::testing::Test {
  protected:
   RebalancerTest()
       : clock_(std::chrono::system_clock::from_time_t(1700000000)),
-        rebalancer_(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{"", "", {kUrl}}) {
+        rebalancer_(&kube_, &cache_, &prom_, &clock_, &metrics_,
+                    RebalancerOptions{"", "", {kUrl}}) {
     controller::set_log_sink([this](const std::string& line) { logs_.push_back(line); });
     prom_.set_handler(
         [this](const std::string& url, const std::string& q) { return answer(url, q); });
@@ -121,7 +122,7 @@ class RebalancerTest : public ::testing::Test {
 
   // tick() at now, then the clock moves on by `step`.
   void tick_and_advance(int step = 15) {
-    rebalancer_.tick();
+    tick();
     clock_.advance(seconds(step));
   }
   int elapsed() const {
@@ -201,7 +202,7 @@ class RebalancerTest : public ::testing::Test {
     int before = drafter_replicas();
     while (elapsed() < until) {
       int t = elapsed();
-      (r ? r : &rebalancer_)->tick();
+      tick(r);
       clock_.advance(seconds(15));
       if (drafter_replicas() != before) changes.push_back({t, drafter_replicas()});
       before = drafter_replicas();
@@ -214,10 +215,31 @@ class RebalancerTest : public ::testing::Test {
     return n;
   }
 
+  // The informer cache from the fake apiserver (jobs and their owned objects).
+  void sync() {
+    std::vector<kube::Resource> all = controller::owned_resources("");
+    all.push_back(job_resource("RLJob", ""));
+    for (const kube::Resource& r : all) {
+      kube::ListOptions lo;
+      if (r.plural != "rljobs") lo.label_selector = controller::kJobLabel;
+      StatusOr<kube::ObjectList> list = kube_.list(r, lo);
+      ++sync_lists_;
+      ASSERT_TRUE(list.ok());
+      cache_.store(r.plural)->replace(list->items, list->resource_version);
+    }
+  }
+  // One tick of `r` (default rebalancer_) on a freshly synced cache.
+  std::chrono::milliseconds tick(Rebalancer* r = nullptr) {
+    sync();
+    return (r ? r : &rebalancer_)->tick();
+  }
+
   kube::FakeKubeClient kube_;
   FakePrometheus prom_;
   controller::FakeClock clock_;
   controller::OperatorMetrics metrics_;
+  controller::Cache cache_;  // filled from kube_ before each tick, as the informers would
+  int sync_lists_ = 0;       // lists made by sync(), not by the rebalancer
   Rebalancer rebalancer_;
   std::vector<std::string> logs_;
   std::string uid_;
@@ -235,7 +257,7 @@ TEST_F(RebalancerTest, Rebalance_IdlePod_AssignedAfterFullWindowNotBefore) {
     EXPECT_TRUE(assigned().empty()) << "assigned before a full window, at t=" << elapsed();
   }
   ASSERT_EQ(elapsed(), 60);
-  rebalancer_.tick();
+  tick();
   EXPECT_EQ(assigned(), std::vector<std::string>{pod(2)});
   EXPECT_EQ(assignment(2), "drafter");
 
@@ -269,15 +291,15 @@ TEST_F(RebalancerTest, Rebalance_EveryInterval_QueriesOncePerInterval) {
   add_job({}, 2);
   set_util(0, 0.9);
   set_util(1, 0.9);
-  std::chrono::milliseconds wait = rebalancer_.tick();
+  std::chrono::milliseconds wait = tick();
   EXPECT_EQ(prom_.queries().size(), 2u);
   EXPECT_EQ(wait, std::chrono::milliseconds(10000)) << "min(interval 15 s, discovery 10 s)";
   clock_.advance(seconds(10));
-  wait = rebalancer_.tick();
+  wait = tick();
   EXPECT_EQ(prom_.queries().size(), 2u) << "the interval (15 s) has not passed";
   EXPECT_EQ(wait, std::chrono::milliseconds(5000));
   clock_.advance(seconds(5));
-  rebalancer_.tick();
+  tick();
   EXPECT_EQ(prom_.queries().size(), 4u);
 }
 
@@ -399,11 +421,22 @@ TEST_F(RebalancerTest, Rebalance_PrometheusFails_DegradedNoReassignmentThenRecov
   EXPECT_TRUE(logged);
 }
 
+TEST_F(RebalancerTest, Rebalance_EveryInterval_ReadsJobsAndPodsFromTheCacheNeverLists) {
+  add_job({}, 3);
+  for (int i = 0; i < 3; ++i) set_util(i, 0.0);
+  kube_.reset_calls();
+  sync_lists_ = 0;
+  run_until(300);  // 20 intervals; pods assigned along the way
+  EXPECT_GT(kube_.calls("patch", "pods"), 0) << "it did rebalance";
+  EXPECT_EQ(kube_.calls("list"), sync_lists_) << "every list was the test's own sync()";
+  EXPECT_EQ(kube_.calls("list", "pods"), sync_lists_ / 7);
+}
+
 TEST_F(RebalancerTest, Rebalance_SpecURLNotAllowed_OperatorDefaultQueriedWarnedOnce) {
-  Rebalancer r(&kube_, &prom_, &clock_, &metrics_,
+  Rebalancer r(&kube_, &cache_, &prom_, &clock_, &metrics_,
                RebalancerOptions{"", "http://default:9090", {}});
   add_job({}, 2);
-  r.tick();
+  tick(&r);
   ASSERT_FALSE(prom_.queries().empty());
   for (const auto& [url, q] : prom_.queries()) EXPECT_EQ(url, "http://default:9090");
   EXPECT_EQ(condition(kDegradedCondition, "status"), "False");
@@ -412,14 +445,14 @@ TEST_F(RebalancerTest, Rebalance_SpecURLNotAllowed_OperatorDefaultQueriedWarnedO
   ASSERT_EQ(events("PrometheusURLNotAllowed").size(), 1u);
   EXPECT_NE(events("PrometheusURLNotAllowed")[0].find("--prometheus-url-allow"), std::string::npos);
   clock_.advance(seconds(15));
-  r.tick();
+  tick(&r);
   EXPECT_EQ(events("PrometheusURLNotAllowed").size(), 1u) << "once per URL";
 }
 
 TEST_F(RebalancerTest, Rebalance_SpecURLNotAllowedNoDefault_DegradedNeverFetched) {
-  Rebalancer r(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{});
+  Rebalancer r(&kube_, &cache_, &prom_, &clock_, &metrics_, RebalancerOptions{});
   add_job({{"prometheusURL", "http://metadata.internal/latest"}}, 2);
-  r.tick();
+  tick(&r);
   EXPECT_TRUE(prom_.queries().empty()) << "a URL not allowed is never fetched";
   EXPECT_EQ(condition(kDegradedCondition, "status"), "True");
   EXPECT_EQ(condition(kDegradedCondition, "reason"), "PrometheusURLNotAllowed");
@@ -427,10 +460,10 @@ TEST_F(RebalancerTest, Rebalance_SpecURLNotAllowedNoDefault_DegradedNeverFetched
 }
 
 TEST_F(RebalancerTest, Rebalance_SpecURLAllowed_UsedOverDefault) {
-  Rebalancer r(&kube_, &prom_, &clock_, &metrics_,
+  Rebalancer r(&kube_, &cache_, &prom_, &clock_, &metrics_,
                RebalancerOptions{"", "http://default:9090", {"http://prom.test:9090/"}});
   add_job({{"prometheusURL", "http://prom.test:9090/tenant-a"}}, 2);
-  r.tick();
+  tick(&r);
   ASSERT_FALSE(prom_.queries().empty());
   EXPECT_EQ(prom_.queries()[0].first, "http://prom.test:9090/tenant-a");
   EXPECT_TRUE(events("PrometheusURLNotAllowed").empty());
@@ -479,13 +512,13 @@ TEST_F(RebalancerTest, Rebalance_DCGMEngineActive_NotScaled) {
 
 TEST_F(RebalancerTest, Rebalance_DisabledOrSuspended_NoQueries) {
   add_job({{"enabled", false}}, 2);
-  rebalancer_.tick();
+  tick();
   EXPECT_TRUE(prom_.queries().empty());
   Json j = *kube_.get(job_resource("RLJob", kNs), kJob);
   j["spec"]["rebalancing"]["enabled"] = true;
   j["status"]["phase"] = "Suspended";
   kube_.put(job_resource("RLJob", kNs), j);
-  rebalancer_.tick();
+  tick();
   EXPECT_TRUE(prom_.queries().empty());
 }
 
@@ -628,7 +661,8 @@ TEST_F(RebalancerTest, Rebalance_OperatorRestart_RecordKeepsAddedPodsAndHolds) {
   saturate(3);
   EXPECT_EQ(run_until(75), (Changes{{60, 1}}));
   // A new operator (nothing in memory) at t=75: no change for a window, then it carries on.
-  Rebalancer restarted(&kube_, &prom_, &clock_, &metrics_, RebalancerOptions{"", "", {kUrl}});
+  Rebalancer restarted(&kube_, &cache_, &prom_, &clock_, &metrics_,
+                       RebalancerOptions{"", "", {kUrl}});
   EXPECT_EQ(run_until(150, &restarted), (Changes{{135, 2}}));
   set_util(0, 0.0);
   set_util(1, 0.6);
@@ -661,7 +695,7 @@ TEST_F(RebalancerTest, Rebalance_UserEditsReplicas_AdoptedNotFought) {
   for (int i = 0; i < 3; ++i) {  // return the assigned pods first
     patch_pod(i, {{"metadata", {{"annotations", {{kAssignmentAnnotation, nullptr}}}}}});
   }
-  rebalancer_.tick();  // t=600: sees the pods returned
+  tick();  // t=600: sees the pods returned
   clock_.advance(seconds(15));
   edit_drafter_role({{"replicas", 0}});  // t=615
   Changes c = run_until(900);
@@ -686,11 +720,11 @@ TEST_F(RebalancerTest, Rebalance_DrafterPodAddedThenRemoved_ReconcilerCreatesAnd
   controller::Reconciler reconciler(&kube_, &cache, &recorder, &clock_,
                                     controller::ReconcilerOptions{});
   auto reconcile = [&] {
-    for (const kube::Resource& r :
-         {job_resource("RLJob", ""), pod_resource(""), controller::service_resource(""),
-          controller::configmap_resource("")}) {
+    std::vector<kube::Resource> all = controller::owned_resources("");
+    all.push_back(job_resource("RLJob", ""));
+    for (const kube::Resource& r : all) {
       kube::ListOptions lo;
-      if (r.group.empty()) lo.label_selector = controller::kJobLabel;
+      if (r.plural != "rljobs") lo.label_selector = controller::kJobLabel;
       StatusOr<kube::ObjectList> list = kube_.list(r, lo);
       ASSERT_TRUE(list.ok());
       cache.store(r.plural)->replace(list->items, list->resource_version);

@@ -58,11 +58,13 @@ class ReconcilerTest : public ::testing::Test {
   }
   // Fills the cache from the fake apiserver, as the informers' lists would.
   void sync() {
-    for (const kube::Resource& r :
-         {job_resource("RLJob", ""), job_resource("TSTPretrainJob", ""), pod_resource(""),
-          service_resource(""), configmap_resource("")}) {
+    std::vector<kube::Resource> all = owned_resources("");
+    all.push_back(job_resource("RLJob", ""));
+    all.push_back(job_resource("TSTPretrainJob", ""));
+    for (const kube::Resource& r : all) {
       kube::ListOptions lo;
-      if (r.group.empty()) lo.label_selector = kJobLabel;  // the owned types, as the informers
+      if (r.group != api::kGroup)
+        lo.label_selector = kJobLabel;  // the owned types, as the informers
       StatusOr<kube::ObjectList> list = kube_.list(r, lo);
       ASSERT_TRUE(list.ok()) << list.status().to_string();
       cache_.store(r.plural)->replace(list->items, list->resource_version);
@@ -249,6 +251,134 @@ TEST_F(ReconcilerTest, Reconcile_TSTExample_CreatesWorkers) {
   Json j = job(key);
   EXPECT_EQ(j["status"]["workers"]["replicas"], 0) << "counted as observed before the creates";
   EXPECT_FALSE(j["status"].contains("roles"));
+}
+
+// The names a Role rule grants `verb` on pods for; empty when no rule grants it.
+std::vector<std::string> granted(const Json& role, const std::string& verb) {
+  std::vector<std::string> out;
+  for (const Json& rule : role["rules"]) {
+    if (rule["verbs"] != Json({verb})) continue;
+    EXPECT_EQ(rule["resources"], Json({"pods"}));
+    EXPECT_EQ(rule["apiGroups"], Json({""}));
+    EXPECT_FALSE(rule["resourceNames"].empty()) << "an empty list would allow every name";
+    for (const Json& n : rule["resourceNames"]) out.push_back(n);
+  }
+  return out;
+}
+
+TEST_F(ReconcilerTest, Reconcile_RLJobExample_OwnIdentityGetsItsPodsPatchesTrainer) {
+  std::string key = add(example("rljob-cluster.yaml"));
+  reconcile(key);
+  Json j = job(key);
+  StatusOr<Json> sa = kube_.get(serviceaccount_resource("research"), "qwen-math-grpo-rl");
+  ASSERT_TRUE(sa.ok());
+  EXPECT_EQ((*sa)["automountServiceAccountToken"], false);
+  EXPECT_TRUE(owned_by(*sa, j["metadata"]["uid"]));
+  StatusOr<Json> role = kube_.get(role_resource("research"), "qwen-math-grpo-rl");
+  ASSERT_TRUE(role.ok());
+  EXPECT_TRUE(owned_by(*role, j["metadata"]["uid"]));
+  ASSERT_EQ((*role)["rules"].size(), 2u) << role->dump();
+  std::vector<std::string> pods = pod_names("research");
+  EXPECT_EQ(granted(*role, "get"), pods) << "get: exactly the job's 9 pods";
+  EXPECT_EQ(granted(*role, "patch"), std::vector<std::string>{"qwen-math-grpo-trainer-0"});
+  StatusOr<Json> binding = kube_.get(rolebinding_resource("research"), "qwen-math-grpo-rl");
+  ASSERT_TRUE(binding.ok());
+  EXPECT_TRUE(owned_by(*binding, j["metadata"]["uid"]));
+  EXPECT_EQ((*binding)["roleRef"], Json({{"apiGroup", "rbac.authorization.k8s.io"},
+                                         {"kind", "Role"},
+                                         {"name", "qwen-math-grpo-rl"}}));
+  EXPECT_EQ((*binding)["subjects"], Json::array({{{"kind", "ServiceAccount"},
+                                                  {"name", "qwen-math-grpo-rl"},
+                                                  {"namespace", "research"}}}));
+  for (const std::string& name : pods) {
+    StatusOr<Json> pod = kube_.get(pod_resource("research"), name);
+    ASSERT_TRUE(pod.ok());
+    EXPECT_EQ((*pod)["spec"]["serviceAccountName"], "qwen-math-grpo-rl") << name;
+    EXPECT_EQ((*pod)["spec"]["automountServiceAccountToken"], name == "qwen-math-grpo-trainer-0")
+        << name << ": only the trainer's runtime uses the apiserver";
+  }
+  kube_.reset_calls();
+  reconcile(key);
+  EXPECT_EQ(kube_.calls("create") + kube_.calls("apply"), 0) << "nothing to change";
+}
+
+TEST_F(ReconcilerTest, Reconcile_ReplicasEditedOrRoleTampered_RoleFollowsThePods) {
+  std::string key = add(example("rljob-cluster.yaml"));
+  reconcile(key);
+  edit(key, {{"roles", {{"rollout", {{"replicas", 4}}}, {"drafter", {{"replicas", 1}}}}}});
+  EXPECT_EQ(reconcile(key).phase, "Pending");
+  StatusOr<Json> role = kube_.get(role_resource("research"), "qwen-math-grpo-rl");
+  ASSERT_TRUE(role.ok());
+  EXPECT_EQ(granted(*role, "get"),
+            (std::vector<std::string>{"qwen-math-grpo-drafter-0", "qwen-math-grpo-rollout-0",
+                                      "qwen-math-grpo-rollout-1", "qwen-math-grpo-rollout-2",
+                                      "qwen-math-grpo-rollout-3", "qwen-math-grpo-trainer-0"}));
+  EXPECT_EQ(granted(*role, "get"), pod_names("research"));
+  // Someone widens the Role by hand: the next pass puts it back.
+  (*role)["rules"] = Json::array(
+      {{{"apiGroups", {""}}, {"resources", {"pods", "secrets"}}, {"verbs", {"get", "list"}}}});
+  kube_.put(role_resource("research"), *role);
+  reconcile(key);
+  role = kube_.get(role_resource("research"), "qwen-math-grpo-rl");
+  ASSERT_TRUE(role.ok());
+  ASSERT_EQ((*role)["rules"].size(), 2u) << role->dump();
+  EXPECT_EQ(granted(*role, "get").size(), 6u);
+  EXPECT_EQ(granted(*role, "patch"), std::vector<std::string>{"qwen-math-grpo-trainer-0"});
+}
+
+TEST_F(ReconcilerTest, Reconcile_TSTExample_OwnIdentityNoTokenMounted) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  StatusOr<Json> role = kube_.get(role_resource("research"), "tst-small-kjv-tst");
+  ASSERT_TRUE(role.ok());
+  EXPECT_EQ(granted(*role, "get").size(), 16u);
+  EXPECT_EQ(granted(*role, "patch"), std::vector<std::string>{"tst-small-kjv-workers-0"});
+  for (const std::string& name : pod_names("research")) {
+    StatusOr<Json> pod = kube_.get(pod_resource("research"), name);
+    ASSERT_TRUE(pod.ok());
+    EXPECT_EQ((*pod)["spec"]["serviceAccountName"], "tst-small-kjv-tst");
+    EXPECT_EQ((*pod)["spec"]["automountServiceAccountToken"], false) << name;
+  }
+}
+
+TEST_F(ReconcilerTest, Reconcile_TemplateNamesAdminServiceAccount_PodsRunAsIt) {
+  Json rl = example("rljob-cluster.yaml");
+  rl["spec"]["roles"]["trainer"]["podTemplate"] = {{"spec", {{"serviceAccountName", "reader"}}}};
+  std::string key = add(rl);
+  ReconcileResult r = reconcile(key);
+  EXPECT_EQ(r.phase, "Failed") << "not in the admin's list";
+  EXPECT_TRUE(pod_names("research").empty());
+  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}}, 4};
+  allowing.pod.policy.service_accounts = {"reader"};
+  Reconciler admin(&kube_, &cache_, &events_, &clock_, allowing);
+  sync();
+  r = admin.reconcile(key);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  StatusOr<Json> trainer = kube_.get(pod_resource("research"), "qwen-math-grpo-trainer-0");
+  ASSERT_TRUE(trainer.ok());
+  EXPECT_EQ((*trainer)["spec"]["serviceAccountName"], "reader") << "the admin's choice";
+  StatusOr<Json> rollout = kube_.get(pod_resource("research"), "qwen-math-grpo-rollout-0");
+  ASSERT_TRUE(rollout.ok());
+  EXPECT_EQ((*rollout)["spec"]["serviceAccountName"], "qwen-math-grpo-rl");
+}
+
+TEST_F(ReconcilerTest, Reconcile_ForeignServiceAccountOfTheName_NotAdoptedJobBlocked) {
+  kube_.put(serviceaccount_resource("research"),
+            {{"apiVersion", "v1"},
+             {"kind", "ServiceAccount"},
+             {"metadata", {{"name", "qwen-math-grpo-rl"}, {"namespace", "research"}}}});
+  std::string key = add(example("rljob-cluster.yaml"));
+  ReconcileResult r = reconcile_synced(key);
+  EXPECT_EQ(r.status.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(r.phase, "Blocked");
+  EXPECT_TRUE(pod_names("research").empty()) << "no pod runs as someone else's identity";
+  EXPECT_TRUE(kube_.objects(rolebinding_resource("research")).empty()) << "nothing bound to it";
+  StatusOr<Json> sa = kube_.get(serviceaccount_resource("research"), "qwen-math-grpo-rl");
+  ASSERT_TRUE(sa.ok());
+  EXPECT_FALSE((*sa)["metadata"].contains("ownerReferences")) << "not adopted";
+  EXPECT_NE(condition(job(key), "Created", "message")
+                .find("ServiceAccount qwen-math-grpo-rl already exists"),
+            std::string::npos);
 }
 
 TEST_F(ReconcilerTest, Reconcile_AllPodsReady_RunningAndThenNoWrites) {
@@ -460,6 +590,9 @@ TEST_F(ReconcilerTest, Reconcile_JobDeleted_FinalizerLeavesNothing) {
   EXPECT_TRUE(pod_names("research").empty());
   EXPECT_TRUE(kube_.objects(service_resource("research")).empty());
   EXPECT_TRUE(kube_.objects(configmap_resource("research")).empty());
+  EXPECT_TRUE(kube_.objects(serviceaccount_resource("research")).empty());
+  EXPECT_TRUE(kube_.objects(role_resource("research")).empty());
+  EXPECT_TRUE(kube_.objects(rolebinding_resource("research")).empty());
   ReconcileResult r = reconcile(key);  // gone: nothing to do
   EXPECT_EQ(r.phase, "");
 }
