@@ -32,17 +32,19 @@ StatusOr<std::string> tlt_checkpoint_in(const fs::path& dir) {
   for (const char* name : {"model.ckpt", "tst/model.ckpt", "policy.ckpt"}) {
     if (is_file(dir / name)) return (dir / name).string();
   }
-  std::ifstream latest(dir / "latest");
+  // An RL job's checkpoint.path holds tlt/latest (and baseline/latest); latest names step-N.
+  fs::path rl = is_file(dir / "latest") ? dir : dir / "tlt";
+  std::ifstream latest(rl / "latest");
   std::string step;
   if (latest >> step) {
-    fs::path policy = dir / step / "policy.ckpt";
+    fs::path policy = rl / step / "policy.ckpt";
     if (is_file(policy)) return policy.string();
-    return Status::NotFound(dir.string() + "/latest names " + step + " but " + policy.string() +
-                            " is missing");
+    return Status::NotFound((rl / "latest").string() + " names " + step + " but " +
+                            policy.string() + " is missing");
   }
   return Status::NotFound(dir.string() +
-                          ": holds no tlt checkpoint (model.ckpt, tst/model.ckpt, policy.ckpt or "
-                          "latest)");
+                          ": holds no tlt checkpoint (model.ckpt, tst/model.ckpt, policy.ckpt, "
+                          "latest or tlt/latest)");
 }
 
 Status format_mismatch(const std::string& path, const std::string& format, const std::string& why) {

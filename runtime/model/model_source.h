@@ -7,8 +7,9 @@
 //   a config.json file              that architecture, randomly initialised: train from scratch
 //                                   (hf; its tokenizer.json, when beside it, is the vocabulary)
 //   tlt checkpoint                  a model.ckpt/policy.ckpt file, a TST checkpoint directory
-//                                   (DIR/model.ckpt or DIR/tst/model.ckpt) or an RL one (DIR/latest
-//                                   names step-N, whose policy.ckpt is read) (tlt)
+//                                   (DIR/model.ckpt or DIR/tst/model.ckpt) or an RL one
+//                                   (DIR/latest or DIR/tlt/latest names step-N, whose
+//                                   policy.ckpt is read) (tlt)
 // A tlt checkpoint's architecture is the model card (kModelCard, a Hugging Face config.json with
 // a "tlt_tokenizer" key) in the checkpoint's directory or one of its two parents; without one,
 // the loader (pretrained.h) recognises the built-in presets by their tensor shapes.

@@ -7,8 +7,10 @@
 #     embedding, a Hugging Face directory without tokenizer.json, a format that disagrees with
 #     the path, a GGUF that carries no tokenizer;
 #   - `tlt export` of the TST checkpoint writes a Hugging Face directory that transformers loads
-#     (~/.cache/tlt/venv-hf; skipped with a message when absent) and our loader reads back.
-# Usage: tst_model.sh TLT_BINARY SOURCE_DIR
+#     (~/.cache/tlt/venv-hf; skipped with a message when absent) and our loader reads back;
+#   - `tlt export` of what a short RLJob (examples/rljob-tiny.yaml, 2 steps) wrote: transformers
+#     loads the policy (no tokenizer.json: the RL codec is tlt's own, and the export says so).
+# Usage: model_jobs.sh TLT_BINARY SOURCE_DIR
 set -u
 tlt=$1; src=$2
 fx=$src/tests/models/fixtures
@@ -108,6 +110,23 @@ if [ ! -x "$py" ]; then
   echo "SKIPPED transformers check: no $py (scripts/setup.sh makes it)"
   exit 0
 fi
+# A 2-step RLJob with checkpoints; its checkpoint.path exported.
+python3 - "$src/examples/rljob-tiny.yaml" "$work/rl.yaml" "$work/ckpt-rl" <<'PY' || fail "cannot shorten the RL example"
+import sys
+s = open(sys.argv[1]).read()
+for a, b in {"steps: 20": "steps: 2", "promptsPerStep: 16": "promptsPerStep: 4",
+             "groupSize: 16 ": "groupSize: 4 ", "maxResponseTokens: 96": "maxResponseTokens: 16",
+             "warmStartSteps: 300": "warmStartSteps: 5", "heldOut: 512": "heldOut: 8",
+             "path: .tlt/rljob-tiny": "path: " + sys.argv[3], "everySteps: 2": "everySteps: 1",
+             "port: 9400": "port: 0"}.items():
+    assert a in s, a
+    s = s.replace(a, b)
+open(sys.argv[2], "w").write(s)
+PY
+"$tlt" run "$work/rl.yaml" > "$work/rl.log" 2>&1 || { tail -20 "$work/rl.log"; fail "the RLJob exited $?"; }
+"$tlt" export "$work/ckpt-rl" --hf "$work/exported-rl" > "$work/export-rl.log" 2>&1 || { cat "$work/export-rl.log"; fail "tlt export of the RL checkpoint exited $?"; }
+grep -q "note: no tokenizer.json" "$work/export-rl.log" || { cat "$work/export-rl.log"; fail "the RL export does not say why it has no tokenizer"; }
+
 "$py" - "$work/exported" <<'PY' || exit 1
 import sys, torch, transformers
 d = sys.argv[1]
@@ -118,4 +137,12 @@ logits = m(ids).logits
 if not torch.isfinite(logits).all(): print("FAIL: transformers' logits are not finite"); sys.exit(1)
 print("export: transformers %s loads %s (%s, %d parameters), %d prompt tokens" % (
     transformers.__version__, d.split("/")[-1], type(m).__name__, sum(p.numel() for p in m.parameters()), ids.shape[1]))
+PY
+"$py" - "$work/exported-rl" <<'PY' || exit 1
+import sys, torch, transformers
+m = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], torch_dtype=torch.float32)
+logits = m(torch.tensor([[1, 2, 3, 4]])).logits
+if not torch.isfinite(logits).all(): print("FAIL: transformers' logits are not finite"); sys.exit(1)
+print("export: transformers loads the RL policy (%s, vocab %d, %d parameters)" % (
+    type(m).__name__, logits.shape[-1], sum(p.numel() for p in m.parameters())))
 PY
