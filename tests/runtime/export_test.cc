@@ -18,6 +18,7 @@
 #include "runtime/model/safetensors.h"
 #include "runtime/tokenizer/hf_tokenizer.h"
 #include "runtime/tst/run.h"
+#include "runtime/tst/trainer.h"
 #include "tests/runtime/model_fixtures.h"
 
 namespace tlt::model {
@@ -199,6 +200,27 @@ TEST(TstFromModel, MismatchesAreRefusedBeforeTraining) {
   EXPECT_NE(longer.status().message().find("exceeds the model's context of 128"), std::string::npos)
       << longer.status().message();
   EXPECT_FALSE(fs::exists(tmp.path / "ckpt" / "model.ckpt"));
+}
+
+// A tied head and embedding are one matrix: AdamW's first step moves each entry by at most the
+// learning rate (m/sqrt(v) = g/|g|). Stepped as two parameters, entries would move by up to 2x.
+TEST(TstFromModel, TiedEmbeddingTakesOneAdamStep) {
+  Transformer m = load(kFixtures + "/tiny-qwen2-hf");
+  ASSERT_TRUE(m->config().tied_embeddings);
+  torch::Tensor before = m->embed->weight.detach().clone();  // (V, C)
+  tst::TrainerOptions o;
+  o.schedule.steps = 1, o.schedule.warmup = 0, o.schedule.peak_lr = 1e-2;
+  o.schedule.superposition = false, o.weight_decay = 0, o.batch = 4, o.positions = 16;
+  o.eval_batches = 1;
+  tst::TSTTrainer trainer(m, tst::PackedStream(random_docs(8, 64, 1), 1),
+                          tst::PackedStream(random_docs(2, 64, 2), 2), o);
+  tst::StepResult r = trainer.step();
+  ASSERT_TRUE(trainer.status().ok());
+  double moved = (m->embed->weight.detach() - before).abs().max().item<double>();
+  std::cout << "lr " << r.lr << ", largest embedding change " << moved << "\n";
+  EXPECT_LE(moved, r.lr * 1.001);
+  EXPECT_GT(moved, r.lr * 0.5);
+  EXPECT_TRUE(torch::equal(m->lm_head->weight, m->embed->weight));
 }
 
 }  // namespace
