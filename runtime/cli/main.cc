@@ -92,6 +92,16 @@ int main(int argc, char** argv) {
       "List the models in ~/.cache/tlt/models ($TLT_MODELS_DIR); scripts/setup.sh fetches "
       "SmolLM2-135M-Instruct there");
 
+  std::string export_model, export_dir, export_format = "auto";
+  CLI::App* export_cmd = app.add_subcommand(
+      "export",
+      "Write a model as a Hugging Face directory (config.json, model.safetensors, tokenizer.json "
+      "when known) that transformers loads: a checkpoint RL or TST wrote (file, or its "
+      "checkpoint.path), or a GGUF / HF model");
+  export_cmd->add_option("model", export_model, "Checkpoint or model path")->required();
+  export_cmd->add_option("--hf", export_dir, "Directory to write")->required();
+  export_cmd->add_option("--format", export_format, "auto, tlt, gguf or hf")->capture_default_str();
+
   CLI::App* run_role = app.add_subcommand(
       "run-role", "Run this pod's part of a cluster job (the operator's pods; env TLT_*)");
   CLI::App* worker = app.add_subcommand("rl-worker", "");  // internal: spawned by `tlt run`
@@ -114,6 +124,8 @@ int main(int argc, char** argv) {
   tlt::runtime::configure_threads(threads);
   if (*run) return tlt::cli::run_command(job_file, run_flags, std::cout, std::cerr);
   if (*version) return tlt::cli::version_command(std::cout);
+  if (*export_cmd)
+    return tlt::cli::export_command(export_model, export_format, export_dir, std::cout, std::cerr);
   if (*generate) {
     tlt::Status st = gen.model.empty()
                          ? tlt::rollout::run_generate(gen, std::cout)

@@ -24,6 +24,7 @@
 #include "api/labels.h"
 #include "runtime/cli/metrics_endpoint.h"
 #include "runtime/data/token_file.h"
+#include "runtime/model/model_source.h"
 #include "runtime/torch_env.h"
 #include "runtime/tst/group.h"
 #include "runtime/tst/run.h"
@@ -34,8 +35,20 @@ namespace tlt::cli {
 namespace {
 namespace fs = std::filesystem;
 
+// An identity of the file a Hugging Face tokenizer is read from (path, size, mtime).
+std::string file_identity(const std::string& source) {
+  std::error_code ec;
+  fs::path file = source;
+  if (fs::is_directory(file, ec)) file /= "tokenizer.json";
+  if (file.filename() == "config.json") file = file.parent_path() / "tokenizer.json";
+  fs::path canonical = fs::weakly_canonical(file, ec);
+  auto size = fs::file_size(file, ec);
+  auto mtime = fs::last_write_time(file, ec).time_since_epoch().count();
+  return canonical.string() + ":" + std::to_string(size) + ":" + std::to_string(mtime);
+}
+
 // Cache key of a corpus + tokenizer + split: the same inputs give the same files.
-std::string corpus_key(const api::TSTPretrainJobSpec& spec) {
+std::string corpus_key(const api::TSTPretrainJobSpec& spec, const DataTokenizer& tok) {
   std::string key = spec.data.corpus;
   if (spec.data.corpus == "files") {
     uint64_t h = fnv1a64("");
@@ -44,18 +57,41 @@ std::string corpus_key(const api::TSTPretrainJobSpec& spec) {
   }
   char frac[32];
   std::snprintf(frac, sizeof frac, "%g", spec.data.held_out_fraction);
+  if (tok.hf) return key + "-hf" + std::to_string(fnv1a64(file_identity(tok.path)) % 1000000007ull);
   return key + "-bpe" + std::to_string(spec.data.tokenizer.vocab_size) + "-h" + frac;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 }  // namespace
 
+StatusOr<DataTokenizer> data_tokenizer(const api::TSTPretrainJobSpec& spec) {
+  const std::string& given = spec.data.tokenizer.path;
+  if (!given.empty()) return DataTokenizer{given, ends_with(given, ".json")};
+  if (spec.model.path.empty()) return DataTokenizer{};
+  StatusOr<model::ModelSource> source =
+      model::resolve_model_source(spec.model.path, spec.model.format);
+  if (!source.ok()) return source.status().with_context("spec.model.path");
+  StatusOr<std::string> own = model::model_tokenizer_source(*source);
+  if (!own.ok()) return own.status().with_context("spec.model.path");
+  if (own->empty() && source->kind == model::SourceKind::kGguf) {
+    return Status::InvalidArgument("spec.model.path: " + spec.model.path +
+                                   " carries no tokenizer (no tokenizer.ggml.* metadata); set "
+                                   "spec.data.tokenizer.path to the model's tokenizer.json");
+  }
+  return DataTokenizer{*own, !own->empty()};
+}
+
 StatusOr<std::string> tokenized_corpus_file(const api::TSTPretrainJobSpec& spec,
                                             std::ostream& out) {
-  std::string key = corpus_key(spec);
+  StatusOr<DataTokenizer> tok = data_tokenizer(spec);
+  if (!tok.ok()) return tok.status();
+  std::string key = corpus_key(spec, *tok);
   std::string tokens = data::cache_root() + "/corpora/" + key + ".tokens";
-  std::string tokenizer = spec.data.tokenizer.path.empty()
-                              ? data::cache_root() + "/tokenizers/" + key + ".model"
-                              : spec.data.tokenizer.path;
+  std::string tokenizer =
+      tok->path.empty() ? data::cache_root() + "/tokenizers/" + key + ".model" : tok->path;
   std::error_code ec;
   if (!fs::exists(tokens, ec)) {
     fs::create_directories(fs::path(tokens).parent_path(), ec);
@@ -64,7 +100,8 @@ StatusOr<std::string> tokenized_corpus_file(const api::TSTPretrainJobSpec& spec,
     std::string cmd = "'" + tool.string() + "' tokenize --corpus " + spec.data.corpus +
                       " --vocab " + std::to_string(spec.data.tokenizer.vocab_size) +
                       " --held-out " + std::to_string(spec.data.held_out_fraction) +
-                      " --tokenizer '" + tokenizer + "' --out '" + tokens + "'";
+                      (tok->hf ? " --hf-tokenizer '" : " --tokenizer '") + tokenizer + "' --out '" +
+                      tokens + "'";
     for (const std::string& p : spec.data.paths) cmd += " --paths '" + p + "'";
     out << "tlt: tokenizing the corpus once (cached in " << tokens << ")\n" << std::flush;
     if (std::system(cmd.c_str()) != 0) {
@@ -87,6 +124,9 @@ StatusOr<data::TokenizedCorpus> tokenized_corpus(const api::TSTPretrainJobSpec& 
 tst::RunPlan plan_from(const api::TSTPretrainJobSpec& s, int vocab) {
   tst::RunPlan p;
   p.preset = s.model.effective_preset();
+  p.model_path = s.model.path, p.model_format = s.model.format;
+  StatusOr<DataTokenizer> tok = data_tokenizer(s);  // it already served to tokenize the corpus
+  if (tok.ok() && tok->hf) p.tokenizer_source = tok->path;
   p.vocab = vocab;
   p.steps = s.training.steps, p.warmup = s.training.schedule.warmup_steps;
   p.decay_fraction = s.training.schedule.decay_fraction;

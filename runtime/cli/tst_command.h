@@ -32,6 +32,18 @@ struct TSTRunFlags {
   int rendezvous_port = 29500;
 };
 
+// The tokenizer of a TSTPretrainJob's data: spec.data.tokenizer.path when given (a path ending in
+// .json is a Hugging Face tokenizer.json, anything else a sentencepiece model); else the model's
+// own when spec.model.path names one with a tokenizer (model_source.h; a GGUF without one is
+// InvalidArgument); else none (path "": a BPE of spec.data.tokenizer.vocabSize is trained on the
+// corpus and cached). Errors of
+// resolve_model_source and model_tokenizer_source, prefixed with spec.model.path.
+struct DataTokenizer {
+  std::string path;
+  bool hf = false;  // a model's own tokenizer (tokenizer.json, HF directory or GGUF)
+};
+StatusOr<DataTokenizer> data_tokenizer(const api::TSTPretrainJobSpec& spec);
+
 // The path of spec.data's tokenized corpus in the cache, made first (by the tlt-data binary
 // beside this one, with a progress line on `out`) when missing. Unavailable when that fails.
 StatusOr<std::string> tokenized_corpus_file(const api::TSTPretrainJobSpec& spec, std::ostream& out);

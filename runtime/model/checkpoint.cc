@@ -147,4 +147,20 @@ StatusOr<std::string> load_checkpoint(torch::nn::Module& module, const std::stri
   return p->metadata;
 }
 
+StatusOr<torch::Tensor> read_checkpoint_tensor(const std::string& path, const std::string& name) {
+  StatusOr<Parsed> p = read_file(path);
+  if (!p.ok()) return p.status();
+  torch::Tensor t;
+  try {
+    torch::serialize::InputArchive archive;
+    std::istringstream in(p->payload);
+    archive.load_from(in);
+    if (!archive.try_read(name, t))
+      return Status::NotFound(path + ": has no tensor \"" + name + "\"");
+  } catch (const c10::Error& e) {
+    return Status::Corruption(path + ": payload does not decode: " + e.what_without_backtrace());
+  }
+  return t;
+}
+
 }  // namespace tlt::model

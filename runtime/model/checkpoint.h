@@ -32,4 +32,8 @@ StatusOr<std::string> load_checkpoint(torch::nn::Module& module, const std::stri
 // Reads only the metadata (cheap: the payload is checked but not decoded).
 StatusOr<std::string> read_checkpoint_metadata(const std::string& path);
 
+// One tensor of the checkpoint by name (e.g. "embed.weight"), without a module. NotFound when the
+// checkpoint has no such tensor; errors of load_checkpoint otherwise.
+StatusOr<torch::Tensor> read_checkpoint_tensor(const std::string& path, const std::string& name);
+
 }  // namespace tlt::model

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/model/checkpoint.h"
 #include "runtime/model/gguf.h"
 #include "runtime/model/safetensors.h"
 
@@ -205,6 +206,10 @@ StatusOr<PretrainedModel> load_hf(const std::string& dir) {
 
 }  // namespace
 
+std::string hf_tensor_name(const std::string& ours) {
+  return source_names(ours).hf;
+}
+
 StatusOr<PretrainedFormat> detect_pretrained_format(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": no such file or directory");
@@ -228,6 +233,71 @@ StatusOr<PretrainedModel> load_pretrained(const std::string& path) {
     return *format == PretrainedFormat::kGguf ? load_gguf(path) : load_hf(path);
   } catch (const c10::Error& e) {
     return Status::Internal(path + ": " + e.what_without_backtrace());
+  }
+}
+
+namespace {
+
+// A tlt checkpoint without a card: the preset whose shapes it has.
+StatusOr<ModelCard> preset_card(const std::string& path) {
+  StatusOr<torch::Tensor> embed = read_checkpoint_tensor(path, "embed.weight");
+  if (!embed.ok()) return embed.status();
+  int64_t vocab = embed->size(0), dim = embed->size(1);
+  for (const char* name : {"micro", "tiny", "small"}) {
+    StatusOr<ModelConfig> c = preset_config(name, vocab);
+    if (!c.ok() || c->dim != dim) continue;
+    Transformer probe(*c);
+    if (!load_checkpoint(*probe, path).ok()) continue;
+    ModelCard card;
+    card.config.architecture = "llama";
+    card.config.config = *c;
+    return card;
+  }
+  return Status::InvalidArgument(path + ": has no " + std::string(kModelCard) +
+                                 " beside it and matches no built-in preset (embedding " +
+                                 std::to_string(vocab) + " x " + std::to_string(dim) +
+                                 "); copy the model.json of the job that wrote it next to it");
+}
+
+StatusOr<SourcedModel> load_tlt(const std::string& path) {
+  StatusOr<ModelCard> card = find_model_card(path);
+  if (!card.ok() && card.status().code() == StatusCode::kNotFound) card = preset_card(path);
+  if (!card.ok()) return card.status();
+  SourcedModel out;
+  out.card = *card;
+  out.model = Transformer(card->config.config);
+  StatusOr<std::string> meta = load_checkpoint(*out.model, path);
+  if (!meta.ok()) return meta.status();
+  out.model->eval();
+  return out;
+}
+
+}  // namespace
+
+StatusOr<SourcedModel> load_model(const ModelSource& source) {
+  try {
+    if (source.kind == SourceKind::kTlt) return load_tlt(source.path);
+    SourcedModel out;
+    StatusOr<std::string> tokenizer = model_tokenizer_source(source);
+    out.card.tokenizer = tokenizer.ok() ? *tokenizer : "";
+    if (source.kind == SourceKind::kHfConfig) {
+      StatusOr<std::string> text = read_text_file(source.path);
+      if (!text.ok()) return text.status();
+      StatusOr<PretrainedConfig> config = config_from_hf_json(*text, source.path);
+      if (!config.ok()) return config.status();
+      out.card.config = *config;
+      out.model = Transformer(config->config);
+      out.model->eval();
+      out.pretrained = false;
+      return out;
+    }
+    StatusOr<PretrainedModel> m = load_pretrained(source.path);
+    if (!m.ok()) return m.status();
+    out.model = m->model;
+    out.card.config = m->config;
+    return out;
+  } catch (const c10::Error& e) {
+    return Status::Internal(source.path + ": " + e.what_without_backtrace());
   }
 }
 

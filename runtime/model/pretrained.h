@@ -19,6 +19,7 @@
 #include <string>
 
 #include "api/status.h"
+#include "runtime/model/model_source.h"
 #include "runtime/model/pretrained_config.h"
 #include "runtime/model/transformer.h"
 
@@ -40,5 +41,22 @@ struct PretrainedModel {
 // InvalidArgument for an unsupported architecture or type, or a tensor of the wrong shape or
 // missing. Every message names the file and the field or tensor.
 StatusOr<PretrainedModel> load_pretrained(const std::string& path);
+
+// The Hugging Face name of one of our parameters ("layers.3.attn.wq.weight" ->
+// "model.layers.3.self_attn.q_proj.weight"); "" for a name that is not a Transformer's.
+std::string hf_tensor_name(const std::string& ours);
+
+struct SourcedModel {
+  Transformer model{nullptr};  // float32, on the CPU, in eval mode
+  ModelCard card;              // architecture, config and the tokenizer's source ("" if unknown)
+  bool pretrained = true;      // false: a config.json's architecture with fresh weights
+};
+
+// The model of any source (model_source.h). kHfConfig builds the architecture with LibTorch's
+// default initialisation (seed it with torch::manual_seed first). kTlt reads the card beside the
+// checkpoint, or without one recognises a built-in preset (micro, tiny, small) by its tensor
+// shapes. Errors as load_pretrained and load_checkpoint; InvalidArgument naming the checkpoint
+// when it has no card and matches no preset.
+StatusOr<SourcedModel> load_model(const ModelSource& source);
 
 }  // namespace tlt::model

@@ -161,4 +161,26 @@ StatusOr<PretrainedConfig> config_from_gguf(const GgufFile& file) {
   return out;
 }
 
+std::string hf_config_json(const PretrainedConfig& pc) {
+  const ModelConfig& c = pc.config;
+  bool qwen2 = pc.architecture == "qwen2";
+  json j = {{"architectures", {qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+            {"model_type", qwen2 ? "qwen2" : "llama"},
+            {"vocab_size", c.vocab},
+            {"hidden_size", c.dim},
+            {"num_hidden_layers", c.n_layers},
+            {"num_attention_heads", c.n_heads},
+            {"num_key_value_heads", c.n_kv_heads},
+            {"intermediate_size", c.ffn},
+            {"max_position_embeddings", c.max_seq},
+            {"rope_theta", c.rope_theta},
+            {"rms_norm_eps", c.norm_eps},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", c.tied_embeddings},
+            {"torch_dtype", "float32"}};
+  if (c.n_head_dim > 0) j["head_dim"] = c.n_head_dim;
+  if (qwen2) j["use_sliding_window"] = false;
+  return j.dump(2) + "\n";
+}
+
 }  // namespace tlt::model

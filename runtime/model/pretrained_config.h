@@ -34,4 +34,9 @@ StatusOr<PretrainedConfig> config_from_hf_json(const std::string& json_text,
 // blk.0.attn_q.bias exists). Errors name the file and the key.
 StatusOr<PretrainedConfig> config_from_gguf(const GgufFile& file);
 
+// The config.json Hugging Face writes for `c` (LlamaForCausalLM or Qwen2ForCausalLM, float32):
+// config_from_hf_json reads it back to the same config. head_dim is written only when it is not
+// C / H (transformers 4.40 derives it; later versions read it).
+std::string hf_config_json(const PretrainedConfig& c);
+
 }  // namespace tlt::model

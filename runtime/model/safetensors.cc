@@ -1,6 +1,9 @@
 #include "runtime/model/safetensors.h"
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -119,6 +122,44 @@ void safetensor_to_float(const SafeTensor& t, float* dst) {
     uint16_t h = uint16_t(t.data[2 * i] | (t.data[2 * i + 1] << 8));
     dst[i] = t.dtype == SafetensorsDtype::kF16 ? half_to_float(h) : bf16_to_float(h);
   }
+}
+
+Status write_safetensors(const std::string& path, const std::vector<Float32Tensor>& tensors) {
+  json header = {{"__metadata__", {{"format", "pt"}}}};
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const Float32Tensor& t : tensors) {
+    if (!names.insert(t.name).second)
+      return Status::InvalidArgument(path + ": tensor " + t.name + " is given twice");
+    uint64_t n = 1;
+    for (int64_t d : t.shape) n *= uint64_t(d);
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + 4 * n}}};
+    offset += 4 * n;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    uint64_t len = text.size();
+    f.write(reinterpret_cast<const char*>(&len), 8);
+    f.write(text.data(), std::streamsize(text.size()));
+    for (const Float32Tensor& t : tensors) {
+      uint64_t n = 1;
+      for (int64_t d : t.shape) n *= uint64_t(d);
+      f.write(reinterpret_cast<const char*>(t.data), std::streamsize(4 * n));
+    }
+    if (!f) {
+      std::remove(tmp.c_str());
+      return Status::Unavailable(tmp + ": cannot write (directory missing or disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::Unavailable(path + ": cannot rename " + tmp + " into place");
+  }
+  return Status::Ok();
 }
 
 }  // namespace tlt::model

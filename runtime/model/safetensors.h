@@ -51,4 +51,16 @@ StatusOr<SafetensorsFile> open_safetensors(const std::string& path);
 // Converts the tensor's values to float32 into dst (n values, n = product of shape).
 void safetensor_to_float(const SafeTensor& t, float* dst);
 
+// One float32 tensor to write: `data` (borrowed) holds product(shape) values, row-major.
+struct Float32Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  const float* data = nullptr;
+};
+
+// Writes `tensors` as one F32 safetensors file (header padded with spaces to 8 bytes, metadata
+// {"format": "pt"}, tensors in the given order) through PATH.tmp and a rename, so PATH is never
+// half-written. Unavailable when it cannot be written; InvalidArgument for a repeated name.
+Status write_safetensors(const std::string& path, const std::vector<Float32Tensor>& tensors);
+
 }  // namespace tlt::model

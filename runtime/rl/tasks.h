@@ -33,14 +33,20 @@ class Task {
   virtual ~Task() = default;
   // The i-th training (held_out = false) or held-out problem. Deterministic in (seed, i).
   virtual Problem problem(uint64_t i, bool held_out) const = 0;
-  // 1.0 when the response's final "Answer:" is correct for `p`, else 0.0.
+  // 1.0 when the response's final answer (final_answer) is correct for `p`, else 0.0.
   virtual double reward(const Problem& p, const std::string& response) const = 0;
 };
 
 // "arithmetic-cot" or "countdown"; NotFound for another name.
 StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed);
 
-// The text after the last "Answer:" in `response`, trimmed; "" when there is none.
+// The final answer of a free-text response: the text after the last of the markers "Answer:",
+// "answer is", "####" (to the line's end) or "\boxed{" (to its closing brace), matched without
+// regard to case; markdown emphasis ("**42**"), a wrapping pair of '$' or '`', a leading ':' and
+// surrounding blanks and periods removed. "" when there is no marker. Never throws.
+//   "Answer: 14" -> "14"; "The answer is 42." -> "42"; "Answer: **42**" -> "42";
+//   "so \boxed{(1 + 2) * 3}." -> "(1 + 2) * 3"; "The answer is 42 apples" -> "42 apples" (which
+//   the rewards then score 0).
 std::string final_answer(const std::string& response);
 
 }  // namespace tlt::rl

@@ -46,8 +46,10 @@ class HfTokenizer : public Tokenizer {
 // naming the key when the metadata is incomplete.
 StatusOr<std::string> tokenizer_json_from_gguf(const model::GgufFile& file);
 
-// The tokenizer of the model at `path`: a GGUF file, or a Hugging Face directory (NotFound
-// naming DIR/tokenizer.json when it is missing). End ids: the model's EOS id(s) plus the
+// The tokenizer of the model at `path`: a GGUF file, a Hugging Face directory (NotFound naming
+// DIR/tokenizer.json when it is missing), a tokenizer.json file (any name ending in .json but
+// config.json; special tokens from the tokenizer_config.json beside it), or a config.json (the
+// tokenizer.json beside it). End ids: the model's EOS id(s) plus the
 // end-of-turn tokens of its vocabulary (<|im_end|>, <|eot_id|>, <|endoftext|>, ...).
 StatusOr<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path);
 

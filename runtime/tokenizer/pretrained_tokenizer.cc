@@ -170,15 +170,17 @@ std::string token_text(const json& j, const char* key) {
   return "";
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> load_hf_tokenizer(const std::string& dir) {
-  StatusOr<std::string> doc = model::read_text_file(dir + "/tokenizer.json");
+// The tokenizer.json at `file`, with the special tokens and template of the tokenizer_config.json
+// and generation_config.json in `dir` when they are there.
+StatusOr<std::unique_ptr<Tokenizer>> load_hf_tokenizer(const std::string& dir,
+                                                       const std::string& file) {
+  StatusOr<std::string> doc = model::read_text_file(file);
   if (!doc.ok()) {
-    return Status::NotFound(dir +
-                            "/tokenizer.json is missing: a Hugging Face model directory "
+    return Status::NotFound(file +
+                            " is missing: a Hugging Face model directory "
                             "needs its tokenizer");
   }
-  StatusOr<std::unique_ptr<HfTokenizer>> tok =
-      HfTokenizer::from_json(*doc, dir + "/tokenizer.json");
+  StatusOr<std::unique_ptr<HfTokenizer>> tok = HfTokenizer::from_json(*doc, file);
   if (!tok.ok()) return tok.status();
   json config = json::object(), generation = json::object();
   if (StatusOr<std::string> t = model::read_text_file(dir + "/tokenizer_config.json"); t.ok()) {
@@ -217,7 +219,13 @@ StatusOr<std::unique_ptr<Tokenizer>> load_hf_tokenizer(const std::string& dir) {
 StatusOr<std::unique_ptr<Tokenizer>> load_tokenizer(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": no such file or directory");
-  if (S_ISDIR(st.st_mode)) return load_hf_tokenizer(path);
+  if (S_ISDIR(st.st_mode)) return load_hf_tokenizer(path, path + "/tokenizer.json");
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  std::string dir =
+      name.size() == path.size() ? "." : path.substr(0, path.size() - name.size() - 1);
+  if (name == "config.json") return load_hf_tokenizer(dir, dir + "/tokenizer.json");
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0)
+    return load_hf_tokenizer(dir, path);
   return load_gguf_tokenizer(path);
 }
 

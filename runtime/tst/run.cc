@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "runtime/model/pretrained.h"
 #include "runtime/tst/data_parallel.h"
 #include "runtime/tst/trainer.h"
 
@@ -19,8 +20,43 @@ TrainerOptions trainer_options(const RunPlan& plan) {
   return o;
 }
 
+// The model a run starts from: the preset, or spec.model.path's model; the card names it.
+StatusOr<model::SourcedModel> initial_model(const RunPlan& plan) {
+  model::SourcedModel m;
+  if (plan.model_path.empty()) {
+    StatusOr<model::ModelConfig> config = model::preset_config(plan.preset, plan.vocab);
+    if (!config.ok()) return config.status();
+    m.card.config.architecture = "llama";
+    m.card.config.config = *config;
+    m.model = model::Transformer(*config);
+    m.pretrained = false;
+  } else {
+    StatusOr<model::ModelSource> source =
+        model::resolve_model_source(plan.model_path, plan.model_format);
+    if (!source.ok()) return source.status().with_context("spec.model.path");
+    StatusOr<model::SourcedModel> loaded = model::load_model(*source);
+    if (!loaded.ok()) return loaded.status().with_context("spec.model.path");
+    m = std::move(*loaded);
+  }
+  m.card.tokenizer = plan.tokenizer_source;
+  const model::ModelConfig& c = m.card.config.config;
+  if (plan.vocab > c.vocab) {
+    return Status::InvalidArgument(
+        "the data's tokenizer has " + std::to_string(plan.vocab) +
+        " ids but the model's embedding has " + std::to_string(c.vocab) +
+        " rows: use the model's own tokenizer (leave spec.data.tokenizer.path empty) or one whose "
+        "vocabulary fits");
+  }
+  if (plan.positions > c.max_seq) {
+    return Status::InvalidArgument("spec.training.seqLen " + std::to_string(plan.positions) +
+                                   " exceeds the model's context of " + std::to_string(c.max_seq));
+  }
+  return m;
+}
+
 // The training loop of run_pretraining, once the trainer is built.
-StatusOr<std::vector<Point>> train(const RunPlan& plan, TSTTrainer& trainer, bool writes,
+StatusOr<std::vector<Point>> train(const RunPlan& plan, const model::ModelCard& card,
+                                   TSTTrainer& trainer, bool writes,
                                    const std::function<void(const Point&)>& on_point) {
   std::vector<Point> evaluated;
   auto eval_point = [&](Point p) {
@@ -45,6 +81,7 @@ StatusOr<std::vector<Point>> train(const RunPlan& plan, TSTTrainer& trainer, boo
     if (writes && !plan.checkpoint_dir.empty() &&
         (last || (plan.checkpoint_every > 0 && p.step % plan.checkpoint_every == 0))) {
       TLT_RETURN_IF_ERROR(trainer.save(plan.checkpoint_dir));
+      TLT_RETURN_IF_ERROR(model::write_model_card(plan.checkpoint_dir, card));
     }
     on_point(p);
   }
@@ -55,12 +92,6 @@ StatusOr<std::vector<Point>> run(const RunPlan& plan, std::vector<std::vector<in
                                  std::vector<std::vector<int32_t>> held_out_docs,
                                  const std::function<void(const Point&)>& on_point,
                                  Collective* group) {
-  StatusOr<model::ModelConfig> config = model::preset_config(plan.preset, plan.vocab);
-  if (!config.ok()) return config.status();
-  if (plan.positions > config->max_seq) {
-    return Status::InvalidArgument("seqLen " + std::to_string(plan.positions) +
-                                   " exceeds the preset's " + std::to_string(config->max_seq));
-  }
   if (train_docs.empty() || held_out_docs.empty()) {
     return Status::InvalidArgument("need training and held-out documents");
   }
@@ -70,8 +101,10 @@ StatusOr<std::vector<Point>> run(const RunPlan& plan, std::vector<std::vector<in
                                    " data-parallel workers: each needs a row; raise batchSize or "
                                    "lower workers.replicas");
   }
-  torch::manual_seed(plan.seed);
-  TSTTrainer trainer(model::Transformer(*config), PackedStream(std::move(train_docs), plan.seed),
+  torch::manual_seed(plan.seed);  // before the model: a from-scratch model's weights depend on it
+  StatusOr<model::SourcedModel> m = initial_model(plan);
+  if (!m.ok()) return m.status();
+  TSTTrainer trainer(m->model, PackedStream(std::move(train_docs), plan.seed),
                      PackedStream(std::move(held_out_docs), 7), trainer_options(plan), group);
   std::error_code ec;
   if (plan.resume && !plan.checkpoint_dir.empty() &&
@@ -79,7 +112,7 @@ StatusOr<std::vector<Point>> run(const RunPlan& plan, std::vector<std::vector<in
     TLT_RETURN_IF_ERROR(trainer.load(plan.checkpoint_dir));
   }
   TLT_RETURN_IF_ERROR(trainer.synchronise());
-  return train(plan, trainer, !group || group->rank() == 0, on_point);
+  return train(plan, m->card, trainer, !group || group->rank() == 0, on_point);
 }
 
 }  // namespace

@@ -16,7 +16,14 @@ class Collective;  // runtime/tst/data_parallel.h
 
 struct RunPlan {
   std::string preset = "tiny";
-  int64_t vocab = 4096;
+  // spec.model.path/format (runtime/model/model_source.h): when model_path is set the run starts
+  // from that model (pretrained weights, a tlt checkpoint, or a config.json's architecture from
+  // scratch) instead of `preset`.
+  std::string model_path, model_format = "auto";
+  int64_t vocab = 4096;  // the data's vocabulary; must not exceed the model's embedding rows
+  // The data's tokenizer when it is a Hugging Face one (tokenizer.json, HF directory or GGUF):
+  // recorded in the model card (model.json) beside every checkpoint, for `tlt export`.
+  std::string tokenizer_source;
   int64_t steps = 300, warmup = 30;
   double decay_fraction = 0.2, learning_rate = 1e-3, weight_decay = 0.1, grad_clip = 1.0;
   bool superposition = true;
@@ -39,8 +46,11 @@ struct Point {
   double eval_loss = -1;  // held-out next-token loss, when evaluated at this step
 };
 
-// Trains and evaluates; calls on_point after every step. Returns the evaluated points (the
-// first before any step, the last after the final step). InvalidArgument for a bad plan.
+// Trains and evaluates; calls on_point after every step. Every checkpoint directory also gets the
+// model card (model.json: the architecture and tokenizer; runtime/model/model_source.h). Returns
+// the evaluated points (the first before any step, the last after the final step). InvalidArgument
+// for a bad plan (among them a vocabulary larger than the model's embedding, or seqLen beyond its
+// context); the model's own errors (NotFound, Corruption, InvalidArgument) name spec.model.path.
 // group (borrowed; null: one process): every rank calls this with the same plan and documents;
 // each trains on its shard of every global batch, all hold the same weights after every step,
 // points carry global-batch losses on every rank, and only rank 0 writes checkpoints (every

@@ -17,10 +17,18 @@ TSTTrainer::TSTTrainer(model::Transformer model, PackedStream train, PackedStrea
       train_(std::move(train)),
       options_(std::move(options)),
       group_(group) {
+  // A tied LM head shares the embedding's storage but is a tensor of its own with its own
+  // gradient: it is left out of the optimizer and its gradient is added to the embedding's
+  // (fold_tied_gradient), so the shared matrix takes one AdamW step on the sum, as in
+  // transformers.
+  for (const auto& p : model_->named_parameters()) {
+    if (model_->config().tied_embeddings && p.key() == "lm_head.weight") continue;
+    params_.push_back(p.value());
+  }
   optimizer_ = std::make_unique<torch::optim::AdamW>(
-      model_->parameters(), torch::optim::AdamWOptions(options_.schedule.peak_lr)
-                                .betas({0.9, 0.95})
-                                .weight_decay(options_.weight_decay));
+      params_, torch::optim::AdamWOptions(options_.schedule.peak_lr)
+                   .betas({0.9, 0.95})
+                   .weight_decay(options_.weight_decay));
   int64_t rows = options_.eval_batches * options_.batch;
   std::vector<int64_t> ev = held_out.next(rows, options_.positions, 1);
   eval_rows_ = torch::tensor(ev, torch::kInt64).view({rows, options_.positions});
@@ -82,9 +90,22 @@ Status TSTTrainer::synchronise() {
   return Status::Ok();
 }
 
+void TSTTrainer::fold_tied_gradient() {
+  if (!model_->config().tied_embeddings) return;
+  torch::NoGradGuard no_grad;
+  torch::Tensor head = model_->lm_head->weight, embed = model_->embed->weight;  // (V, C) each
+  if (!head.grad().defined()) return;
+  if (embed.grad().defined()) {
+    embed.mutable_grad().add_(head.grad());
+  } else {
+    embed.mutable_grad() = head.grad().clone();
+  }
+  head.mutable_grad() = torch::Tensor();
+}
+
 StatusOr<double> TSTTrainer::all_reduce_gradients(const torch::Tensor& loss) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> params = model_->parameters();
+  std::vector<torch::Tensor>& params = params_;
   std::vector<torch::Tensor> parts;
   for (const torch::Tensor& p : params) {
     parts.push_back(p.grad().defined() ? p.grad().reshape({-1})
@@ -111,6 +132,7 @@ StatusOr<double> TSTTrainer::backward(const torch::Tensor& rows, int64_t s) {
   if (!group_) {
     torch::Tensor loss = rows_loss(model_, rows, s, w);
     loss.backward();
+    fold_tied_gradient();
     return loss.item<double>();
   }
   torch::Tensor labels = bag_labels(rows, s);  // (B_r, L, s)
@@ -120,6 +142,7 @@ StatusOr<double> TSTTrainer::backward(const torch::Tensor& rows, int64_t s) {
   if (options_.local_normalisation) n *= group_->world();  // the mean of local means: wrong
   torch::Tensor loss = multi_hot_ce_sum(rows_logits(model_, rows, s), labels, w) / n;
   loss.backward();
+  fold_tied_gradient();
   return all_reduce_gradients(loss);
 }
 
@@ -148,7 +171,7 @@ StepResult TSTTrainer::step() {
     return r;
   }
   if (options_.grad_clip > 0)  // after the allreduce: the global batch's gradient norm
-    torch::nn::utils::clip_grad_norm_(model_->parameters(), options_.grad_clip);
+    torch::nn::utils::clip_grad_norm_(params_, options_.grad_clip);
   optimizer_->step();
   r.loss = *loss;
   flops_ += train_step_flops(model_->config(), options_.batch, options_.positions);

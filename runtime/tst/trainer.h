@@ -88,11 +88,14 @@ class TSTTrainer {
   StatusOr<double> backward(const torch::Tensor& rows, int64_t s);
   // Sums the gradients (and this rank's share of the loss) over the group; returns the loss.
   StatusOr<double> all_reduce_gradients(const torch::Tensor& loss);
+  // With tied embeddings: adds the LM head's gradient to the embedding's and clears it.
+  void fold_tied_gradient();
 
   model::Transformer model_;
   PackedStream train_;
   TrainerOptions options_;
-  Collective* group_;  // borrowed; null: one process
+  Collective* group_;                  // borrowed; null: one process
+  std::vector<torch::Tensor> params_;  // what the optimizer steps: all but a tied LM head
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   torch::Tensor eval_rows_;  // (eval_batches * B, L) int64
   int64_t step_ = 0;

@@ -30,4 +30,10 @@ inline std::string smollm2_path() {
   return env ? env : tlt_cache("models/SmolLM2-135M-Instruct.Q4_1.gguf");
 }
 
+// $TLT_SMOLLM2_HF, else where scripts/setup.sh converts SmolLM2 to a Hugging Face directory.
+inline std::string smollm2_hf_path() {
+  const char* env = std::getenv("TLT_SMOLLM2_HF");
+  return env ? env : tlt_cache("models/SmolLM2-135M-Instruct-hf");
+}
+
 }  // namespace tlt::testing

@@ -1,6 +1,7 @@
 // Real models in our Transformer: tiny random llama and qwen2 checkpoints in Hugging Face and GGUF
 // formats against a numpy forward (tests/models/make_tiny_models.py), SmolLM2-135M-Instruct
-// against the reference of tests/models/make_parity_fixture.py, and damaged checkpoints.
+// against the reference of tests/models/make_parity_fixture.py, both against Hugging Face
+// `transformers` (tests/models/make_transformers_parity.py), and damaged checkpoints.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "runtime/model/pretrained.h"
 #include "runtime/rollout/engine.h"
 #include "runtime/rollout/generate_pretrained.h"
+#include "runtime/tokenizer/hf_tokenizer.h"
 #include "tests/runtime/model_fixtures.h"
 
 namespace tlt::model {
@@ -204,6 +206,99 @@ TEST(SmolLM2, LogitsAndGreedyContinuationsMatchReference) {
     EXPECT_LE(maxdiff, 1e-3 * scale);
     EXPECT_EQ((*done)[0].tokens, greedy);
   }
+}
+
+// ---- Against Hugging Face transformers (tests/models/make_transformers_parity.py) --------------
+
+// Greedy continuation of `ids` by our rollout engine (KV cache, incremental decoding).
+std::vector<int64_t> engine_greedy(Transformer& m, const std::vector<int64_t>& ids, size_t n) {
+  rollout::EngineOptions eo;
+  eo.max_batch = 1;
+  eo.max_seq = int64_t(ids.size() + n) + 64;
+  eo.speculative = false;
+  auto engine = rollout::Engine::create(m, Drafter(nullptr), eo);
+  EXPECT_TRUE(engine.ok());
+  if (!engine.ok()) return {};
+  rollout::Request r;
+  r.prompt = ids;
+  r.max_new_tokens = int32_t(n);
+  r.sampling = {/*temperature=*/0.0, /*top_p=*/1.0};  // greedy
+  auto done = (*engine)->generate({r});
+  EXPECT_TRUE(done.ok());
+  return done.ok() ? (*done)[0].tokens : std::vector<int64_t>{};
+}
+
+// Compares every prompt of a transformers fixture (logits at every position: the top 64 and 64
+// random ids) with our forward, and the greedy continuations. The bound is the issue's: the
+// largest difference within 1e-3 of the largest |logit| of the prompt.
+void expect_matches_transformers(Transformer& m, const std::string& fixture,
+                                 const std::string& label) {
+  nlohmann::json ref = nlohmann::json::parse(read_bytes(kFixtures + "/" + fixture));
+  std::printf("%s against %s\n", label.c_str(), ref["reference"].get<std::string>().c_str());
+  ASSERT_EQ(ref["prompts"].size(), 3u);
+  for (const auto& p : ref["prompts"]) {
+    std::vector<int64_t> ids = p["ids"].get<std::vector<int64_t>>();
+    torch::Tensor logits = logits_of(m, ids)[0].to(torch::kFloat64);  // (T, V)
+    ASSERT_EQ(p["positions"].size(), ids.size());
+    double maxdiff = 0, scale = 0;
+    for (size_t t = 0; t < ids.size(); ++t) {
+      const auto& pos = p["positions"][t];
+      torch::Tensor vid = torch::tensor(pos["ids"].get<std::vector<int64_t>>(), torch::kInt64);
+      torch::Tensor got = logits[int64_t(t)].index_select(0, vid);  // (128)
+      torch::Tensor want = torch::tensor(pos["logits"].get<std::vector<double>>(), torch::kFloat64);
+      maxdiff = std::max(maxdiff, (got - want).abs().max().item<double>());
+      scale = std::max(scale, want.abs().max().item<double>());
+    }
+    std::vector<int64_t> greedy = p["greedy"].get<std::vector<int64_t>>();
+    std::vector<int64_t> ours = engine_greedy(m, ids, greedy.size());
+    std::printf(
+        "  prompt of %zu tokens: maxdiff=%.3g (max |logit| %.3g, relative %.3g); greedy %zu "
+        "tokens %s\n",
+        ids.size(), maxdiff, scale, maxdiff / scale, greedy.size(),
+        ours == greedy ? "identical" : "DIFFERENT");
+    EXPECT_LE(maxdiff, 1e-3 * scale) << label;
+    EXPECT_EQ(ours, greedy) << label;
+  }
+}
+
+// A tiny random Qwen2 built and saved by transformers itself: its config.json and safetensors
+// layout (not ours), Q/K/V biases, tied embeddings.
+TEST(Transformers, TinyQwen2SavedByTransformersMatches) {
+  StatusOr<PretrainedModel> m = load_pretrained(kFixtures + "/tiny-qwen2-transformers");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(m->config.config.qkv_bias);
+  EXPECT_TRUE(m->config.config.tied_embeddings);
+  expect_matches_transformers(m->model, "tiny-qwen2-transformers.json", "tiny-qwen2-transformers");
+}
+
+// SmolLM2-135M-Instruct from its Q4_1 GGUF (our dequantisation and Q/K un-permutation) against
+// transformers on the float32 directory gguf_to_hf.py converted from the same file; our tokenizer
+// built from the GGUF gives the ids transformers' tokenizer gave.
+TEST(Transformers, SmolLM2GgufMatches) {
+  if (!fs::exists(testing::smollm2_path())) {
+    GTEST_SKIP() << testing::smollm2_path() << " is missing: scripts/setup.sh fetches SmolLM2";
+  }
+  StatusOr<PretrainedModel> m = load_pretrained(testing::smollm2_path());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto tok = tokenizer::load_tokenizer(testing::smollm2_path());
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  nlohmann::json ref = nlohmann::json::parse(read_bytes(kFixtures + "/smollm2-transformers.json"));
+  for (const auto& p : ref["prompts"]) {
+    auto ids = (*tok)->encode(p["text"].get<std::string>());
+    ASSERT_TRUE(ids.ok());
+    EXPECT_EQ(*ids, p["ids"].get<std::vector<int64_t>>()) << p["text"];
+  }
+  expect_matches_transformers(m->model, "smollm2-transformers.json", "SmolLM2 GGUF");
+}
+
+// The same from the Hugging Face directory (scripts/setup.sh converts it once).
+TEST(Transformers, SmolLM2HfDirectoryMatches) {
+  if (!fs::exists(testing::smollm2_hf_path() + "/config.json")) {
+    GTEST_SKIP() << testing::smollm2_hf_path() << " is missing: scripts/setup.sh converts it";
+  }
+  StatusOr<PretrainedModel> m = load_pretrained(testing::smollm2_hf_path());
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  expect_matches_transformers(m->model, "smollm2-transformers.json", "SmolLM2 HF directory");
 }
 
 }  // namespace

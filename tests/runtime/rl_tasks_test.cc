@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
+#include <random>
 #include <set>
 
 #include "runtime/rl/tasks.h"
@@ -24,6 +26,59 @@ TEST(Tasks, FinalAnswerTakesTheLastOne) {
   EXPECT_EQ(final_answer("Answer: 3. wait. Answer: 12."), "12");
   EXPECT_EQ(final_answer("no answer here"), "");
   EXPECT_EQ(final_answer("Answer:  (1 + 2) * 3 \nmore text"), "(1 + 2) * 3");
+}
+
+// A real model's free text: other phrasings, markdown, LaTeX; the last marker wins.
+TEST(Tasks, FinalAnswerReadsFreeText) {
+  EXPECT_EQ(final_answer("3 + 4 = 7, so the answer is 7."), "7");
+  EXPECT_EQ(final_answer("The answer is: -12"), "-12");
+  EXPECT_EQ(final_answer("**Answer:** 42"), "42");
+  EXPECT_EQ(final_answer("Answer: **42**"), "42");
+  EXPECT_EQ(final_answer("FINAL ANSWER: `42`."), "42");
+  EXPECT_EQ(final_answer("Hence $\\boxed{(25 - 3) * 7}$."), "(25 - 3) * 7");
+  EXPECT_EQ(final_answer("Answer: 1\nwait, no.\n#### 5"), "5");
+  EXPECT_EQ(final_answer("The answer is 42 apples"), "42 apples");
+  EXPECT_EQ(final_answer("\\boxed{42"), "");  // unclosed
+  EXPECT_EQ(final_answer(""), "");
+}
+
+TEST(Tasks, FreeTextRewardsAndMalformedTextScoresZero) {
+  auto arith = task("arithmetic-cot", 3);
+  Problem p = arith->problem(0, false);
+  EXPECT_EQ(arith->reward(p, "Let me compute. The answer is " + p.answer + "."), 1.0);
+  EXPECT_EQ(arith->reward(p, "Answer: **" + p.answer + "**"), 1.0);
+  EXPECT_EQ(arith->reward(p, "The answer is " + p.answer + " apples"), 0.0);
+  EXPECT_EQ(arith->reward(p, "Answer: **"), 0.0);
+  EXPECT_EQ(arith->reward(p, "Answer: $$"), 0.0);
+  // Random bytes, markers among them, never throw and score 0 or 1.
+  std::mt19937 rng(5);
+  const std::string pieces[] = {"Answer:",
+                                "answer is",
+                                "\\boxed{",
+                                "}",
+                                "{",
+                                "**",
+                                "$",
+                                "`",
+                                ":",
+                                ".",
+                                "\n",
+                                "42",
+                                "-",
+                                "(",
+                                ")",
+                                "\xff",
+                                std::string(1, '\0')};
+  auto countdown = task("countdown", 3);
+  Problem q = countdown->problem(0, false);
+  for (int i = 0; i < 2000; ++i) {
+    std::string text;
+    for (int k = int(rng() % 8); k > 0; --k) text += pieces[rng() % std::size(pieces)];
+    for (const auto* t : {arith.get(), countdown.get()}) {
+      double r = t->reward(t == arith.get() ? p : q, text);
+      EXPECT_TRUE(r == 0.0 || r == 1.0) << text;
+    }
+  }
 }
 
 class EveryTask : public ::testing::TestWithParam<std::string> {};
