@@ -35,7 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::controller {
 
