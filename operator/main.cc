@@ -6,7 +6,7 @@
 // standby is ready, the leader once its cache has synced; tlt_operator_leader says which leads).
 // SIGTERM or
 // SIGINT stops it (releasing the Lease). Its Kubernetes client retries transient apiserver
-// failures and holds itself to --kube-qps / --kube-burst (operator/kube/client.h). Also: --check
+// failures and holds itself to --kube-qps / --kube-burst (kube/client.h). Also: --check
 // (decode and validate manifests as the operator would), --print-crds / --write-crds (the CRDs
 // generated from api/). --pod-policy-allow and --pod-policy-service-account loosen the pod policy
 // that job podTemplates are held to (operator/controller/pod_policy.h). While it reconciles
@@ -31,9 +31,9 @@
 #include "operator/controller/leader.h"
 #include "operator/controller/log.h"
 #include "operator/controller/metrics.h"
-#include "operator/kube/client.h"
-#include "operator/kube/cpprest_transport.h"
-#include "operator/kube/kubeconfig.h"
+#include "kube/client.h"
+#include "kube/cpprest_transport.h"
+#include "kube/kubeconfig.h"
 #include "operator/rebalancer/loop.h"
 #include "operator/rebalancer/prometheus_client.h"
 
@@ -91,7 +91,7 @@ struct RunFlags {
   int metrics_port = 8080, workers = 2, watch_timeout = 120;
   double qps = 20;
   int burst = 200;
-  double kube_qps = 200;  // the Kubernetes client's own token bucket (operator/kube/client.h)
+  double kube_qps = 200;  // the Kubernetes client's own token bucket (kube/client.h)
   int kube_burst = 400;
   bool leader_elect = false;
   std::string lease_namespace = "default", lease_name = "tlt-operator", identity;

@@ -38,7 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::controller {
 

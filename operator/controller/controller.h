@@ -30,7 +30,7 @@
 #include "operator/controller/desired.h"
 #include "operator/controller/metrics.h"
 #include "operator/controller/work_queue.h"
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::controller {
 

@@ -15,7 +15,7 @@
 
 #include "operator/controller/clock.h"
 #include "operator/controller/job.h"
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::controller {
 

@@ -21,7 +21,7 @@
 
 #include "operator/controller/cache.h"
 #include "operator/controller/metrics.h"
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::controller {
 

@@ -15,7 +15,7 @@
 
 #include "api/labels.h"
 #include "api/status.h"
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::controller {
 

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "operator/controller/clock.h"
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::controller {
 

@@ -61,7 +61,7 @@
 #include "operator/controller/events.h"
 #include "operator/controller/job.h"
 #include "operator/controller/job_status.h"
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::controller {
 

@@ -103,7 +103,7 @@
 #include "operator/controller/clock.h"
 #include "operator/controller/job.h"
 #include "operator/controller/metrics.h"
-#include "operator/kube/client.h"
+#include "kube/client.h"
 #include "operator/rebalancer/prometheus_client.h"
 
 namespace tlt::rebalancer {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "runtime/cli/metrics_endpoint.h"
 #include "runtime/data/token_file.h"
 #include "runtime/model/model_source.h"
+#include "runtime/report/job_report.h"
 #include "runtime/torch_env.h"
 #include "runtime/tst/group.h"
 #include "runtime/tst/run.h"
@@ -173,43 +175,6 @@ class Progress {
   bool tty_;
   double last_eval_ = -1, elapsed_ = 0;
 };
-
-nlohmann::json points_json(const std::vector<tst::Point>& pts) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const tst::Point& p : pts) {
-    a.push_back({{"step", p.step},
-                 {"phase", p.phase},
-                 {"flops", p.flops},
-                 {"tokensSeen", p.tokens_seen},
-                 {"heldOutLoss", p.eval_loss},
-                 {"trainLoss", p.loss}});
-  }
-  return a;
-}
-
-void write_tsv(const fs::path& path, const std::vector<tst::Point>& pts) {
-  std::ofstream f(path);
-  f << "# flops\theld_out_loss\ttokens_seen\tstep\n";
-  for (const tst::Point& p : pts)
-    f << p.flops << "\t" << p.eval_loss << "\t" << p.tokens_seen << "\t" << p.step << "\n";
-}
-
-// Draws loss against FLOPs with gnuplot when it is installed; returns the picture's path or "".
-std::string plot(const fs::path& dir, bool with_baseline) {
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) return "";
-  fs::path script = dir / "loss-vs-flops.gp", svg = dir / "loss-vs-flops.svg";
-  std::ofstream g(script);
-  g << "set terminal svg size 800,500\nset output '" << svg.string() << "'\n"
-    << "set xlabel 'training FLOPs'\nset ylabel 'held-out next-token loss'\nset grid\n"
-    << "plot '" << (dir / "tst.tsv").string() << "' using 1:2 with linespoints title 'TST'";
-  if (with_baseline)
-    g << ", '" << (dir / "baseline.tsv").string()
-      << "' using 1:2 with linespoints title 'baseline'";
-  g << "\n";
-  g.close();
-  std::string cmd = "gnuplot '" + script.string() + "' >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0 ? svg.string() : "";
-}
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -404,11 +369,12 @@ int run_all(const api::TSTPretrainJob& job, const TSTRunFlags& flags, const Docu
             tst::Collective* group, std::ostream& out, std::ostream& err) {
   const api::TSTPretrainJobSpec& spec = job.spec;
   bool rank0 = flags.rank == 0;
-  fs::path report =
-      flags.report_dir.empty() ? fs::path(base_dir_of(job)) / "report" : fs::path(flags.report_dir);
-  std::error_code ec;
-  if (rank0) fs::create_directories(report, ec);
-  nlohmann::json summary = {{"job", job.metadata.name}, {"kind", job.kind}};
+  std::optional<report::JobReport> rep;
+  if (rank0) {
+    rep.emplace(flags.report_dir.empty() ? fs::path(base_dir_of(job)) / "report"
+                                         : fs::path(flags.report_dir),
+                job.metadata.name, job.kind);
+  }
   MetricsEndpoint endpoint;
   if (rank0) endpoint = start_metrics(job.metadata.name, spec.metrics.port, out, err);
   metrics::RuntimeMetrics* m = endpoint.metrics.get();
@@ -443,20 +409,13 @@ int run_all(const api::TSTPretrainJob& job, const TSTRunFlags& flags, const Docu
       return 1;
     }
     if (!rank0) continue;
-    write_tsv(report / (label + ".tsv"), *pts);
-    summary[label] = points_json(*pts);
+    rep->add_tst_run(label, *pts);
     out << label << ": final held-out loss " << pts->back().eval_loss << " after "
         << pts->back().flops << " FLOPs and " << pts->back().tokens_seen << " tokens\n";
   }
   if (!rank0) return 0;
-  std::string picture = plot(report, runs.size() == 2 || flags.baseline);
-  if (flags.baseline)
-    fs::copy_file(report / "baseline.tsv", report / "tst.tsv", fs::copy_options::overwrite_existing,
-                  ec);
-  summary["picture"] = picture;
-  if (m) std::ofstream(report / "metrics.prom") << metrics::render(*m);
-  std::ofstream(report / "report.json") << summary.dump(2) << "\n";
-  out << "report: " << (report / "report.json").string()
+  std::string picture = rep->finish_tst(runs.size() == 2 || flags.baseline, flags.baseline, m);
+  out << "report: " << rep->summary_path().string()
       << (picture.empty() ? " (no picture: install gnuplot-nox)" : ", " + picture) << "\n";
   return 0;
 }

@@ -3,8 +3,8 @@
 #include <string>
 
 #include "api/labels.h"
-#include "operator/kube/cpprest_transport.h"
-#include "operator/kube/kubeconfig.h"
+#include "kube/cpprest_transport.h"
+#include "kube/kubeconfig.h"
 
 namespace tlt::cluster {
 namespace {

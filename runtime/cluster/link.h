@@ -1,5 +1,5 @@
 // A running job's link to its objects in Kubernetes: what a job's runtime reads from and writes
-// to the apiserver (no LibTorch; the client is operator/kube's).
+// to the apiserver (no LibTorch; the client is kube/client.h, shared with the operator).
 //
 // It reads the rebalancer's assignments (annotation tlt.dev/assignment on the job's rollout
 // pods, api/labels.h) and writes the job's progress (annotation tlt.dev/progress on a pod),
@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/status.h"
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::cluster {
 

@@ -1,10 +1,6 @@
 #include "runtime/rl/run.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,7 +10,6 @@
 #include <limits>
 #include <memory>
 #include <sstream>
-#include <thread>
 
 #include "api/fnv.h"
 #include "runtime/cluster/coordinator.h"
@@ -25,11 +20,11 @@
 #include "runtime/rl/evaluation.h"
 #include "runtime/rl/grpo.h"
 #include "runtime/rl/policy_trainer.h"
-#include "runtime/rl/rendezvous.h"
 #include "runtime/rl/sequences.h"
 #include "runtime/rl/tasks.h"
 #include "runtime/rl/text.h"
 #include "runtime/rl/warm_start.h"
+#include "runtime/rl/worker_pool.h"
 #include "runtime/torch_env.h"
 
 namespace tlt::rl {
@@ -120,47 +115,61 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
 }
 
-// A worker process and its channel.
-struct Proc {
-  pid_t pid = -1;
-  int to = -1, from = -1;
-  std::unique_ptr<Channel> ch;
+// One step's rollout phase as the driver tracks it (steps 1-3 of run.h's header).
+struct StepRun {
+  int64_t step = 0;
+  StepReport* report = nullptr;
+  std::vector<Problem> problems;
+  std::vector<std::vector<int64_t>> prompts;  // one per problem
+  bool train_drafter = false;
+  std::vector<json> gen_msgs;  // per worker: its generate message
+  std::unique_ptr<cluster::Coordinator> coord;
+  double t0 = 0;              // now_s() when the step began
+  std::vector<double> since;  // per worker: when its current timeline state began
+  std::vector<std::string> state;
+  std::vector<std::vector<int64_t>> responses;  // per request id (prompt * G + k)
+  std::vector<bool> done, awaiting_trained;
+  // A worker without requests (dedicated to the drafter, or more workers than prompts) is
+  // released at once: loading the new weights is not generating. Its reply only confirms them.
+  std::vector<bool> no_requests;
+  std::vector<std::pair<std::string, int64_t>> drafter_parts;  // (checkpoint, steps trained)
+  int64_t accepted = 0, req_spec = 0;
+  double rollout_end = -1;
+  bool stop_sent = false;
 };
 
 class Driver {
  public:
   Driver(const RLRunPlan& plan, const RunCallbacks& cb, const std::atomic<bool>* stop)
       : plan_(plan), cb_(cb), stop_(stop) {}
-  ~Driver() { shutdown(); }
   StatusOr<RLRunResult> run();
 
  private:
   Status init_models();
-  Status spawn(int w);
-  Status connect_remote(int w);
-  // Remote workers: one connection that says hello into pending_, waiting up to timeout_ms;
-  // DeadlineExceeded when none came.
-  Status accept_one(int timeout_ms);
-  Status attach(int w, int fd);  // pairs worker w with a connection and sends its setup
-  // Drafter pods (remote): await those the spec has at the start; at a step boundary take the
-  // ones that connected and drop the ones that hung up; drop one that left.
-  Status await_drafter_pods();
-  void admit_drafter_pods(int64_t step);
-  void drop(int w, const std::string& why);
-  // A drafter pod's slot: it may be absent (remote workers only).
-  bool optional_worker(int64_t w) const { return plan_.listen_port > 0 && w >= rollout_workers(); }
-  bool present(int64_t w) const { return procs_[size_t(w)].ch != nullptr; }
-  // Sends to worker w. A drafter pod that is absent or gone, or a rollout worker whose peer is
-  // gone, is not an error: a dead connection shows up in the step's poll, which drops the drafter
-  // pod or restarts the rollout worker.
-  Status send_to(int64_t w, const json& m);
   json setup_message(int w) const;
   int64_t rollout_workers() const {
     return std::max<int64_t>(1, plan_.workers - plan_.drafter_role_workers);
   }
-  void shutdown();
   bool stopping() const { return stop_ && stop_->load(); }
+  // One RL step, as run.h's header numbers it.
   Status run_step(int64_t step, StepReport* report);
+  // 1. The step's prompts and every worker's generate message.
+  StepRun plan_step(int64_t step, StepReport* r);
+  std::vector<bool> dedicated_workers(int64_t step, StepReport* r);
+  // 1-2. Sends the requests; workers without any are released (and may train) at once.
+  Status start_rollout(StepRun& s);
+  // 2-3. Until every worker is done and every trainer stopped: results, deaths, training.
+  Status run_rollout(StepRun& s);
+  Status handle_worker(StepRun& s, int w, double t);
+  Status worker_died(StepRun& s, int w, const Status& why, double t);
+  Status on_generated(StepRun& s, int w, const json& m, double t);
+  void on_trained(StepRun& s, int w, const json& m, double t);
+  Status start_training(StepRun& s, const std::vector<int>& ws, double t);
+  json buffers(const StepRun& s) const;
+  void mark(StepRun& s, int w, const std::string& state, double t);
+  // 3. Ends the rollout phase: idle accounting, the drafters merged, old buffers rotated out.
+  Status finish_rollout(StepRun& s);
+  // 4. Rewards, advantages and the GRPO update; writes the next policy version.
   Status update_policy(int64_t step, const std::vector<Problem>& problems,
                        const std::vector<std::vector<int64_t>>& prompts,
                        const std::vector<std::vector<int64_t>>& responses, StepReport* r);
@@ -185,14 +194,12 @@ class Driver {
   model::Transformer policy_{nullptr}, reference_{nullptr};
   model::Drafter drafter_{nullptr};
   std::unique_ptr<PolicyTrainer> trainer_;
-  std::vector<Proc> procs_;
+  std::unique_ptr<WorkerPool> pool_;
   RLRunResult result_;
   int64_t start_step_ = 0;  // steps already done (resume)
   int64_t drafter_version_ = 0;
   int64_t last_saved_ = -1;
   bool killed_once_ = false;
-  int listen_fd_ = -1;          // remote workers: the rendezvous socket
-  std::map<int, int> pending_;  // remote workers connected, not yet paired: index -> socket
   std::vector<int> last_drafter_workers_;  // as last logged
 };
 
@@ -256,161 +263,6 @@ Status Driver::init_models() {
   return Status::Ok();
 }
 
-Status Driver::connect_remote(int w) {
-  if (listen_fd_ < 0) {
-    StatusOr<int> fd = listen_tcp(plan_.listen_port, plan_.listen_loopback);
-    if (!fd.ok()) return fd.status();
-    listen_fd_ = *fd;
-    log("waiting for " + std::to_string(rollout_workers()) + " rollout workers on port " +
-        std::to_string(plan_.listen_port));
-  }
-  while (!pending_.count(w)) {
-    Status st = accept_one(plan_.connect_timeout_s * 1000);
-    if (!st.ok())
-      return Status(st.code(), "rollout worker " + std::to_string(w) + ": " + st.message());
-  }
-  int fd = pending_[w];
-  pending_.erase(w);
-  log("rollout worker " + std::to_string(w) + " connected");
-  return attach(w, fd);
-}
-
-Status Driver::accept_one(int timeout_ms) {
-  StatusOr<std::pair<int, int>> c = accept_worker(listen_fd_, timeout_ms);
-  if (!c.ok()) return c.status();
-  auto [fd, index] = *c;
-  if (index < 0) {
-    log("a worker said it is worker " + std::to_string(index) + ": refused");
-    close(fd);
-    return Status::Ok();
-  }
-  if (index >= plan_.workers) {
-    // A drafter pod beyond the slots this trainer started with (maxReplicas raised since): it
-    // stays connected and unused rather than failing its pod.
-    log("worker " + std::to_string(index) + " connected, but this job has " +
-        std::to_string(plan_.workers) + " worker slots (spec.roles.drafter.maxReplicas when the " +
-        "trainer started): it waits unused");
-  }
-  if (pending_.count(index)) close(pending_[index]);  // a newer connection wins
-  pending_[index] = fd;
-  return Status::Ok();
-}
-
-Status Driver::attach(int w, int fd) {
-  Proc& p = procs_[size_t(w)];
-  p.pid = -1, p.to = fd, p.from = fd;
-  p.ch = std::make_unique<Channel>(fd, fd);
-  p.ch->mirror_files(plan_.run_dir);
-  return p.ch->send(setup_message(w));
-}
-
-void Driver::drop(int w, const std::string& why) {
-  Proc& p = procs_[size_t(w)];
-  if (p.to >= 0) close(p.to);
-  p.pid = -1, p.to = p.from = -1;
-  p.ch.reset();
-  log("drafter pod " + std::to_string(w - rollout_workers()) + " (worker " + std::to_string(w) +
-      ") left (" + why + "); the job goes on without it");
-}
-
-Status Driver::await_drafter_pods() {
-  if (plan_.listen_port <= 0 || plan_.drafter_role_workers <= 0) return Status::Ok();
-  int64_t expected = plan_.drafter_pods_at_start < 0
-                         ? plan_.drafter_role_workers
-                         : std::min(plan_.drafter_pods_at_start, plan_.drafter_role_workers);
-  auto missing = [&] {
-    for (int64_t w = rollout_workers(); w < rollout_workers() + expected; ++w)
-      if (!pending_.count(int(w))) return true;
-    return false;
-  };
-  double deadline = now_s() + plan_.drafter_start_grace_s;
-  while (missing() && now_s() < deadline) {
-    Status st = accept_one(int(std::max(1.0, 1000 * (deadline - now_s()))));
-    if (st.code() == StatusCode::kDeadlineExceeded) break;
-    if (!st.ok()) return st;
-  }
-  if (missing())
-    log("not every drafter pod connected within " + std::to_string(plan_.drafter_start_grace_s) +
-        " s; the job starts without the missing ones, which join at a step boundary");
-  admit_drafter_pods(start_step_ + 1);
-  return Status::Ok();
-}
-
-void Driver::admit_drafter_pods(int64_t step) {
-  if (plan_.listen_port <= 0 || listen_fd_ < 0) return;
-  while (accept_one(0).ok()) {
-  }
-  for (int64_t w = rollout_workers(); w < plan_.workers; ++w) {
-    if (present(w)) {  // still there? (a pod that went away between steps)
-      pollfd p{procs_[size_t(w)].from, POLLIN, 0};
-      bool hung_up = poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) &&
-                     !procs_[size_t(w)].ch->pump().ok() && !procs_[size_t(w)].ch->has_buffered();
-      if (hung_up) {
-        drop(int(w), "hung up between steps");
-      } else if (pending_.count(int(w))) {
-        drop(int(w), "connected again");  // its pod restarted: the new connection wins
-      }
-    }
-    if (present(w) || !pending_.count(int(w))) continue;
-    int fd = pending_[int(w)];
-    pending_.erase(int(w));
-    log("drafter pod " + std::to_string(w - rollout_workers()) + " (worker " + std::to_string(w) +
-        ") joined at step " + std::to_string(step));
-    Status st = attach(int(w), fd);
-    if (!st.ok()) drop(int(w), st.message());
-  }
-}
-
-Status Driver::send_to(int64_t w, const json& m) {
-  if (optional_worker(w) && !present(w)) return Status::Ok();
-  Status st = procs_[size_t(w)].ch->send(m);
-  if (st.ok() || optional_worker(w)) return Status::Ok();
-  // A rollout worker that died between its last message and this one (a pod deleted at a step
-  // boundary): its connection's end shows up in the step's poll, which restarts it and sends
-  // its requests again. Any other failure (a file that cannot be mirrored) is the job's.
-  if (st.code() == StatusCode::kUnavailable) {
-    log("rollout worker " + std::to_string(w) + ": " + st.message() + "; restarting it");
-    return Status::Ok();
-  }
-  return st;
-}
-
-Status Driver::spawn(int w) {
-  if (plan_.listen_port > 0) return connect_remote(w);
-  int to_child[2], from_child[2];
-  if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0)
-    return Status::Unavailable("cannot create pipes for a rollout worker");
-  // A worker plays one GPU with one core: one compute thread, also for BLIS and OpenMP, whose
-  // pools would otherwise oversubscribe the pinned core (the parent's values are inherited).
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("BLIS_NUM_THREADS=", 0) != 0 && kv.rfind("OMP_NUM_THREADS=", 0) != 0)
-      env_strings.push_back(kv);
-  }
-  env_strings.push_back("BLIS_NUM_THREADS=1");
-  env_strings.push_back("OMP_NUM_THREADS=1");
-  std::vector<char*> envp;
-  for (std::string& kv : env_strings) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  char arg0[] = "tlt", arg1[] = "rl-worker";
-  char* argv[] = {arg0, arg1, nullptr};
-  pid_t pid = fork();
-  if (pid < 0) return Status::Unavailable("cannot fork a rollout worker");
-  if (pid == 0) {
-    dup2(to_child[0], 0);
-    dup2(from_child[1], 1);
-    execve(plan_.worker_exe.c_str(), argv, envp.data());
-    _exit(127);
-  }
-  close(to_child[0]);
-  close(from_child[1]);
-  Proc& p = procs_[w];
-  p.pid = pid, p.to = to_child[1], p.from = from_child[0];
-  p.ch = std::make_unique<Channel>(p.from, p.to);
-  return p.ch->send(setup_message(w));
-}
-
 json Driver::setup_message(int w) const {
   std::vector<int> cpus = runtime::allowed_cpus();
   return {{"op", "setup"},
@@ -439,30 +291,6 @@ json Driver::setup_message(int w) const {
           {"drafter_batch", plan_.drafter_batch}};
 }
 
-void Driver::shutdown() {
-  for (auto& [index, fd] : pending_) close(fd);
-  pending_.clear();
-  if (listen_fd_ >= 0) close(listen_fd_), listen_fd_ = -1;
-  for (Proc& p : procs_) {
-    if (p.pid <= 0 && p.to >= 0) {  // remote: say goodbye and hang up
-      if (p.ch) (void)p.ch->send({{"op", "exit"}});
-      close(p.to);
-      p.to = p.from = -1;
-    }
-    if (p.pid <= 0) continue;
-    if (p.ch) (void)p.ch->send({{"op", "exit"}});
-    close(p.to);
-    bool gone = false;
-    for (int i = 0; i < 100 && !gone; ++i) {
-      gone = waitpid(p.pid, nullptr, WNOHANG) == p.pid;
-      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (!gone) kill(p.pid, SIGKILL), waitpid(p.pid, nullptr, 0);
-    close(p.from);
-    p.pid = -1;
-  }
-}
-
 Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts) {
   torch::NoGradGuard no_grad;
   int64_t total = 0;
@@ -486,23 +314,26 @@ Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>
 
 Status Driver::run_step(int64_t step, StepReport* r) {
   r->step = step;
-  admit_drafter_pods(step);  // drafter pods that connected since the last step
-  int64_t p_count = plan_.prompts_per_step, g = plan_.group_size, n = plan_.workers;
-  // This step's problems: a window of the training stream, so a resumed run sees the same.
-  std::vector<Problem> problems;
-  std::vector<std::vector<int64_t>> prompts;
-  for (int64_t i = 0; i < p_count; ++i) {
-    problems.push_back(
-        task_->problem(kRlProblemOffset + uint64_t((step - 1) * p_count + i), false));
-    prompts.push_back(encode_text(problems.back().prompt));
-  }
-  bool speculate = !plan_.baseline && plan_.speculative;
-  bool train_drafter = !plan_.baseline && plan_.drafter_training &&
-                       (plan_.freeze_drafter_after < 0 || step <= plan_.freeze_drafter_after);
-  // Workers dedicated to the drafter this step, and those that generate. The last
-  // plan_.drafter_role_workers are drafter pods: always dedicated. Among the rollout workers,
-  // those the rebalancer assigned, keeping at least one generating (highest index dropped first).
-  int64_t rollout_n = n - plan_.drafter_role_workers;
+  pool_->admit_drafter_pods(step);  // drafter pods that connected since the last step
+  StepRun s = plan_step(step, r);
+  TLT_RETURN_IF_ERROR(start_rollout(s));
+  TLT_RETURN_IF_ERROR(run_rollout(s));
+  TLT_RETURN_IF_ERROR(finish_rollout(s));
+  int64_t g = plan_.group_size;
+  std::vector<std::vector<int64_t>> group_prompts;
+  for (int64_t i = 0; i < int64_t(s.prompts.size()) * g; ++i)
+    group_prompts.push_back(s.prompts[i / g]);
+  TLT_RETURN_IF_ERROR(update_policy(step, s.problems, group_prompts, s.responses, r));
+  r->step_seconds = now_s() - s.t0;
+  return Status::Ok();
+}
+
+// Workers dedicated to the drafter this step (true) and those that generate. The last
+// plan_.drafter_role_workers are drafter slots: always dedicated. Among the rollout workers,
+// those the rebalancer assigned, keeping at least one generating (highest index dropped first).
+// Present dedicated workers are listed in r->drafter_workers.
+std::vector<bool> Driver::dedicated_workers(int64_t step, StepReport* r) {
+  int64_t n = plan_.workers, rollout_n = n - plan_.drafter_role_workers;
   std::vector<bool> dedicated(size_t(n), false);
   if (cb_.drafter_assignments) {
     for (int w : cb_.drafter_assignments(step))
@@ -522,15 +353,30 @@ Status Driver::run_step(int64_t step, StepReport* r) {
     last_drafter_workers_ = assigned;
   }
   for (int64_t w = rollout_n; w < n; ++w) dedicated[size_t(w)] = true;
-  std::vector<int64_t> generators;
-  for (int64_t w = 0; w < n; ++w) {
-    if (dedicated[size_t(w)]) {
-      if (present(w)) r->drafter_workers.push_back(int(w));
-    } else {
-      generators.push_back(w);
-    }
+  for (int64_t w = 0; w < n; ++w)
+    if (dedicated[size_t(w)] && pool_->present(w)) r->drafter_workers.push_back(int(w));
+  return dedicated;
+}
+
+StepRun Driver::plan_step(int64_t step, StepReport* r) {
+  StepRun s;
+  s.step = step, s.report = r;
+  int64_t p_count = plan_.prompts_per_step, g = plan_.group_size, n = plan_.workers;
+  // This step's problems: a window of the training stream, so a resumed run sees the same.
+  for (int64_t i = 0; i < p_count; ++i) {
+    s.problems.push_back(
+        task_->problem(kRlProblemOffset + uint64_t((step - 1) * p_count + i), false));
+    s.prompts.push_back(encode_text(s.problems.back().prompt));
   }
-  std::vector<json> gen_msgs(static_cast<size_t>(n));
+  bool speculate = !plan_.baseline && plan_.speculative;
+  s.train_drafter = !plan_.baseline && plan_.drafter_training &&
+                    (plan_.freeze_drafter_after < 0 || step <= plan_.freeze_drafter_after);
+  std::vector<bool> dedicated = dedicated_workers(step, r);
+  std::vector<int64_t> generators;
+  for (int64_t w = 0; w < n; ++w)
+    if (!dedicated[size_t(w)]) generators.push_back(w);
+  // Prompts go round-robin over the generating workers, each with its whole group.
+  s.gen_msgs.resize(size_t(n));
   for (int64_t w = 0; w < n; ++w) {
     json reqs = json::array();
     int64_t slot = std::find(generators.begin(), generators.end(), w) - generators.begin();
@@ -539,7 +385,7 @@ Status Driver::run_step(int64_t step, StepReport* r) {
       for (int64_t k = 0; k < g; ++k) {
         int64_t id = pi * g + k;
         reqs.push_back({{"id", id},
-                        {"prompt", prompts[pi]},
+                        {"prompt", s.prompts[pi]},
                         {"max_new", plan_.max_response_tokens},
                         {"stop", kEndOfText},
                         {"seed", mix(mix(plan_.seed, uint64_t(step)), uint64_t(id))},
@@ -552,199 +398,212 @@ Status Driver::run_step(int64_t step, StepReport* r) {
               {"policy", policy_path(step - 1)},
               {"policy_version", step - 1},
               {"speculative", speculate},
-              {"collect_hidden", train_drafter},
+              {"collect_hidden", s.train_drafter},
               {"requests", reqs}};
     if (speculate)
       m["drafter"] = drafter_path(drafter_version_), m["drafter_version"] = drafter_version_;
-    gen_msgs[size_t(w)] = std::move(m);
+    s.gen_msgs[size_t(w)] = std::move(m);
   }
-  cluster::Coordinator coord(
-      int(n), train_drafter ? plan_.min_idle_workers : std::numeric_limits<int>::max());
+  return s;
+}
+
+Status Driver::start_rollout(StepRun& s) {
+  int64_t n = plan_.workers;
+  StepReport* r = s.report;
+  s.coord = std::make_unique<cluster::Coordinator>(
+      int(n), s.train_drafter ? plan_.min_idle_workers : std::numeric_limits<int>::max());
   // Without drafter training (--baseline, frozen drafter) a dedicated worker just sits idle.
-  TLT_RETURN_IF_ERROR(coord.set_dedicated(train_drafter ? r->drafter_workers : std::vector<int>{}));
+  TLT_RETURN_IF_ERROR(
+      s.coord->set_dedicated(s.train_drafter ? r->drafter_workers : std::vector<int>{}));
   std::vector<int> absent;
   for (int64_t w = 0; w < n; ++w)
-    if (!present(w)) absent.push_back(int(w));
-  TLT_RETURN_IF_ERROR(coord.set_absent(absent));
-  double t0 = now_s();
-  TLT_RETURN_IF_ERROR(coord.begin_step(step, 0.0));
-  std::vector<double> since(size_t(n), 0.0);
-  std::vector<std::string> state(size_t(n), "generating");
-  auto mark = [&](int w, const std::string& s, double t) {
-    if (t > since[w]) r->timeline.push_back({w, state[w], since[w], t});
-    state[w] = s, since[w] = t;
-    if (cb_.worker_state) cb_.worker_state(w, s);
-  };
-  for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(send_to(w, gen_msgs[w]));
-
-  std::vector<std::vector<int64_t>> responses(size_t(p_count * g));
-  std::vector<bool> done(size_t(n), false), awaiting_trained(size_t(n), false);
-  // A worker without requests (dedicated to the drafter, or more workers than prompts) is
-  // released at once: loading the new weights is not generating. Its reply only confirms them.
-  std::vector<bool> no_requests(size_t(n), false);
-  std::vector<std::pair<std::string, int64_t>> drafter_parts;
-  int64_t accepted = 0, req_spec = 0;
-  double rollout_end = -1;
-  bool stop_sent = false;
-  // Buffers available to drafter trainers: previous steps' and this step's finished workers.
-  auto buffers = [&]() {
-    json files = json::array();
-    for (int64_t s = std::max<int64_t>(1, step - plan_.buffer_steps + 1); s <= step; ++s)
-      for (int64_t w = 0; w < n; ++w) {
-        std::string f =
-            plan_.run_dir + "/buffer/step-" + std::to_string(s) + "-w" + std::to_string(w) + ".pt";
-        if (fs::exists(f)) files.push_back(f);
-      }
-    return files;
-  };
-  auto start_training = [&](const std::vector<int>& ws, double t) -> Status {
-    for (int w : ws) {
-      mark(w, "training", t);
-      awaiting_trained[w] = true;
-      TLT_RETURN_IF_ERROR(send_to(w, {{"op", "train"}, {"step", step}, {"buffers", buffers()}}));
-    }
-    return Status::Ok();
-  };
+    if (!pool_->present(w)) absent.push_back(int(w));
+  TLT_RETURN_IF_ERROR(s.coord->set_absent(absent));
+  s.t0 = now_s();
+  TLT_RETURN_IF_ERROR(s.coord->begin_step(s.step, 0.0));
+  s.since.assign(size_t(n), 0.0);
+  s.state.assign(size_t(n), "generating");
+  for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(pool_->send(w, s.gen_msgs[w]));
+  s.responses.resize(size_t(plan_.prompts_per_step * plan_.group_size));
+  s.done.assign(size_t(n), false);
+  s.awaiting_trained.assign(size_t(n), false);
+  s.no_requests.assign(size_t(n), false);
   for (int64_t w = 0; w < n; ++w) {
-    if (!present(w) || !gen_msgs[size_t(w)].at("requests").empty()) continue;
-    no_requests[size_t(w)] = done[size_t(w)] = true;
-    mark(int(w), "released", 0.0);
-    StatusOr<std::vector<int>> train = coord.worker_done(int(w), 0.0);
+    if (!pool_->present(w) || !s.gen_msgs[size_t(w)].at("requests").empty()) continue;
+    s.no_requests[size_t(w)] = s.done[size_t(w)] = true;
+    mark(s, int(w), "released", 0.0);
+    StatusOr<std::vector<int>> train = s.coord->worker_done(int(w), 0.0);
     if (!train.ok()) return train.status();
-    if (!coord.rollout_finished()) TLT_RETURN_IF_ERROR(start_training(*train, 0.0));
+    if (!s.coord->rollout_finished()) TLT_RETURN_IF_ERROR(start_training(s, *train, 0.0));
   }
+  return Status::Ok();
+}
+
+void Driver::mark(StepRun& s, int w, const std::string& state, double t) {
+  if (t > s.since[w]) s.report->timeline.push_back({w, s.state[w], s.since[w], t});
+  s.state[w] = state, s.since[w] = t;
+  if (cb_.worker_state) cb_.worker_state(w, state);
+}
+
+// Buffers available to drafter trainers: previous steps' and this step's finished workers.
+json Driver::buffers(const StepRun& s) const {
+  json files = json::array();
+  for (int64_t st = std::max<int64_t>(1, s.step - plan_.buffer_steps + 1); st <= s.step; ++st)
+    for (int64_t w = 0; w < plan_.workers; ++w) {
+      std::string f =
+          plan_.run_dir + "/buffer/step-" + std::to_string(st) + "-w" + std::to_string(w) + ".pt";
+      if (fs::exists(f)) files.push_back(f);
+    }
+  return files;
+}
+
+Status Driver::start_training(StepRun& s, const std::vector<int>& ws, double t) {
+  for (int w : ws) {
+    mark(s, w, "training", t);
+    s.awaiting_trained[w] = true;
+    TLT_RETURN_IF_ERROR(
+        pool_->send(w, {{"op", "train"}, {"step", s.step}, {"buffers", buffers(s)}}));
+  }
+  return Status::Ok();
+}
+
+Status Driver::run_rollout(StepRun& s) {
   const char* fault = std::getenv("TLT_FAULT_KILL_WORKER");
   int64_t kill_step = fault ? std::atoll(fault) : -1;
-
+  auto any = [](const std::vector<bool>& v) {
+    return std::find(v.begin(), v.end(), true) != v.end();
+  };
   for (;;) {
     if (stopping()) return Status::Aborted("stopped by signal");
-    double t = now_s() - t0;
-    if (step == kill_step && !killed_once_ && !done[0] && procs_[0].pid > 0) {  // mid-step
+    double t = now_s() - s.t0;
+    if (s.step == kill_step && !killed_once_ && !s.done[0] && pool_->pid(0) > 0) {  // mid-step
       killed_once_ = true;
-      log("fault injection: killing rollout worker 0 (pid " + std::to_string(procs_[0].pid) +
+      log("fault injection: killing rollout worker 0 (pid " + std::to_string(pool_->pid(0)) +
           ") mid-step");
-      kill(procs_[0].pid, SIGKILL);
+      kill(pool_->pid(0), SIGKILL);
     }
-    std::vector<pollfd> fds;
-    for (int64_t w = 0; w < n; ++w) fds.push_back({procs_[w].from, POLLIN, 0});
-    int pr = poll(fds.data(), fds.size(), 20);
-    if (pr < 0 && errno != EINTR) return Status::Internal("poll failed");
-    t = now_s() - t0;
-    for (int64_t w = 0; w < n; ++w) {
-      if (!(fds[w].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Status st = procs_[w].ch->pump();
-      if (!st.ok() && !procs_[w].ch->has_buffered() && optional_worker(w)) {
-        // A drafter pod went away (deleted by a scale-down, or failed): the step goes on
-        // without it; the training it had not handed back is lost.
-        drop(int(w), st.message());
-        TLT_RETURN_IF_ERROR(coord.worker_left(int(w), t));
-        awaiting_trained[size_t(w)] = false;
-        no_requests[size_t(w)] = false;
-        mark(int(w), "idle", t);
-        continue;
-      }
-      if (!st.ok() && !procs_[w].ch->has_buffered()) {
-        // The worker died: restart it (remote: wait for it to connect again) and rerun what
-        // it had not finished.
-        if (procs_[w].pid > 0) waitpid(procs_[w].pid, nullptr, 0);
-        close(procs_[w].to);
-        if (procs_[w].from != procs_[w].to) close(procs_[w].from);
-        procs_[w].pid = -1;
-        ++r->restarts;
-        log("rollout worker " + std::to_string(w) + " died (" + st.message() + "); restarting");
-        TLT_RETURN_IF_ERROR(spawn(int(w)));
-        bool was_generating = coord.state(int(w)) == cluster::WorkerState::kGenerating;
-        StatusOr<std::vector<int>> again = coord.worker_restarted(int(w), t);
-        if (!again.ok()) return again.status();
-        if (was_generating) {
-          TLT_RETURN_IF_ERROR(send_to(w, gen_msgs[w]));
-        } else {
-          // A worker without requests that had not confirmed the weights yet: ask again.
-          if (no_requests[size_t(w)]) TLT_RETURN_IF_ERROR(send_to(w, gen_msgs[w]));
-          if (awaiting_trained[w]) mark(int(w), "released", t);
-          awaiting_trained[w] = false;
-          if (!stop_sent) TLT_RETURN_IF_ERROR(start_training(*again, t));
-        }
-        continue;
-      }
-      while (std::optional<json> m = procs_[w].ch->pop()) {
-        std::string op = m->value("op", "");
-        if (op == "generated") {
-          if (m->at("policy_version").get<int64_t>() != step - 1)
-            return Status::Internal("worker generated with policy version " +
-                                    m->at("policy_version").dump());
-          if (no_requests[size_t(w)]) {  // released at the start of the step: only the reply
-            no_requests[size_t(w)] = false;
-            continue;
-          }
-          for (const json& c : m->at("completions"))
-            responses[c.at("id").get<size_t>()] = c.at("tokens").get<std::vector<int64_t>>();
-          const json& s = m->at("stats");
-          r->tokens += s.at("tokens").get<int64_t>();
-          accepted += s.at("accepted").get<int64_t>();
-          req_spec += s.at("request_spec_steps").get<int64_t>();
-          for (auto& [arm, c] : s.at("arms").items()) r->arms[arm] += c.get<int64_t>();
-          r->copied_drafts += s.value("copied", int64_t(0));
-          r->draft_vocabulary = std::max(r->draft_vocabulary, s.value("draft_vocab", int64_t(0)));
-          done[w] = true;
-          r->generating_worker_seconds += t;
-          mark(int(w), "released", t);
-          StatusOr<std::vector<int>> train = coord.worker_done(int(w), t);
-          if (!train.ok()) return train.status();
-          // The last worker to finish ends the rollout phase: nobody starts training then.
-          if (!stop_sent && !coord.rollout_finished())
-            TLT_RETURN_IF_ERROR(start_training(*train, t));
-        } else if (op == "trained") {
-          awaiting_trained[w] = false;
-          mark(int(w), "released", t);
-          int64_t steps = m->at("steps").get<int64_t>();
-          r->drafter_steps += steps;
-          if (steps > 0) {
-            drafter_parts.push_back({m->at("drafter").get<std::string>(), steps});
-            r->drafter_loss = m->at("loss_last").get<double>();
-          }
-          r->stop_latency_ms =
-              std::max(r->stop_latency_ms, 1000.0 * m->at("stop_latency_s").get<double>());
-        } else {
-          return Status::Internal("unexpected worker message " + m->dump().substr(0, 120));
-        }
-      }
-    }
-    if (!stop_sent && coord.rollout_finished()) {
-      rollout_end = t;
-      stop_sent = true;
-      for (int64_t w = 0; w < n; ++w)
-        if (awaiting_trained[w])
-          TLT_RETURN_IF_ERROR(send_to(w, {{"op", "stop"}, {"sent_at", now_s()}}));
+    StatusOr<std::vector<int>> ready = pool_->wait_readable(20);
+    if (!ready.ok()) return ready.status();
+    t = now_s() - s.t0;
+    for (int w : *ready) TLT_RETURN_IF_ERROR(handle_worker(s, w, t));
+    if (!s.stop_sent && s.coord->rollout_finished()) {
+      s.rollout_end = t;
+      s.stop_sent = true;
+      for (int64_t w = 0; w < plan_.workers; ++w)
+        if (s.awaiting_trained[w])
+          TLT_RETURN_IF_ERROR(pool_->send(w, {{"op", "stop"}, {"sent_at", now_s()}}));
     }
     // The step ends once every trainer stopped and every worker without requests confirmed the
     // step's weights (its reply must not spill into the next step).
-    auto any = [](const std::vector<bool>& v) {
-      return std::find(v.begin(), v.end(), true) != v.end();
-    };
-    if (stop_sent && !any(awaiting_trained) && !any(no_requests)) break;
+    if (s.stop_sent && !any(s.awaiting_trained) && !any(s.no_requests)) return Status::Ok();
   }
-  double before_idle = 0, before_reclaimed = 0;
-  StatusOr<std::vector<int>> preempted = coord.end_step(rollout_end);
+}
+
+Status Driver::handle_worker(StepRun& s, int w, double t) {
+  Status st = pool_->channel(w).pump();
+  if (!st.ok() && !pool_->channel(w).has_buffered()) return worker_died(s, w, st, t);
+  while (std::optional<json> m = pool_->channel(w).pop()) {
+    std::string op = m->value("op", "");
+    if (op == "generated") {
+      TLT_RETURN_IF_ERROR(on_generated(s, w, *m, t));
+    } else if (op == "trained") {
+      on_trained(s, w, *m, t);
+    } else {
+      return Status::Internal("unexpected worker message " + m->dump().substr(0, 120));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Driver::worker_died(StepRun& s, int w, const Status& why, double t) {
+  if (pool_->optional(w)) {
+    // A drafter pod went away (deleted by a scale-down, or failed): the step goes on without
+    // it; the training it had not handed back is lost.
+    pool_->drop(w, why.message());
+    TLT_RETURN_IF_ERROR(s.coord->worker_left(w, t));
+    s.awaiting_trained[size_t(w)] = false;
+    s.no_requests[size_t(w)] = false;
+    mark(s, w, "idle", t);
+    return Status::Ok();
+  }
+  // The worker died: restart it (remote: wait for it to connect again) and rerun what it had
+  // not finished.
+  ++s.report->restarts;
+  log("rollout worker " + std::to_string(w) + " died (" + why.message() + "); restarting");
+  TLT_RETURN_IF_ERROR(pool_->restart(w));
+  bool was_generating = s.coord->state(w) == cluster::WorkerState::kGenerating;
+  StatusOr<std::vector<int>> again = s.coord->worker_restarted(w, t);
+  if (!again.ok()) return again.status();
+  if (was_generating) return pool_->send(w, s.gen_msgs[w]);
+  // A worker without requests that had not confirmed the weights yet: ask again.
+  if (s.no_requests[size_t(w)]) TLT_RETURN_IF_ERROR(pool_->send(w, s.gen_msgs[w]));
+  if (s.awaiting_trained[w]) mark(s, w, "released", t);
+  s.awaiting_trained[w] = false;
+  if (!s.stop_sent) TLT_RETURN_IF_ERROR(start_training(s, *again, t));
+  return Status::Ok();
+}
+
+Status Driver::on_generated(StepRun& s, int w, const json& m, double t) {
+  if (m.at("policy_version").get<int64_t>() != s.step - 1)
+    return Status::Internal("worker generated with policy version " +
+                            m.at("policy_version").dump());
+  if (s.no_requests[size_t(w)]) {  // released at the start of the step: only the reply
+    s.no_requests[size_t(w)] = false;
+    return Status::Ok();
+  }
+  StepReport* r = s.report;
+  for (const json& c : m.at("completions"))
+    s.responses[c.at("id").get<size_t>()] = c.at("tokens").get<std::vector<int64_t>>();
+  const json& st = m.at("stats");
+  r->tokens += st.at("tokens").get<int64_t>();
+  s.accepted += st.at("accepted").get<int64_t>();
+  s.req_spec += st.at("request_spec_steps").get<int64_t>();
+  for (auto& [arm, c] : st.at("arms").items()) r->arms[arm] += c.get<int64_t>();
+  r->copied_drafts += st.value("copied", int64_t(0));
+  r->draft_vocabulary = std::max(r->draft_vocabulary, st.value("draft_vocab", int64_t(0)));
+  s.done[w] = true;
+  r->generating_worker_seconds += t;
+  mark(s, w, "released", t);
+  StatusOr<std::vector<int>> train = s.coord->worker_done(w, t);
+  if (!train.ok()) return train.status();
+  // The last worker to finish ends the rollout phase: nobody starts training then.
+  if (!s.stop_sent && !s.coord->rollout_finished())
+    TLT_RETURN_IF_ERROR(start_training(s, *train, t));
+  return Status::Ok();
+}
+
+void Driver::on_trained(StepRun& s, int w, const json& m, double t) {
+  StepReport* r = s.report;
+  s.awaiting_trained[w] = false;
+  mark(s, w, "released", t);
+  int64_t steps = m.at("steps").get<int64_t>();
+  r->drafter_steps += steps;
+  if (steps > 0) {
+    s.drafter_parts.push_back({m.at("drafter").get<std::string>(), steps});
+    r->drafter_loss = m.at("loss_last").get<double>();
+  }
+  r->stop_latency_ms = std::max(r->stop_latency_ms, 1000.0 * m.at("stop_latency_s").get<double>());
+}
+
+Status Driver::finish_rollout(StepRun& s) {
+  StepReport* r = s.report;
+  int64_t n = plan_.workers;
+  StatusOr<std::vector<int>> preempted = s.coord->end_step(s.rollout_end);
   if (!preempted.ok()) return preempted.status();
-  r->idle_worker_seconds = coord.idle_seconds() - before_idle;
-  r->reclaimed_worker_seconds = coord.reclaimed_seconds() - before_reclaimed;
+  r->idle_worker_seconds = s.coord->idle_seconds();
+  r->reclaimed_worker_seconds = s.coord->reclaimed_seconds();
   for (int64_t w = 0; w < n; ++w)
-    if (present(w)) mark(int(w), "idle", now_s() - t0);
-  r->rollout_seconds = rollout_end;
-  r->accept_length = req_spec ? double(accepted + req_spec) / double(req_spec) : 0.0;
-  TLT_RETURN_IF_ERROR(merge_drafters(drafter_parts));
+    if (pool_->present(w)) mark(s, int(w), "idle", now_s() - s.t0);
+  r->rollout_seconds = s.rollout_end;
+  r->accept_length = s.req_spec ? double(s.accepted + s.req_spec) / double(s.req_spec) : 0.0;
+  TLT_RETURN_IF_ERROR(merge_drafters(s.drafter_parts));
   r->drafter_version = drafter_version_;
   // Old buffers rotate out.
   std::error_code ec;
   for (int64_t w = 0; w < n; ++w)
-    fs::remove(plan_.run_dir + "/buffer/step-" + std::to_string(step - plan_.buffer_steps) + "-w" +
-                   std::to_string(w) + ".pt",
+    fs::remove(plan_.run_dir + "/buffer/step-" + std::to_string(s.step - plan_.buffer_steps) +
+                   "-w" + std::to_string(w) + ".pt",
                ec);
-  std::vector<std::vector<int64_t>> group_prompts;
-  for (int64_t i = 0; i < p_count * g; ++i) group_prompts.push_back(prompts[i / g]);
-  TLT_RETURN_IF_ERROR(update_policy(step, problems, group_prompts, responses, r));
-  r->step_seconds = now_s() - t0;
   return Status::Ok();
 }
 
@@ -871,10 +730,16 @@ StatusOr<RLRunResult> Driver::run() {
         std::to_string(kHeldOutSamples) + " samples): " + std::to_string(before->reward));
   }
   signal(SIGPIPE, SIG_IGN);
-  procs_.resize(size_t(plan_.workers));
-  for (int w = 0; w < plan_.workers; ++w)
-    if (!optional_worker(w)) TLT_RETURN_IF_ERROR(spawn(w));
-  TLT_RETURN_IF_ERROR(await_drafter_pods());
+  WorkerPoolOptions po;
+  po.workers = plan_.workers, po.rollout_workers = int(rollout_workers());
+  po.worker_exe = plan_.worker_exe, po.run_dir = plan_.run_dir;
+  po.listen_port = plan_.listen_port, po.listen_loopback = plan_.listen_loopback;
+  po.connect_timeout_s = plan_.connect_timeout_s;
+  po.drafter_pods_at_start = plan_.drafter_pods_at_start;
+  po.drafter_start_grace_s = plan_.drafter_start_grace_s;
+  pool_ = std::make_unique<WorkerPool>(
+      po, [this](int w) { return setup_message(w); }, [this](const std::string& m) { log(m); });
+  TLT_RETURN_IF_ERROR(pool_->start(start_step_ + 1));
   for (int64_t step = start_step_ + 1; step <= plan_.steps; ++step) {
     StepReport r;
     Status st = run_step(step, &r);
@@ -892,7 +757,7 @@ StatusOr<RLRunResult> Driver::run() {
       break;
     }
   }
-  shutdown();
+  pool_->shutdown();
   if (result_.interrupted) {
     // The last completed step (reports of resumed runs carry the earlier steps too).
     TLT_RETURN_IF_ERROR(

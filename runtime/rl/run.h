@@ -13,7 +13,9 @@
 //   4. the trainer computes rewards and group advantages and takes the GRPO update, then writes
 //      the next policy version, which workers load before generating again.
 // With `baseline` set, speculation and drafter training are off and nothing else changes: same
-// prompts, same seeds, same update.
+// prompts, same seeds, same update. (run.cc's run_step reads as these four: plan_step and
+// start_rollout, run_rollout, finish_rollout, update_policy. The worker processes and pods
+// themselves are runtime/rl/worker_pool.h's; the job's metrics, run_metrics.h's.)
 //
 // Sampling is seeded per request from (seed, step, index), and the engine's outputs do not
 // depend on the drafting arm, so a step is reproducible whichever worker generates a request,

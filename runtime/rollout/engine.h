@@ -4,10 +4,11 @@
 // Requests join the running batch as slots free up and leave as they finish. While more than
 // `activation_threshold` requests are active the engine decodes plainly (one target forward per
 // token for the whole batch). At or below it, in the long tail, each step drafts with the arm the
-// bandit picks for the current batch size (EAGLE chain, EAGLE tree, or n-gram), verifies every
-// request's draft in one target forward, and commits what the acceptance rule keeps (see
-// runtime/rollout/speculative.h). Output is lossless: greedy requests produce exactly the tokens
-// of plain greedy decoding; sampled requests follow exactly the plain sampling distribution.
+// bandit picks for the current batch size (EAGLE chain, EAGLE tree, or n-gram: one draft source
+// per arm, runtime/rollout/draft_source.h), verifies every request's draft in one target
+// forward, and commits what the acceptance rule keeps (see runtime/rollout/speculative.h). Output
+// is lossless: greedy requests produce exactly the tokens of plain greedy decoding; sampled
+// requests follow exactly the plain sampling distribution.
 //
 // Every committed position's final hidden state and token can be handed to a sink (the
 // drafter's training buffer) through `on_hidden`.
@@ -136,7 +137,11 @@ struct EngineStats {
 using HiddenSink = std::function<void(int64_t request_id, const std::vector<int64_t>& tokens,
                                       const torch::Tensor& hidden)>;  // hidden (n, C)
 
-class CudaGraphPool;  // runtime/rollout/cuda_graph_pool.h (GPU flavour only)
+class CudaGraphPool;   // runtime/rollout/cuda_graph_pool.h (GPU flavour only)
+struct ActiveRequest;  // runtime/rollout/active_request.h
+struct Draft;          // runtime/rollout/draft_source.h
+class DraftSource;
+class DrafterContext;  // runtime/rollout/drafter_context.h
 
 class Engine {
  public:
@@ -144,6 +149,7 @@ class Engine {
   // InvalidArgument for an unknown arm name or selector.
   static StatusOr<std::unique_ptr<Engine>> create(model::Transformer target, model::Drafter drafter,
                                                   EngineOptions options);
+  ~Engine();
 
   // Runs every request to completion; returns completions in the order of `requests`.
   // InvalidArgument when a request cannot fit in max_seq or has an empty prompt; Internal when
@@ -159,42 +165,48 @@ class Engine {
   void set_speculative(bool on) { options_.speculative = on; }
 
  private:
-  struct Active;
   Engine(model::Transformer target, model::Drafter drafter, EngineOptions options,
          std::vector<NamedArm> arms);
 
   // generate() after its checks; LibTorch and cache errors propagate as exceptions to it.
   StatusOr<std::vector<Completion>> run_all(const std::vector<Request>& requests);
+  // Admits every request that fits while slots are free, prefilled in groups.
+  Status admit_waiting(const std::vector<Request>& requests, size_t* next,
+                       std::vector<ActiveRequest>* active);
   // Prefills requests [first, first + n) in one target forward and appends them to `active`.
   Status admit(const std::vector<Request>& requests, size_t first, size_t n,
-               std::vector<Active>* active);
-  void plain_step(std::vector<Active>& active);
+               std::vector<ActiveRequest>* active);
+  // One decoding step of the whole batch: plain, or speculative with the arm the bandit picks.
+  void step(std::vector<ActiveRequest>& active);
+  void plain_step(std::vector<ActiveRequest>& active);
   // context: the bandit's, under which the step's reward is recorded; copies: copyable_drafts().
-  void spec_step(std::vector<Active>& active, int32_t arm, int32_t context,
-                 const std::vector<std::vector<int64_t>>& copies);
-  torch::Tensor drafter_catch_up(std::vector<Active>& active);
-  void skip_old_pairs(Active& a, int64_t when_over);
-  std::vector<DraftTree> draft_chain(std::vector<Active>& active, const torch::Tensor& root_hidden,
-                                     int32_t depth,
-                                     std::vector<std::vector<std::vector<double>>>* q);
-  std::vector<DraftTree> draft_tree(std::vector<Active>& active, const torch::Tensor& root_hidden,
-                                    const api::Arm& arm);
-  // Per request, the draft it can copy from its own context under ngram_shortcut, as long as
-  // the longest drafter arm verifies (empty: none; all empty when the shortcut is off).
-  std::vector<std::vector<int64_t>> copyable_drafts(const std::vector<Active>& active) const;
-  std::vector<DraftTree> draft_ngram(std::vector<Active>& active, int32_t depth);
+  void spec_step(std::vector<ActiveRequest>& active, int32_t arm, int32_t context,
+                 std::vector<std::vector<int64_t>> copies);
+  // The arm's drafts: its source's, with copied drafts standing in where a drafter arm has them.
+  std::vector<Draft> propose(std::vector<ActiveRequest>& active, int32_t arm,
+                             std::vector<std::vector<int64_t>> copies);
+  // One target forward over every request's draft (padded to the largest); returns N.
+  int32_t verify(const std::vector<ActiveRequest>& active, const std::vector<Draft>& drafts,
+                 const api::Arm& arm, model::ForwardResult* result);
   model::ForwardResult verify_forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                                       const model::AttentionLayout& layout);
-  void emit(Active& a, int64_t first_pos, const std::vector<int64_t>& tokens,
+  // Runs the acceptance rule on each request's draft against the verify forward's logits and
+  // commits the kept path in the target cache; returns the tokens emitted.
+  int64_t accept_and_commit(std::vector<ActiveRequest>& active, const std::vector<Draft>& drafts,
+                            const model::ForwardResult& verified, int32_t n, int32_t arm);
+  void emit(ActiveRequest& a, int64_t first_pos, const std::vector<int64_t>& tokens,
             const torch::Tensor& hidden);
-  void retire(std::vector<Active>& active, std::vector<Completion>* out);
+  void retire(std::vector<ActiveRequest>& active, std::vector<Completion>* out);
 
   model::Transformer target_;
-  model::Drafter drafter_;
   EngineOptions options_;
   std::vector<NamedArm> arms_;
   std::unique_ptr<ArmSelector> selector_;
-  std::unique_ptr<model::KVCache> cache_tgt_, cache_dft_;
+  std::unique_ptr<model::KVCache> cache_tgt_;
+  // The drafter and its cache (null without a drafter); the EAGLE sources borrow it.
+  std::unique_ptr<DrafterContext> drafter_ctx_;
+  // sources_[i] drafts for arms_[i] (runtime/rollout/draft_source.h).
+  std::vector<std::unique_ptr<DraftSource>> sources_;
   // The verify forward's CUDA graphs over cache_tgt_ (GPU flavour, target on CUDA), else null.
   // A shared_ptr only because CudaGraphPool is incomplete in the CPU flavour, where it stays null.
   std::shared_ptr<CudaGraphPool> graphs_;

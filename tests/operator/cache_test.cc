@@ -10,7 +10,7 @@
 #include "operator/controller/events.h"
 #include "operator/controller/informer.h"
 #include "operator/controller/job.h"
-#include "operator/kube/fake_client.h"
+#include "kube/fake_client.h"
 
 namespace tlt::controller {
 namespace {

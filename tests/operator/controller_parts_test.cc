@@ -8,7 +8,7 @@
 #include "operator/controller/log.h"
 #include "operator/controller/metrics.h"
 #include "operator/controller/work_queue.h"
-#include "operator/kube/fake_client.h"
+#include "kube/fake_client.h"
 
 namespace tlt::controller {
 namespace {

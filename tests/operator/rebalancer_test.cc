@@ -21,7 +21,7 @@
 #include "operator/controller/job_status.h"
 #include "operator/controller/log.h"
 #include "operator/controller/reconciler.h"
-#include "operator/kube/fake_client.h"
+#include "kube/fake_client.h"
 #include "operator/rebalancer/fake_prometheus.h"
 #include "operator/rebalancer/rebalancer.h"
 

@@ -1,4 +1,4 @@
-// The reconciler against an in-memory KubeClient (operator/kube/fake_client.h), an informer cache
+// The reconciler against an in-memory KubeClient (kube/fake_client.h), an informer cache
 // filled from it by a list before each pass (as the informers would; tests of a stale cache skip
 // that), and a fake clock: the desired objects of each example, scale up and down, suspend and
 // resume, failures and backoffLimit, completion, TTL, invalid specs, deletion through the
@@ -14,7 +14,7 @@
 #include "api/manifest.h"
 #include "operator/controller/log.h"
 #include "operator/controller/reconciler.h"
-#include "operator/kube/fake_client.h"
+#include "kube/fake_client.h"
 
 namespace tlt::controller {
 namespace {

@@ -11,7 +11,7 @@
 
 #include <mutex>
 
-#include "operator/kube/clock.h"
+#include "kube/clock.h"
 
 namespace tlt::kube {
 

@@ -1,6 +1,6 @@
 // The Kubernetes REST client: paths, query strings, HTTP -> Status, retries and the rate limit,
 // over an HttpTransport.
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +10,7 @@
 #include <random>
 #include <utility>
 
-#include "operator/kube/rate_limiter.h"
+#include "kube/rate_limiter.h"
 
 namespace tlt::kube {
 namespace {

@@ -1,5 +1,5 @@
 // FakeKubeClient: the apiserver's bookkeeping that reconcilers rely on, in memory.
-#include "operator/kube/fake_client.h"
+#include "kube/fake_client.h"
 
 #include <sstream>
 #include <utility>

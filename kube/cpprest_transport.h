@@ -7,8 +7,8 @@
 
 #include <memory>
 
-#include "operator/kube/http.h"
-#include "operator/kube/kubeconfig.h"
+#include "kube/http.h"
+#include "kube/kubeconfig.h"
 
 namespace tlt::kube {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The operator's Kubernetes client (operator/kube) against a real etcd + kube-apiserver with the
+# The operator's Kubernetes client (kube) against a real etcd + kube-apiserver with the
 # tlt CRDs: runs kube_client_it with the control plane's kubeconfig (bearer token + CA) and with
 # client-certificate kubeconfigs (data and file forms; and a certificate of an untrusted CA).
 # Usage: kube_client_apiserver.sh KUBE_CLIENT_IT_BINARY SOURCE_DIR   (K8S_BIN=DIR, KEEP=1)

@@ -1,7 +1,7 @@
 // cpprestsdk behind HttpTransport. Every cpprestsdk exception stops here and becomes a Status.
 // TLS: the kubeconfig's CA and client certificate are handed to OpenSSL from memory, never
 // written to files.
-#include "operator/kube/cpprest_transport.h"
+#include "kube/cpprest_transport.h"
 
 #include <exception>
 #include <string>

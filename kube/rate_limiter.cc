@@ -1,5 +1,5 @@
 // A token bucket that reserves ahead (see rate_limiter.h).
-#include "operator/kube/rate_limiter.h"
+#include "kube/rate_limiter.h"
 
 #include <algorithm>
 

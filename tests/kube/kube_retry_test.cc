@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "operator/kube/client.h"
-#include "operator/kube/rate_limiter.h"
+#include "kube/client.h"
+#include "kube/rate_limiter.h"
 
 namespace tlt::kube {
 namespace {

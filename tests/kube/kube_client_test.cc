@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "operator/kube/client.h"
-#include "operator/kube/kubeconfig.h"
+#include "kube/client.h"
+#include "kube/kubeconfig.h"
 
 namespace tlt::kube {
 namespace {

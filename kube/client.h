@@ -1,5 +1,6 @@
-// A Kubernetes API client for the operator: typed by resource, untyped in content (objects are
-// nlohmann::json as the apiserver sends them; decoding a job is api/manifest.h's business).
+// A Kubernetes API client for the operator and a job's runtime (runtime/cluster/link.h): typed by
+// resource, untyped in content (objects are nlohmann::json as the apiserver sends them; decoding a
+// job is api/manifest.h's business).
 //
 // Every call is one request (list: one per page) through an HttpTransport; nothing is cached.
 // Like client-go, the client itself retries transient failures and rate-limits its requests
@@ -48,8 +49,8 @@
 #include <nlohmann/json.hpp>
 
 #include "api/status.h"
-#include "operator/kube/clock.h"
-#include "operator/kube/http.h"
+#include "kube/clock.h"
+#include "kube/http.h"
 
 namespace tlt::kube {
 

@@ -13,9 +13,9 @@
 
 #include <gtest/gtest.h>
 
-#include "operator/kube/client.h"
-#include "operator/kube/cpprest_transport.h"
-#include "operator/kube/kubeconfig.h"
+#include "kube/client.h"
+#include "kube/cpprest_transport.h"
+#include "kube/kubeconfig.h"
 
 namespace tlt::kube {
 namespace {
@@ -30,7 +30,7 @@ const Resource kNamespaces{"", "v1", "namespaces", ""};
 Credentials credentials(const char* variable = "TLT_TEST_KUBECONFIG") {
   const char* path = std::getenv(variable);
   EXPECT_NE(path, nullptr) << variable
-                           << " unset: run me through tests/operator/kube_client_apiserver.sh";
+                           << " unset: run me through tests/kube/kube_client_apiserver.sh";
   StatusOr<Credentials> c = load_kubeconfig(path ? path : "/nonexistent");
   EXPECT_TRUE(c.ok()) << c.status().to_string();
   return c.ok() ? *c : Credentials{};

@@ -1,5 +1,5 @@
 // kubeconfig and in-cluster credentials.
-#include "operator/kube/kubeconfig.h"
+#include "kube/kubeconfig.h"
 
 #include <cctype>
 #include <cstdlib>

@@ -21,7 +21,7 @@
 #include <tuple>
 #include <vector>
 
-#include "operator/kube/client.h"
+#include "kube/client.h"
 
 namespace tlt::kube {
 

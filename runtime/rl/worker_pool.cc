@@ -1,0 +1,247 @@
+#include "runtime/rl/worker_pool.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "runtime/rl/rendezvous.h"
+
+namespace tlt::rl {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The parent's environment with one compute thread for BLIS and OpenMP: a worker plays one GPU
+// with one core, and their pools would otherwise oversubscribe the pinned core.
+std::vector<std::string> worker_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("BLIS_NUM_THREADS=", 0) != 0 && kv.rfind("OMP_NUM_THREADS=", 0) != 0)
+      env.push_back(kv);
+  }
+  env.push_back("BLIS_NUM_THREADS=1");
+  env.push_back("OMP_NUM_THREADS=1");
+  return env;
+}
+
+}  // namespace
+
+WorkerPool::WorkerPool(WorkerPoolOptions options, SetupFn setup, LogFn log)
+    : options_(std::move(options)), setup_(std::move(setup)), log_(std::move(log)) {
+  slots_.resize(size_t(std::max(0, options_.workers)));
+}
+
+Status WorkerPool::start(int64_t first_step) {
+  for (int w = 0; w < size(); ++w)
+    if (!optional(w)) TLT_RETURN_IF_ERROR(spawn(w));
+  return await_drafter_pods(first_step);
+}
+
+Status WorkerPool::spawn(int w) {
+  if (options_.listen_port > 0) return connect_remote(w);
+  int to_child[2], from_child[2];
+  if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0)
+    return Status::Unavailable("cannot create pipes for a rollout worker");
+  std::vector<std::string> env_strings = worker_environment();
+  std::vector<char*> envp;
+  for (std::string& kv : env_strings) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  char arg0[] = "tlt", arg1[] = "rl-worker";
+  char* argv[] = {arg0, arg1, nullptr};
+  pid_t pid = fork();
+  if (pid < 0) return Status::Unavailable("cannot fork a rollout worker");
+  if (pid == 0) {
+    dup2(to_child[0], 0);
+    dup2(from_child[1], 1);
+    execve(options_.worker_exe.c_str(), argv, envp.data());
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  Slot& s = slots_[size_t(w)];
+  s.pid = pid, s.to = to_child[1], s.from = from_child[0];
+  s.ch = std::make_unique<Channel>(s.from, s.to);
+  return s.ch->send(setup_(w));
+}
+
+Status WorkerPool::connect_remote(int w) {
+  if (listen_fd_ < 0) {
+    StatusOr<int> fd = listen_tcp(options_.listen_port, options_.listen_loopback);
+    if (!fd.ok()) return fd.status();
+    listen_fd_ = *fd;
+    log("waiting for " + std::to_string(rollout_workers()) + " rollout workers on port " +
+        std::to_string(options_.listen_port));
+  }
+  while (!pending_.count(w)) {
+    Status st = accept_one(options_.connect_timeout_s * 1000);
+    if (!st.ok())
+      return Status(st.code(), "rollout worker " + std::to_string(w) + ": " + st.message());
+  }
+  int fd = pending_[w];
+  pending_.erase(w);
+  log("rollout worker " + std::to_string(w) + " connected");
+  return attach(w, fd);
+}
+
+Status WorkerPool::accept_one(int timeout_ms) {
+  StatusOr<std::pair<int, int>> c = accept_worker(listen_fd_, timeout_ms);
+  if (!c.ok()) return c.status();
+  auto [fd, index] = *c;
+  if (index < 0) {
+    log("a worker said it is worker " + std::to_string(index) + ": refused");
+    close(fd);
+    return Status::Ok();
+  }
+  if (index >= size()) {
+    // A drafter pod beyond the slots this trainer started with (maxReplicas raised since): it
+    // stays connected and unused rather than failing its pod.
+    log("worker " + std::to_string(index) + " connected, but this job has " +
+        std::to_string(size()) + " worker slots (spec.roles.drafter.maxReplicas when the " +
+        "trainer started): it waits unused");
+  }
+  if (pending_.count(index)) close(pending_[index]);  // a newer connection wins
+  pending_[index] = fd;
+  return Status::Ok();
+}
+
+Status WorkerPool::attach(int w, int fd) {
+  Slot& s = slots_[size_t(w)];
+  s.pid = -1, s.to = fd, s.from = fd;
+  s.ch = std::make_unique<Channel>(fd, fd);
+  s.ch->mirror_files(options_.run_dir);
+  return s.ch->send(setup_(w));
+}
+
+void WorkerPool::drop(int w, const std::string& why) {
+  Slot& s = slots_[size_t(w)];
+  if (s.to >= 0) close(s.to);
+  s.pid = -1, s.to = s.from = -1;
+  s.ch.reset();
+  log("drafter pod " + std::to_string(w - rollout_workers()) + " (worker " + std::to_string(w) +
+      ") left (" + why + "); the job goes on without it");
+}
+
+Status WorkerPool::restart(int w) {
+  Slot& s = slots_[size_t(w)];
+  if (s.pid > 0) waitpid(s.pid, nullptr, 0);
+  close(s.to);
+  if (s.from != s.to) close(s.from);
+  s.pid = -1;
+  return spawn(w);
+}
+
+Status WorkerPool::await_drafter_pods(int64_t first_step) {
+  int drafter_slots = size() - rollout_workers();
+  if (options_.listen_port <= 0 || drafter_slots <= 0) return Status::Ok();
+  int expected = options_.drafter_pods_at_start < 0
+                     ? drafter_slots
+                     : std::min(options_.drafter_pods_at_start, drafter_slots);
+  auto missing = [&] {
+    for (int w = rollout_workers(); w < rollout_workers() + expected; ++w)
+      if (!pending_.count(w)) return true;
+    return false;
+  };
+  double deadline = now_s() + options_.drafter_start_grace_s;
+  while (missing() && now_s() < deadline) {
+    Status st = accept_one(int(std::max(1.0, 1000 * (deadline - now_s()))));
+    if (st.code() == StatusCode::kDeadlineExceeded) break;
+    if (!st.ok()) return st;
+  }
+  if (missing())
+    log("not every drafter pod connected within " + std::to_string(options_.drafter_start_grace_s) +
+        " s; the job starts without the missing ones, which join at a step boundary");
+  admit_drafter_pods(first_step);
+  return Status::Ok();
+}
+
+// A present drafter pod whose connection ended between steps (nothing left to read from it).
+bool WorkerPool::hung_up(int64_t w) {
+  pollfd p{slots_[size_t(w)].from, POLLIN, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) &&
+         !channel(w).pump().ok() && !channel(w).has_buffered();
+}
+
+void WorkerPool::admit_drafter_pods(int64_t step) {
+  if (options_.listen_port <= 0 || listen_fd_ < 0) return;
+  while (accept_one(0).ok()) {
+  }
+  for (int w = rollout_workers(); w < size(); ++w) {
+    if (present(w)) {  // still there? (a pod that went away between steps)
+      if (hung_up(w)) {
+        drop(w, "hung up between steps");
+      } else if (pending_.count(w)) {
+        drop(w, "connected again");  // its pod restarted: the new connection wins
+      }
+    }
+    if (present(w) || !pending_.count(w)) continue;
+    int fd = pending_[w];
+    pending_.erase(w);
+    log("drafter pod " + std::to_string(w - rollout_workers()) + " (worker " + std::to_string(w) +
+        ") joined at step " + std::to_string(step));
+    Status st = attach(w, fd);
+    if (!st.ok()) drop(w, st.message());
+  }
+}
+
+Status WorkerPool::send(int64_t w, const nlohmann::json& m) {
+  if (optional(w) && !present(w)) return Status::Ok();
+  Status st = channel(w).send(m);
+  if (st.ok() || optional(w)) return Status::Ok();
+  // A rollout worker that died between its last message and this one (a pod deleted at a step
+  // boundary): its connection's end shows up in the step's poll, which restarts it and sends
+  // its requests again. Any other failure (a file that cannot be mirrored) is the job's.
+  if (st.code() == StatusCode::kUnavailable) {
+    log("rollout worker " + std::to_string(w) + ": " + st.message() + "; restarting it");
+    return Status::Ok();
+  }
+  return st;
+}
+
+StatusOr<std::vector<int>> WorkerPool::wait_readable(int timeout_ms) {
+  std::vector<pollfd> fds;
+  for (const Slot& s : slots_) fds.push_back({s.from, POLLIN, 0});  // absent: -1, ignored
+  int pr = poll(fds.data(), fds.size(), timeout_ms);
+  if (pr < 0 && errno != EINTR) return Status::Internal("poll failed");
+  std::vector<int> ready;
+  for (size_t w = 0; w < fds.size(); ++w)
+    if (fds[w].revents & (POLLIN | POLLHUP | POLLERR)) ready.push_back(int(w));
+  return ready;
+}
+
+void WorkerPool::shutdown() {
+  for (auto& [index, fd] : pending_) close(fd);
+  pending_.clear();
+  if (listen_fd_ >= 0) close(listen_fd_), listen_fd_ = -1;
+  for (Slot& s : slots_) {
+    if (s.pid <= 0 && s.to >= 0) {  // remote: say goodbye and hang up
+      if (s.ch) (void)s.ch->send({{"op", "exit"}});
+      close(s.to);
+      s.to = s.from = -1;
+    }
+    if (s.pid <= 0) continue;
+    if (s.ch) (void)s.ch->send({{"op", "exit"}});
+    close(s.to);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = waitpid(s.pid, nullptr, WNOHANG) == s.pid;
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!gone) kill(s.pid, SIGKILL), waitpid(s.pid, nullptr, 0);
+    close(s.from);
+    s.pid = -1, s.to = s.from = -1;  // a second shutdown() closes nothing twice
+    s.ch.reset();
+  }
+}
+
+}  // namespace tlt::rl

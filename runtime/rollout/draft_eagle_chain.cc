@@ -1,0 +1,130 @@
+// EAGLE chain arms ("D_1_N"): the drafter, caught up on the target's hidden states, drafts one
+// token per level for up to min(D, N - 1) levels, every request of the batch in one drafter
+// forward per level. Greedy and reproducible requests take the drafter's top token (or, under
+// coupled_drafts, its inverse-CDF sample at the uniform the target will draw there); other
+// sampled requests draw from the drafter and are verified by rejection.
+//
+// Shapes: B batch, C model dim, V vocabulary.
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/rollout/batch_util.h"
+#include "runtime/rollout/draft_source.h"
+#include "runtime/rollout/drafter_context.h"
+
+namespace tlt::rollout {
+
+namespace {
+
+class EagleChainSource : public DraftSource {
+ public:
+  EagleChainSource(const api::Arm& arm, DrafterContext* drafter, const DraftSettings& settings)
+      : arm_(arm),
+        depth_(std::min(arm.depth, arm.verify_tokens - 1)),
+        drafter_(drafter),
+        settings_(settings) {}
+
+  bool needs_drafter() const override { return true; }
+  int64_t headroom() const override { return DrafterContext::headroom(arm_); }
+  std::vector<Draft> propose(std::vector<ActiveRequest>& batch) override;
+
+ private:
+  // Per request, the state of its chain while levels are drafted.
+  struct Chain {
+    double score = 0.0;         // log of the product of the drafter's top probabilities so far
+    bool ended = false;         // cut by draft_confidence
+    std::vector<double> ahead;  // coupled_drafts: the uniforms the request will draw next
+  };
+  std::vector<Chain> start_chains(const std::vector<ActiveRequest>& batch) const;
+  // Drafts level k (1-based) of request `a`'s chain from the drafter's logits `row` (V values);
+  // returns the drafted token, or the row's argmax when the chain ends or has ended.
+  int64_t draft_node(ActiveRequest& a, const double* row, int64_t v, int32_t k, Chain& chain,
+                     Draft& draft) const;
+
+  api::Arm arm_;
+  int32_t depth_;
+  DrafterContext* drafter_;  // borrowed
+  DraftSettings settings_;
+};
+
+std::vector<EagleChainSource::Chain> EagleChainSource::start_chains(
+    const std::vector<ActiveRequest>& batch) const {
+  std::vector<Chain> chains(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].req.sampling.greedy() || !settings_.reproducible || !settings_.coupled_drafts)
+      continue;
+    Rng peek = batch[i].rng;  // a copy: the request's own stream is not advanced
+    for (int32_t k = 0; k < depth_; ++k) chains[i].ahead.push_back(peek.uniform());
+  }
+  return chains;
+}
+
+// Under draft_confidence a chain ends before the node at which the product of the drafter's top
+// probabilities so far would fall below it. The decision uses only the distribution the node
+// would be drawn from, never the drawn token, so sampled chains stay exact under rejection.
+int64_t EagleChainSource::draft_node(ActiveRequest& a, const double* row, int64_t v, int32_t k,
+                                     Chain& chain, Draft& draft) const {
+  int64_t top = argmax(row, v);  // what an ended chain feeds the batched forward (unused)
+  if (chain.ended) return top;
+  const SamplingParams& sp = a.req.sampling;
+  bool sampled = !sp.greedy() && !settings_.reproducible;
+  bool coupled = !chain.ahead.empty();
+  std::vector<double> dist;
+  if (sampled || coupled) dist = sampling_probs(row, v, sp);
+  if (settings_.draft_confidence > 0.0) {  // (V exponentials a node: only when asked)
+    double p = dist.empty() ? top_probability(row, v) : *std::max_element(dist.begin(), dist.end());
+    if (chain.score + std::log(p) < log_or_minus_infinity(settings_.draft_confidence)) {
+      chain.ended = true;
+      return top;
+    }
+    chain.score += std::log(p);
+  }
+  int64_t d = top;
+  if (coupled) d = inverse_cdf(dist, chain.ahead[size_t(k - 1)]);
+  if (sampled) {
+    draft.q.push_back(std::move(dist));
+    d = sample(draft.q.back(), a.rng);
+  }
+  draft.tree.add(d, k - 1, chain.score);
+  return d;
+}
+
+std::vector<Draft> EagleChainSource::propose(std::vector<ActiveRequest>& batch) {
+  int64_t b = int64_t(batch.size());
+  torch::Tensor h = drafter_->catch_up(batch);  // (B, C)
+  torch::Device dev = h.device();
+  model::Drafter& drafter = drafter_->drafter();
+  std::vector<Draft> drafts;
+  for (const ActiveRequest& a : batch)
+    drafts.push_back({DraftTree(a.pending()), !settings_.reproducible, {}});
+  std::vector<Chain> chains = start_chains(batch);
+  int64_t live = b;
+  for (int32_t k = 1; k <= depth_ && live > 0; ++k) {
+    torch::Tensor logits = host_logits(drafter->draft_logits(h));  // (B, V)
+    int64_t v = logits.size(1);
+    std::vector<int64_t> toks(b), pos(b);
+    for (int64_t i = 0; i < b; ++i) {
+      bool was_ended = chains[i].ended;
+      toks[i] = draft_node(batch[i], logits.data_ptr<double>() + i * v, v, k, chains[i], drafts[i]);
+      pos[i] = batch[i].drafter_len + k - 1;
+      if (chains[i].ended && !was_ended) --live;
+    }
+    if (k == depth_ || live == 0) break;
+    h = drafter
+            ->forward(long_tensor(toks, dev).view({b, 1}), h.unsqueeze(1),
+                      long_tensor(pos, dev).view({b, 1}), drafter_->cache())
+            .squeeze(1);  // (B, C)
+    for (int64_t i = 0; i < b; ++i) drafter_->cache()->commit_prefix(i, 1);
+  }
+  for (int64_t i = 0; i < b; ++i) drafter_->cache()->truncate(i, batch[i].drafter_cached);
+  return drafts;
+}
+
+}  // namespace
+
+std::unique_ptr<DraftSource> make_eagle_chain_source(const api::Arm& arm, DrafterContext* drafter,
+                                                     const DraftSettings& settings) {
+  return std::make_unique<EagleChainSource>(arm, drafter, settings);
+}
+
+}  // namespace tlt::rollout

@@ -1,0 +1,180 @@
+// EAGLE tree arms ("D_K_N", K > 1), EAGLE-2 style: from the drafter's prediction of h_L, expand
+// the K best nodes of each level by their K children, scoring paths by the drafter's cumulative
+// log-probability, for D levels; keep the best N nodes (closed under ancestors). All requests of
+// the batch expand together, K nodes each per drafter forward. Trees are verified by sampling at
+// each node, so pruning unlikely paths is exact.
+//
+// Shapes: B batch, K top-k, C model dim, V vocabulary, P speculative drafter entries so far.
+#include <algorithm>
+
+#include "runtime/rollout/batch_util.h"
+#include "runtime/rollout/draft_source.h"
+#include "runtime/rollout/drafter_context.h"
+
+namespace tlt::rollout {
+
+namespace {
+
+class EagleTreeSource : public DraftSource {
+ public:
+  EagleTreeSource(const api::Arm& arm, DrafterContext* drafter, const DraftSettings& settings)
+      : arm_(arm), drafter_(drafter), settings_(settings) {}
+
+  bool needs_drafter() const override { return true; }
+  int64_t headroom() const override { return DrafterContext::headroom(arm_); }
+  std::vector<Draft> propose(std::vector<ActiveRequest>& batch) override;
+
+ private:
+  // The batch's trees while they grow.
+  struct Growth {
+    std::vector<Draft> drafts;
+    std::vector<std::vector<int32_t>> frontier;  // per request: node ids expandable next level
+    // Per request: the expanded node ids in drafter-cache order (speculative entries after L).
+    std::vector<std::vector<int32_t>> expanded;
+    torch::Tensor feat_of_frontier;  // (B, F, C): the pair feature of each frontier node
+  };
+  // Level 1: the root's K children from the drafter's prediction `root` (B, C) of h_L.
+  Growth first_level(const std::vector<ActiveRequest>& batch, const torch::Tensor& root) const;
+  // Levels 2..D: expands the K best frontier nodes of each request.
+  void expand_level(const std::vector<ActiveRequest>& batch, int32_t level, Growth& g);
+  // The K best frontier nodes of request i by score, each with its row in the frontier.
+  std::vector<std::pair<int32_t, int64_t>> best_frontier(const Growth& g, int64_t i) const;
+  // Which speculative entries each chosen node may attend to: its expanded ancestors.
+  model::AttentionLayout chosen_layout(const std::vector<ActiveRequest>& batch, const Growth& g,
+                                       const std::vector<std::vector<int32_t>>& chosen,
+                                       torch::Device dev) const;
+
+  api::Arm arm_;
+  DrafterContext* drafter_;  // borrowed
+  DraftSettings settings_;
+};
+
+// Top-K of log_softmax(drafter logits) over the last dim: (values, indices) on the CPU.
+std::pair<torch::Tensor, torch::Tensor> top_log_probs(model::Drafter& drafter,
+                                                      const torch::Tensor& h, int64_t k) {
+  torch::Tensor logp = torch::log_softmax(drafter->draft_logits(h).to(torch::kFloat64), -1);
+  auto [lp, ix] = logp.topk(k, -1);
+  return {lp.cpu().contiguous(), ix.cpu().contiguous()};
+}
+
+EagleTreeSource::Growth EagleTreeSource::first_level(const std::vector<ActiveRequest>& batch,
+                                                     const torch::Tensor& root) const {
+  int64_t b = int64_t(batch.size()), k = arm_.top_k;
+  Growth g;
+  for (const ActiveRequest& a : batch) g.drafts.push_back({DraftTree(a.pending()), false, {}});
+  auto [lp_c, ix_c] = top_log_probs(drafter_->drafter(), root, k);  // (B, K)
+  auto top_lp = lp_c.accessor<double, 2>();
+  auto top_ix = ix_c.accessor<int64_t, 2>();
+  g.frontier.resize(size_t(b));
+  g.expanded.resize(size_t(b));
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      g.frontier[i].push_back(g.drafts[i].tree.add(top_ix[i][j], 0, top_lp[i][j]));
+  g.feat_of_frontier = root.unsqueeze(1).expand({b, k, root.size(1)}).contiguous();  // (B, K, C)
+  return g;
+}
+
+std::vector<std::pair<int32_t, int64_t>> EagleTreeSource::best_frontier(const Growth& g,
+                                                                        int64_t i) const {
+  const DraftTree& tree = g.drafts[i].tree;
+  std::vector<int32_t> f = g.frontier[i];
+  std::stable_sort(f.begin(), f.end(),
+                   [&](int32_t x, int32_t y) { return tree.node(x).score > tree.node(y).score; });
+  std::vector<std::pair<int32_t, int64_t>> best;
+  for (int64_t j = 0; j < arm_.top_k; ++j) {
+    auto it = std::find(g.frontier[i].begin(), g.frontier[i].end(), f[j]);
+    best.push_back({f[j], int64_t(it - g.frontier[i].begin())});
+  }
+  return best;
+}
+
+model::AttentionLayout EagleTreeSource::chosen_layout(
+    const std::vector<ActiveRequest>& batch, const Growth& g,
+    const std::vector<std::vector<int32_t>>& chosen, torch::Device dev) const {
+  int64_t b = int64_t(batch.size()), k = arm_.top_k;
+  int64_t p = std::max<int64_t>(1, int64_t(g.expanded[0].size()));
+  std::vector<uint8_t> vis(size_t(b) * k * p, 0);
+  std::vector<int64_t> base(b);
+  for (int64_t i = 0; i < b; ++i) {
+    base[i] = batch[i].drafter_cached;
+    const DraftTree& tree = g.drafts[i].tree;
+    const std::vector<int32_t>& ex = g.expanded[i];
+    for (int64_t j = 0; j < k; ++j) {
+      for (int32_t a = tree.node(chosen[i][j]).parent; a > 0; a = tree.node(a).parent) {
+        auto it = std::find(ex.begin(), ex.end(), a);
+        if (it != ex.end()) vis[(size_t(i) * k + j) * p + size_t(it - ex.begin())] = 1;
+      }
+    }
+  }
+  model::AttentionLayout layout;
+  layout.tree = torch::eye(k, torch::kBool).expand({b, k, k}).to(dev);  // (B, K, K)
+  if (!g.expanded[0].empty()) {
+    layout.spec_base = long_tensor(base, dev);
+    layout.spec_visible =
+        torch::from_blob(vis.data(), {b, k, p}, torch::kUInt8).to(torch::kBool).to(dev);
+  }
+  return layout;
+}
+
+void EagleTreeSource::expand_level(const std::vector<ActiveRequest>& batch, int32_t level,
+                                   Growth& g) {
+  int64_t b = int64_t(batch.size()), k = arm_.top_k;
+  torch::Device dev = g.feat_of_frontier.device();
+  std::vector<int64_t> toks(b * k), pos(b * k), rows_of_chosen(b * k);
+  std::vector<std::vector<int32_t>> chosen(b);
+  for (int64_t i = 0; i < b; ++i) {
+    std::vector<std::pair<int32_t, int64_t>> best = best_frontier(g, i);
+    for (int64_t j = 0; j < k; ++j) {
+      chosen[i].push_back(best[j].first);
+      toks[i * k + j] = g.drafts[i].tree.node(best[j].first).token;
+      pos[i * k + j] = batch[i].drafter_len + level - 2;
+      rows_of_chosen[i * k + j] = best[j].second;
+    }
+  }
+  int64_t c = g.feat_of_frontier.size(2);
+  torch::Tensor rows = long_tensor(rows_of_chosen, dev).view({b, k, 1}).expand({b, k, c});
+  torch::Tensor feats = g.feat_of_frontier.gather(1, rows);  // (B, K, C)
+  model::AttentionLayout layout = chosen_layout(batch, g, chosen, dev);
+  torch::Tensor h = drafter_->drafter()->forward(long_tensor(toks, dev).view({b, k}), feats,
+                                                 long_tensor(pos, dev).view({b, k}),
+                                                 drafter_->cache(), layout);  // (B, K, C)
+  for (int64_t i = 0; i < b; ++i) {
+    drafter_->cache()->commit_prefix(i, k);
+    for (int32_t node : chosen[i]) g.expanded[i].push_back(node);
+  }
+  auto [clp_c, cix_c] = top_log_probs(drafter_->drafter(), h, k);  // (B, K, K)
+  auto clp = clp_c.accessor<double, 3>();
+  auto cix = cix_c.accessor<int64_t, 3>();
+  for (int64_t i = 0; i < b; ++i) {
+    g.frontier[i].clear();
+    for (int64_t j = 0; j < k; ++j) {
+      double base_score = g.drafts[i].tree.node(chosen[i][j]).score;
+      for (int64_t x = 0; x < k; ++x)
+        g.frontier[i].push_back(
+            g.drafts[i].tree.add(cix[i][j][x], chosen[i][j], base_score + clp[i][j][x]));
+    }
+  }
+  // Each new frontier node's pair feature is its parent's predicted hidden state.
+  g.feat_of_frontier = h.unsqueeze(2).expand({b, k, k, c}).reshape({b, k * k, c});  // (B, K*K, C)
+}
+
+std::vector<Draft> EagleTreeSource::propose(std::vector<ActiveRequest>& batch) {
+  torch::Tensor root = drafter_->catch_up(batch);  // (B, C)
+  Growth g = first_level(batch, root);
+  for (int32_t level = 2; level <= arm_.depth; ++level) expand_level(batch, level, g);
+  double min_score = log_or_minus_infinity(settings_.draft_confidence);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    drafter_->cache()->truncate(int64_t(i), batch[i].drafter_cached);
+    g.drafts[i].tree = g.drafts[i].tree.pruned(arm_.verify_tokens, min_score);
+  }
+  return std::move(g.drafts);
+}
+
+}  // namespace
+
+std::unique_ptr<DraftSource> make_eagle_tree_source(const api::Arm& arm, DrafterContext* drafter,
+                                                    const DraftSettings& settings) {
+  return std::make_unique<EagleTreeSource>(arm, drafter, settings);
+}
+
+}  // namespace tlt::rollout
