@@ -25,6 +25,7 @@ WORKDIR /src
 COPY CMakeLists.txt ./
 COPY scripts/build.sh scripts/
 COPY api api
+COPY kube kube
 COPY operator operator
 COPY runtime runtime
 COPY bench bench
