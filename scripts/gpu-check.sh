@@ -17,7 +17,10 @@
 #   6. cuda      runtime_test's Cuda.* and CudaGraphPool.* tests: transformer forward and the
 #                rollout engine on CUDA against the CPU, NCCL collectives, CUDA graphs of the
 #                verify forward against the eager one. Without a CUDA device: SKIP.
-#   7. suite     the rest of runtime_test on this LibTorch (CPU tests, OMP_NUM_THREADS=1 unless
+#   7. bench     bench_cuda_verify: verify forwards of a SmolLM2-135M-shaped target on the GPU,
+#                eager vs CUDA-graph replay, and speculation's ceiling N x T(B,1)/T(B,N), in
+#                float32 and bfloat16 (GPU_CHECK_BENCH=0 skips it; the table goes to the log too).
+#   8. suite     the rest of runtime_test on this LibTorch (CPU tests, OMP_NUM_THREADS=1 unless
 #                set; bounded by GPU_CHECK_SUITE_TIMEOUT seconds, default 300; 0 skips it).
 #
 # Exit status: 0 all passed on a CUDA device; 1 something failed; 2 built and the CPU checks passed
@@ -168,7 +171,7 @@ fi
 pass "configure: $build ($(grep -o 'NCCL: [^ ]*' "$log/cmake.log" | head -1))"
 
 # ---- 5. build ----------------------------------------------------------------------------------
-targets=(tlt_core)
+targets=(tlt_core bench_cuda_verify)
 [[ ${gtest_args[0]} == -DTLT_TESTS=ON ]] && targets+=(runtime_test)
 t=$SECONDS
 if ! ninja -C "$build" -j "$jobs" "${targets[@]}" >"$log/build.log" 2>&1; then
@@ -202,7 +205,19 @@ else
   pass "cuda: $(grep -c '^\[       OK \]' "$log/cuda.log") CUDA tests on $devices in $((SECONDS - t)) s"
 fi
 
-# ---- 7. the rest of the suite on this LibTorch ---------------------------------------------------
+# ---- 7. the GPU bench --------------------------------------------------------------------------
+if ((n_dev > 0)) && [[ ${GPU_CHECK_BENCH:-1} != 0 ]]; then
+  t=$SECONDS
+  if timeout 300 "$build/bin/bench_cuda_verify" ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee "$log/bench.log"; then
+    pass "bench: bench_cuda_verify in $((SECONDS - t)) s (table above, and $log/bench.log)"
+  else
+    fail "bench: bench_cuda_verify (see $log/bench.log)"
+  fi
+else
+  skip "bench: no CUDA device, or GPU_CHECK_BENCH=0"
+fi
+
+# ---- 8. the rest of the suite on this LibTorch ---------------------------------------------------
 limit=${GPU_CHECK_SUITE_TIMEOUT:-300}
 if ((limit > 0)); then
   t=$SECONDS

@@ -1,0 +1,180 @@
+// bench_cuda_verify: what speculative verification can win on a GPU, and what CUDA graphs add.
+// GPU flavour only (TLT_GPU); built by scripts/gpu-check.sh and run on the device machine.
+//
+// A target of SmolLM2-135M's shape (llama: C 576, 30 layers, 9 heads, 3 KV heads, F 1536,
+// V 49152; random weights, since timing does not depend on them), each of B requests with a
+// committed prefix of --prefix tokens. For every batch B and verified-token count N it times one
+// verify forward (N tokens per row, a chain tree) two ways, side by side in one run:
+//   eager  TransformerImpl::forward with the cache, as the engine runs without graphs;
+//   graph  rollout::CudaGraphPool::forward, a captured graph replayed (as the engine's verify).
+// and prints, per dtype:
+//   ceiling(B, N) = N x T(B, 1) / T(B, N): the most a verify of N tokens can win over N plain
+//                   decode steps if every draft were accepted (the CPU bench prints the same for
+//                   the CPU, bench/rollout.sh --ceiling-only);
+//   graph speedup = T_eager / T_graph for the same (B, N).
+// Each time is the median of --reps timed forwards after 3 warm-ups, with the device synchronised
+// around each. Shapes: B rows, N tokens per row, V vocab.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/model/transformer.h"
+#include "runtime/rollout/cuda_graph_pool.h"
+
+namespace {
+
+using tlt::model::Transformer;
+
+struct Options {
+  std::vector<int64_t> batches{1, 4, 16, 64};
+  std::vector<int64_t> tokens{1, 4, 8, 16};
+  int64_t prefix = 256;
+  int reps = 20;
+  std::vector<torch::ScalarType> dtypes{torch::kFloat32, torch::kBFloat16};
+};
+
+tlt::model::ModelConfig smollm2_135m_shape(int64_t max_seq) {
+  tlt::model::ModelConfig c;
+  c.vocab = 49152, c.dim = 576, c.n_layers = 30, c.n_heads = 9, c.n_kv_heads = 3, c.ffn = 1536;
+  c.max_seq = max_seq, c.rope_theta = 100000.0, c.tied_embeddings = true;
+  return c;
+}
+
+template <class F>
+double median_ms(int reps, F&& f) {
+  for (int i = 0; i < 3; ++i) f();
+  torch::cuda::synchronize();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    torch::cuda::synchronize();
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
+}
+
+struct Timing {
+  double eager_ms, graph_ms;
+};
+
+// Times one (B, N) verify forward both ways on a cache whose B slots hold `prefix` tokens each.
+Timing time_verify(Transformer& m, int64_t b, int64_t n, const Options& o, int64_t max_batch) {
+  torch::Device dev = m->embed->weight.device();
+  auto i64 = torch::dtype(torch::kInt64).device(dev);
+  auto cache = m->make_cache(max_batch, o.prefix + 64);
+  for (int64_t i = 0; i < b; ++i) cache->add_slot();
+  torch::Tensor prompt = torch::randint(m->config().vocab, {b, o.prefix}, i64);  // (B, prefix)
+  m->forward(prompt, tlt::model::sequential_positions(torch::zeros({b}, i64), o.prefix),
+             cache.get());
+  for (int64_t i = 0; i < b; ++i) cache->commit_prefix(i, o.prefix);
+  torch::Tensor toks = torch::randint(m->config().vocab, {b, n}, i64);  // (B, N)
+  torch::Tensor pos = tlt::model::sequential_positions(torch::full({b}, o.prefix, i64), n);
+  tlt::model::AttentionLayout layout;
+  layout.tree =
+      torch::ones({n, n}, torch::dtype(torch::kBool).device(dev)).tril().expand({b, n, n});
+  Timing t{};
+  t.eager_ms = median_ms(o.reps, [&] { m->forward(toks, pos, cache.get(), layout); });
+  tlt::rollout::CudaGraphPool pool(m, cache.get());
+  t.graph_ms = median_ms(o.reps, [&] { pool.forward(toks, pos, layout.tree); });
+  return t;
+}
+
+// "1,4,16" -> {1, 4, 16}; entries that are not positive numbers are dropped.
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    int64_t x = std::atoll(item.c_str());
+    if (x > 0) v.push_back(x);
+  }
+  return v;
+}
+
+// One dtype's table (throws c10::Error when the forward fails in that dtype).
+void run_dtype(const Options& o, torch::ScalarType dt, int64_t max_batch) {
+  torch::manual_seed(0);
+  Transformer m(smollm2_135m_shape(o.prefix + 64));
+  m->to(torch::Device(torch::kCUDA), dt);
+  m->eval();
+  std::printf("\n%s\n%5s %4s %10s %10s %8s %13s %13s\n", c10::toString(dt), "B", "N", "eager ms",
+              "graph ms", "graph x", "ceiling eager", "ceiling graph");
+  for (int64_t b : o.batches) {
+    Timing one{};
+    for (int64_t n : o.tokens) {
+      Timing t = time_verify(m, b, n, o, max_batch);
+      if (n == 1) one = t;
+      std::printf("%5lld %4lld %10.3f %10.3f %7.2fx %12.2fx %12.2fx\n", (long long)b, (long long)n,
+                  t.eager_ms, t.graph_ms, t.eager_ms / t.graph_ms, n * one.eager_ms / t.eager_ms,
+                  n * one.graph_ms / t.graph_ms);
+    }
+  }
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: bench_cuda_verify [--batches 1,4,16,64] [--tokens 1,4,8,16] "
+               "[--prefix 256] [--reps 20] [--dtype float32|bfloat16|both]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) return usage();
+    const char* v = argv[++i];
+    if (a == "--batches") {
+      o.batches = parse_list(v);
+    } else if (a == "--tokens") {
+      o.tokens = parse_list(v);
+    } else if (a == "--prefix") {
+      o.prefix = std::atoll(v);
+    } else if (a == "--reps") {
+      o.reps = std::max(1, std::atoi(v));
+    } else if (a == "--dtype") {
+      std::string d = v;
+      if (d == "float32")
+        o.dtypes = {torch::kFloat32};
+      else if (d == "bfloat16")
+        o.dtypes = {torch::kBFloat16};
+      else if (d != "both")
+        return usage();
+    } else {
+      return usage();
+    }
+  }
+  if (!torch::cuda::is_available()) {
+    std::fprintf(stderr,
+                 "bench_cuda_verify: no CUDA device (torch::cuda::is_available() is false)\n");
+    return 1;
+  }
+  if (o.tokens.empty() || o.tokens.front() != 1) o.tokens.insert(o.tokens.begin(), 1);
+  int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  torch::NoGradGuard no_grad;
+  std::printf(
+      "verify forward of a SmolLM2-135M-shaped target on CUDA, prefix %lld tokens, "
+      "median of %d\n",
+      (long long)o.prefix, o.reps);
+  int failed = 0;
+  for (torch::ScalarType dt : o.dtypes) {
+    try {
+      run_dtype(o, dt, max_batch);
+    } catch (const std::exception& e) {  // c10::Error too: report it, go on with the next dtype
+      std::string what = e.what();
+      std::printf("%s: FAILED: %s\n", c10::toString(dt), what.substr(0, what.find('\n')).c_str());
+      failed = 1;
+    }
+  }
+  return failed;
+}
