@@ -13,19 +13,30 @@
 //                   the CPU, bench/rollout.sh --ceiling-only);
 //   graph speedup = T_eager / T_graph for the same (B, N).
 // Each time is the median of --reps timed forwards after 3 warm-ups, with the device synchronised
-// around each. Shapes: B rows, N tokens per row, V vocab.
+// around each.
+//
+// --engine adds the rollout engine end to end on the same target (float32, untied LM head, random
+// weights, so acceptance is this model's, not a trained one's): B greedy requests of 32 prompt
+// tokens and --new tokens each, plain decoding eager and with graphs, the n-gram arm, an EAGLE
+// chain with an untrained drafter (acceptance about 1: the arm's pure cost) and the adaptive
+// bandit over both, each timed on its second generate() (the first captures the graphs).
+// Shapes: B rows, N tokens per row, V vocab.
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "runtime/model/drafter.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rollout/cuda_graph_pool.h"
+#include "runtime/rollout/engine.h"
 
 namespace {
 
@@ -37,6 +48,8 @@ struct Options {
   int64_t prefix = 256;
   int reps = 20;
   std::vector<torch::ScalarType> dtypes{torch::kFloat32, torch::kBFloat16};
+  bool engine = false;
+  int32_t new_tokens = 128;
 };
 
 tlt::model::ModelConfig smollm2_135m_shape(int64_t max_seq) {
@@ -119,10 +132,103 @@ void run_dtype(const Options& o, torch::ScalarType dt, int64_t max_batch) {
   }
 }
 
+// ---- the engine end to end -------------------------------------------------------------------
+
+struct EngineCase {
+  std::string name;
+  bool speculative, graphs;
+  std::vector<std::string> arms;  // empty: plain
+  std::string selector;
+};
+
+std::vector<tlt::rollout::Request> greedy_requests(int64_t n, int64_t vocab, int32_t new_tokens) {
+  std::mt19937_64 rng(7);
+  std::vector<tlt::rollout::Request> out;
+  for (int64_t i = 0; i < n; ++i) {
+    tlt::rollout::Request r;
+    r.id = i;
+    for (int j = 0; j < 32; ++j) r.prompt.push_back(int64_t(rng() % uint64_t(vocab)));
+    r.max_new_tokens = new_tokens;
+    r.seed = uint64_t(i);
+    out.push_back(r);
+  }
+  return out;
+}
+
+// Tokens per second of one case on its second generate(); stats of that call in *st.
+double engine_tokens_per_s(Transformer& m, tlt::model::Drafter drafter, const EngineCase& c,
+                           int64_t b, const Options& o, tlt::rollout::EngineStats* st) {
+  tlt::rollout::EngineOptions eo;
+  eo.max_batch = b, eo.max_seq = 32 + o.new_tokens + 16;
+  eo.speculative = c.speculative, eo.cuda_graphs = c.graphs;
+  if (c.speculative) {
+    eo.arms = c.arms, eo.selector = c.selector;
+    eo.plain_arm = c.selector != "fixed";
+    if (c.selector == "fixed") eo.activation_threshold = b + 1;  // always speculate
+  }
+  auto engine = tlt::rollout::Engine::create(m, drafter, eo);
+  if (!engine.ok()) throw std::runtime_error(engine.status().to_string());
+  std::vector<tlt::rollout::Request> reqs = greedy_requests(b, m->config().vocab, o.new_tokens);
+  double tps = 0.0;
+  for (int pass = 0; pass < 2; ++pass) {
+    (*engine)->reset_stats();
+    torch::cuda::synchronize();
+    auto t0 = std::chrono::steady_clock::now();
+    auto out = (*engine)->generate(reqs);
+    torch::cuda::synchronize();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!out.ok()) throw std::runtime_error(out.status().to_string());
+    *st = (*engine)->stats();
+    tps = double(st->tokens) / s;
+  }
+  return tps;
+}
+
+void run_engine(const Options& o) {
+  torch::manual_seed(0);
+  tlt::model::ModelConfig cfg = smollm2_135m_shape(32 + o.new_tokens + 16);
+  cfg.tied_embeddings = false;
+  Transformer m(cfg);
+  m->to(torch::Device(torch::kCUDA), torch::kFloat32);
+  m->eval();
+  tlt::model::Drafter drafter(m, 1);  // untrained: its drafts are rarely accepted
+  drafter->eval();
+  const std::vector<EngineCase> cases{{"plain, eager", false, false, {}, ""},
+                                      {"plain, graphs", false, true, {}, ""},
+                                      {"ngram", true, true, {"ngram"}, "fixed"},
+                                      {"4_1_5 (untrained drafter)", true, true, {"4_1_5"}, "fixed"},
+                                      {"adaptive (4_1_5, 6_2_8, ngram)",
+                                       true,
+                                       true,
+                                       {"4_1_5", "6_2_8", "ngram"},
+                                       "bucketed-epsilon-greedy"}};
+  std::printf("\nengine end to end on CUDA: float32, %d new tokens per request, greedy\n",
+              o.new_tokens);
+  std::printf("%5s  %-32s %10s %9s %9s %8s %7s\n", "B", "case", "tokens/s", "vs plain", "vs eager",
+              "accept", "graphs");
+  for (int64_t b : o.batches) {
+    std::vector<std::pair<double, tlt::rollout::EngineStats>> runs;  // per case, in order
+    for (const EngineCase& c : cases) {
+      tlt::rollout::EngineStats st;
+      double tps = engine_tokens_per_s(m, c.speculative ? drafter : tlt::model::Drafter(nullptr), c,
+                                       b, o, &st);
+      runs.emplace_back(tps, st);
+    }
+    double eager = runs[0].first, plain = runs[1].first;  // cases 0 and 1
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const auto& [tps, st] = runs[i];
+      std::printf("%5lld  %-32s %10.1f %8.2fx %8.2fx %8.2f %7lld\n", (long long)b,
+                  cases[i].name.c_str(), tps, tps / plain, tps / eager, st.accept_length(),
+                  (long long)st.graph_replays);
+    }
+  }
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: bench_cuda_verify [--batches 1,4,16,64] [--tokens 1,4,8,16] "
-               "[--prefix 256] [--reps 20] [--dtype float32|bfloat16|both]\n");
+               "[--prefix 256] [--reps 20] [--dtype float32|bfloat16|both] [--engine] "
+               "[--new 128]\n");
   return 2;
 }
 
@@ -132,6 +238,10 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--engine") {
+      o.engine = true;
+      continue;
+    }
     if (i + 1 >= argc) return usage();
     const char* v = argv[++i];
     if (a == "--batches") {
@@ -140,6 +250,8 @@ int main(int argc, char** argv) {
       o.tokens = parse_list(v);
     } else if (a == "--prefix") {
       o.prefix = std::atoll(v);
+    } else if (a == "--new") {
+      o.new_tokens = std::max(1, std::atoi(v));
     } else if (a == "--reps") {
       o.reps = std::max(1, std::atoi(v));
     } else if (a == "--dtype") {
@@ -173,6 +285,15 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {  // c10::Error too: report it, go on with the next dtype
       std::string what = e.what();
       std::printf("%s: FAILED: %s\n", c10::toString(dt), what.substr(0, what.find('\n')).c_str());
+      failed = 1;
+    }
+  }
+  if (o.engine) {
+    try {
+      run_engine(o);
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      std::printf("engine: FAILED: %s\n", what.substr(0, what.find('\n')).c_str());
       failed = 1;
     }
   }

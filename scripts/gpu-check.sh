@@ -19,7 +19,9 @@
 #                verify forward against the eager one. Without a CUDA device: SKIP.
 #   7. bench     bench_cuda_verify: verify forwards of a SmolLM2-135M-shaped target on the GPU,
 #                eager vs CUDA-graph replay, and speculation's ceiling N x T(B,1)/T(B,N), in
-#                float32 and bfloat16 (GPU_CHECK_BENCH=0 skips it; the table goes to the log too).
+#                float32 and bfloat16, then the engine end to end (plain eager and with graphs,
+#                n-gram, EAGLE chain, adaptive); GPU_CHECK_BENCH=0 skips it, GPU_CHECK_BENCH_ARGS
+#                replaces its flags (default --engine); the tables go to the log too.
 #   8. suite     the rest of runtime_test on this LibTorch (CPU tests, OMP_NUM_THREADS=1 unless
 #                set; bounded by GPU_CHECK_SUITE_TIMEOUT seconds, default 300; 0 skips it).
 #
@@ -208,7 +210,7 @@ fi
 # ---- 7. the GPU bench --------------------------------------------------------------------------
 if ((n_dev > 0)) && [[ ${GPU_CHECK_BENCH:-1} != 0 ]]; then
   t=$SECONDS
-  if timeout 300 "$build/bin/bench_cuda_verify" ${GPU_CHECK_BENCH_ARGS:-} 2>&1 | tee "$log/bench.log"; then
+  if timeout 300 "$build/bin/bench_cuda_verify" ${GPU_CHECK_BENCH_ARGS:---engine} 2>&1 | tee "$log/bench.log"; then
     pass "bench: bench_cuda_verify in $((SECONDS - t)) s (table above, and $log/bench.log)"
   else
     fail "bench: bench_cuda_verify (see $log/bench.log)"

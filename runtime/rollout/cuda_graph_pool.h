@@ -16,7 +16,8 @@
 // read on the device at replay time, see KVCache::set_device_lengths), which costs a little more
 // attention than the eager forward's max(length) + N span.
 //
-// What it leaves out: drafting forwards (their shapes change every level), prefill, plain decode.
+// Plain decode steps replay the graph of N = 1 (a one-node tree is the causal layout).
+// What it leaves out: drafting forwards (their shapes change every level) and prefill.
 // Shapes: B rows, Bb bucket (B <= Bb), N tokens per row, V vocab, C dim.
 //
 // Thread safety: one thread (the engine's). Replays of graphs that share the memory pool must not

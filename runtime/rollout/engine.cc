@@ -297,8 +297,21 @@ void Engine::plain_step(std::vector<ActiveRequest>& active) {
   torch::Device dev = target_->lm_head->weight.device();
   std::vector<int64_t> toks(b), pos(b);
   for (int64_t i = 0; i < b; ++i) toks[i] = active[i].pending(), pos[i] = active[i].committed();
-  model::ForwardResult r = target_->forward(long_tensor(toks, dev).view({b, 1}),
-                                            long_tensor(pos, dev).view({b, 1}), cache_tgt_.get());
+  torch::Tensor tokens = long_tensor(toks, dev).view({b, 1});    // (B, 1)
+  torch::Tensor positions = long_tensor(pos, dev).view({b, 1});  // (B, 1)
+  model::ForwardResult r;
+#ifdef TLT_GPU
+  if (graphs_) {
+    // A one-node tree is the causal layout of one token, so plain decode replays the verify
+    // graph of N = 1. Its outputs are the graph's static buffers: copy the hidden states, which
+    // the drafter's context keeps past the next replay.
+    ++stats_.graph_replays;
+    r = graphs_->forward(tokens, positions,
+                         torch::ones({b, 1, 1}, torch::dtype(torch::kBool).device(dev)));
+    r.hidden = r.hidden.clone();  // (B, 1, C)
+  }
+#endif
+  if (!r.logits.defined()) r = target_->forward(tokens, positions, cache_tgt_.get());
   torch::Tensor logits = host_logits(r.logits);  // (B, 1, V)
   int64_t v = logits.size(2);
   for (int64_t i = 0; i < b; ++i) {

@@ -110,8 +110,9 @@ struct EngineOptions {
   // the target then scores mostly tokens it will accept. Exact for every rule (a chain's cut
   // never looks at the token drawn). 0 verifies every drafted node.
   double draft_confidence = 0.0;
-  // GPU flavour (TLT_GPU), target on CUDA: verify forwards replay CUDA graphs captured per
-  // (batch bucket, verified tokens) (runtime/rollout/cuda_graph_pool.h). No effect elsewhere.
+  // GPU flavour (TLT_GPU), target on CUDA: verify forwards and plain decode steps (N = 1)
+  // replay CUDA graphs captured per (batch bucket, verified tokens)
+  // (runtime/rollout/cuda_graph_pool.h). No effect elsewhere.
   bool cuda_graphs = true;
 };
 
@@ -126,7 +127,7 @@ struct EngineStats {
   int64_t copied_drafts = 0;     // drafts of drafter arms copied from context (ngram_shortcut)
   int64_t catch_up_skipped = 0;  // pairs never given to the drafter (drafter_catch_up_limit)
   int64_t drafted = 0;           // drafted tokens verified (all arms; accepted <= drafted)
-  int64_t graph_replays = 0;     // verify forwards replayed from CUDA graphs (GPU flavour)
+  int64_t graph_replays = 0;     // target forwards (verify, plain) replayed from CUDA graphs
   double seconds = 0.0;
   // Mean tokens emitted per request per speculative step (accepted + 1).
   double accept_length() const {

@@ -4,7 +4,8 @@
 //    lengths, a padded bucket, and on later replays with other inputs;
 //  - graphs are keyed by (bucket, N): batches in one bucket and arms with one N share a graph;
 //  - the engine with graphs produces exactly the tokens of the engine without them and of the
-//    CPU (chain, tree and n-gram arms, and two arms sharing N = 5).
+//    CPU (plain decoding, whose steps replay the graph of N = 1; chain, tree and n-gram arms;
+//    two arms sharing N = 5).
 // Shapes: B rows, N tokens per row, V vocab.
 #include <gtest/gtest.h>
 
@@ -118,6 +119,18 @@ TEST(CudaGraphPool, EngineWithGraphsEqualsWithoutAndTheCpu) {
   EngineStats st;
   std::vector<Completion> want = run(cpu, Drafter(nullptr), plain, reqs, &st);
   ASSERT_EQ(want.size(), reqs.size());
+  // Plain decoding on the GPU replays the graph of N = 1 at every step, with the CPU's tokens.
+  for (bool graphs : {true, false}) {
+    EngineOptions o = plain;
+    o.cuda_graphs = graphs;
+    std::vector<Completion> got = run(gpu, Drafter(nullptr), o, reqs, &st);
+    ASSERT_EQ(got.size(), want.size());
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) bad += got[i].tokens != want[i].tokens;
+    EXPECT_EQ(bad, 0) << "plain decoding " << (graphs ? "with" : "without") << " graphs";
+    EXPECT_GT(st.plain_steps, 0);
+    EXPECT_EQ(st.graph_replays, graphs ? st.plain_steps : 0);
+  }
   torch::manual_seed(5);
   Drafter drafter(gpu, 1);
   drafter->eval();
@@ -137,7 +150,7 @@ TEST(CudaGraphPool, EngineWithGraphsEqualsWithoutAndTheCpu) {
                          (graphs ? " with graphs" : " without graphs");
       EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " requests differ";
       if (graphs) {
-        EXPECT_EQ(st.graph_replays, st.spec_steps) << what;
+        EXPECT_EQ(st.graph_replays, st.spec_steps + st.plain_steps) << what;
       } else {
         EXPECT_EQ(st.graph_replays, 0) << what;
       }
