@@ -81,7 +81,7 @@ struct EngineOptions {
   // arm, selector.h): plain is tried first, an arm whose confidence interval lies below another's
   // is ruled out and hardly explored again, and an arm within the noise of plain decoding does
   // not displace it. false: plain is one more epsilon-greedy arm.
-  bool plain_floor = false;
+  bool plain_floor = true;
   // Sampled requests: draft chains with the drafter's top-1 and verify by sampling from the
   // target at each node (as trees and n-grams are), instead of drafting by sampling and
   // verifying by rejection. Then a request's tokens equal plain sampling's for its seed

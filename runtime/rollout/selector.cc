@@ -167,7 +167,14 @@ int32_t ArmSelector::choose_bounded(int32_t cell) {
     open = others;
   }
   ++explorations_;
-  return open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng_)];
+  // The open arm with the highest upper bound: the likeliest to overtake the leader.
+  int32_t pick = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng_)];
+  double top = -std::numeric_limits<double>::infinity();
+  for (int32_t a : open) {
+    double upper = value(cell, a) + kZ * standard_error(cell, a);
+    if (upper > top) top = upper, pick = a;
+  }
+  return pick;
 }
 
 int32_t ArmSelector::explore(int32_t cell) {

@@ -26,10 +26,11 @@
 //   - Exploitation picks the arm with the best pessimistic value: the reference at its value, the
 //     others at their value less one standard error. An arm within the noise of plain decoding
 //     does not displace it.
-//   - Exploration (probability epsilon) picks uniformly among the arms not ruled out, the
-//     exploited one left out; when every other arm is ruled out, the verdict is known and it
-//     explores only with probability epsilon * kRecheck (a stale verdict still gets refreshed:
-//     the drafter improves between calls).
+//   - Exploration (probability epsilon) picks, among the arms not ruled out and the exploited
+//     one left out, the one with the highest upper bound (the likeliest to overtake); when every
+//     other arm is ruled out, the verdict is known and it explores only with probability
+//     epsilon * kRecheck, then uniformly (a stale verdict still gets refreshed: the drafter
+//     improves between calls).
 // Without one, the plain epsilon-greedy rules above hold.
 //
 // Optionally the statistics are kept per (bucket, context) cell, `contexts` of them per bucket:
