@@ -135,7 +135,7 @@ DraftTree HistoryIndex::draft(const std::vector<int64_t>& prompt,
   // The occurrences of the longest n-gram that ends the context, newest first.
   std::vector<Occurrence> found;
   int32_t len = int32_t(context.size());
-  for (int32_t n = std::min(kMaxOrder, len); n >= 1 && found.empty(); --n) {
+  for (int32_t n = std::min(kMaxOrder, len); n >= kMinOrder && found.empty(); --n) {
     const int64_t* tail = context.data() + (len - n);
     auto g = e.grams.find(gram_key(tail, n));
     if (g == e.grams.end()) continue;
@@ -172,7 +172,7 @@ DraftTree HistoryIndex::draft(const std::vector<int64_t>& prompt,
   DraftTree full(context.back());
   for (size_t i = 1; i < token.size(); ++i)
     full.add(token[i], parent[i], std::log(double(count[i]) / double(found.size())));
-  return full.pruned(max_nodes);
+  return full.pruned(max_nodes, std::log(kMinShare));
 }
 
 namespace {

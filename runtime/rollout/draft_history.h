@@ -3,7 +3,10 @@
 // step's responses to the same prompt, often say what a request still running will write next.
 // The history index keeps the finished responses per prompt, indexed by the n-grams (n = 1 to
 // kMaxOrder) that precede each of their tokens, and drafts a tree of what followed the longest
-// n-gram that ends a request's context, weighted by how often each continuation occurred. No
+// n-gram (at least kMinOrder long) that ends a request's context, weighted by how often each
+// continuation occurred. A node's share of the continuations estimates how likely the target is
+// to draw it (sampled siblings are draws from the same policy), so nodes below kMinShare are
+// not verified. No
 // forward pass; the engine verifies the tree by sampling the target at each node (or greedily),
 // so the output stays exactly plain decoding's, whatever the history holds.
 //
@@ -29,6 +32,8 @@ namespace tlt::rollout {
 class HistoryIndex {
  public:
   static constexpr int32_t kMaxOrder = 4;     // the longest n-gram matched
+  static constexpr int32_t kMinOrder = 2;     // the shortest (one token says too little)
+  static constexpr double kMinShare = 0.1;    // of the continuations, for a node to be drafted
   static constexpr int32_t kMaxMatches = 32;  // occurrences (newest first) a draft is built from
   HistoryIndex(int32_t max_responses = 32, int64_t max_tokens = int64_t(1) << 18);
   ~HistoryIndex();
@@ -42,8 +47,9 @@ class HistoryIndex {
   // The draft for a request of `prompt` whose tokens so far are `context` (prompt, generated,
   // the pending token last): a tree rooted at context.back() of at most `max_nodes` nodes (root
   // included) and `depth` levels, whose nodes are the tokens that followed the longest n-gram
-  // ending `context` in `prompt`'s responses, the likelier continuations kept first. Only the
-  // root when nothing matches or the prompt has no responses. `context` must not be empty.
+  // ending `context` in `prompt`'s responses, the likelier continuations kept first and none
+  // taken by fewer than kMinShare of them. Only the root when nothing matches or the prompt has
+  // no responses. `context` must not be empty.
   DraftTree draft(const std::vector<int64_t>& prompt, const std::vector<int64_t>& context,
                   int32_t depth, int32_t max_nodes) const;
 

@@ -66,14 +66,26 @@ TEST(HistoryIndex, TreeKeepsTheCommonestContinuationsWithinItsNodeBudget) {
   EXPECT_EQ(first_path(small), (Tokens{21, 22, 23}));
 }
 
-TEST(HistoryIndex, LongerMatchesWin) {
+TEST(HistoryIndex, LongerMatchesWinAndOneTokenIsNotEnough) {
   HistoryIndex h;
   const Tokens prompt{1};
-  // After "7" alone the commonest continuation is 8; after "6 7" it is 9.
+  // After "8 7" the continuation is 8; after "6 7" it is 9.
   h.add(prompt, {7, 8, 7, 8, 7, 8});
   h.add(prompt, {6, 7, 9});
   EXPECT_EQ(first_path(h.draft(prompt, {1, 6, 7}, 1, 4)), (Tokens{9}));
-  EXPECT_EQ(first_path(h.draft(prompt, {1, 3, 7}, 1, 4)), (Tokens{8}));
+  EXPECT_EQ(first_path(h.draft(prompt, {1, 8, 7}, 1, 4)), (Tokens{8}));
+  // "7" alone occurred, but a one-token match drafts nothing (kMinOrder).
+  EXPECT_EQ(h.draft(prompt, {1, 3, 7}, 1, 4).size(), 1);
+}
+
+TEST(HistoryIndex, RareContinuationsAreNotDrafted) {
+  HistoryIndex h;
+  const Tokens prompt{2, 3};
+  for (int i = 0; i < 10; ++i) h.add(prompt, {40, 41});
+  h.add(prompt, {40, 99});  // 1 of 11 continuations: below kMinShare
+  DraftTree d = h.draft(prompt, cat(prompt, {40}), 1, 8);
+  EXPECT_EQ(d.size(), 2);
+  EXPECT_EQ(first_path(d), (Tokens{41}));
 }
 
 TEST(HistoryIndex, KeepsAtMostMaxResponsesPerPrompt) {
