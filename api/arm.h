@@ -12,22 +12,32 @@ namespace tlt::api {
 // model-free draft of up to kNgramDepth tokens copied from the request's own context) or
 // "ngram_D" (up to D tokens: shorter drafts verify fewer tokens, which pays where verification
 // is bound by arithmetic, at larger batches). An n-gram arm has top_k 0 and verifies depth + 1.
+// "history": a model-free tree of up to kHistoryDepth levels and kHistoryTokens verified tokens
+// (root included), of what followed the request's context in responses already finished for the
+// same prompt (runtime/rollout/draft_history.h); top_k 0.
 struct Arm {
   int32_t depth = 0, top_k = 0, verify_tokens = 0;
   bool ngram = false;
+  bool history = false;
 };
 
-constexpr int32_t kNgramDepth = 8;  // the plain "ngram" arm's longest draft
+constexpr int32_t kNgramDepth = 8;      // the plain "ngram" arm's longest draft
+constexpr int32_t kHistoryDepth = 8;    // the "history" arm's deepest draft
+constexpr int32_t kHistoryTokens = 12;  // and the tokens it verifies, its root included
 
 inline const char* arm_syntax_hint() {
-  return "must be \"depth_topk_verifyTokens\" such as \"8_4_48\", \"ngram\" or \"ngram_D\" "
-         "such as \"ngram_4\"";
+  return "must be \"depth_topk_verifyTokens\" such as \"8_4_48\", \"ngram\", \"ngram_D\" "
+         "such as \"ngram_4\" or \"history\"";
 }
 
 // Parses an arm name. Returns false with *why set when the text is not an arm.
 inline bool parse_arm(const std::string& text, Arm* arm, std::string* why) {
   if (text == "ngram") {
     *arm = Arm{kNgramDepth, 0, kNgramDepth + 1, true};
+    return true;
+  }
+  if (text == "history") {
+    *arm = Arm{kHistoryDepth, 0, kHistoryTokens, false, true};
     return true;
   }
   const std::string prefix = "ngram_";

@@ -86,9 +86,9 @@ std::vector<CelRule> cel_rules(const SelectorSpec&) {
   };
 }
 
-// An arm is "ngram", "ngram_D" or "D_K_N" (api/arm.h: parse_arm). The numbers are read only after
-// the syntax check, so int() sees nothing but digits, and arms are at most 16 characters, so the
-// numbers fit. (The apiserver's CEL has no cel.bind, hence the repeated split.)
+// An arm is "ngram", "ngram_D", "history" or "D_K_N" (api/arm.h: parse_arm). The numbers are read
+// only after the syntax check, so int() sees nothing but digits, and arms are at most 16
+// characters, so the numbers fit. (The apiserver's CEL has no cel.bind, hence the repeated split.)
 constexpr const char* kArmSyntax = "^[0-9]+_[0-9]+_[0-9]+$";
 constexpr const char* kNgramArmSyntax = "^ngram_[0-9]{1,4}$";  // parse_arm: 1 to 4 digits
 
@@ -107,8 +107,8 @@ std::string arm_ok(const std::string& var, std::string condition) {
 }
 
 std::vector<CelRule> cel_rules(const SpeculativeSpec&) {
-  const std::string syntax = std::string("(a == 'ngram' || a.matches('") + kNgramArmSyntax +
-                             "') || a.matches('" + kArmSyntax + "'))";
+  const std::string syntax = std::string("(a == 'ngram' || a == 'history' || a.matches('") +
+                             kNgramArmSyntax + "') || a.matches('" + kArmSyntax + "'))";
   const std::string ranges = "D >= 1 && D <= 64 && K >= 1 && K <= 64 && N >= 1";
   const std::string tree = "N <= 1 + K + (D - 1) * K * K";
   const std::string ngram_depth = std::string("(!a.matches('") + kNgramArmSyntax +

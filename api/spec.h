@@ -319,7 +319,8 @@ struct SpeculativeSpec {
     v("arms", arms,
       Rule().at_most_items(64).at_most_chars(16).doc(
           "Drafting strategies: \"depth_topk_verifyTokens\" (top-k 1 = chain), \"ngram\" (up to 8 "
-          "tokens copied from the request's context) or \"ngram_D\" (up to D)."));
+          "tokens copied from the request's context), \"ngram_D\" (up to D) or \"history\" (a "
+          "tree of what followed in responses already finished for the same prompt)."));
     v("ngramShortcut", ngram_shortcut,
       Rule().ge(0).le(64).doc(
           "Drafter arms copy a request's draft from its own context when its last this-many "

@@ -20,7 +20,7 @@
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
 //                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
 //                      [--selector-value throughput] [--catch-up-limit 0]
-//                      [--draft-confidence 0] [--epsilon 0.1] [--ceiling-only]
+//                      [--draft-confidence 0] [--epsilon 0.1] [--group 1] [--ceiling-only]
 //        bench_rollout --model PATH --ceiling-only [--batches 1,4,16] [--threads 1]
 #include <algorithm>
 #include <chrono>
@@ -98,12 +98,14 @@ model::Transformer trained_target(const std::string& preset, const data::Tokeniz
   return target;
 }
 
+// n requests in groups of `group` that share a prompt (a GRPO group), each with its own seed.
 std::vector<rollout::Request> prompts(const std::vector<std::vector<int32_t>>& held, int n,
-                                      int max_new, double temperature, int offset) {
+                                      int max_new, double temperature, int offset, int group = 1) {
   std::vector<rollout::Request> out;
   for (int i = 0; i < n; ++i) {
-    const auto& d = held[size_t(i + offset) % held.size()];
-    size_t start = (size_t(i) * 97) % std::max<size_t>(1, d.size() > 64 ? d.size() - 64 : 1);
+    int g = i / std::max(1, group);
+    const auto& d = held[size_t(g + offset) % held.size()];
+    size_t start = (size_t(g) * 97) % std::max<size_t>(1, d.size() > 64 ? d.size() - 64 : 1);
     rollout::Request r;
     r.id = i;
     r.prompt.assign(d.begin() + long(start), d.begin() + long(std::min(d.size(), start + 32)));
@@ -165,6 +167,15 @@ std::string exploration = "uniform";
 int catch_up_limit = 0;
 double draft_confidence = 0.0;
 double epsilon = 0.1;
+bool plain_floor = true;
+
+// One run's time by engine phase (EngineStats::phases), in seconds and as a share of the run.
+void print_phases(const char* label, const rollout::EngineStats& s) {
+  std::printf("       %-6s phases:", label);
+  for (const auto& [name, sec] : s.phases.named(s.seconds))
+    if (sec >= 0.0005 || name == "other") std::printf(" %s %.3fs", name.c_str(), sec);
+  std::printf(" (total %.3fs)\n", s.seconds);
+}
 
 double kept(const rollout::EngineStats& s) {
   return s.drafted ? double(s.accepted) / double(s.drafted) : 0.0;
@@ -186,6 +197,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.drafter_catch_up_limit = catch_up_limit;
   eo.draft_confidence = draft_confidence;
   eo.epsilon = epsilon;
+  eo.plain_floor = plain_floor;
   auto created = rollout::Engine::create(target, drafter, eo);
   if (!created.ok()) {  // e.g. a malformed --arms entry
     std::cerr << created.status().to_string() << "\n";
@@ -326,7 +338,7 @@ int main(int argc, char** argv) {
   std::string tokens, preset = "small", batches_s = "1,4,16,64";
   int train_steps = 400, drafter_steps = 400, max_new = 192, threads = 1;
   double temperature = 0.0;
-  int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2;
+  int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2, group = 1;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
   bool prepare_only = false, ceiling_only = false;
   std::string model_path;
@@ -376,12 +388,21 @@ int main(int argc, char** argv) {
                  "(0: every node)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  app.add_option("--plain-floor", plain_floor,
+                 "The bandit keeps a floor under plain decoding (confidence bounds; 0: plain is "
+                 "one more epsilon-greedy arm)")
+      ->capture_default_str();
   app.add_option("--epsilon", epsilon, "The bandit's exploration rate")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_flag(
       "--show-bandit", show_bandit,
       "Print the bandit's value (tok/s) of each arm (plain last; -1: never tried) per context");
+  app.add_option("--group", group,
+                 "Consecutive requests sharing a prompt (a GRPO group; the history arm drafts "
+                 "from finished siblings)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--waves", waves,
                  "Measured batches of each size served one after another (batch 64: one)")
       ->capture_default_str();
@@ -474,10 +495,11 @@ int main(int argc, char** argv) {
   std::printf(
       "\nthreads=%d temperature=%.1f max_new=%d arms=%s threshold=32 "
       "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
-      "selector value=%s exploration=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f\n",
+      "selector value=%s exploration=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f "
+      "group=%d plain floor=%d\n",
       threads, temperature, max_new, arms_s.c_str(), shortcut, warmup_batches, waves, repeats,
       (long long)drafter->draft_vocab_size(), selector_value.c_str(), exploration.c_str(), epsilon,
-      catch_up_limit, draft_confidence);
+      catch_up_limit, draft_confidence, group, int(plain_floor));
   // kept: the share of verified drafted tokens that were accepted.
   std::printf("%6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
               "accept", "copied", "kept", "arm steps");
@@ -485,11 +507,12 @@ int main(int argc, char** argv) {
     // `waves` batches of b requests: all responses are max_new long, so each wave decodes at
     // batch b from start to end and the next one joins as it leaves.
     int w = b >= 64 ? 1 : waves;
-    std::vector<rollout::Request> reqs = prompts(held, b * w, max_new, temperature, 0);
+    std::vector<rollout::Request> reqs = prompts(held, b * w, max_new, temperature, 0, group);
     // Warm-up: earlier batches of other prompts (offsets past the measured ones).
     std::vector<rollout::Request> warm;
     for (int w = 0; w < warmup_batches; ++w) {
-      std::vector<rollout::Request> more = prompts(held, b, max_new, temperature, 100 + 37 * w);
+      std::vector<rollout::Request> more =
+          prompts(held, b, max_new, temperature, 100 + 37 * w, group);
       warm.insert(warm.end(), more.begin(), more.end());
     }
     Run plain, spec;
@@ -506,6 +529,8 @@ int main(int argc, char** argv) {
     std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %8lld %6.2f %s\n", b, plain.tokens_per_s,
                 spec.tokens_per_s, spec.tokens_per_s / plain.tokens_per_s, spec.accept,
                 (long long)spec.stats.copied_drafts, kept(spec.stats), usage.c_str());
+    print_phases("plain", plain.stats);
+    print_phases("tlt", spec.stats);
     std::fflush(stdout);
     if (std::find(fixed.begin(), fixed.end(), b) == fixed.end()) continue;
     // Each arm alone on the same requests: what the bandit could have had.

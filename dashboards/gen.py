@@ -298,6 +298,12 @@ def rollout():
             bargauge("Arms chosen over the time range", "",
                      [("sum by (arm) (increase(tlt_spec_arm_selected_total%s[$__range]))"
                        % sel(), "{{arm}}")], w=24, h=6),
+            bargauge("Generating worker-seconds by engine phase over the time range",
+                     "Where the rollout engines' time went: plain steps, drafting, the "
+                     "drafter's catch-up, verification, commit, hidden-state capture, the "
+                     "bandit, prefill and the rest.",
+                     [("sum by (phase) (increase(tlt_rollout_phase_seconds_total%s[$__range]))"
+                       % sel(), "{{phase}}")], unit="s", w=24, h=6),
         ]),
     ]
     return dashboard("tlt-rollout", "tlt / Rollout long tail",

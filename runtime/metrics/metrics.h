@@ -7,8 +7,9 @@
 // attaches its own target label `job` to every scraped series and, unless the scrape config
 // says `honor_labels: true`, renames ours to `exported_job`; the tlt scrape configs set it.
 //
-// The per-pod and per-arm series (tlt_worker_state, tlt_gpu_busy_ratio, tlt_drafter_assigned,
-// tlt_spec_arm_selected_total) appear on first set; every other series exists from the start
+// The per-pod, per-arm and per-phase series (tlt_worker_state, tlt_gpu_busy_ratio,
+// tlt_drafter_assigned, tlt_spec_arm_selected_total, tlt_rollout_phase_seconds_total) appear on
+// first set; every other series exists from the start
 // with value 0. In the exposition `job` comes first among a series' labels.
 //
 // Metrics, their labels (besides `job`) and units:
@@ -23,6 +24,10 @@
 //                                     (accepted drafted tokens + the target's own, so >= 1);
 //                                     buckets 1, 2, ..., 10 and +Inf
 //   tlt_spec_arm_selected_total{arm}  counter, times the selector chose a drafting arm
+//   tlt_rollout_phase_seconds_total{phase}  counter, worker-seconds the rollout engines spent
+//                                     in each phase of generation (rollout::EnginePhases:
+//                                     prefill, plain, draft, catch_up, verify, commit,
+//                                     capture, select, other)
 //   tlt_drafter_version               gauge, version of the drafter serving rollouts
 //   tlt_drafter_train_steps_total     counter, drafter optimizer steps
 //   tlt_drafter_loss                  gauge, last drafter training loss
@@ -87,6 +92,9 @@ class RuntimeMetrics {
   Status observe_accept_length(double tokens);
   // Counts one selection of `arm` ("8_4_48", "ngram"). InvalidArgument for an empty name.
   Status add_arm_selected(const std::string& arm);
+  // Adds `seconds` to `phase` ("verify", "plain", ...). InvalidArgument for an empty phase or
+  // seconds that are negative or not finite.
+  Status add_rollout_phase_seconds(const std::string& phase, double seconds);
 
   // Drafter training on reclaimed time.
   void set_drafter_version(int64_t version);

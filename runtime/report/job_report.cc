@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
 namespace tlt::report {
 namespace fs = std::filesystem;
@@ -183,9 +184,11 @@ json rl_result_json(const rl::RLRunResult& res) {
   json steps = json::array();
   for (const rl::StepReport& s : res.steps) steps.push_back(rl::to_json(s));
   double gen = 0, idle = 0, reclaimed = 0, total = 0;
+  std::map<std::string, double> phases;  // generating worker-seconds per engine phase
   for (const rl::StepReport& s : res.steps) {
     gen += s.generating_worker_seconds, idle += s.idle_worker_seconds;
     reclaimed += s.reclaimed_worker_seconds, total += s.step_seconds;
+    for (const auto& [phase, seconds] : s.phase_seconds) phases[phase] += seconds;
   }
   const rl::PairedDifference& d = res.held_out_difference;
   json held_out = {{"problems", d.n},
@@ -205,6 +208,7 @@ json rl_result_json(const rl::RLRunResult& res) {
           {"warmStart", res.warm_start},
           {"totalSeconds", total},
           {"generatingWorkerSeconds", gen},
+          {"generatingPhaseSeconds", phases},
           {"idleWorkerSeconds", idle},
           {"reclaimedWorkerSeconds", reclaimed},
           {"reclaimedShare", idle + reclaimed > 0 ? reclaimed / (idle + reclaimed) : 0.0}};

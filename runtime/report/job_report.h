@@ -4,6 +4,7 @@
 //   report.json        the summary: job, kind, and per run (label "tlt", "tst" or "baseline")
 //                      its headline numbers; pictures' paths
 //   <label>.json       RL: every step's report (runtime/rl/run.h's to_json) and the run's totals
+//                      (generatingPhaseSeconds: worker-seconds per rollout engine phase)
 //   <label>.tsv        TST: held-out loss against FLOPs
 //   <label>-steps.tsv  RL: step time, reward and acceptance per step (for steps.svg)
 //   timeline-<label>.svg, steps.svg, loss-vs-flops.svg   gnuplot pictures, when gnuplot is

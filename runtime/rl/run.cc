@@ -47,6 +47,7 @@ json to_json(const StepReport& r) {
           {"reclaimedWorkerSeconds", r.reclaimed_worker_seconds},
           {"acceptLength", r.accept_length},
           {"arms", r.arms},
+          {"phaseSeconds", r.phase_seconds},
           {"copiedDrafts", r.copied_drafts},
           {"draftVocabulary", r.draft_vocabulary},
           {"tokens", r.tokens},
@@ -75,6 +76,7 @@ StepReport step_from_json(const json& j) {
   r.reclaimed_worker_seconds = j.at("reclaimedWorkerSeconds");
   r.accept_length = j.at("acceptLength");
   r.arms = j.at("arms").get<std::map<std::string, int64_t>>();
+  r.phase_seconds = j.value("phaseSeconds", std::map<std::string, double>{});  // (older reports)
   r.copied_drafts = j.value("copiedDrafts", int64_t(0));  // absent from older reports
   r.draft_vocabulary = j.value("draftVocabulary", int64_t(0));
   r.tokens = j.at("tokens");
@@ -559,6 +561,8 @@ Status Driver::on_generated(StepRun& s, int w, const json& m, double t) {
   s.accepted += st.at("accepted").get<int64_t>();
   s.req_spec += st.at("request_spec_steps").get<int64_t>();
   for (auto& [arm, c] : st.at("arms").items()) r->arms[arm] += c.get<int64_t>();
+  if (st.contains("phases"))  // absent from older workers
+    for (auto& [phase, sec] : st.at("phases").items()) r->phase_seconds[phase] += sec.get<double>();
   r->copied_drafts += st.value("copied", int64_t(0));
   r->draft_vocabulary = std::max(r->draft_vocabulary, st.value("draft_vocab", int64_t(0)));
   s.done[w] = true;

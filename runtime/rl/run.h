@@ -138,6 +138,9 @@ struct StepReport {
   double generating_worker_seconds = 0, idle_worker_seconds = 0, reclaimed_worker_seconds = 0;
   double accept_length = 0.0;  // mean tokens per request per speculative step (0: none)
   std::map<std::string, int64_t> arms;
+  // Generating worker-seconds by rollout engine phase (rollout::EnginePhases: "plain",
+  // "verify", ..., "other"), summed over the workers.
+  std::map<std::string, double> phase_seconds;
   int64_t copied_drafts = 0;     // drafts copied from context (spec.speculative.ngramShortcut)
   int64_t draft_vocabulary = 0;  // largest draft vocabulary among the workers (0: none ran)
   int64_t tokens = 0;

@@ -27,6 +27,8 @@ void publish_step(metrics::RuntimeMetrics& m, const WorkerNames& names, const St
   if (r.accept_length >= 1) (void)m.observe_accept_length(r.accept_length);
   for (const auto& [arm, n] : r.arms)
     for (int64_t k = 0; k < n; ++k) (void)m.add_arm_selected(arm);
+  for (const auto& [phase, seconds] : r.phase_seconds)
+    (void)m.add_rollout_phase_seconds(phase, std::max(seconds, 0.0));  // "other" may round < 0
   // Busy share of each worker over the step's rollout phase (generating or training).
   std::vector<double> busy(size_t(workers), 0.0);
   std::vector<bool> seen(size_t(workers), false);

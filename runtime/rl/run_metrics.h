@@ -1,6 +1,7 @@
 // An RLJob's Prometheus metrics (runtime/metrics/metrics.h), published from the driver's
 // callbacks (run.h's RunCallbacks): per step the step, reward, tokens, drafter version and loss,
-// reclaimed and idle worker-seconds, acceptance and arm choices, and per worker its drafter
+// reclaimed and idle worker-seconds, acceptance, arm choices and the rollout engines' seconds
+// per phase (tlt_rollout_phase_seconds_total), and per worker its drafter
 // assignment and busy share; per worker state change its state.
 //
 // Per-worker series are labelled with the pod names the operator gives a cluster job's pods

@@ -212,6 +212,8 @@ Status Worker::generate(const json& m) {
   for (size_t a = 0; a < engine_->arms().size() && a < st.arm_steps.size(); ++a)
     if (st.arm_steps[a] > 0) arms[engine_->arms()[a].name] = st.arm_steps[a];
   if (st.plain_chosen > 0) arms["plain"] = st.plain_chosen;
+  json phases = json::object();
+  for (const auto& [phase, seconds] : st.phases.named(st.seconds)) phases[phase] = seconds;
   done["stats"] = {{"tokens", st.tokens},
                    {"plain_steps", st.plain_steps},
                    {"spec_steps", st.spec_steps},
@@ -219,6 +221,7 @@ Status Worker::generate(const json& m) {
                    {"accepted", st.accepted},
                    {"arms", arms},
                    {"copied", st.copied_drafts},
+                   {"phases", phases},
                    {"draft_vocab", st.spec_steps > 0 ? drafter_->draft_vocab_size() : 0}};
   if (collect) {
     std::string path =

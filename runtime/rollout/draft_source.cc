@@ -14,6 +14,7 @@ struct Registered {
 
 // The registry: the first entry that serves an arm makes its source.
 const Registered kSources[] = {
+    {[](const api::Arm& a) { return a.history; }, make_history_source},
     {[](const api::Arm& a) { return a.ngram; }, make_ngram_source},
     {[](const api::Arm& a) { return !a.ngram && a.top_k == 1; }, make_eagle_chain_source},
     {[](const api::Arm& a) { return !a.ngram && a.top_k > 1; }, make_eagle_tree_source},

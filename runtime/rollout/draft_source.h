@@ -9,6 +9,8 @@
 //   draft_ngram.cc        model-free: the tokens that followed the context's last n-gram before
 //   draft_eagle_chain.cc  the EAGLE drafter's chain (top-1, or sampled and verified by rejection)
 //   draft_eagle_tree.cc   the EAGLE drafter's top-k tree, pruned to the arm's verified tokens
+//   draft_history.cc      model-free: a tree of what followed the request's context in responses
+//                         already finished for the same prompt (GRPO siblings, earlier calls)
 //   copied_drafts.cc      not an arm: drafts copied from a request's own context that stand in
 //                         for a drafter source's when its context repeats (ngramShortcut)
 // A source may need no model at all (n-gram), or the target's hidden states through the drafter
@@ -61,6 +63,13 @@ class DraftSource {
   // (drafter_len, drafter_cached, feats) and, for chains sampled from the drafter, its RNG;
   // never its tokens. Exceptions from LibTorch propagate (the engine catches them).
   virtual std::vector<Draft> propose(std::vector<ActiveRequest>& batch) = 0;
+  // A request of the engine finished with `response` (its generated tokens) to `prompt`. A source
+  // that drafts from finished responses keeps it (within its own memory bound); the others
+  // ignore it.
+  virtual void observe_finished(const std::vector<int64_t>& prompt,
+                                const std::vector<int64_t>& response) {
+    (void)prompt, (void)response;
+  }
 };
 
 // The source serving `arm`. `drafter` (borrowed, may be null when the engine has no drafter)
@@ -75,5 +84,7 @@ std::unique_ptr<DraftSource> make_eagle_chain_source(const api::Arm& arm, Drafte
                                                      const DraftSettings& settings);
 std::unique_ptr<DraftSource> make_eagle_tree_source(const api::Arm& arm, DrafterContext* drafter,
                                                     const DraftSettings& settings);
+std::unique_ptr<DraftSource> make_history_source(const api::Arm& arm, DrafterContext* drafter,
+                                                 const DraftSettings& settings);
 
 }  // namespace tlt::rollout

@@ -3,18 +3,19 @@
 #include <algorithm>
 
 #include "runtime/rollout/batch_util.h"
+#include "runtime/rollout/phase_clock.h"
 
 namespace tlt::rollout {
 
 DrafterContext::DrafterContext(model::Drafter drafter, int64_t max_batch, int64_t max_seq,
                                int64_t dim, torch::TensorOptions feat_options,
-                               int32_t catch_up_limit, int64_t* skipped)
+                               int32_t catch_up_limit, EngineStats* stats)
     : drafter_(std::move(drafter)),
       cache_(drafter_->make_cache(max_batch, max_seq)),
       dim_(dim),
       feat_options_(feat_options),
       catch_up_limit_(catch_up_limit),
-      skipped_(skipped) {}
+      stats_(stats) {}
 
 void DrafterContext::record(ActiveRequest& a, const torch::Tensor& hidden) {
   a.feats.push_back(hidden);
@@ -27,12 +28,13 @@ void DrafterContext::skip_old_pairs(ActiveRequest& a, int64_t when_over) {
   if (limit <= 0 || pending <= std::max(limit, when_over)) return;
   int64_t skip = pending - limit;
   a.drafter_len += skip;
-  *skipped_ += skip;
+  stats_->catch_up_skipped += skip;
   torch::Tensor rest = torch::cat(a.feats, 0).narrow(0, skip, limit);  // (limit, C)
   a.feats.assign(1, rest);
 }
 
 torch::Tensor DrafterContext::catch_up(std::vector<ActiveRequest>& batch) {
+  PhaseClock clock(&stats_->phases.catch_up, &stats_->phases);
   int64_t b = int64_t(batch.size()), c = dim_;
   torch::Device dev = feat_options_.device();
   std::vector<int64_t> n(b);

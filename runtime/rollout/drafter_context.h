@@ -30,9 +30,10 @@ class DrafterContext {
  public:
   // `drafter` must not be empty. Caches room for max_batch requests of max_seq positions.
   // `feat_options` are the target hidden states' dtype and device; `dim` their width C.
-  // `skipped` (borrowed, outlives this) counts the pairs never given to the drafter.
+  // `stats` (borrowed, outlives this) gets the pairs never given to the drafter
+  // (catch_up_skipped) and the catch-up's time (phases.catch_up).
   DrafterContext(model::Drafter drafter, int64_t max_batch, int64_t max_seq, int64_t dim,
-                 torch::TensorOptions feat_options, int32_t catch_up_limit, int64_t* skipped);
+                 torch::TensorOptions feat_options, int32_t catch_up_limit, EngineStats* stats);
 
   // The cache entries past a request's committed tokens one step of an EAGLE arm writes: the
   // verified draft in the target's, top_k nodes per expanded level in the drafter's.
@@ -66,7 +67,7 @@ class DrafterContext {
   int64_t dim_;
   torch::TensorOptions feat_options_;
   int32_t catch_up_limit_;
-  int64_t* skipped_;
+  EngineStats* stats_;
 };
 
 }  // namespace tlt::rollout

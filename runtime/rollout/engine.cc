@@ -6,13 +6,13 @@
 #include "runtime/rollout/engine.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "runtime/rollout/active_request.h"
 #include "runtime/rollout/batch_util.h"
 #include "runtime/rollout/copied_drafts.h"
 #include "runtime/rollout/draft_source.h"
 #include "runtime/rollout/drafter_context.h"
+#include "runtime/rollout/phase_clock.h"
 #ifdef TLT_GPU
 #include "runtime/rollout/cuda_graph_pool.h"
 #endif
@@ -27,8 +27,7 @@ using api::kNgramDepth;  // the longest draft of the plain "ngram" arm
 constexpr int64_t kPrefillTokens = 4096;
 
 double now_seconds() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+  return phase_now_seconds();
 }
 
 int64_t pick(const double* row, int64_t vocab, const SamplingParams& params, Rng& rng) {
@@ -94,15 +93,15 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
   ArmSelector::parse_value(options_.selector_value, &value);  // create() checked the names
   ArmSelector::Explore explore = ArmSelector::Explore::kUniform;
   ArmSelector::parse_explore(options_.selector_exploration, &explore);
-  selector_ =
-      std::make_unique<ArmSelector>(options_.buckets, n, fixed ? 0.0 : options_.epsilon,
-                                    options_.window, options_.seed, 3, contexts, value, explore);
+  int32_t reference = !fixed && options_.plain_arm && options_.plain_floor ? n - 1 : -1;
+  selector_ = std::make_unique<ArmSelector>(options_.buckets, n, fixed ? 0.0 : options_.epsilon,
+                                            options_.window, options_.seed, 3, contexts, value,
+                                            explore, reference);
   cache_tgt_ = target_->make_cache(options_.max_batch, options_.max_seq);
   if (!drafter.is_empty()) {
-    drafter_ctx_ =
-        std::make_unique<DrafterContext>(std::move(drafter), options_.max_batch, options_.max_seq,
-                                         target_->config().dim, target_->lm_head->weight.options(),
-                                         options_.drafter_catch_up_limit, &stats_.catch_up_skipped);
+    drafter_ctx_ = std::make_unique<DrafterContext>(
+        std::move(drafter), options_.max_batch, options_.max_seq, target_->config().dim,
+        target_->lm_head->weight.options(), options_.drafter_catch_up_limit, &stats_);
   }
   for (const NamedArm& a : arms_)
     sources_.push_back(make_draft_source(a.arm, drafter_ctx_.get(), draft_settings(options_)));
@@ -115,6 +114,12 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
 }
 
 Engine::~Engine() = default;
+
+std::vector<std::pair<std::string, double>> EnginePhases::named(double total) const {
+  return {{"prefill", prefill},   {"plain", plain},   {"draft", draft},
+          {"catch_up", catch_up}, {"verify", verify}, {"commit", commit},
+          {"capture", capture},   {"select", select}, {"other", total - sum()}};
+}
 
 void Engine::reset_stats() {
   stats_ = EngineStats();
@@ -190,6 +195,7 @@ Status Engine::admit_waiting(const std::vector<Request>& requests, size_t* next,
 // Plain while the batch is above the activation threshold; below it, the bandit picks an arm
 // (or its own "plain" arm) for the batch size and whether most requests can copy a draft.
 void Engine::step(std::vector<ActiveRequest>& active) {
+  PhaseClock clock(&stats_.phases.select, &stats_.phases);  // what the others leave
   int64_t b = int64_t(active.size());
   if (!options_.speculative || arms_.empty() || b > options_.activation_threshold)
     return plain_step(active);
@@ -214,6 +220,7 @@ void Engine::step(std::vector<ActiveRequest>& active) {
 // committing only its own prompt (padding lands past the committed length, never attended to).
 Status Engine::admit(const std::vector<Request>& requests, size_t first, size_t n,
                      std::vector<ActiveRequest>* active) {
+  PhaseClock clock(&stats_.phases.prefill, &stats_.phases);
   int64_t b = int64_t(n), p_max = 1;
   for (size_t i = first; i < first + n; ++i)
     p_max = std::max<int64_t>(p_max, int64_t(requests[i].prompt.size()));
@@ -266,6 +273,7 @@ void Engine::emit(ActiveRequest& a, int64_t first_pos, const std::vector<int64_t
     }
     if (a.generated >= a.req.max_new_tokens) a.done = true;
   }
+  PhaseClock clock(&stats_.phases.capture, &stats_.phases);
   if (drafter_ctx_ && !a.done) drafter_ctx_->record(a, hidden);
   if (sink_) {
     int64_t n = std::min<int64_t>(hidden.size(0), int64_t(a.tokens.size()) - first_pos);
@@ -284,6 +292,7 @@ void Engine::retire(std::vector<ActiveRequest>& active, std::vector<Completion>*
     c.stopped = a.stopped;
     c.spec_steps = a.spec_steps;
     c.accepted = a.accepted;
+    for (auto& source : sources_) source->observe_finished(a.req.prompt, c.tokens);
     cache_tgt_->remove_slot(i);
     if (drafter_ctx_) drafter_ctx_->remove_slot(i);
     if (i != int64_t(active.size()) - 1) active[i] = std::move(active.back());
@@ -292,6 +301,7 @@ void Engine::retire(std::vector<ActiveRequest>& active, std::vector<Completion>*
 }
 
 void Engine::plain_step(std::vector<ActiveRequest>& active) {
+  PhaseClock clock(&stats_.phases.plain, &stats_.phases);
   ++stats_.plain_steps;
   int64_t b = int64_t(active.size());
   torch::Device dev = target_->lm_head->weight.device();
@@ -353,6 +363,7 @@ void Engine::spec_step(std::vector<ActiveRequest>& active, int32_t arm, int32_t 
 
 std::vector<Draft> Engine::propose(std::vector<ActiveRequest>& active, int32_t arm,
                                    std::vector<std::vector<int64_t>> copies) {
+  PhaseClock clock(&stats_.phases.draft, &stats_.phases);
   DraftSource& source = *sources_[arm];
   if (!source.needs_drafter()) return source.propose(active);
   // A drafter arm takes each copyable draft up to its own verified-token count; the drafter
@@ -369,6 +380,7 @@ std::vector<Draft> Engine::propose(std::vector<ActiveRequest>& active, int32_t a
 // arm's verified-token count, so that every step of the arm has one shape.
 int32_t Engine::verify(const std::vector<ActiveRequest>& active, const std::vector<Draft>& drafts,
                        const api::Arm& arm, model::ForwardResult* result) {
+  PhaseClock clock(&stats_.phases.verify, &stats_.phases);
   int64_t b = int64_t(active.size());
   torch::Device dev = target_->lm_head->weight.device();
   int32_t n = 1;
@@ -411,6 +423,7 @@ int32_t Engine::verify(const std::vector<ActiveRequest>& active, const std::vect
 int64_t Engine::accept_and_commit(std::vector<ActiveRequest>& active,
                                   const std::vector<Draft>& drafts,
                                   const model::ForwardResult& verified, int32_t n, int32_t arm) {
+  PhaseClock clock(&stats_.phases.commit, &stats_.phases);
   torch::Device dev = target_->lm_head->weight.device();
   torch::Tensor logits = host_logits(verified.logits);  // (B, N, V)
   int64_t v = logits.size(2), emitted = 0;
@@ -424,7 +437,7 @@ int64_t Engine::accept_and_commit(std::vector<ActiveRequest>& active,
     } else if (d.sampled) {
       verdict = options_.chain_rule(d.tree, nl, d.q, a.req.sampling, a.rng);
     } else {
-      verdict = accept_by_sampling(d.tree, nl, a.req.sampling, a.rng);
+      verdict = options_.tree_rule(d.tree, nl, a.req.sampling, a.rng);
     }
     std::vector<int64_t> path(verdict.path.begin(), verdict.path.end());
     cache_tgt_->commit(i, path);

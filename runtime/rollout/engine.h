@@ -4,8 +4,8 @@
 // Requests join the running batch as slots free up and leave as they finish. While more than
 // `activation_threshold` requests are active the engine decodes plainly (one target forward per
 // token for the whole batch). At or below it, in the long tail, each step drafts with the arm the
-// bandit picks for the current batch size (EAGLE chain, EAGLE tree, or n-gram: one draft source
-// per arm, runtime/rollout/draft_source.h), verifies every request's draft in one target
+// bandit picks for the current batch size (EAGLE chain, EAGLE tree, n-gram or history: one draft
+// source per arm, runtime/rollout/draft_source.h), verifies every request's draft in one target
 // forward, and commits what the acceptance rule keeps (see runtime/rollout/speculative.h). Output
 // is lossless: greedy requests produce exactly the tokens of plain greedy decoding; sampled
 // requests follow exactly the plain sampling distribution.
@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/arm.h"
@@ -76,6 +77,11 @@ struct EngineOptions {
   // With the bandit, "decode plainly" is one more arm below the threshold, so the engine can
   // learn that speculation does not pay at some batch size.
   bool plain_arm = true;
+  // With the plain arm: the bandit keeps a floor under plain decoding (ArmSelector's reference
+  // arm, selector.h): plain is tried first, an arm whose confidence interval lies below another's
+  // is ruled out and hardly explored again, and an arm within the noise of plain decoding does
+  // not displace it. false: plain is one more epsilon-greedy arm.
+  bool plain_floor = true;
   // Sampled requests: draft chains with the drafter's top-1 and verify by sampling from the
   // target at each node (as trees and n-grams are), instead of drafting by sampling and
   // verifying by rejection. Then a request's tokens equal plain sampling's for its seed
@@ -91,6 +97,9 @@ struct EngineOptions {
   bool coupled_drafts = true;
   // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
   ChainRule chain_rule = accept_rejection_chain;
+  // The rule for sampled requests' deterministic drafts (trees, n-gram, history, copies and
+  // reproducible chains); tests swap in a wrong one to prove they notice.
+  TreeRule tree_rule = accept_by_sampling;
   // Drafter arms copy a request's draft from its own context instead of running the drafter
   // when its last `ngram_shortcut` tokens (or more, up to 4) occurred before: the tokens that
   // followed then (at most the arm's verify_tokens - 1) become the draft, verified by sampling at
@@ -116,6 +125,24 @@ struct EngineOptions {
   bool cuda_graphs = true;
 };
 
+// Where generate()'s time goes, in seconds. The phases do not overlap: each second of a call
+// belongs to at most one, and what none claims (batching, retiring, the loop) is other().
+struct EnginePhases {
+  double prefill = 0;   // admitting requests: the prompts' target forward and first token
+  double plain = 0;     // plain steps: one target forward per token, sampling, cache commit
+  double draft = 0;     // draft sources proposing (n-gram search, drafter steps, copies)
+  double catch_up = 0;  // the drafter's forward over pairs it has not seen (EAGLE arms)
+  double verify = 0;    // the target's forward over every request's draft
+  double commit = 0;    // acceptance rules and committing the kept paths
+  double capture = 0;   // committed hidden states queued for the drafter and the sink
+  double select = 0;    // the bandit: copyable drafts, choosing an arm, recording the step
+  // The phases' names and seconds in the order above, then ("other", total - their sum).
+  std::vector<std::pair<std::string, double>> named(double total) const;
+  double sum() const {
+    return prefill + plain + draft + catch_up + verify + commit + capture + select;
+  }
+};
+
 struct EngineStats {
   int64_t plain_steps = 0, spec_steps = 0;
   int64_t plain_chosen = 0;        // plain steps the bandit chose below the threshold
@@ -129,6 +156,7 @@ struct EngineStats {
   int64_t drafted = 0;           // drafted tokens verified (all arms; accepted <= drafted)
   int64_t graph_replays = 0;     // target forwards (verify, plain) replayed from CUDA graphs
   double seconds = 0.0;
+  EnginePhases phases;  // how `seconds` splits
   // Mean tokens emitted per request per speculative step (accepted + 1).
   double accept_length() const {
     return request_spec_steps ? double(accepted + request_spec_steps) / request_spec_steps : 0.0;

@@ -1,12 +1,14 @@
 #include "runtime/rollout/selector.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace tlt::rollout {
 
 ArmSelector::ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double epsilon,
                          int32_t window, uint64_t seed, int32_t min_samples, int32_t contexts,
-                         Value value, Explore explore)
+                         Value value, Explore explore, int32_t reference)
     : buckets_(std::move(buckets)),
       n_arms_(n_arms),
       epsilon_(epsilon),
@@ -15,6 +17,7 @@ ArmSelector::ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double ep
       contexts_(std::max(1, contexts)),
       value_(value),
       explore_(explore),
+      reference_(reference >= 0 && reference < n_arms ? reference : -1),
       rng_(seed),
       steps_(buckets_.size() * size_t(contexts_), std::vector<std::deque<Step>>(n_arms)) {}
 
@@ -61,26 +64,74 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+std::vector<ArmSelector::Step> ArmSelector::counted(int32_t cell, int32_t arm) const {
+  const std::deque<Step>& steps = steps_[cell][arm];
+  if (value_ == Value::kMedianRate || steps.empty()) return {steps.begin(), steps.end()};
+  std::vector<double> v;
+  v.reserve(steps.size());
+  for (const Step& s : steps) v.push_back(s.seconds);
+  double slow = 4.0 * median(std::move(v));
+  std::vector<Step> out;
+  for (const Step& s : steps)
+    if (s.seconds <= slow) out.push_back(s);  // the median step itself always stays
+  return out;
+}
+
 double ArmSelector::value(int32_t cell, int32_t arm) const {
   const std::deque<Step>& steps = steps_[cell][arm];
   if (steps.empty()) return -1.0;
-  std::vector<double> v;
-  v.reserve(steps.size());
   if (value_ == Value::kMedianRate) {
+    std::vector<double> v;
+    v.reserve(steps.size());
     for (const Step& s : steps) v.push_back(s.tokens / s.seconds);
     return median(std::move(v));
   }
-  for (const Step& s : steps) v.push_back(s.seconds);
-  double slow = 4.0 * median(std::move(v));
   double tokens = 0, seconds = 0;
+  for (const Step& s : counted(cell, arm)) tokens += s.tokens, seconds += s.seconds;
+  return tokens / seconds;
+}
+
+// Tokens over seconds is a ratio estimate R = sum(t) / sum(s); its standard error is
+// sqrt(sum((t_i - R s_i)^2) / (n - 1) * n) / sum(s).
+double ArmSelector::standard_error(int32_t cell, int32_t arm) const {
+  std::vector<Step> steps = counted(cell, arm);
+  double n = double(steps.size());
+  if (n < 2) return std::numeric_limits<double>::infinity();
+  double r = value(cell, arm), seconds = 0, squares = 0;
   for (const Step& s : steps) {
-    if (s.seconds > slow) continue;
-    tokens += s.tokens, seconds += s.seconds;
+    seconds += s.seconds;
+    squares += (s.tokens - r * s.seconds) * (s.tokens - r * s.seconds);
   }
-  return tokens / seconds;  // the median step itself is never left out, so seconds > 0
+  return std::sqrt(squares / (n - 1) * n) / seconds;
+}
+
+bool ArmSelector::ruled_out(int32_t cell, int32_t arm) const {
+  double upper = value(cell, arm) + kZ * standard_error(cell, arm);
+  for (int32_t a = 0; a < n_arms_; ++a) {
+    if (a == arm || steps_[cell][a].empty()) continue;
+    if (value(cell, a) - kZ * standard_error(cell, a) > upper) return true;
+  }
+  return false;
 }
 
 int32_t ArmSelector::best(int32_t cell) const {
+  if (reference_ >= 0) {
+    // Trial order: the reference, then the others; an arm ruled out skips its round.
+    for (int32_t i = -1; i < n_arms_; ++i) {
+      int32_t a = i < 0 ? reference_ : i;
+      if ((i < 0 || a != reference_) && steps_[cell][a].size() < min_samples_ &&
+          !ruled_out(cell, a))
+        return a;
+    }
+    int32_t best = reference_;
+    double best_value = value(cell, reference_);
+    for (int32_t a = 0; a < n_arms_; ++a) {
+      if (a == reference_ || steps_[cell][a].empty()) continue;
+      double pessimistic = value(cell, a) - standard_error(cell, a);
+      if (pessimistic > best_value) best_value = pessimistic, best = a;
+    }
+    return best;
+  }
   int32_t best = 0;
   double best_value = -2.0;
   for (int32_t a = 0; a < n_arms_; ++a) {
@@ -93,11 +144,37 @@ int32_t ArmSelector::best(int32_t cell) const {
 
 int32_t ArmSelector::choose(int64_t batch_size, int32_t context) {
   int32_t cell = cell_of(batch_size, context);
+  if (reference_ >= 0) return choose_bounded(cell);
   if (n_arms_ > 1 && std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < epsilon_) {
     ++explorations_;
     return explore(cell);
   }
   return best(cell);
+}
+
+int32_t ArmSelector::choose_bounded(int32_t cell) {
+  int32_t leader = best(cell);
+  if (n_arms_ < 2 || std::uniform_real_distribution<double>(0.0, 1.0)(rng_) >= epsilon_)
+    return leader;
+  std::vector<int32_t> open, others;
+  for (int32_t a = 0; a < n_arms_; ++a) {
+    if (a == leader) continue;
+    others.push_back(a);
+    if (!ruled_out(cell, a)) open.push_back(a);
+  }
+  if (open.empty()) {  // the verdict is known: recheck it rarely
+    if (std::uniform_real_distribution<double>(0.0, 1.0)(rng_) >= kRecheck) return leader;
+    open = others;
+  }
+  ++explorations_;
+  // The open arm with the highest upper bound: the likeliest to overtake the leader.
+  int32_t pick = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng_)];
+  double top = -std::numeric_limits<double>::infinity();
+  for (int32_t a : open) {
+    double upper = value(cell, a) + kZ * standard_error(cell, a);
+    if (upper > top) top = upper, pick = a;
+  }
+  return pick;
 }
 
 int32_t ArmSelector::explore(int32_t cell) {

@@ -18,6 +18,21 @@
 //              where verification costs more than it saves) costs less, while every arm is
 //              still tried and a stale value still gets refreshed.
 //
+// With a reference arm (the engine's "decode plainly", `reference` >= 0) the bandit keeps a
+// floor under it, from each arm's confidence interval: its value plus or minus kZ standard
+// errors (the standard error of tokens over seconds across the window's steps):
+//   - A new cell tries the reference first, then the others min_samples times each; an arm whose
+//     interval lies wholly below another arm's is ruled out and skips the rest of its round.
+//   - Exploitation picks the arm with the best pessimistic value: the reference at its value, the
+//     others at their value less one standard error. An arm within the noise of plain decoding
+//     does not displace it.
+//   - Exploration (probability epsilon) picks, among the arms not ruled out and the exploited
+//     one left out, the one with the highest upper bound (the likeliest to overtake); when every
+//     other arm is ruled out, the verdict is known and it explores only with probability
+//     epsilon * kRecheck, then uniformly (a stale verdict still gets refreshed: the drafter
+//     improves between calls).
+// Without one, the plain epsilon-greedy rules above hold.
+//
 // Optionally the statistics are kept per (bucket, context) cell, `contexts` of them per bucket:
 // the engine passes whether most requests can copy their draft from their own context, where
 // the arms' values differ from the rest of a response (a repeating stretch favours long drafts).
@@ -39,9 +54,14 @@ class ArmSelector {
   enum class Explore { kUniform, kWeighted };
 
   // buckets: lower bounds of batch-size buckets, strictly increasing from 1 (api validates).
+  // reference: the arm that decodes plainly, in [0, n_arms), or -1 for none.
   ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double epsilon, int32_t window,
               uint64_t seed, int32_t min_samples = 3, int32_t contexts = 1,
-              Value value = Value::kThroughput, Explore explore = Explore::kUniform);
+              Value value = Value::kThroughput, Explore explore = Explore::kUniform,
+              int32_t reference = -1);
+
+  static constexpr double kZ = 2.0;        // half-width of a confidence interval, in errors
+  static constexpr double kRecheck = 0.1;  // share of exploration left once a verdict is known
 
   // "throughput" or "median" (api's spec.speculative.selector.value); false for anything else.
   static bool parse_value(const std::string& name, Value* out);
@@ -64,11 +84,17 @@ class ArmSelector {
   int32_t cell_of(int64_t batch_size, int32_t context = 0) const;
   // The value of `arm` in `cell` (tokens/s, see Value), or -1 when it has no steps yet.
   double value(int32_t cell, int32_t arm) const;
+  // The standard error of value(cell, arm): infinity below two steps.
+  double standard_error(int32_t cell, int32_t arm) const;
+  // True when another arm's confidence interval in `cell` lies wholly above this arm's.
+  bool ruled_out(int32_t cell, int32_t arm) const;
   // The arm with the highest value in `cell` (first arm with fewer than min_samples rewards if
-  // any).
+  // any). With a reference arm: the first arm of the trial order that still needs samples and is
+  // not ruled out, else the best pessimistic value.
   int32_t best(int32_t cell) const;
   int32_t contexts() const { return contexts_; }
   int32_t n_arms() const { return n_arms_; }
+  int32_t reference() const { return reference_; }
   int64_t explorations() const { return explorations_; }
 
  private:
@@ -80,6 +106,7 @@ class ArmSelector {
   const int32_t contexts_;
   const Value value_;
   const Explore explore_;
+  const int32_t reference_;
   std::mt19937_64 rng_;
   struct Step {
     double tokens, seconds;
@@ -88,6 +115,10 @@ class ArmSelector {
   int64_t explorations_ = 0;
 
   int32_t explore(int32_t cell);
+  // choose() with a reference arm.
+  int32_t choose_bounded(int32_t cell);
+  // Steps of `cell` that value() counts for `arm` (the throughput value leaves out outliers).
+  std::vector<Step> counted(int32_t cell, int32_t arm) const;
 };
 
 }  // namespace tlt::rollout

@@ -80,6 +80,10 @@ Verdict accept_rejection_chain(const DraftTree& chain, const NodeLogits& logits,
                                const std::vector<std::vector<double>>& q,
                                const SamplingParams& params, Rng& rng);
 
+// The signature of the rule for deterministic drafts, so tests can swap in a wrong one.
+using TreeRule =
+    std::function<Verdict(const DraftTree&, const NodeLogits&, const SamplingParams&, Rng&)>;
+
 // The signature of a chain rule, so tests can swap in a deliberately wrong one.
 using ChainRule =
     std::function<Verdict(const DraftTree&, const NodeLogits&,

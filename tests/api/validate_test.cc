@@ -238,6 +238,8 @@ TEST(ValidateCross, ArmsParseAndAreUnique) {
                       "spec.speculative.arms[0]", "ngram_D");
   EXPECT_TRUE(
       errors_of(rl_with("spec.speculative.arms", YAML::Load("['ngram', 'ngram_4']"))).empty());
+  EXPECT_TRUE(
+      errors_of(rl_with("spec.speculative.arms", YAML::Load("['history', '4_1_5']"))).empty());
   // Disabled speculation may list no arms.
   std::string y = with_value(rl_with("spec.speculative.arms", YAML::Load("[]")),
                              "spec.speculative.enabled", YAML::Node(false));
@@ -268,6 +270,13 @@ TEST(ParseArm, ReadsDepthTopKVerify) {
   EXPECT_TRUE(arm.ngram);
   EXPECT_EQ(arm.depth, 4);
   EXPECT_EQ(arm.verify_tokens, 5);
+  ASSERT_TRUE(parse_arm("history", &arm, &why));
+  EXPECT_TRUE(arm.history);
+  EXPECT_FALSE(arm.ngram);
+  EXPECT_EQ(arm.top_k, 0);
+  EXPECT_EQ(arm.depth, kHistoryDepth);
+  EXPECT_EQ(arm.verify_tokens, kHistoryTokens);
+  EXPECT_FALSE(parse_arm("history_4", &arm, &why));
   EXPECT_FALSE(parse_arm("ngram_65", &arm, &why));
   EXPECT_FALSE(parse_arm("ngram_", &arm, &why));
   EXPECT_FALSE(parse_arm("ngram_4x", &arm, &why));

@@ -44,6 +44,8 @@ tlt::Status fill(tlt::metrics::RuntimeMetrics& m) {
   TLT_RETURN_IF_ERROR(m.add_idle_seconds(1.5));
   for (double x : {1.0, 3.0, 3.0, 7.0}) TLT_RETURN_IF_ERROR(m.observe_accept_length(x));
   for (int i = 0; i < 3; ++i) TLT_RETURN_IF_ERROR(m.add_arm_selected("8_4_48"));
+  TLT_RETURN_IF_ERROR(m.add_rollout_phase_seconds("plain", 4.5));
+  TLT_RETURN_IF_ERROR(m.add_rollout_phase_seconds("verify", 1.25));
   return tlt::Status::Ok();
 }
 

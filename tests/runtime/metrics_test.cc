@@ -62,7 +62,7 @@ TEST(RuntimeMetrics, FreshRegistryExposesEveryUnlabelledMetricWithJobLabel) {
   }
   // Families with per-pod or per-arm labels have no series until first set.
   for (const char* name : {"tlt_worker_state", "tlt_gpu_busy_ratio", "tlt_drafter_assigned",
-                           "tlt_spec_arm_selected_total"}) {
+                           "tlt_spec_arm_selected_total", "tlt_rollout_phase_seconds_total"}) {
     EXPECT_EQ(text.find(name), std::string::npos) << name;
   }
   EXPECT_NE(text.find("# TYPE tlt_rollout_tokens_total counter"), std::string::npos) << text;
@@ -77,6 +77,7 @@ TEST(RuntimeMetrics, EverySampleCarriesTheJobLabel) {
   ASSERT_TRUE(m.set_worker_state("pod-0", "rollout", "idle").ok());
   ASSERT_TRUE(m.set_gpu_busy_ratio("pod-0", 0.5).ok());
   ASSERT_TRUE(m.add_arm_selected("ngram").ok());
+  ASSERT_TRUE(m.add_rollout_phase_seconds("verify", 0.5).ok());
   std::istringstream lines(render(m));
   std::string line;
   std::set<std::string> names;
@@ -85,8 +86,8 @@ TEST(RuntimeMetrics, EverySampleCarriesTheJobLabel) {
     names.insert(line.substr(0, line.find('{')));
     EXPECT_NE(line.find("{job=\"the-job\""), std::string::npos) << line;
   }
-  // 13 unlabelled families + 3 labelled, the histogram as _bucket, _count and _sum.
-  EXPECT_EQ(names.size(), 18u);
+  // 13 unlabelled families + 4 labelled, the histogram as _bucket, _count and _sum.
+  EXPECT_EQ(names.size(), 19u);
 }
 
 TEST(RuntimeMetrics, SettersShowUpInRender) {
@@ -131,6 +132,13 @@ TEST(RuntimeMetrics, SettersShowUpInRender) {
   EXPECT_EQ(value_of(t, "tlt_drafter_assigned{job=\"j\",pod=\"pod-3\"}"), 0);
   EXPECT_EQ(value_of(t, "tlt_spec_arm_selected_total{job=\"j\",arm=\"8_4_48\"}"), 2);
   EXPECT_EQ(value_of(t, "tlt_spec_arm_selected_total{job=\"j\",arm=\"ngram\"}"), 1);
+  ASSERT_TRUE(m.add_rollout_phase_seconds("verify", 1.5).ok());
+  ASSERT_TRUE(m.add_rollout_phase_seconds("verify", 0.25).ok());
+  ASSERT_TRUE(m.add_rollout_phase_seconds("plain", 2.0).ok());
+  t = render(m);
+  EXPECT_NE(t.find("# TYPE tlt_rollout_phase_seconds_total counter"), std::string::npos) << t;
+  EXPECT_EQ(value_of(t, "tlt_rollout_phase_seconds_total{job=\"j\",phase=\"verify\"}"), 1.75);
+  EXPECT_EQ(value_of(t, "tlt_rollout_phase_seconds_total{job=\"j\",phase=\"plain\"}"), 2.0);
 }
 
 TEST(RuntimeMetrics, TstPhaseValues) {
@@ -227,11 +235,14 @@ TEST(RuntimeMetrics, InvalidInputsAreRefusedAndLeaveValuesUnchanged) {
   EXPECT_EQ(m.set_gpu_busy_ratio("pod-0", 1.5).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(m.set_gpu_busy_ratio("pod-0", std::nan("")).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(m.add_arm_selected("").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.add_rollout_phase_seconds("", 1).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.add_rollout_phase_seconds("verify", -1).code(), StatusCode::kInvalidArgument);
   std::string t = render(m);
   EXPECT_EQ(value_of(t, "tlt_spec_accept_length_count{job=\"j\"}"), 0);
   EXPECT_EQ(value_of(t, "tlt_reclaimed_seconds_total{job=\"j\"}"), 0);
   EXPECT_EQ(value_of(t, "tlt_idle_seconds_total{job=\"j\"}"), 0);
   EXPECT_FALSE(has_series(t, "tlt_gpu_busy_ratio{job=\"j\",pod=\"pod-0\"}"));
+  EXPECT_FALSE(has_series(t, "tlt_rollout_phase_seconds_total{job=\"j\",phase=\"verify\"}"));
 }
 
 // ---------------------------------------------------------------------------------------------

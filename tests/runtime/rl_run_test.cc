@@ -1,5 +1,6 @@
 // Unit tests of the RL runner's pieces: batches, the supervised warm start, the GRPO policy
-// update, the drafter's spot training on a fixed buffer, and the driver<->worker channel.
+// update, the drafter's spot training on a fixed buffer, the driver<->worker channel, and the
+// step report's engine phases in its JSON, the job report and the metrics.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,8 +12,10 @@
 
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/config.h"
+#include "runtime/report/job_report.h"
 #include "runtime/rl/channel.h"
 #include "runtime/rl/policy_trainer.h"
+#include "runtime/rl/run_metrics.h"
 #include "runtime/rl/sequences.h"
 #include "runtime/rl/text.h"
 #include "runtime/rl/warm_start.h"
@@ -355,6 +358,42 @@ TEST(RlChannel, MessagesSurvivePartialWritesAndEofIsUnavailable) {
   auto eof = reader.receive(1000);
   EXPECT_EQ(eof.status().code(), StatusCode::kUnavailable);
   ::close(p[0]);
+}
+
+}  // namespace
+}  // namespace tlt::rl
+
+namespace tlt::rl {
+namespace {
+
+// The rollout engines' per-phase seconds travel from a step's report to its JSON (and back), the
+// job report's totals and the Prometheus counters.
+TEST(RlReport, EnginePhasesReachTheStepJsonTheJobReportAndTheMetrics) {
+  StepReport a, b;
+  a.step = 1, b.step = 2;
+  a.phase_seconds = {{"plain", 1.5}, {"verify", 0.25}};
+  b.phase_seconds = {{"plain", 0.5}, {"draft", 0.125}};
+  StepReport back = step_from_json(to_json(a));
+  EXPECT_EQ(back.phase_seconds, a.phase_seconds);
+  RLRunResult result;
+  result.steps = {a, b};
+  nlohmann::json totals = report::rl_result_json(result).at("generatingPhaseSeconds");
+  EXPECT_EQ(totals.at("plain").get<double>(), 2.0);
+  EXPECT_EQ(totals.at("verify").get<double>(), 0.25);
+  EXPECT_EQ(totals.at("draft").get<double>(), 0.125);
+  metrics::RuntimeMetrics m("j");
+  WorkerNames names{"j", 1};
+  publish_step(m, names, a, 1);
+  publish_step(m, names, b, 1);
+  std::string text = metrics::render(m);
+  auto value = [&](const std::string& phase) {
+    std::string series = "tlt_rollout_phase_seconds_total{job=\"j\",phase=\"" + phase + "\"} ";
+    size_t at = text.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size()));
+  };
+  EXPECT_EQ(value("plain"), 2.0) << text;
+  EXPECT_EQ(value("verify"), 0.25) << text;
+  EXPECT_EQ(value("draft"), 0.125) << text;
 }
 
 }  // namespace

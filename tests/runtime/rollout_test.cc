@@ -1,13 +1,16 @@
 // The rollout engine end to end: speculative decoding is lossless.
 //  - Greedy: speculative output equals plain output token for token over 200 prompts, batch
-//    sizes 1..32, chain, tree and n-gram arms, an untrained and a trained drafter (float64, so
-//    accumulation order cannot flip a near-tie; see the note in runtime/rollout/engine.h).
+//    sizes 1..32, chain, tree, n-gram and history arms, an untrained and a trained drafter
+//    (float64, so accumulation order cannot flip a near-tie; see the note in
+//    runtime/rollout/engine.h).
 //  - Sampling: a two-sample chi-square test finds speculative and plain sampling alike on the
-//    first tokens' distribution, and finds a deliberately broken acceptance rule out.
+//    first tokens' distribution, and finds deliberately broken acceptance rules out (for sampled
+//    chains and for history drafts).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "runtime/drafter/trainer.h"
 #include "runtime/rollout/engine.h"
@@ -192,6 +195,56 @@ TEST_F(GreedyExactness, UntrainedDrafterEveryArmAndBatchSize) {
       EXPECT_GT(st.spec_steps, 0);
     }
   }
+}
+
+TEST_F(GreedyExactness, HistoryArmEveryBatchSize) {
+  for (int64_t batch : {1, 5, 32}) {
+    EngineStats st;
+    auto out = run(*target_, Drafter(nullptr), spec_options(batch, {"history"}), *reqs_, &st);
+    expect_same_tokens(out, *plain_, "history batch " + std::to_string(batch));
+    EXPECT_GT(st.spec_steps, 0);
+  }
+}
+
+// GRPO groups: 8 prompts, 8 requests each. Greedy siblings write the same response, so once the
+// first of a group has finished the later ones' history drafts are accepted whole; a second call
+// with the same prompts drafts from the first call's responses from its first step.
+TEST_F(GreedyExactness, HistoryDraftsFromFinishedSiblingsAndEarlierCalls) {
+  std::vector<Request> groups;
+  for (const Request& r : std::vector<Request>(reqs_->begin(), reqs_->begin() + 8)) {
+    for (int s = 0; s < 8; ++s) {
+      Request sibling = r;
+      sibling.id = int64_t(groups.size());
+      groups.push_back(sibling);
+    }
+  }
+  std::vector<Completion> plain = run(*target_, Drafter(nullptr), plain_options(4), groups);
+  auto engine = Engine::create(*target_, Drafter(nullptr), spec_options(4, {"history"}));
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto first = (*engine)->generate(groups);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  expect_same_tokens(*first, plain, "history, first call");
+  EngineStats st = (*engine)->stats();
+  std::printf("history first call: accept length %.2f (%lld of %lld drafted accepted)\n",
+              st.accept_length(), (long long)st.accepted, (long long)st.drafted);
+  // Each group's first four run before any sibling finished: nothing to draft from yet. The
+  // other four draft their siblings' response and accept it.
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const Completion& c = (*first)[i];
+    if (i % 8 < 4) {
+      EXPECT_EQ(c.accepted, 0) << i;
+    } else {
+      EXPECT_GT(c.accepted, 2 * c.spec_steps) << i << ": accept length > 3";
+    }
+  }
+  (*engine)->reset_stats();
+  auto second = (*engine)->generate(groups);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  expect_same_tokens(*second, plain, "history, second call");
+  EngineStats again = (*engine)->stats();
+  std::printf("history second call: accept length %.2f\n", again.accept_length());
+  EXPECT_GT(again.accept_length(), st.accept_length()) << "earlier calls' responses must help";
+  for (size_t i = 0; i < groups.size(); i += 8) EXPECT_GT((*second)[i].accepted, 0) << i;
 }
 
 TEST_F(GreedyExactness, TrainedDrafterWithBanditAndSwitching) {
@@ -536,6 +589,24 @@ std::string accept_detail(const EngineStats& st) {
   return buf;
 }
 
+// The share of `c`'s responses that equal an earlier one exactly.
+double repeated_share(const std::vector<Completion>& c) {
+  std::set<std::vector<int64_t>> seen;
+  double repeats = 0;
+  for (const Completion& x : c) repeats += seen.insert(x.tokens).second ? 0 : 1;
+  return repeats / double(c.size());
+}
+
+// Two-proportion z-test that `a` and `b` repeat earlier responses equally often (independent
+// samples of one distribution do): the p-value. Requests that copy each other's responses
+// repeat more, though each response alone may follow the right distribution.
+double repeats_p(const std::vector<Completion>& a, const std::vector<Completion>& b) {
+  double na = double(a.size()), nb = double(b.size());
+  double pa = repeated_share(a), pb = repeated_share(b), pooled = (pa * na + pb * nb) / (na + nb);
+  double se = std::sqrt(pooled * (1 - pooled) * (1 / na + 1 / nb));
+  return se > 0 ? std::erfc(std::fabs(pa - pb) / se / std::sqrt(2.0)) : (pa == pb ? 1.0 : 0.0);
+}
+
 // Goodness of fit of `counts` (token -> observations) to `probs` (V,): cells expected below 5
 // are merged into one. Returns the chi-square p-value.
 double fit_p(const std::map<int64_t, double>& counts, const torch::Tensor& probs) {
@@ -609,6 +680,7 @@ TEST_F(SamplingDistribution, PlainSamplingFollowsTheModelsSoftmax) {
 
 TEST_F(SamplingDistribution, PlainAgainstPlainPasses) {
   for (size_t pos : {1, 2, 3}) EXPECT_GT(homogeneity_p(*plain_, *plain2_, pos), 1e-3) << pos;
+  EXPECT_GT(repeats_p(*plain_, *plain2_), 1e-3);
 }
 
 TEST_F(SamplingDistribution, RejectionChainMatchesPlain) {
@@ -690,6 +762,40 @@ TEST_F(SamplingDistribution, TreeAndNgramMatchPlain) {
     expect_same_tokens(spec, *plain_, std::string(arm) + " sampled, same seeds");
     expect_like_plain(*plain_, spec, arm, "same seeds");
   }
+}
+
+TEST_F(SamplingDistribution, HistoryMatchesPlain) {
+  // Every request shares one prompt: the finished ones are the running ones' history.
+  EngineStats st;
+  auto spec = run(*target_, Drafter(nullptr), spec_options(64, {"history"}), *reqs_, &st);
+  EXPECT_GT(st.accepted, kN / 10)
+      << "history drafts must get accepted for the test to mean anything";
+  expect_same_tokens(spec, *plain_, "history sampled, same seeds");
+  expect_like_plain(*plain_, spec, "history", accept_detail(st));
+  EXPECT_GT(repeats_p(*plain_, spec), 1e-3) << "requests must not copy their siblings";
+}
+
+TEST_F(SamplingDistribution, BrokenRuleOnHistoryDraftsIsCaught) {
+  EngineOptions o = spec_options(64, {"history"});
+  // Wrong: trusts the history, accepting every node along the first branch. A sibling's
+  // continuation of the same context is itself a draw from the target, so each response alone
+  // still looks right (the first tokens' chi-square cannot tell); but requests copy each other,
+  // so far more responses repeat an earlier one than independent samples do.
+  o.tree_rule = [](const DraftTree& tree, const NodeLogits& logits, const SamplingParams& params,
+                   Rng& rng) {
+    Verdict v{{0}, 0};
+    for (int32_t i = 1; i < tree.size(); ++i)
+      if (tree.node(i).parent == v.path.back()) v.path.push_back(i);
+    v.next_token = sample(sampling_probs(logits.row(v.path.back()), logits.vocab, params), rng);
+    return v;
+  };
+  EngineStats st;
+  auto broken = run(*target_, Drafter(nullptr), o, *reqs_, &st);
+  EXPECT_GT(st.accepted, kN / 10) << "the broken rule must see drafts to be caught";
+  double p = repeats_p(*plain_, broken);
+  std::printf("broken rule on history drafts: repeated responses %.3f vs plain %.3f, p=%.3g\n",
+              repeated_share(broken), repeated_share(*plain_), p);
+  EXPECT_LT(p, 1e-6) << "the test must notice a lossy rule";
 }
 
 TEST_F(SamplingDistribution, ReproducibleChainEqualsPlainSampling) {

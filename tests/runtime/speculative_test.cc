@@ -286,6 +286,62 @@ TEST(Selector, ThroughputLeavesOutStepsSlowerThanFourTimesTheMedian) {
   EXPECT_NEAR(s.value(0, 0), 16.0 / 0.095, 1e-9);
 }
 
+// The floor under plain decoding (a reference arm): 3 arms, arm 2 plain at 100 tok/s, the
+// others' rates drawn per step with the given means and a 20% spread.
+std::vector<int> run_floor(ArmSelector& s, const double mean[3], int rounds, uint64_t seed) {
+  std::mt19937_64 noise(seed);
+  std::normal_distribution<double> spread(1.0, 0.2);
+  std::vector<int> picks(3);
+  for (int i = 0; i < rounds; ++i) {
+    int arm = s.choose(1);
+    ++picks[size_t(arm)];
+    s.report_step(1, arm, mean[arm] * std::max(0.1, spread(noise)) * 0.01, 0.01);
+  }
+  return picks;
+}
+
+TEST(Selector, PlainFloorTriesPlainFirstAndStopsExploringArmsRuledOut) {
+  const double eps = 0.1;
+  ArmSelector s({1}, 3, eps, 32, 1, 3, 1, ArmSelector::Value::kThroughput,
+                ArmSelector::Explore::kUniform, /*reference=*/2);
+  EXPECT_EQ(s.choose(1), 2) << "plain first";
+  const double mean[3] = {50.0, 60.0, 100.0};
+  std::vector<int> picks = run_floor(s, mean, 4000, 3);
+  EXPECT_TRUE(s.ruled_out(0, 0));
+  EXPECT_TRUE(s.ruled_out(0, 1));
+  EXPECT_FALSE(s.ruled_out(0, 2));
+  EXPECT_EQ(s.best(0), 2);
+  // Each slower arm: a short trial round, then rechecks at eps * kRecheck / 2 of the steps.
+  double slow_share = double(picks[0] + picks[1]) / 4000.0;
+  std::printf("slower arms took %.4f of the steps\n", slow_share);
+  EXPECT_LT(slow_share, 2.0 * eps * ArmSelector::kRecheck);
+  EXPECT_GT(picks[0] + picks[1], 4) << "a known verdict is still rechecked now and then";
+}
+
+TEST(Selector, PlainFloorLeavesPlainForAClearlyFasterArm) {
+  ArmSelector s({1}, 3, 0.1, 32, 2, 3, 1, ArmSelector::Value::kThroughput,
+                ArmSelector::Explore::kUniform, 2);
+  const double mean[3] = {150.0, 60.0, 100.0};
+  std::vector<int> picks = run_floor(s, mean, 2000, 4);
+  EXPECT_EQ(s.best(0), 0);
+  EXPECT_GT(picks[0], 1700);
+}
+
+TEST(Selector, PlainFloorKeepsPlainAgainstAnArmWithinItsNoise) {
+  // Arm 0 is 2% faster on average, well within the noise of 32 steps: no reason to leave plain.
+  ArmSelector s({1}, 3, 0.1, 32, 5, 3, 1, ArmSelector::Value::kThroughput,
+                ArmSelector::Explore::kUniform, 2);
+  const double mean[3] = {102.0, 60.0, 100.0};
+  std::vector<int> picks = run_floor(s, mean, 2000, 6);
+  EXPECT_GT(picks[2], picks[0]);
+  // Without the floor, epsilon-greedy follows whichever mean is ahead at the moment.
+  ArmSelector plain({1}, 3, 0.1, 32, 5);
+  std::vector<int> greedy = run_floor(plain, mean, 2000, 6);
+  std::printf("within the noise: plain chosen %d (floor) vs %d (epsilon-greedy) of 2000\n",
+              picks[2], greedy[2]);
+  EXPECT_GT(picks[2], greedy[2]);
+}
+
 TEST(Selector, ValueNames) {
   ArmSelector::Value v = ArmSelector::Value::kMedianRate;
   EXPECT_TRUE(ArmSelector::parse_value("throughput", &v));
