@@ -839,8 +839,10 @@ StatusOr<RLRunResult> Driver::run() {
     if (!before.ok()) return before.status();
     result_.held_out_before = before->reward;
     result_.held_out_before_per_problem = before->per_problem;
-    log("held-out reward of the warm start (" + std::to_string(plan_.held_out) + " problems x " +
-        std::to_string(kHeldOutSamples) + " samples): " + std::to_string(before->reward));
+    log(std::string("held-out reward of the ") +
+        (result_.warm_start.empty() ? "model as loaded" : "warm start") + " (" +
+        std::to_string(plan_.held_out) + " problems x " + std::to_string(kHeldOutSamples) +
+        " samples): " + std::to_string(before->reward));
   }
   signal(SIGPIPE, SIG_IGN);
   WorkerPoolOptions po;
