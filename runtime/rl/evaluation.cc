@@ -50,7 +50,7 @@ StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task&
   policy->eval();
   std::vector<Problem> problems;
   std::vector<rollout::Request> requests;
-  int64_t longest = 1;                                             // prompt tokens
+  int64_t longest = 1;  // prompt tokens
   int64_t max_prompt = policy->config().max_seq - max_tokens - kEvalHeadroom;
   for (int64_t i = 0; i < n; ++i) {
     StatusOr<FittedProblem> f = fitting_problem(task, codec, uint64_t(i), true, max_prompt);
