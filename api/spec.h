@@ -191,7 +191,7 @@ struct AlgorithmSpec {
   double clip_ratio = 0.2;
   std::string loss_aggregation = "token";
   int64_t seed = 0;
-  int32_t warm_start_steps = 300;
+  int32_t warm_start_steps = -1;  // see effective_warm_start_steps()
   double warm_start_learning_rate = 2e-3;
   int32_t warm_start_max_prompt_chars = 64;
 
@@ -217,8 +217,9 @@ struct AlgorithmSpec {
                "per response, then over responses (sequence: each response weighs the same)."));
     v("seed", seed, Rule().ge(0).doc("Seed of sampling and initialisation."));
     v("warmStartSteps", warm_start_steps,
-      Rule().ge(0).le(1000000).doc(
-          "Supervised steps on the task's worked solutions before RL (cached; 0: none)."));
+      Rule().ge(-1).le(1000000).doc(
+          "Supervised steps on the task's worked solutions before RL (cached; 0: none). -1: 300 "
+          "for a preset, none for spec.model.path (a trained chat model starts RL as it is)."));
     v("warmStartLearningRate", warm_start_learning_rate,
       Rule().gt(0).lt(1).doc("Learning rate of the supervised warm start."));
     v("warmStartMaxPromptChars", warm_start_max_prompt_chars,
@@ -226,6 +227,10 @@ struct AlgorithmSpec {
           "The warm start imitates only problems whose prompt has at most this many characters: "
           "the default teaches the format on short problems; a larger value also teaches long "
           "chains, so the policy writes a long tail from the start."));
+  }
+  // warm_start_steps, or when it is -1 (unset): 300 for a preset, 0 for a model path.
+  int32_t effective_warm_start_steps(bool model_path) const {
+    return warm_start_steps >= 0 ? warm_start_steps : model_path ? 0 : 300;
   }
 };
 

@@ -42,6 +42,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   rl::RLRunPlan p;
   p.job = job.metadata.name;
   p.preset = s.model.effective_preset();
+  p.model_path = s.model.path, p.model_format = s.model.format;
   p.task = s.task.name, p.task_seed = uint64_t(s.task.seed), p.held_out = s.task.held_out;
   const api::AlgorithmSpec& a = s.algorithm;
   p.steps = a.steps, p.prompts_per_step = a.prompts_per_step, p.group_size = a.group_size;
@@ -49,7 +50,8 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.temperature = a.temperature, p.top_p = a.top_p, p.learning_rate = a.learning_rate;
   p.kl_coef = a.kl_coef, p.clip = a.clip_ratio, p.seed = uint64_t(a.seed);
   p.loss_aggregation = a.loss_aggregation;
-  p.warm_start_steps = a.warm_start_steps, p.warm_start_learning_rate = a.warm_start_learning_rate;
+  p.warm_start_steps = a.effective_warm_start_steps(!s.model.path.empty());
+  p.warm_start_learning_rate = a.warm_start_learning_rate;
   p.warm_start_max_prompt_chars = a.warm_start_max_prompt_chars;
   p.drafter_role_workers = s.roles.drafter.replicas;
   p.workers = std::max(1, s.roles.rollout.replicas) + p.drafter_role_workers;

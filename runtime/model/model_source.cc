@@ -1,5 +1,6 @@
 #include "runtime/model/model_source.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -81,9 +82,11 @@ StatusOr<ModelSource> detect(const std::string& path) {
 
 }  // namespace
 
-StatusOr<ModelSource> resolve_model_source(const std::string& path, const std::string& format) {
+StatusOr<ModelSource> resolve_model_source(const std::string& given, const std::string& format) {
   std::error_code ec;
-  if (path.empty()) return Status::InvalidArgument("the model path is empty");
+  if (given.empty()) return Status::InvalidArgument("the model path is empty");
+  const char* home = std::getenv("HOME");
+  std::string path = given.rfind("~/", 0) == 0 && home ? home + given.substr(1) : given;
   if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such file or directory");
   StatusOr<ModelSource> s = detect(path);
   if (format == "auto" || format.empty()) return s;

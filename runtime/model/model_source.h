@@ -33,10 +33,10 @@ struct ModelSource {
   std::string path;  // the GGUF file, HF directory, config.json, or the tlt checkpoint file
 };
 
-// Resolves `path` under `format` ("auto", "gguf", "hf", "tlt"). NotFound when the path (or an RL
-// directory's latest checkpoint) is missing; InvalidArgument naming the path and the format when
-// they disagree (a directory without config.json is not hf; a file without the GGUF magic is not
-// gguf) or when auto cannot tell.
+// Resolves `path` under `format` ("auto", "gguf", "hf", "tlt"); a leading "~/" is $HOME. NotFound
+// when the path (or an RL directory's latest checkpoint) is missing; InvalidArgument naming the
+// path and the format when they disagree (a directory without config.json is not hf; a file without
+// the GGUF magic is not gguf) or when auto cannot tell.
 StatusOr<ModelSource> resolve_model_source(const std::string& path, const std::string& format);
 
 struct ModelCard {

@@ -216,6 +216,28 @@ std::unique_ptr<KVCache> TransformerImpl::make_cache(int64_t max_batch, int64_t 
                                    config_.head_dim(), w.scalar_type(), w.device());
 }
 
+std::vector<torch::Tensor> trainable_parameters(const Transformer& model) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : model->named_parameters()) {
+    if (model->config().tied_embeddings && p.key() == "lm_head.weight") continue;
+    out.push_back(p.value());
+  }
+  return out;
+}
+
+void fold_tied_gradient(const Transformer& model) {
+  if (!model->config().tied_embeddings) return;
+  torch::NoGradGuard no_grad;
+  torch::Tensor head = model->lm_head->weight, embed = model->embed->weight;  // (V, C) each
+  if (!head.grad().defined()) return;
+  if (embed.grad().defined()) {
+    embed.mutable_grad().add_(head.grad());
+  } else {
+    embed.mutable_grad() = head.grad().clone();
+  }
+  head.mutable_grad() = torch::Tensor();
+}
+
 torch::Tensor sequential_positions(const torch::Tensor& start, int64_t t) {
   return start.view({-1, 1}) + torch::arange(t, start.options()).view({1, -1});
 }

@@ -139,6 +139,15 @@ class TransformerImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Transformer);
 
+// Training a model whose LM head is tied to its embedding (ModelConfig::tied_embeddings): the head
+// shares the embedding's storage but is a parameter tensor of its own with its own gradient. An
+// optimizer given both would step the shared matrix twice (AdamW's moments counted twice). So
+// an optimizer takes trainable_parameters() (every parameter but a tied LM head) and, after each
+// backward, fold_tied_gradient() adds the head's gradient to the embedding's and clears it: the
+// shared matrix takes one step on the sum, as in transformers. Both are no-ops when untied.
+std::vector<torch::Tensor> trainable_parameters(const Transformer& model);
+void fold_tied_gradient(const Transformer& model);
+
 // Positions (B, T) = start[b] + arange(T): what a chain or a prefill needs.
 torch::Tensor sequential_positions(const torch::Tensor& start, int64_t t);
 

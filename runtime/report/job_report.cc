@@ -216,16 +216,18 @@ json rl_result_json(const rl::RLRunResult& res) {
 
 std::string held_out_line(const rl::RLRunResult& res) {
   const rl::PairedDifference& d = res.held_out_difference;
+  // A pretrained policy without a warm start is compared with the model as loaded.
+  const char* from = res.warm_start.empty() ? "model as loaded" : "warm start";
   if (d.n == 0) {
-    return "held-out reward " + std::to_string(res.held_out_before) + " (warm start) -> " +
+    return "held-out reward " + std::to_string(res.held_out_before) + " (" + from + ") -> " +
            std::to_string(res.held_out_after) +
            " after RL; no interval: set spec.task.heldOut to 64 or more for a paired comparison";
   }
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "held-out reward %.3f (warm start) -> %.3f after RL: %+.3f, 95%% CI [%+.3f, "
+                "held-out reward %.3f (%s) -> %.3f after RL: %+.3f, 95%% CI [%+.3f, "
                 "%+.3f], paired over %lld problems x %lld samples (%s)",
-                d.before, d.after, d.mean, d.lo, d.hi, static_cast<long long>(d.n),
+                d.before, from, d.after, d.mean, d.lo, d.hi, static_cast<long long>(d.n),
                 static_cast<long long>(res.held_out_samples),
                 d.improved() ? "improved: the interval lies above 0"
                 : d.hi < 0   ? "worse: the interval lies below 0"

@@ -10,40 +10,67 @@ namespace {
 
 // Rows generated at once by an evaluation (its engine's max_batch).
 constexpr int64_t kMaxEvalBatch = 256;
+// KV-cache bytes an evaluation may hold (float32 keys and values of every layer).
+constexpr int64_t kEvalCacheBytes = int64_t(1) << 30;
+// Positions past prompt + response the engine reserves for drafts, even when it does not
+// speculate (its default arms' need: 10).
+constexpr int64_t kEvalHeadroom = 16;
+
+// Plain decoding of `rows` requests of at most `positions` tokens each. Continuous batching
+// admits the rest as rows finish, and each request draws from its own seed whatever its batch;
+// the caps keep the KV cache from growing with the number of requests or with the model's
+// context: 2048 rows of the micro policy would hold 2.1 GB, 64 rows of SmolLM2's full 8192
+// positions 24 GB.
+rollout::EngineOptions engine_options(const model::Transformer& policy, int64_t rows,
+                                      int64_t positions) {
+  const model::ModelConfig& c = policy->config();
+  rollout::EngineOptions eo;
+  eo.speculative = false;
+  eo.max_seq = std::min(c.max_seq, positions + kEvalHeadroom);
+  int64_t row_bytes = eo.max_seq * c.n_layers * 2 * c.n_kv_heads * c.head_dim() * 4;
+  int64_t fit = std::max<int64_t>(1, kEvalCacheBytes / std::max<int64_t>(row_bytes, 1));
+  eo.max_batch = std::clamp<int64_t>(rows, 1, std::min(kMaxEvalBatch, fit));
+  return eo;
+}
 
 }  // namespace
 
+void set_stop_tokens(const Codec& codec, rollout::Request* r) {
+  const std::vector<int64_t>& ends = codec.end_ids();
+  r->stop_token = ends.front();
+  r->more_stop_tokens.assign(ends.begin() + 1, ends.end());
+}
+
 StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
                                           int32_t max_tokens, double temperature, int64_t samples,
-                                          uint64_t seed) {
+                                          uint64_t seed, const Codec* codec_or_null) {
+  const Codec& codec = codec_or_null ? *codec_or_null : ascii_codec();
   if (temperature <= 0) samples = 1;
   torch::NoGradGuard no_grad;
   policy->eval();
-  rollout::EngineOptions eo;
-  eo.speculative = false;
-  // Continuous batching admits the rest as rows finish, and each request draws from its own
-  // seed whatever its batch; the cap keeps the KV cache (rows x max_seq) from growing with n:
-  // 2048 rows of the micro policy would hold 2.1 GB.
-  eo.max_batch = std::clamp<int64_t>(n * samples, 1, kMaxEvalBatch);
-  eo.max_seq = policy->config().max_seq;
-  StatusOr<std::unique_ptr<rollout::Engine>> engine =
-      rollout::Engine::create(policy, model::Drafter(nullptr), eo);
-  if (!engine.ok()) return engine.status();
   std::vector<Problem> problems;
   std::vector<rollout::Request> requests;
+  int64_t longest = 1;  // prompt tokens
+  int64_t max_prompt = policy->config().max_seq - max_tokens - kEvalHeadroom;
   for (int64_t i = 0; i < n; ++i) {
-    problems.push_back(task.problem(uint64_t(i), /*held_out=*/true));
+    StatusOr<FittedProblem> f = fitting_problem(task, codec, uint64_t(i), true, max_prompt);
+    if (!f.ok()) return f.status();
+    problems.push_back(f->problem);
+    longest = std::max<int64_t>(longest, int64_t(f->prompt.size()));
     for (int64_t k = 0; k < samples; ++k) {
       rollout::Request r;
       r.id = i * samples + k;
-      r.prompt = encode_text(problems.back().prompt);
+      r.prompt = f->prompt;
       r.max_new_tokens = max_tokens;
-      r.stop_token = kEndOfText;
+      set_stop_tokens(codec, &r);
       r.sampling.temperature = temperature;
       r.seed = seed * 1000003ull + uint64_t(r.id);
       requests.push_back(std::move(r));
     }
   }
+  StatusOr<std::unique_ptr<rollout::Engine>> engine = rollout::Engine::create(
+      policy, model::Drafter(nullptr), engine_options(policy, n * samples, longest + max_tokens));
+  if (!engine.ok()) return engine.status();
   StatusOr<std::vector<rollout::Completion>> out = (*engine)->generate(requests);
   if (!out.ok()) return out.status();
   HeldOutResult res;
@@ -51,7 +78,9 @@ StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task&
   res.samples = samples;
   res.per_problem.assign(size_t(n), 0.0);
   for (size_t j = 0; j < out->size(); ++j) {
-    double r = task.reward(problems[j / size_t(samples)], decode_text((*out)[j].tokens));
+    StatusOr<std::string> text = codec.decode((*out)[j].tokens);
+    if (!text.ok()) return text.status();
+    double r = task.reward(problems[j / size_t(samples)], *text);
     res.per_problem[j / size_t(samples)] += r / double(samples);
     res.reward += r;
     res.mean_tokens += double((*out)[j].tokens.size());

@@ -15,6 +15,8 @@
 #include "api/status.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rl/tasks.h"
+#include "runtime/rl/text.h"
+#include "runtime/rollout/engine.h"
 
 namespace tlt::rl {
 
@@ -27,9 +29,15 @@ struct HeldOutResult {
 };
 
 // `samples` responses to each of the first `n` held-out problems, sampled at `temperature` (0:
-// greedy, one sample) with seeds fixed by `seed`. Internal when generation fails.
+// greedy, one sample) with seeds fixed by `seed`. Prompts and responses go through `codec`
+// (borrowed; nullptr: the ASCII codec of the presets). Internal when generation fails; the
+// codec's errors.
 StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
                                           int32_t max_tokens, double temperature = 0.0,
-                                          int64_t samples = 1, uint64_t seed = 0);
+                                          int64_t samples = 1, uint64_t seed = 0,
+                                          const Codec* codec = nullptr);
+
+// Makes `r` stop on any of the codec's end ids (stop_token and more_stop_tokens).
+void set_stop_tokens(const Codec& codec, rollout::Request* r);
 
 }  // namespace tlt::rl

@@ -13,7 +13,8 @@ PolicyTrainer::PolicyTrainer(model::Transformer policy, model::Transformer refer
                              GrpoOptions options)
     : policy_(std::move(policy)), reference_(std::move(reference)), options_(options) {
   optimizer_ = std::make_unique<torch::optim::AdamW>(
-      policy_->parameters(), torch::optim::AdamWOptions(options_.learning_rate).weight_decay(0.0));
+      model::trainable_parameters(policy_),  // a tied LM head steps through the embedding
+      torch::optim::AdamWOptions(options_.learning_rate).weight_decay(0.0));
 }
 
 namespace {
@@ -73,6 +74,7 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
     st.microbatches += 1;
     st.positions += c.seq.targets.numel();
   }
+  model::fold_tied_gradient(policy);
   torch::nn::utils::clip_grad_norm_(policy->parameters(), o.grad_clip);
   optimizer.step();
   return st;

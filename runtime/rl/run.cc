@@ -16,9 +16,12 @@
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
 #include "runtime/model/drafter.h"
+#include "runtime/model/model_source.h"
+#include "runtime/model/pretrained.h"
 #include "runtime/rl/channel.h"
 #include "runtime/rl/evaluation.h"
 #include "runtime/rl/grpo.h"
+#include "runtime/rl/model_codec.h"
 #include "runtime/rl/policy_trainer.h"
 #include "runtime/rl/sequences.h"
 #include "runtime/rl/tasks.h"
@@ -100,6 +103,26 @@ constexpr int64_t kHeldOutSamples = 4;
 // start imitated (it reads the stream from 0), so rewards measure solving, not recall.
 constexpr uint64_t kRlProblemOffset = uint64_t(1) << 32;
 
+// The longest prompt an RLJob of a pretrained model is sized for, in tokens, chat template
+// included (arithmetic-cot's longest, 40 operations, takes ~200 of SmolLM2's). The rollout
+// engines' KV caches hold this plus spec.algorithm.maxResponseTokens per row, not the model's
+// whole context (8192 positions of SmolLM2 would cost 377 MB per row).
+constexpr int64_t kPromptBudget = 768;
+
+// Positions a rollout engine keeps free past prompt + response for drafted tokens (the largest
+// arm's tree; the engine refuses requests without it).
+constexpr int64_t kDraftHeadroom = 64;
+
+// What identifies a model file for the warm-start cache: its path, size and modification time
+// (a directory's own).
+std::string model_identity(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
+  uintmax_t size = fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
+  return p.string() + ":" + std::to_string(size) + ":" + std::to_string(mtime);
+}
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -148,6 +171,13 @@ class Driver {
 
  private:
   Status init_models();
+  // The policy (and an uninitialised reference of its shape): the preset with the ASCII codec,
+  // or spec.model.path's model with its own tokenizer.
+  Status make_preset_policy();
+  Status load_model_policy();
+  Status warm_start_policy();
+  Status warm_start_drafter();
+  WarmStartOptions warm_start_options() const;
   json setup_message(int w) const;
   int64_t rollout_workers() const {
     return std::max<int64_t>(1, plan_.workers - plan_.drafter_role_workers);
@@ -156,7 +186,7 @@ class Driver {
   // One RL step, as run.h's header numbers it.
   Status run_step(int64_t step, StepReport* report);
   // 1. The step's prompts and every worker's generate message.
-  StepRun plan_step(int64_t step, StepReport* r);
+  StatusOr<StepRun> plan_step(int64_t step, StepReport* r);
   std::vector<bool> dedicated_workers(int64_t step, StepReport* r);
   // 1-2. Sends the requests; workers without any are released (and may train) at once.
   Status start_rollout(StepRun& s);
@@ -193,6 +223,12 @@ class Driver {
   const std::atomic<bool>* stop_;
   std::unique_ptr<Task> task_;
   model::ModelConfig cfg_;
+  model::ModelCard card_;             // written beside checkpoints (model.json) so that they export
+  std::unique_ptr<Codec> own_codec_;  // a pretrained model's tokenizer
+  const Codec* codec_ = &ascii_codec();  // own_codec_, or the presets' ASCII codec
+  int64_t max_seq_ = 0;                  // positions the rollout engines are sized for
+  std::string model_key_;                // the preset, or the model file's identity
+  std::string warm_start_key_;           // the cached warm start's path (drafter's base)
   model::Transformer policy_{nullptr}, reference_{nullptr};
   model::Drafter drafter_{nullptr};
   std::unique_ptr<PolicyTrainer> trainer_;
@@ -209,50 +245,15 @@ Status Driver::init_models() {
   StatusOr<std::unique_ptr<Task>> task = make_task(plan_.task, plan_.task_seed);
   if (!task.ok()) return task.status();
   task_ = std::move(*task);
-  StatusOr<model::ModelConfig> cfg = model::preset_config(plan_.preset, kTextVocab);
-  if (!cfg.ok()) return cfg.status();
-  cfg_ = *cfg;
-  torch::manual_seed(plan_.seed);
-  policy_ = model::Transformer(cfg_);
-  reference_ = model::Transformer(cfg_);
-  WarmStartOptions wo;
-  wo.steps = plan_.warm_start_steps;
-  wo.learning_rate = plan_.warm_start_learning_rate;
-  wo.max_prompt_chars = plan_.warm_start_max_prompt_chars;
-  wo.seed = plan_.seed;
-  wo.max_response_tokens = plan_.max_response_tokens;
-  std::ostringstream key;
-  key << plan_.preset << "-" << plan_.task << "-" << plan_.task_seed << "-" << wo.steps << "-"
-      << wo.learning_rate << "-" << wo.batch << "-" << wo.max_response_tokens << "-"
-      << wo.max_prompt_chars << "-" << wo.seed;
-  result_.warm_start = plan_.cache_dir + "/rl/warm-start-" +
-                       std::to_string(fnv1a64(key.str()) % 1000000007ull) + ".ckpt";
-  log("warm start: " + result_.warm_start);
-  TLT_RETURN_IF_ERROR(load_or_train_warm_start(policy_, *task_, wo, result_.warm_start,
-                                               &result_.warm_start_trained, cb_.warm_start));
-  TLT_RETURN_IF_ERROR(model::load_checkpoint(*reference_, result_.warm_start).status());
+  TLT_RETURN_IF_ERROR(plan_.model_path.empty() ? make_preset_policy() : load_model_policy());
+  TLT_RETURN_IF_ERROR(warm_start_policy());
   for (auto& p : reference_->parameters()) p.set_requires_grad(false);
   reference_->eval();
   policy_->eval();
   torch::manual_seed(mix(plan_.seed, 7));
   drafter_ = model::Drafter(policy_, plan_.drafter_layers);
-  if (!plan_.baseline && plan_.drafter_warm_start_steps > 0) {
-    WarmStartOptions dw = wo;
-    dw.steps = plan_.drafter_warm_start_steps;
-    dw.learning_rate = plan_.drafter_warm_start_learning_rate;
-    dw.batch = plan_.drafter_warm_start_batch;
-    dw.max_response_tokens =
-        std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
-    std::ostringstream dkey;
-    dkey << plan_.drafter_layers << "-" << dw.steps << "-" << dw.learning_rate << "-" << dw.batch
-         << "-" << dw.max_response_tokens << "-" << dw.seed;
-    std::string path =
-        result_.warm_start + ".drafter-" + std::to_string(fnv1a64(dkey.str()) % 1000000007ull);
-    log("drafter warm start: " + path);
-    bool trained = false;
-    TLT_RETURN_IF_ERROR(load_or_train_drafter_warm_start(policy_, drafter_, *task_, dw, path,
-                                                         &trained, cb_.drafter_warm_start));
-  }
+  if (!plan_.baseline && plan_.drafter_warm_start_steps > 0)
+    TLT_RETURN_IF_ERROR(warm_start_drafter());
   // The RNG state after initialisation must not depend on whether the drafter warm start ran
   // (the baseline skips it), so the two modes take the same random draws from here on.
   torch::manual_seed(mix(plan_.seed, 11));
@@ -265,6 +266,105 @@ Status Driver::init_models() {
   return Status::Ok();
 }
 
+Status Driver::make_preset_policy() {
+  StatusOr<model::ModelConfig> cfg = model::preset_config(plan_.preset, kTextVocab);
+  if (!cfg.ok()) return cfg.status();
+  cfg_ = *cfg;
+  card_.config.architecture = "llama", card_.config.config = cfg_;
+  max_seq_ = cfg_.max_seq;
+  torch::manual_seed(plan_.seed);
+  policy_ = model::Transformer(cfg_);
+  reference_ = model::Transformer(cfg_);
+  model_key_ = plan_.preset;
+  return Status::Ok();
+}
+
+Status Driver::load_model_policy() {
+  StatusOr<model::ModelSource> source =
+      model::resolve_model_source(plan_.model_path, plan_.model_format);
+  if (!source.ok()) return source.status().with_context("spec.model.path");
+  if (source->kind == model::SourceKind::kHfConfig)
+    return Status::InvalidArgument("spec.model.path: " + source->path +
+                                   " is a config.json without weights; an RLJob starts from a "
+                                   "trained model: a GGUF file, a Hugging Face directory or a tlt "
+                                   "checkpoint");
+  StatusOr<model::SourcedModel> loaded = model::load_model(*source);
+  if (!loaded.ok()) return loaded.status().with_context("spec.model.path");
+  policy_ = loaded->model;
+  cfg_ = policy_->config();
+  card_ = loaded->card;
+  std::error_code ec;
+  if (!card_.tokenizer.empty()) card_.tokenizer = fs::absolute(card_.tokenizer, ec).string();
+  StatusOr<std::unique_ptr<ModelCodec>> codec = ModelCodec::load(*source, cfg_.vocab);
+  if (!codec.ok()) return codec.status().with_context("spec.model.path");
+  own_codec_ = std::move(*codec);
+  codec_ = own_codec_.get();
+  max_seq_ = std::min<int64_t>(cfg_.max_seq, kPromptBudget + plan_.max_response_tokens);
+  torch::manual_seed(plan_.seed);
+  reference_ = model::Transformer(cfg_);
+  model_key_ = model_identity(source->path) + "-" + plan_.model_format;
+  log("policy: " + source->path + " (" + card_.config.architecture + ", " +
+      std::to_string(cfg_.n_layers) + " layers, width " + std::to_string(cfg_.dim) + ", vocab " +
+      std::to_string(cfg_.vocab) + ", " + (codec_->has_chat() ? "chat template" : "plain prompts") +
+      ")");
+  return Status::Ok();
+}
+
+// The policy's supervised warm start (cached), and the reference: the warm start, or for a
+// pretrained model without one (warm_start_steps 0) the model as loaded.
+Status Driver::warm_start_policy() {
+  WarmStartOptions wo = warm_start_options();
+  std::ostringstream key;
+  key << model_key_ << "-" << plan_.task << "-" << plan_.task_seed << "-" << wo.steps << "-"
+      << wo.learning_rate << "-" << wo.batch << "-" << wo.max_response_tokens << "-"
+      << wo.max_prompt_chars << "-" << wo.seed;
+  warm_start_key_ = plan_.cache_dir + "/rl/warm-start-" +
+                    std::to_string(fnv1a64(key.str()) % 1000000007ull) + ".ckpt";
+  if (!plan_.model_path.empty() && wo.steps == 0) {
+    log("warm start: none (spec.model.path is a trained model; set "
+        "spec.algorithm.warmStartSteps to imitate the task's worked solutions first)");
+    torch::NoGradGuard no_grad;
+    auto from = policy_->named_parameters();
+    for (auto& p : reference_->named_parameters()) p.value().copy_(from[p.key()]);
+    return Status::Ok();
+  }
+  result_.warm_start = warm_start_key_;
+  log("warm start: " + result_.warm_start);
+  TLT_RETURN_IF_ERROR(load_or_train_warm_start(policy_, *task_, wo, result_.warm_start,
+                                               &result_.warm_start_trained, cb_.warm_start));
+  return model::load_checkpoint(*reference_, result_.warm_start).status();
+}
+
+WarmStartOptions Driver::warm_start_options() const {
+  WarmStartOptions wo;
+  wo.steps = plan_.warm_start_steps;
+  wo.learning_rate = plan_.warm_start_learning_rate;
+  wo.max_prompt_chars = plan_.warm_start_max_prompt_chars;
+  wo.seed = plan_.seed;
+  wo.max_response_tokens = plan_.max_response_tokens;
+  wo.codec = codec_;
+  wo.max_seq = max_seq_;
+  return wo;
+}
+
+Status Driver::warm_start_drafter() {
+  WarmStartOptions dw = warm_start_options();
+  dw.steps = plan_.drafter_warm_start_steps;
+  dw.learning_rate = plan_.drafter_warm_start_learning_rate;
+  dw.batch = plan_.drafter_warm_start_batch;
+  dw.max_response_tokens =
+      std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
+  std::ostringstream dkey;
+  dkey << plan_.drafter_layers << "-" << dw.steps << "-" << dw.learning_rate << "-" << dw.batch
+       << "-" << dw.max_response_tokens << "-" << dw.seed;
+  std::string path =
+      warm_start_key_ + ".drafter-" + std::to_string(fnv1a64(dkey.str()) % 1000000007ull);
+  log("drafter warm start: " + path);
+  bool trained = false;
+  return load_or_train_drafter_warm_start(policy_, drafter_, *task_, dw, path, &trained,
+                                          cb_.drafter_warm_start);
+}
+
 json Driver::setup_message(int w) const {
   std::vector<int> cpus = runtime::allowed_cpus();
   return {{"op", "setup"},
@@ -273,6 +373,8 @@ json Driver::setup_message(int w) const {
           {"core", cpus[size_t(w) % cpus.size()]},
           {"preset", plan_.preset},
           {"vocab", kTextVocab},
+          {"model_card", plan_.model_path.empty() ? "" : model::model_card_json(card_)},
+          {"max_seq", max_seq_},
           {"drafter_layers", plan_.drafter_layers},
           {"drafter_vocab", plan_.drafter_vocab_subset},
           {"max_batch",
@@ -317,7 +419,9 @@ Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>
 Status Driver::run_step(int64_t step, StepReport* r) {
   r->step = step;
   pool_->admit_drafter_pods(step);  // drafter pods that connected since the last step
-  StepRun s = plan_step(step, r);
+  StatusOr<StepRun> planned = plan_step(step, r);
+  if (!planned.ok()) return planned.status();
+  StepRun& s = *planned;
   TLT_RETURN_IF_ERROR(start_rollout(s));
   TLT_RETURN_IF_ERROR(run_rollout(s));
   TLT_RETURN_IF_ERROR(finish_rollout(s));
@@ -360,15 +464,18 @@ std::vector<bool> Driver::dedicated_workers(int64_t step, StepReport* r) {
   return dedicated;
 }
 
-StepRun Driver::plan_step(int64_t step, StepReport* r) {
+StatusOr<StepRun> Driver::plan_step(int64_t step, StepReport* r) {
   StepRun s;
   s.step = step, s.report = r;
   int64_t p_count = plan_.prompts_per_step, g = plan_.group_size, n = plan_.workers;
   // This step's problems: a window of the training stream, so a resumed run sees the same.
   for (int64_t i = 0; i < p_count; ++i) {
-    s.problems.push_back(
-        task_->problem(kRlProblemOffset + uint64_t((step - 1) * p_count + i), false));
-    s.prompts.push_back(encode_text(s.problems.back().prompt));
+    StatusOr<FittedProblem> f =
+        fitting_problem(*task_, *codec_, kRlProblemOffset + uint64_t((step - 1) * p_count + i),
+                        false, max_seq_ - plan_.max_response_tokens - kDraftHeadroom);
+    if (!f.ok()) return f.status().with_context("step " + std::to_string(step));
+    s.problems.push_back(std::move(f->problem));
+    s.prompts.push_back(std::move(f->prompt));
   }
   bool speculate = !plan_.baseline && plan_.speculative;
   s.train_drafter = !plan_.baseline && plan_.drafter_training &&
@@ -389,7 +496,9 @@ StepRun Driver::plan_step(int64_t step, StepReport* r) {
         reqs.push_back({{"id", id},
                         {"prompt", s.prompts[pi]},
                         {"max_new", plan_.max_response_tokens},
-                        {"stop", kEndOfText},
+                        {"stop", codec_->end_ids().front()},
+                        {"more_stop", std::vector<int64_t>(codec_->end_ids().begin() + 1,
+                                                           codec_->end_ids().end())},
                         {"seed", mix(mix(plan_.seed, uint64_t(step)), uint64_t(id))},
                         {"temperature", plan_.temperature},
                         {"top_p", plan_.top_p}});
@@ -618,7 +727,9 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   std::vector<float> rewards(static_cast<size_t>(b), 0.f);
   std::vector<double> lens;
   for (int64_t i = 0; i < b; ++i) {
-    rewards[i] = float(task_->reward(problems[i / g], decode_text(responses[i])));
+    StatusOr<std::string> text = codec_->decode(responses[i]);
+    if (!text.ok()) return text.status().with_context("step " + std::to_string(step));
+    rewards[i] = float(task_->reward(problems[i / g], *text));
     lens.push_back(double(responses[i].size()));
     r->reward_mean += rewards[i] / double(b);
   }
@@ -636,6 +747,8 @@ Status Driver::save_checkpoint(int64_t step) {
   if (plan_.checkpoint_dir.empty() || step <= 0 || step == last_saved_) return Status::Ok();
   std::string dir = plan_.checkpoint_dir + "/step-" + std::to_string(step);
   TLT_RETURN_IF_ERROR(trainer_->save(dir, "rl step " + std::to_string(step)));
+  // The policy's architecture and tokenizer beside step-N/, so `tlt export` reads it back.
+  TLT_RETURN_IF_ERROR(model::write_model_card(plan_.checkpoint_dir, card_));
   TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, dir + "/drafter.ckpt",
                                              "drafter v" + std::to_string(drafter_version_)));
   json steps = json::array();
@@ -726,12 +839,14 @@ StatusOr<RLRunResult> Driver::run() {
     // The reference is the warm start, also after --resume.
     StatusOr<HeldOutResult> before =
         evaluate_held_out(reference_, *task_, plan_.held_out, plan_.max_response_tokens,
-                          plan_.temperature, kHeldOutSamples, plan_.seed);
+                          plan_.temperature, kHeldOutSamples, plan_.seed, codec_);
     if (!before.ok()) return before.status();
     result_.held_out_before = before->reward;
     result_.held_out_before_per_problem = before->per_problem;
-    log("held-out reward of the warm start (" + std::to_string(plan_.held_out) + " problems x " +
-        std::to_string(kHeldOutSamples) + " samples): " + std::to_string(before->reward));
+    log(std::string("held-out reward of the ") +
+        (result_.warm_start.empty() ? "model as loaded" : "warm start") + " (" +
+        std::to_string(plan_.held_out) + " problems x " + std::to_string(kHeldOutSamples) +
+        " samples): " + std::to_string(before->reward));
   }
   signal(SIGPIPE, SIG_IGN);
   WorkerPoolOptions po;
@@ -770,7 +885,7 @@ StatusOr<RLRunResult> Driver::run() {
   }
   StatusOr<HeldOutResult> after =
       evaluate_held_out(policy_, *task_, plan_.held_out, plan_.max_response_tokens,
-                        plan_.temperature, kHeldOutSamples, plan_.seed);
+                        plan_.temperature, kHeldOutSamples, plan_.seed, codec_);
   if (!after.ok()) return after.status();
   result_.held_out_after = after->reward;
   result_.held_out_after_per_problem = after->per_problem;

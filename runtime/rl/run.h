@@ -17,6 +17,12 @@
 // start_rollout, run_rollout, finish_rollout, update_policy. The worker processes and pods
 // themselves are runtime/rl/worker_pool.h's; the job's metrics, run_metrics.h's.)
 //
+// The policy is a preset (the ASCII codec of runtime/rl/text.h, warm-started on the task's worked
+// solutions) or spec.model.path's model (its own tokenizer and chat template, no warm start by
+// default: RLRunPlan::model_path). Either way the workers build the architecture from their setup
+// message and load the weights the trainer writes, and checkpoints carry the model card
+// (model.json beside step-N/) so that `tlt export` reads them back.
+//
 // Sampling is seeded per request from (seed, step, index), and the engine's outputs do not
 // depend on the drafting arm, so a step is reproducible whichever worker generates a request,
 // after a worker restart, and after --resume.
@@ -58,6 +64,11 @@ namespace tlt::rl {
 struct RLRunPlan {
   std::string job = "rljob";
   std::string preset = "micro";
+  // spec.model.path / format (runtime/model/model_source.h): when set, the policy and the
+  // reference start from that model, which reads through its own tokenizer and chat template
+  // (runtime/rl/model_codec.h); `preset` is ignored. Workers get its architecture in their setup
+  // message and its weights from the trainer, as for a preset.
+  std::string model_path, model_format = "auto";
   std::string task = "arithmetic-cot";
   uint64_t task_seed = 1;
   int64_t held_out = 64;
@@ -67,7 +78,7 @@ struct RLRunPlan {
   double learning_rate = 1e-4, kl_coef = 0.0, clip = 0.2;
   std::string loss_aggregation = "token";  // spec.algorithm.lossAggregation: token | sequence
   uint64_t seed = 0;
-  int64_t warm_start_steps = 300;
+  int64_t warm_start_steps = 300;  // 0 with model_path: the policy is the model as loaded
   double warm_start_learning_rate = 2e-3;
   int64_t warm_start_max_prompt_chars = 64;  // WarmStartOptions::max_prompt_chars
   int workers = 2;                           // all worker processes, the drafter pods' included

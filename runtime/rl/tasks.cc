@@ -116,6 +116,12 @@ class ArithmeticCot : public Task {
     return std::to_string(v) == p.answer ? 1.0 : 0.0;
   }
 
+  std::string chat_prompt(const Problem& p) const override {
+    return p.prompt +
+           "Apply each operation in order, ignoring the usual precedence, one step per sentence "
+           "(\"3 + 4 = 7. 7 * 2 = 14.\"), then end with \"Answer: <number>\".";
+  }
+
  private:
   static Problem draw(std::mt19937_64& r) {
     // Heavy-tailed length: a discretised Pareto, capped at 40 operations.
@@ -274,6 +280,12 @@ class Countdown : public Task {
     return std::includes(allowed.begin(), allowed.end(), used.begin(), used.end()) ? 1.0 : 0.0;
   }
 
+  std::string chat_prompt(const Problem& p) const override {
+    return p.prompt +
+           "Combine the numbers with + - * and / to reach the target, then end with \"Answer: "
+           "<expression>\", e.g. \"Answer: (25 - 3) * 7\".";
+  }
+
  private:
   static std::vector<int64_t> given_numbers(const std::string& prompt) {
     std::vector<int64_t> out;
@@ -295,6 +307,27 @@ class Countdown : public Task {
 };
 
 }  // namespace
+
+StatusOr<std::vector<int64_t>> prompt_ids(const Codec& codec, const Task& task, const Problem& p) {
+  return codec.encode_prompt(p.prompt, codec.has_chat() ? task.chat_prompt(p) : std::string());
+}
+
+StatusOr<FittedProblem> fitting_problem(const Task& task, const Codec& codec, uint64_t i,
+                                        bool held_out, int64_t max_prompt) {
+  constexpr uint64_t kRedrawStride = uint64_t(1) << 40;  // far past any index a run reads
+  for (uint64_t k = 0; k < 100; ++k) {
+    FittedProblem f{task.problem(i + k * kRedrawStride, held_out), {}};
+    StatusOr<std::vector<int64_t>> ids = prompt_ids(codec, task, f.problem);
+    if (!ids.ok()) return ids.status();
+    if (int64_t(ids->size()) > max_prompt) continue;
+    f.prompt = std::move(*ids);
+    return f;
+  }
+  return Status::FailedPrecondition(
+      "no problem of the task has a prompt of at most " + std::to_string(max_prompt) +
+      " tokens, what the model's context leaves besides spec.algorithm.maxResponseTokens: "
+      "lower maxResponseTokens or use a model of longer context");
+}
 
 StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed) {
   if (name == "arithmetic-cot") return std::unique_ptr<Task>(new ArithmeticCot(seed));

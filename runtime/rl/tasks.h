@@ -11,6 +11,10 @@
 // never throws. Training and held-out problems come from disjoint streams of the same seed.
 // Every problem carries a worked solution (used for the supervised warm start) that scores 1.
 //
+// A chat model (a pretrained policy with a chat template) reads a problem as one user turn,
+// chat_prompt(): the prompt plus a line that asks for the chain of thought and the "Answer:"
+// line the reward reads; prompt_ids() picks the rendering the policy's codec calls for.
+//
 // Thread safety: tasks are immutable after construction; all methods are const.
 #pragma once
 
@@ -19,6 +23,7 @@
 #include <string>
 
 #include "api/status.h"
+#include "runtime/rl/text.h"
 
 namespace tlt::rl {
 
@@ -35,7 +40,25 @@ class Task {
   virtual Problem problem(uint64_t i, bool held_out) const = 0;
   // 1.0 when the response's final answer (final_answer) is correct for `p`, else 0.0.
   virtual double reward(const Problem& p, const std::string& response) const = 0;
+  // The user turn a chat model reads for `p`: its prompt and how to answer.
+  virtual std::string chat_prompt(const Problem& p) const = 0;
 };
+
+// The ids the policy reads for `p`: codec.encode_prompt(p.prompt, task.chat_prompt(p)) (the chat
+// template's rendering when the codec has one, else the plain prompt). Errors as encode_prompt.
+StatusOr<std::vector<int64_t>> prompt_ids(const Codec& codec, const Task& task, const Problem& p);
+
+struct FittedProblem {
+  Problem problem;
+  std::vector<int64_t> prompt;  // prompt_ids of `problem`
+};
+
+// Problem i of a stream with its prompt ids, or, when those are more than `max_prompt` tokens (a
+// model of short context), the first of problems i + k * 2^40 (k = 1..99) that fits:
+// deterministic in (seed, i, held_out), so a resumed run and the paired evaluations meet the same
+// problems. FailedPrecondition naming max_prompt when none fits; the codec's errors.
+StatusOr<FittedProblem> fitting_problem(const Task& task, const Codec& codec, uint64_t i,
+                                        bool held_out, int64_t max_prompt);
 
 // "arithmetic-cot" or "countdown"; NotFound for another name.
 StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed);

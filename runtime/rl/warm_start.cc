@@ -13,18 +13,24 @@ namespace tlt::rl {
 namespace {
 
 // The next options.batch training problems (from index *next on) whose prompt has at most
-// max_prompt_chars characters, as prompt -> solution + end-of-text, cut to max_response_tokens.
-SequenceBatch solution_batch(const Task& task, const WarmStartOptions& options,
-                             int64_t max_prompt_chars, uint64_t* next) {
+// max_prompt_chars characters, as prompt -> solution + end token, cut to max_response_tokens.
+// The codec's errors.
+StatusOr<SequenceBatch> solution_batch(const Task& task, const WarmStartOptions& options,
+                                       int64_t max_prompt_chars, uint64_t* next) {
+  const Codec& codec = options.codec ? *options.codec : ascii_codec();
   std::vector<std::vector<int64_t>> prompts, responses;
   while (int64_t(prompts.size()) < options.batch) {
     Problem p = task.problem((*next)++, /*held_out=*/false);
     if (int64_t(p.prompt.size()) > max_prompt_chars) continue;
-    prompts.push_back(encode_text(p.prompt));
-    std::vector<int64_t> r = encode_text(p.solution);
-    r.push_back(kEndOfText);
-    if (int64_t(r.size()) > options.max_response_tokens) r.resize(options.max_response_tokens);
-    responses.push_back(std::move(r));
+    StatusOr<std::vector<int64_t>> prompt = prompt_ids(codec, task, p);
+    if (!prompt.ok()) return prompt.status();
+    StatusOr<std::vector<int64_t>> r = codec.encode(p.solution);
+    if (!r.ok()) return r.status();
+    r->push_back(codec.end_ids().front());
+    if (int64_t(r->size()) > options.max_response_tokens) r->resize(options.max_response_tokens);
+    if (options.max_seq > 0 && int64_t(prompt->size() + r->size()) > options.max_seq) continue;
+    prompts.push_back(std::move(*prompt));
+    responses.push_back(std::move(*r));
   }
   return make_batch(prompts, responses);
 }
@@ -35,17 +41,20 @@ double mean(const std::vector<double>& v) {
 
 }  // namespace
 
-double supervised_warm_start(model::Transformer policy, const Task& task,
-                             const WarmStartOptions& options,
-                             const std::function<void(int64_t, double)>& progress) {
+StatusOr<double> supervised_warm_start(model::Transformer policy, const Task& task,
+                                       const WarmStartOptions& options,
+                                       const std::function<void(int64_t, double)>& progress) {
   torch::manual_seed(options.seed);
-  torch::optim::AdamW opt(policy->parameters(),
+  torch::optim::AdamW opt(model::trainable_parameters(policy),  // a tied head: one step
                           torch::optim::AdamWOptions(options.learning_rate).weight_decay(0.01));
   policy->train();
   std::vector<double> recent;
   uint64_t next = 0;
   for (int64_t s = 0; s < options.steps; ++s) {
-    SequenceBatch batch = solution_batch(task, options, options.max_prompt_chars, &next);
+    StatusOr<SequenceBatch> next_batch =
+        solution_batch(task, options, options.max_prompt_chars, &next);
+    if (!next_batch.ok()) return next_batch.status();
+    const SequenceBatch& batch = *next_batch;
     // Linear warm-up over the first 10% of steps, then cosine decay to 10%.
     double frac = double(s) / double(options.steps);
     double lr = options.learning_rate *
@@ -65,6 +74,7 @@ double supervised_warm_start(model::Transformer policy, const Task& task,
       loss.backward();
       l += loss.item<double>();
     }
+    model::fold_tied_gradient(policy);
     torch::nn::utils::clip_grad_norm_(policy->parameters(), 1.0);
     opt.step();
     recent.push_back(l);
@@ -75,16 +85,19 @@ double supervised_warm_start(model::Transformer policy, const Task& task,
   return mean(recent);
 }
 
-double drafter_warm_start(model::Transformer policy, model::Drafter drafter, const Task& task,
-                          const WarmStartOptions& options,
-                          const std::function<void(int64_t, double)>& progress) {
+StatusOr<double> drafter_warm_start(model::Transformer policy, model::Drafter drafter,
+                                    const Task& task, const WarmStartOptions& options,
+                                    const std::function<void(int64_t, double)>& progress) {
   torch::manual_seed(options.seed);
   policy->eval();
   drafter::DrafterTrainer trainer(drafter, policy, options.learning_rate);
   std::vector<double> recent;
   uint64_t next = 0;
   for (int64_t s = 0; s < options.steps; ++s) {
-    SequenceBatch batch = solution_batch(task, options, std::numeric_limits<int64_t>::max(), &next);
+    StatusOr<SequenceBatch> next_batch =
+        solution_batch(task, options, std::numeric_limits<int64_t>::max(), &next);
+    if (!next_batch.ok()) return next_batch.status();
+    const SequenceBatch& batch = *next_batch;
     int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
     torch::Tensor hidden;  // (B, T, C)
     {
@@ -110,7 +123,7 @@ namespace {
 // Loads `module` from `path` when the file exists; otherwise runs `train` (which returns the mean
 // loss of its last steps) and saves the result there, described as `what`.
 Status load_or_train(torch::nn::Module& module, const std::string& path, const std::string& what,
-                     int64_t steps, const std::function<double()>& train, bool* trained) {
+                     int64_t steps, const std::function<StatusOr<double>()>& train, bool* trained) {
   std::error_code ec;
   *trained = false;
   if (std::filesystem::exists(path, ec)) {
@@ -118,11 +131,12 @@ Status load_or_train(torch::nn::Module& module, const std::string& path, const s
     if (!meta.ok()) return meta.status().with_context(what + " " + path);
     return Status::Ok();
   }
-  double loss = train();
+  StatusOr<double> loss = train();
+  if (!loss.ok()) return loss.status().with_context(what);
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   *trained = true;
   return model::save_checkpoint(
-      module, path, what + ": steps=" + std::to_string(steps) + " loss=" + std::to_string(loss));
+      module, path, what + ": steps=" + std::to_string(steps) + " loss=" + std::to_string(*loss));
 }
 
 }  // namespace

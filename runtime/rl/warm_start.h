@@ -15,6 +15,7 @@
 #include "runtime/model/drafter.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rl/tasks.h"
+#include "runtime/rl/text.h"
 
 namespace tlt::rl {
 
@@ -31,13 +32,19 @@ struct WarmStartOptions {
   // Rows are run in micro-batches of similar length of at most this many tokens (gradients
   // accumulated: the same step as one padded batch); <= 0: one padded batch.
   int64_t max_tokens_per_microbatch = 4096;
+  // How prompts and solutions become ids (borrowed; must outlive the call); nullptr: the ASCII
+  // codec of the presets.
+  const Codec* codec = nullptr;
+  // Problems whose prompt and cut solution exceed this many tokens are skipped (the policy's
+  // context); 0: none are.
+  int64_t max_seq = 0;
 };
 
 // Trains `policy` in place; `progress(step, loss)` is called after every step when set.
-// Returns the mean loss of the last 10 steps.
-double supervised_warm_start(model::Transformer policy, const Task& task,
-                             const WarmStartOptions& options,
-                             const std::function<void(int64_t, double)>& progress = {});
+// Returns the mean loss of the last 10 steps, or the codec's error.
+StatusOr<double> supervised_warm_start(model::Transformer policy, const Task& task,
+                                       const WarmStartOptions& options,
+                                       const std::function<void(int64_t, double)>& progress = {});
 
 // Loads the warm start from `path`, or trains it and saves it there. NotFound/Corruption/
 // InvalidArgument from a bad file at `path` are returned, not papered over by retraining.
@@ -54,10 +61,10 @@ Status load_or_train_warm_start(model::Transformer policy, const Task& task,
 // section 1); without this, the first steps speculate with a random drafter and accept ~1 token.
 // Unlike the policy's warm start, every prompt length is used (options.max_prompt_chars is
 // ignored): the drafter meets the long tail's long chains. `policy` is only read. Returns the mean
-// loss of the last 10 steps; `progress(step, loss)` after every step when set.
-double drafter_warm_start(model::Transformer policy, model::Drafter drafter, const Task& task,
-                          const WarmStartOptions& options,
-                          const std::function<void(int64_t, double)>& progress = {});
+// loss of the last 10 steps (or the codec's error); `progress(step, loss)` after every step.
+StatusOr<double> drafter_warm_start(model::Transformer policy, model::Drafter drafter,
+                                    const Task& task, const WarmStartOptions& options,
+                                    const std::function<void(int64_t, double)>& progress = {});
 
 // Loads the drafter's warm start from `path`, or trains it and saves it there; errors and
 // *trained as load_or_train_warm_start.

@@ -12,6 +12,7 @@
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
+#include "runtime/model/model_source.h"
 #include "runtime/rl/channel.h"
 #include "runtime/rollout/engine.h"
 #include "runtime/torch_env.h"
@@ -91,6 +92,17 @@ class Worker {
   std::mt19937_64 rng_{0};
 };
 
+// The policy's architecture: the model card a pretrained policy's driver sends (its weights come
+// with the first generate message, as a preset's do), else the preset.
+StatusOr<model::ModelConfig> model_config(const json& m) {
+  std::string card = m.value("model_card", "");
+  if (card.empty())
+    return model::preset_config(m.at("preset").get<std::string>(), m.at("vocab").get<int64_t>());
+  StatusOr<model::ModelCard> c = model::model_card_from_json(card, "the setup message's model");
+  if (!c.ok()) return c.status();
+  return c->config.config;
+}
+
 Status Worker::setup(const json& m) {
   index_ = m.at("index").get<int>();
   dir_ = m.at("dir").get<std::string>();
@@ -102,15 +114,14 @@ Status Worker::setup(const json& m) {
     sched_setaffinity(0, sizeof set, &set);  // best effort: a cgroup may forbid it
     runtime::configure_threads(1);
   }
-  StatusOr<model::ModelConfig> cfg =
-      model::preset_config(m.at("preset").get<std::string>(), m.at("vocab").get<int64_t>());
+  StatusOr<model::ModelConfig> cfg = model_config(m);
   if (!cfg.ok()) return cfg.status();
   target_ = model::Transformer(*cfg);
   target_->eval();
   drafter_ = model::Drafter(target_, m.at("drafter_layers").get<int64_t>());
   rollout::EngineOptions eo;
   eo.max_batch = m.at("max_batch").get<int64_t>();
-  eo.max_seq = cfg->max_seq;
+  eo.max_seq = std::min(cfg->max_seq, m.value("max_seq", cfg->max_seq));
   eo.activation_threshold = m.at("activation_threshold").get<int64_t>();
   eo.arms = m.at("arms").get<std::vector<std::string>>();
   eo.ngram_shortcut = m.value("ngram_shortcut", eo.ngram_shortcut);  // absent from older trainers
@@ -166,6 +177,7 @@ Status Worker::generate(const json& m) {
     q.prompt = r.at("prompt").get<std::vector<int64_t>>();
     q.max_new_tokens = r.at("max_new").get<int32_t>();
     q.stop_token = r.at("stop").get<int64_t>();
+    q.more_stop_tokens = r.value("more_stop", std::vector<int64_t>{});  // a model's other ends
     q.seed = r.at("seed").get<uint64_t>();
     q.sampling.temperature = r.at("temperature").get<double>();
     q.sampling.top_p = r.at("top_p").get<double>();

@@ -1,7 +1,8 @@
 // A rollout worker process of an RLJob (the `tlt rl-worker` subcommand, spawned by the job
 // driver in runtime/rl/run.h). It talks to the driver over stdin/stdout (runtime/rl/channel.h):
 //
-//   setup     -> (nothing)   model shape, engine options, pinning; loads nothing yet
+//   setup     -> (nothing)   model shape (a preset's name, or a pretrained policy's model card:
+//                            its architecture only), engine options, pinning; loads nothing yet
 //   generate  -> generated   loads the named policy and drafter versions if they changed, runs
 //                            the requests through the rollout engine and, when asked, writes every
 //                            position's (token, final hidden state) to a buffer file

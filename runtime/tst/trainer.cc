@@ -17,14 +17,8 @@ TSTTrainer::TSTTrainer(model::Transformer model, PackedStream train, PackedStrea
       train_(std::move(train)),
       options_(std::move(options)),
       group_(group) {
-  // A tied LM head shares the embedding's storage but is a tensor of its own with its own
-  // gradient: it is left out of the optimizer and its gradient is added to the embedding's
-  // (fold_tied_gradient), so the shared matrix takes one AdamW step on the sum, as in
-  // transformers.
-  for (const auto& p : model_->named_parameters()) {
-    if (model_->config().tied_embeddings && p.key() == "lm_head.weight") continue;
-    params_.push_back(p.value());
-  }
+  // A tied LM head is stepped through the embedding (model::fold_tied_gradient).
+  params_ = model::trainable_parameters(model_);
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       params_, torch::optim::AdamWOptions(options_.schedule.peak_lr)
                    .betas({0.9, 0.95})
@@ -90,19 +84,6 @@ Status TSTTrainer::synchronise() {
   return Status::Ok();
 }
 
-void TSTTrainer::fold_tied_gradient() {
-  if (!model_->config().tied_embeddings) return;
-  torch::NoGradGuard no_grad;
-  torch::Tensor head = model_->lm_head->weight, embed = model_->embed->weight;  // (V, C) each
-  if (!head.grad().defined()) return;
-  if (embed.grad().defined()) {
-    embed.mutable_grad().add_(head.grad());
-  } else {
-    embed.mutable_grad() = head.grad().clone();
-  }
-  head.mutable_grad() = torch::Tensor();
-}
-
 StatusOr<double> TSTTrainer::all_reduce_gradients(const torch::Tensor& loss) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor>& params = params_;
@@ -132,7 +113,7 @@ StatusOr<double> TSTTrainer::backward(const torch::Tensor& rows, int64_t s) {
   if (!group_) {
     torch::Tensor loss = rows_loss(model_, rows, s, w);
     loss.backward();
-    fold_tied_gradient();
+    model::fold_tied_gradient(model_);
     return loss.item<double>();
   }
   torch::Tensor labels = bag_labels(rows, s);  // (B_r, L, s)
@@ -142,7 +123,7 @@ StatusOr<double> TSTTrainer::backward(const torch::Tensor& rows, int64_t s) {
   if (options_.local_normalisation) n *= group_->world();  // the mean of local means: wrong
   torch::Tensor loss = multi_hot_ce_sum(rows_logits(model_, rows, s), labels, w) / n;
   loss.backward();
-  fold_tied_gradient();
+  model::fold_tied_gradient(model_);
   return all_reduce_gradients(loss);
 }
 

@@ -88,8 +88,6 @@ class TSTTrainer {
   StatusOr<double> backward(const torch::Tensor& rows, int64_t s);
   // Sums the gradients (and this rank's share of the loss) over the group; returns the loss.
   StatusOr<double> all_reduce_gradients(const torch::Tensor& loss);
-  // With tied embeddings: adds the LM head's gradient to the embedding's and clears it.
-  void fold_tied_gradient();
 
   model::Transformer model_;
   PackedStream train_;

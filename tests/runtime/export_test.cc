@@ -16,6 +16,8 @@
 #include "runtime/model/hf_export.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/model/safetensors.h"
+#include "runtime/rl/policy_trainer.h"
+#include "runtime/rl/sequences.h"
 #include "runtime/tokenizer/hf_tokenizer.h"
 #include "runtime/tst/run.h"
 #include "runtime/tst/trainer.h"
@@ -221,6 +223,33 @@ TEST(TstFromModel, TiedEmbeddingTakesOneAdamStep) {
   EXPECT_LE(moved, r.lr * 1.001);
   EXPECT_GT(moved, r.lr * 0.5);
   EXPECT_TRUE(torch::equal(m->lm_head->weight, m->embed->weight));
+}
+
+// The RL trainer's update on a tied qwen2: the shared matrix takes one AdamW step (at most the
+// learning rate per element in the first step; two steps would move it by up to twice that),
+// and the LM head stays the embedding.
+TEST(RlFromModel, TiedEmbeddingTakesOneAdamStep) {
+  Transformer policy = load(kFixtures + "/tiny-qwen2-hf");
+  Transformer reference = load(kFixtures + "/tiny-qwen2-hf");
+  ASSERT_TRUE(policy->config().tied_embeddings);
+  torch::Tensor before = policy->embed->weight.detach().clone();  // (V, C)
+  rl::GrpoOptions o;
+  o.learning_rate = 1e-2, o.minibatches = 1, o.kl_coef = 0.1;
+  rl::PolicyTrainer trainer(policy, reference, o);
+  std::mt19937 rng(3);
+  std::vector<std::vector<int64_t>> prompts, responses;
+  for (int i = 0; i < 4; ++i) {
+    prompts.emplace_back(), responses.emplace_back();
+    for (int t = 0; t < 6; ++t) prompts.back().push_back(int64_t(rng() % 64));
+    for (int t = 0; t < 8; ++t) responses.back().push_back(int64_t(rng() % 64));
+  }
+  torch::Tensor adv = torch::tensor({1.0f, -1.0f, 0.5f, -0.5f});  // (B,)
+  rl::UpdateStats st = trainer.update(rl::make_batch(prompts, responses), adv);
+  double moved = (policy->embed->weight.detach() - before).abs().max().item<double>();
+  std::cout << "loss " << st.loss << ", largest embedding change " << moved << "\n";
+  EXPECT_LE(moved, o.learning_rate * 1.001);
+  EXPECT_GT(moved, o.learning_rate * 0.5);
+  EXPECT_TRUE(torch::equal(policy->lm_head->weight, policy->embed->weight));
 }
 
 }  // namespace

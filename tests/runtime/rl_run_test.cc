@@ -122,10 +122,10 @@ TEST(RlWarmStart, SupervisedLossFalls) {
   std::unique_ptr<Task> task = arithmetic_task();
   WarmStartOptions o;
   o.steps = 1, o.batch = 8;
-  double first = supervised_warm_start(policy, *task, o);
+  double first = supervised_warm_start(policy, *task, o).value();
   model::Transformer again = micro_policy(1);
   o.steps = 40;
-  double later = supervised_warm_start(again, *task, o);
+  double later = supervised_warm_start(again, *task, o).value();
   EXPECT_LT(later, first * 0.7) << "40 steps should cut the loss well below one step's";
 }
 
@@ -135,10 +135,10 @@ TEST(RlWarmStart, MicroBatchedStepsMatchOnePaddedBatch) {
   o.steps = 3, o.batch = 8, o.max_prompt_chars = 1000;  // long and short rows in one batch
   o.max_tokens_per_microbatch = 0;
   model::Transformer padded = micro_policy(1);
-  double l_padded = supervised_warm_start(padded, *task, o);
+  double l_padded = supervised_warm_start(padded, *task, o).value();
   o.max_tokens_per_microbatch = 96;  // several micro-batches per step
   model::Transformer split = micro_policy(1);
-  double l_split = supervised_warm_start(split, *task, o);
+  double l_split = supervised_warm_start(split, *task, o).value();
   EXPECT_NEAR(l_split, l_padded, 1e-4);
   auto a = padded->parameters(), b = split->parameters();
   ASSERT_EQ(a.size(), b.size());
@@ -174,7 +174,7 @@ TEST(RlDrafterWarmStart, DrafterLearnsThePolicysNextTokenAndIsCached) {
   std::unique_ptr<Task> task = arithmetic_task();
   WarmStartOptions o;
   o.steps = 60, o.batch = 8;
-  supervised_warm_start(policy, *task, o);
+  ASSERT_TRUE(supervised_warm_start(policy, *task, o).ok());
   torch::manual_seed(2);
   model::Drafter drafter(policy, 1);
   double before = drafter_agreement(policy, drafter, *task);
