@@ -309,19 +309,10 @@ void Engine::plain_step(std::vector<ActiveRequest>& active) {
   for (int64_t i = 0; i < b; ++i) toks[i] = active[i].pending(), pos[i] = active[i].committed();
   torch::Tensor tokens = long_tensor(toks, dev).view({b, 1});    // (B, 1)
   torch::Tensor positions = long_tensor(pos, dev).view({b, 1});  // (B, 1)
-  model::ForwardResult r;
-#ifdef TLT_GPU
-  if (graphs_) {
-    // A one-node tree is the causal layout of one token, so plain decode replays the verify
-    // graph of N = 1. Its outputs are the graph's static buffers: copy the hidden states, which
-    // the drafter's context keeps past the next replay.
-    ++stats_.graph_replays;
-    r = graphs_->forward(tokens, positions,
-                         torch::ones({b, 1, 1}, torch::dtype(torch::kBool).device(dev)));
-    r.hidden = r.hidden.clone();  // (B, 1, C)
-  }
-#endif
-  if (!r.logits.defined()) r = target_->forward(tokens, positions, cache_tgt_.get());
+  model::ForwardResult r = target_forward(tokens, positions, {});
+  // Replayed outputs are the graph's static buffers: copy the hidden states, which the drafter's
+  // context keeps past the next replay.
+  if (graphs_) r.hidden = r.hidden.clone();      // (B, 1, C)
   torch::Tensor logits = host_logits(r.logits);  // (B, 1, V)
   int64_t v = logits.size(2);
   for (int64_t i = 0; i < b; ++i) {
@@ -331,15 +322,22 @@ void Engine::plain_step(std::vector<ActiveRequest>& active) {
   }
 }
 
-// The target's forward over the drafts (B, N) with their tree layout: replayed from a CUDA graph
-// when the engine has them, else eager.
-model::ForwardResult Engine::verify_forward(const torch::Tensor& tokens,
+// The target's forward over (B, N) tokens with their tree layout (undefined: causal, as a plain
+// step's N = 1): replayed from a CUDA graph when the engine has them, else eager.
+model::ForwardResult Engine::target_forward(const torch::Tensor& tokens,
                                             const torch::Tensor& positions,
                                             const model::AttentionLayout& layout) {
 #ifdef TLT_GPU
   if (graphs_) {
     ++stats_.graph_replays;
-    return graphs_->forward(tokens, positions, layout.tree);
+    int64_t b = tokens.size(0), n = tokens.size(1);
+    torch::Tensor tree =
+        layout.tree.defined()
+            ? layout.tree
+            : torch::ones({n, n}, torch::dtype(torch::kBool).device(tokens.device()))
+                  .tril()
+                  .expand({b, n, n});  // (B, N, N)
+    return graphs_->forward(tokens, positions, tree);
   }
 #endif
   return target_->forward(tokens, positions, cache_tgt_.get(), layout);
@@ -415,7 +413,7 @@ int32_t Engine::verify(const std::vector<ActiveRequest>& active, const std::vect
       for (int32_t r = 0; r < drafts[i].tree.size(); ++r) rows.push_back(i * n + r);
     layout.rows = long_tensor(rows, dev);
   }
-  *result = verify_forward(long_tensor(toks, dev).view({b, n}), long_tensor(pos, dev).view({b, n}),
+  *result = target_forward(long_tensor(toks, dev).view({b, n}), long_tensor(pos, dev).view({b, n}),
                            layout);
   return n;
 }

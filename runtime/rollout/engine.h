@@ -217,7 +217,9 @@ class Engine {
   // One target forward over every request's draft (padded to the largest); returns N.
   int32_t verify(const std::vector<ActiveRequest>& active, const std::vector<Draft>& drafts,
                  const api::Arm& arm, model::ForwardResult* result);
-  model::ForwardResult verify_forward(const torch::Tensor& tokens, const torch::Tensor& positions,
+  // The target's forward (tokens, positions (B, N); layout.tree undefined: causal) on cache_tgt_,
+  // replayed from a CUDA graph when the engine has them (plain steps and verifies alike).
+  model::ForwardResult target_forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                                       const model::AttentionLayout& layout);
   // Runs the acceptance rule on each request's draft against the verify forward's logits and
   // commits the kept path in the target cache; returns the tokens emitted.
