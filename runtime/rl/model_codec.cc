@@ -12,11 +12,7 @@ StatusOr<std::unique_ptr<ModelCodec>> ModelCodec::create(std::unique_ptr<tokeniz
     return Status::InvalidArgument(
         "the model's tokenizer names no end token (no EOS, no <|im_end|> or <|endoftext|>), so a "
         "response could not stop: set eos_token in its tokenizer_config.json");
-  if (tok->vocab_size() > model_vocab)
-    return Status::InvalidArgument("the model's tokenizer has " +
-                                   std::to_string(tok->vocab_size()) +
-                                   " ids but its embedding has " + std::to_string(model_vocab) +
-                                   " rows: the tokenizer belongs to another model");
+  if (Status fits = tok->check_fits(model_vocab); !fits.ok()) return fits;
   return std::unique_ptr<ModelCodec>(new ModelCodec(std::move(tok), model_vocab));
 }
 

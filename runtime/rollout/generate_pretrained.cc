@@ -40,11 +40,8 @@ Status run_generate_pretrained(const GenerateOptions& o, std::ostream& out, std:
   StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok = tokenizer::load_tokenizer(o.model);
   if (!tok.ok()) return tok.status();
   const model::ModelConfig& c = m->config.config;
-  if ((*tok)->vocab_size() > c.vocab) {
-    return Status::InvalidArgument(
-        o.model + ": the tokenizer's vocabulary (" + std::to_string((*tok)->vocab_size()) +
-        " tokens) is larger than the model's embedding (" + std::to_string(c.vocab) + " rows)");
-  }
+  if (Status fits = (*tok)->check_fits(c.vocab); !fits.ok())
+    return Status::InvalidArgument(o.model + ": " + fits.message());
   double load_s = seconds_since(t0);
   StatusOr<std::vector<int64_t>> ids = prompt_ids(o, **tok);
   if (!ids.ok()) return ids.status();

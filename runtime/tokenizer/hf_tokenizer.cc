@@ -115,4 +115,12 @@ StatusOr<std::vector<int64_t>> Tokenizer::encode_prompt(const std::string& text)
   return ids;
 }
 
+Status Tokenizer::check_fits(int64_t model_vocab) const {
+  if (vocab_size() <= model_vocab) return Status::Ok();
+  return Status::InvalidArgument("the tokenizer's vocabulary (" + std::to_string(vocab_size()) +
+                                 " tokens) is larger than the model's embedding (" +
+                                 std::to_string(model_vocab) +
+                                 " rows): the tokenizer belongs to another model");
+}
+
 }  // namespace tlt::tokenizer

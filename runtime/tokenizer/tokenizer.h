@@ -63,6 +63,9 @@ class Tokenizer {
   StatusOr<std::vector<int64_t>> encode_chat(const std::vector<ChatMessage>& messages) const;
   // The ids of a plain prompt, with BOS first when add_bos().
   StatusOr<std::vector<int64_t>> encode_prompt(const std::string& text) const;
+  // InvalidArgument when this tokenizer has more ids than the model's embedding has rows
+  // (model_vocab): it belongs to another model.
+  Status check_fits(int64_t model_vocab) const;
 
  protected:
   int64_t bos_id_ = -1;
