@@ -14,6 +14,7 @@
 #include "runtime/model/config.h"
 #include "runtime/model/model_source.h"
 #include "runtime/rl/channel.h"
+#include "runtime/rl/spot_work.h"
 #include "runtime/rollout/engine.h"
 #include "runtime/torch_env.h"
 
@@ -26,39 +27,40 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The drafter trains on windows of this many positions (Worker::sample).
+constexpr int64_t kDrafterWindow = 64;
+
 // Every position's token and hidden state of one step's requests, per request id.
 struct StepBuffer {
   struct Seq {
     std::vector<int64_t> tokens;
-    std::vector<torch::Tensor> hidden;  // chunks of (n, C)
+    std::vector<torch::Tensor> hidden;  // chunks of (n, C), the engine's own (never rewritten)
     int64_t prompt = 0;
   };
   std::map<int64_t, Seq> seqs;
 
-  // tokens (R, T) int64, hidden (R, T, C), mask (R, T): 1 on response positions, and the
-  // prompt and total lengths (R,) int64.
+  // What the drafter's windows can reach, packed: of each request, the positions from
+  // kDrafterWindow before its response on (Worker::sample never starts a window earlier), rows
+  // back to back. tokens (N,) int64, hidden (N, C) float32, offsets (R+1,) int64 (row r is
+  // [offsets[r], offsets[r+1])), and each row's prompt positions (R,) int64. Packing keeps a
+  // long-tailed step's buffer at the positions it has: padding every row to the longest one
+  // cost 20 MB and ~40 ms a step on the rollout's critical path (64 requests, one of 600).
   std::vector<torch::Tensor> tensors() const {
-    int64_t r = int64_t(seqs.size()), t = 1, c = 0;
-    for (const auto& [id, s] : seqs) {
-      t = std::max<int64_t>(t, int64_t(s.tokens.size()));
-      if (!s.hidden.empty()) c = s.hidden[0].size(1);
-    }
-    torch::Tensor tok = torch::zeros({r, t}, torch::kInt64);
-    torch::Tensor hid = torch::zeros({r, t, std::max<int64_t>(c, 1)});
-    torch::Tensor mask = torch::zeros({r, t});
-    torch::Tensor prompts = torch::zeros({r}, torch::kInt64),
-                  lens = torch::zeros({r}, torch::kInt64);
-    int64_t i = 0;
+    std::vector<int64_t> tok, offsets{0}, prompts;
+    std::vector<torch::Tensor> hid;
     for (const auto& [id, s] : seqs) {
       int64_t n = int64_t(s.tokens.size());
-      tok[i].narrow(0, 0, n).copy_(torch::tensor(s.tokens, torch::kInt64));
-      if (!s.hidden.empty()) hid[i].narrow(0, 0, n).copy_(torch::cat(s.hidden, 0).narrow(0, 0, n));
-      if (n > s.prompt) mask[i].narrow(0, s.prompt, n - s.prompt).fill_(1.0);
-      prompts[i] = s.prompt;
-      lens[i] = n;
-      ++i;
+      int64_t first = std::max<int64_t>(0, s.prompt - kDrafterWindow);
+      tok.insert(tok.end(), s.tokens.begin() + first, s.tokens.end());
+      if (!s.hidden.empty())
+        hid.push_back(torch::cat(s.hidden, 0).narrow(0, first, n - first).to(torch::kFloat32));
+      offsets.push_back(offsets.back() + (n - first));
+      prompts.push_back(s.prompt - first);
     }
-    return {tok, hid, mask, prompts, lens};
+    torch::Tensor h = hid.size() == seqs.size() && !hid.empty() ? torch::cat(hid, 0)
+                                                                : torch::zeros({0, 1});  // (N, C)
+    return {torch::tensor(tok, torch::kInt64), h, torch::tensor(offsets, torch::kInt64),
+            torch::tensor(prompts, torch::kInt64)};
   }
 };
 
@@ -190,7 +192,7 @@ Status Worker::generate(const json& m) {
         [&buffer](int64_t id, const std::vector<int64_t>& toks, const torch::Tensor& hidden) {
           StepBuffer::Seq& s = buffer.seqs[id];
           s.tokens.insert(s.tokens.end(), toks.begin(), toks.end());
-          s.hidden.push_back(hidden.detach().to(torch::kFloat32).clone());
+          s.hidden.push_back(hidden);  // the engine's own tensor: no copy (engine.h)
         });
   } else {
     engine_->set_hidden_sink(nullptr);
@@ -247,26 +249,28 @@ Status Worker::generate(const json& m) {
 }
 
 std::vector<torch::Tensor> Worker::sample(int64_t b) {
-  // Rows uniformly over every loaded buffer; from each row a window of at most kWindow positions
-  // that lies in the response (plus the last prompt position, which predicts the first response
-  // token), so an optimizer step costs the same whatever the sequence lengths.
-  constexpr int64_t kWindow = 64;
+  // Rows uniformly over every loaded buffer; from each row a window of at most kDrafterWindow
+  // positions that lies in the response (plus the last prompt position, which predicts the first
+  // response token), so an optimizer step costs the same whatever the sequence lengths. A row
+  // holds at most kDrafterWindow prompt positions (StepBuffer), all a window can reach.
   int64_t total = 0;
-  for (const auto& d : train_data_) total += d[0].size(0);
+  for (const auto& d : train_data_) total += d[3].size(0);
   std::vector<torch::Tensor> tok, hid, mask;
   for (int64_t k = 0; k < b; ++k) {
     int64_t r = int64_t(rng_() % uint64_t(total));
     size_t f = 0;
-    while (r >= train_data_[f][0].size(0)) r -= train_data_[f][0].size(0), ++f;
+    while (r >= train_data_[f][3].size(0)) r -= train_data_[f][3].size(0), ++f;
     const auto& d = train_data_[f];
-    int64_t p = d[3][r].item<int64_t>(), n = d[4][r].item<int64_t>();
-    int64_t w = std::min(kWindow, n);
+    const int64_t* offsets = d[2].data_ptr<int64_t>();
+    int64_t row = offsets[r], n = offsets[r + 1] - row, p = d[3].data_ptr<int64_t>()[r];
+    int64_t w = std::min(kDrafterWindow, n);
     int64_t lo = std::clamp<int64_t>(p - 1, 0, n - w), hi = n - w;
     int64_t start = lo + int64_t(rng_() % uint64_t(hi - lo + 1));
-    int64_t pad = kWindow - w;
-    tok.push_back(torch::constant_pad_nd(d[0][r].narrow(0, start, w), {0, pad}));
-    hid.push_back(torch::constant_pad_nd(d[1][r].narrow(0, start, w), {0, 0, 0, pad}));
-    mask.push_back(torch::constant_pad_nd(d[2][r].narrow(0, start, w), {0, pad}));
+    int64_t pad = kDrafterWindow - w;
+    torch::Tensor in_response = torch::arange(start, start + w, torch::kInt64).ge(p);  // (w,)
+    tok.push_back(torch::constant_pad_nd(d[0].narrow(0, row + start, w), {0, pad}));
+    hid.push_back(torch::constant_pad_nd(d[1].narrow(0, row + start, w), {0, 0, 0, pad}));
+    mask.push_back(torch::constant_pad_nd(in_response.to(torch::kFloat32), {0, pad}));
   }
   return {torch::stack(tok), torch::stack(hid), torch::stack(mask)};
 }
@@ -282,30 +286,36 @@ Status Worker::train(const json& m) {
     } catch (const c10::Error& e) {
       continue;  // a buffer the driver has already rotated away; train on the others
     }
-    if (d.size() == 5 && d[0].size(0) > 0 && d[2].sum().item<double>() > 0)
+    // StepBuffer::tensors(): tokens (N,), hidden (N, C), offsets (R+1,), prompts (R,). A buffer
+    // of an older layout is left out.
+    if (d.size() == 4 && d[1].dim() == 2 && d[1].size(0) == d[0].size(0) && d[3].size(0) > 0 &&
+        d[2].size(0) == d[3].size(0) + 1)
       train_data_.push_back(std::move(d));
   }
   json reply = {{"op", "trained"}, {"step", step}, {"worker", index_}};
   int64_t steps = 0;
   double first = -1, last = -1, stop_latency = 0;
-  bool stopped = false;
-  while (!stopped) {
-    if (!train_data_.empty()) {
+  // Optimizer steps run as spot work (runtime/rl/spot_work.h): on their own thread at the lowest
+  // CPU priority, preempted at a step boundary. This thread waits for the driver's stop.
+  std::optional<SpotWork> spot;
+  if (!train_data_.empty()) {
+    spot.emplace([&] {
       std::vector<torch::Tensor> b = sample(drafter_batch_);
       last = trainer_->step(b[0], b[1], b[2]);
       if (first < 0) first = last;
       ++steps;
-    }
-    // Step boundary: preempted when the driver says so.
-    StatusOr<std::optional<json>> msg = ch_.receive(train_data_.empty() ? 50 : 0);
+    });
+  }
+  for (;;) {
+    StatusOr<std::optional<json>> msg = ch_.receive(100);
     if (!msg.ok()) return msg.status();
-    if (*msg) {
-      const json& s = **msg;
-      if (s.value("op", "") != "stop")
-        return Status::FailedPrecondition("expected stop while training, got " + s.dump());
-      stop_latency = now_s() - s.value("sent_at", now_s());
-      stopped = true;
-    }
+    if (!*msg) continue;
+    const json& s = **msg;
+    if (s.value("op", "") != "stop")
+      return Status::FailedPrecondition("expected stop while training, got " + s.dump());
+    if (spot) TLT_RETURN_IF_ERROR(spot->stop());  // the step under way finishes first
+    stop_latency = now_s() - s.value("sent_at", now_s());
+    break;
   }
   std::string path = dir_ + "/drafter-w" + std::to_string(index_) + ".ckpt";
   if (steps > 0) TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, path, "worker drafter"));

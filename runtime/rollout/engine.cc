@@ -278,7 +278,7 @@ void Engine::emit(ActiveRequest& a, int64_t first_pos, const std::vector<int64_t
   if (sink_) {
     int64_t n = std::min<int64_t>(hidden.size(0), int64_t(a.tokens.size()) - first_pos);
     std::vector<int64_t> toks(a.tokens.begin() + first_pos, a.tokens.begin() + first_pos + n);
-    sink_(a.req.id, toks, hidden.narrow(0, 0, n));
+    sink_(a.req.id, toks, n == hidden.size(0) ? hidden : hidden.narrow(0, 0, n));
   }
 }
 

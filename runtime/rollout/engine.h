@@ -189,6 +189,9 @@ class Engine {
   void reset_stats();
   const std::vector<NamedArm>& arms() const { return arms_; }
   ArmSelector& selector() { return *selector_; }
+  // Called with each request's newly committed tokens and the target's hidden states (n, C) of
+  // their positions. `hidden` is the engine's own tensor (a view of a forward's output, never a
+  // replayed graph's buffer) and is never written again: the sink may keep it without copying.
   void set_hidden_sink(HiddenSink sink) { sink_ = std::move(sink); }
   // Switches speculation on or off between generate() calls.
   void set_speculative(bool on) { options_.speculative = on; }
