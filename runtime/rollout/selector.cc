@@ -19,7 +19,8 @@ ArmSelector::ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double ep
       explore_(explore),
       reference_(reference >= 0 && reference < n_arms ? reference : -1),
       rng_(seed),
-      steps_(buckets_.size() * size_t(contexts_), std::vector<std::deque<Step>>(n_arms)) {}
+      steps_(buckets_.size() * size_t(contexts_), std::vector<std::deque<Step>>(n_arms)),
+      cells_(steps_.size()) {}
 
 bool ArmSelector::parse_value(const std::string& name, Value* out) {
   if (name == "throughput") {
@@ -154,8 +155,11 @@ int32_t ArmSelector::choose(int64_t batch_size, int32_t context) {
 
 int32_t ArmSelector::choose_bounded(int32_t cell) {
   int32_t leader = best(cell);
+  CellTotals& totals = cells_[size_t(cell)];
+  totals.explored_arm = -1;
   if (n_arms_ < 2 || std::uniform_real_distribution<double>(0.0, 1.0)(rng_) >= epsilon_)
     return leader;
+  if (totals.explore_cost > kExploreBudget * totals.seconds) return leader;  // spent
   std::vector<int32_t> open, others;
   for (int32_t a = 0; a < n_arms_; ++a) {
     if (a == leader) continue;
@@ -174,6 +178,8 @@ int32_t ArmSelector::choose_bounded(int32_t cell) {
     double upper = value(cell, a) + kZ * standard_error(cell, a);
     if (upper > top) top = upper, pick = a;
   }
+  totals.explored_arm = pick;
+  totals.leader_value = value(cell, leader);
   return pick;
 }
 
@@ -195,9 +201,15 @@ int32_t ArmSelector::explore(int32_t cell) {
 
 void ArmSelector::report_step(int64_t batch_size, int32_t arm, double tokens, double seconds,
                               int32_t context) {
-  std::deque<Step>& r = steps_[cell_of(batch_size, context)][arm];
+  int32_t cell = cell_of(batch_size, context);
+  std::deque<Step>& r = steps_[cell][arm];
   r.push_back({tokens, std::max(seconds, 1e-9)});
   while (r.size() > window_) r.pop_front();
+  CellTotals& totals = cells_[size_t(cell)];
+  totals.seconds += seconds;
+  if (totals.explored_arm == arm && totals.leader_value > 0.0)
+    totals.explore_cost += std::max(0.0, seconds - tokens / totals.leader_value);
+  totals.explored_arm = -1;
 }
 
 }  // namespace tlt::rollout

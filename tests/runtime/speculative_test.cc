@@ -342,6 +342,30 @@ TEST(Selector, PlainFloorKeepsPlainAgainstAnArmWithinItsNoise) {
   EXPECT_GT(picks[2], greedy[2]);
 }
 
+TEST(Selector, PlainFloorKeepsExplorationWithinItsBudgetWhenNoiseHidesTheVerdict) {
+  // Both other arms are 25% slower than plain, but steps vary so much (a shared machine) that
+  // 32-step intervals overlap: no arm is ruled out, and epsilon-exploration alone would spend
+  // about eps of the steps on arms that lose. The budget caps what exploration costs instead.
+  const double eps = 0.1;
+  ArmSelector s({1}, 3, eps, 32, 7, 3, 1, ArmSelector::Value::kThroughput,
+                ArmSelector::Explore::kUniform, 2);
+  std::mt19937_64 noise(11);
+  std::lognormal_distribution<double> spread(0.0, 0.8);
+  const double mean[3] = {75.0, 75.0, 100.0};
+  const int rounds = 6000;
+  int explored = 0;
+  for (int i = 0; i < rounds; ++i) {
+    int arm = s.choose(1);
+    if (i >= 100 && arm != 2) ++explored;  // past the trial rounds
+    s.report_step(1, arm, mean[arm] * 0.01, 0.01 * spread(noise));
+  }
+  std::printf("explored %d of %d steps; exploration cost %.3f s of %.1f s\n", explored, rounds,
+              s.exploration_cost(0), s.cell_seconds(0));
+  EXPECT_GT(explored, 0) << "the verdict must still be rechecked";
+  EXPECT_LT(double(explored) / rounds, eps / 2) << "exploration was not held to its budget";
+  EXPECT_LE(s.exploration_cost(0), 1.1 * ArmSelector::kExploreBudget * s.cell_seconds(0) + 0.1);
+}
+
 TEST(Selector, ValueNames) {
   ArmSelector::Value v = ArmSelector::Value::kMedianRate;
   EXPECT_TRUE(ArmSelector::parse_value("throughput", &v));
