@@ -6,6 +6,8 @@
 #include <iterator>
 #include <random>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "runtime/rl/tasks.h"
 
@@ -42,28 +44,37 @@ TEST(Tasks, FinalAnswerReadsFreeText) {
   EXPECT_EQ(final_answer(""), "");
 }
 
+// What a free-text rule reads, as (response, expected) pairs.
+using Readings = std::vector<std::pair<std::string, std::string>>;
+
 TEST(Tasks, LastNumberReadsSignsAndDecimals) {
-  EXPECT_EQ(last_number("7 + 5 = 12. 12 * 2 = 24."), "24");
-  EXPECT_EQ(last_number("so x = -3"), "-3");
-  EXPECT_EQ(last_number("7-5"), "5") << "a minus after a digit is an operator";
-  EXPECT_EQ(last_number("(3)-5"), "5");
-  EXPECT_EQ(last_number("x-5"), "5");
-  EXPECT_EQ(last_number("it is 1.5 now"), "1.5");
-  EXPECT_EQ(last_number("-2.25"), "-2.25");
-  EXPECT_EQ(last_number("= 12."), "12");
-  EXPECT_EQ(last_number("1,234"), "234");
-  EXPECT_EQ(last_number("no digits"), "");
-  EXPECT_EQ(last_number(""), "");
-  EXPECT_EQ(last_number("-"), "");
+  const Readings cases = {
+      {"7 + 5 = 12. 12 * 2 = 24.", "24"},
+      {"so x = -3", "-3"},
+      {"7-5", "5"},  // a minus after a digit, a letter or ')' is an operator
+      {"(3)-5", "5"},
+      {"x-5", "5"},
+      {"it is 1.5 now", "1.5"},
+      {"-2.25", "-2.25"},
+      {"= 12.", "12"},
+      {"1,234", "234"},
+      {"no digits", ""},
+      {"", ""},
+      {"-", ""},
+  };
+  for (const auto& [text, want] : cases) EXPECT_EQ(last_number(text), want) << text;
 }
 
 TEST(Tasks, ExpressionBeforeLastEquals) {
-  EXPECT_EQ(expression_before_last_equals("So (25 - 3) * 7 = 154."), "(25 - 3) * 7");
-  EXPECT_EQ(expression_before_last_equals("25 - 3 = 22. 22 * 7 = 154"), "22 * 7");
-  EXPECT_EQ(expression_before_last_equals("x = 3"), "");
-  EXPECT_EQ(expression_before_last_equals("no equals sign 3 + 4"), "");
-  EXPECT_EQ(expression_before_last_equals("= 5"), "");
-  EXPECT_EQ(expression_before_last_equals(std::string("1\0+ 2 = 3", 9)), "+ 2");
+  const Readings cases = {
+      {"So (25 - 3) * 7 = 154.", "(25 - 3) * 7"},
+      {"25 - 3 = 22. 22 * 7 = 154", "22 * 7"},
+      {"x = 3", ""},
+      {"no equals sign 3 + 4", ""},
+      {"= 5", ""},
+      {std::string("1\0+ 2 = 3", 9), "+ 2"},  // a NUL byte is not part of an expression
+  };
+  for (const auto& [text, want] : cases) EXPECT_EQ(expression_before_last_equals(text), want);
 }
 
 // Free text is read only when asked for (TaskOptions::free_text), and a marker always wins.
