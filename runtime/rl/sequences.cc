@@ -135,6 +135,13 @@ torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& 
   torch::Tensor positions = torch::arange(t - 1, torch::kInt64).unsqueeze(0).expand({b, t - 1});
   torch::Tensor x = model->embed(inputs);  // (B, T-1, C)
   torch::Tensor hidden = model->norm(model->run_layers(model->layers, x, positions, nullptr, {}));
+  if (b * (t - 1) * model->config().vocab <= max_logits) {
+    // All logits fit in one chunk (the presets' 128 symbols): the plain log_softmax, whose
+    // floating-point results the presets' runs and their tests were measured with.
+    torch::Tensor logits = model->lm_head(hidden);  // (B, T-1, V)
+    if (temperature != 1.0) logits = logits / temperature;
+    return token_logprobs(logits, batch.targets) * batch.mask;
+  }
   // The LM head runs on response positions only (mask 1): R of the B*(T-1).
   torch::Tensor at = batch.mask.reshape(-1).nonzero().squeeze(1);           // (R,)
   torch::Tensor h = hidden.reshape({b * (t - 1), -1}).index_select(0, at);  // (R, C)

@@ -67,9 +67,10 @@ torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::T
 
 // Log-probabilities (B, T-1) of batch.targets under `model` with logits divided by
 // `temperature` (the rollouts' sampling distribution) at the response positions (mask 1), and 0
-// at the others: the LM head runs on response positions only, through chunked_token_logprobs, so
-// a micro-batch never materialises its (b, t, V) logits. Differentiable unless under
-// NoGradGuard.
+// at the others. When the batch's B x (T-1) x V logits exceed max_logits, the LM head runs on
+// response positions only, through chunked_token_logprobs, so a micro-batch never materialises
+// its (b, t, V) logits; else (the presets' small vocabulary) one log_softmax over all of them.
+// Differentiable unless under NoGradGuard.
 torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
                                 double temperature, int64_t max_logits = kMaxLogitsPerChunk);
 

@@ -157,6 +157,8 @@ TEST(RlFromModel, ChunkedLogprobsAndGradientsEqualTheFullLogSoftmax) {
   EXPECT_LT(maxdiff, 1e-10);
   EXPECT_LT(gdiff, 1e-10);
   EXPECT_EQ((chunked * (1 - batch.mask)).abs().sum().item<double>(), 0.0) << "0 off the mask";
+  // With room for all logits (the default budget here), the one plain log_softmax.
+  EXPECT_TRUE(sequence_logprobs(policy, batch, temperature).equal(full));
   EXPECT_GT(full.abs().sum().item<double>(), 1.0);
   EXPECT_GT(g_full.back().abs().sum().item<double>(), 0.0);
 }
