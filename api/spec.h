@@ -163,6 +163,7 @@ struct TaskSpec {
   std::string name = "arithmetic-cot";
   int64_t seed = 1;
   int32_t held_out = 256;
+  std::string answer = "auto";  // see free_text_answer()
 
   template <class V>
   void fields(V& v) {
@@ -175,6 +176,18 @@ struct TaskSpec {
     v("seed", seed, Rule().ge(0).doc("Seed of the problem generator."));
     v("heldOut", held_out,
       Rule().ge(0).le(1000000).doc("Problems held out for evaluation (never trained on)."));
+    v("answer", answer,
+      Rule()
+          .values({"auto", "marker", "free-text"})
+          .doc("Where the reward reads a response's final answer: only after a marker "
+               "(\"Answer:\", \"the answer is\", \"####\", \\boxed{}; marker), or, when no "
+               "marker is present, also from free text (free-text: arithmetic-cot's last number, "
+               "countdown's expression before the last \"=\"). auto: free-text for "
+               "spec.model.path, marker for a preset."));
+  }
+  // Whether the reward reads free text (answer, with auto resolved by whether a model path is set).
+  bool free_text_answer(bool model_path) const {
+    return answer == "free-text" || (answer == "auto" && model_path);
   }
 };
 

@@ -44,6 +44,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.preset = s.model.effective_preset();
   p.model_path = s.model.path, p.model_format = s.model.format;
   p.task = s.task.name, p.task_seed = uint64_t(s.task.seed), p.held_out = s.task.held_out;
+  p.task_free_text = s.task.free_text_answer(!s.model.path.empty());
   const api::AlgorithmSpec& a = s.algorithm;
   p.steps = a.steps, p.prompts_per_step = a.prompts_per_step, p.group_size = a.group_size;
   p.max_response_tokens = a.max_response_tokens;

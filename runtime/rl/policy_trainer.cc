@@ -59,6 +59,10 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
   UpdateStats st;
   optimizer.zero_grad();
   for (const auto& c : minibatch) {
+    if (o.cancelled && o.cancelled()) {
+      st.cancelled = true;
+      return st;
+    }
     double w_tok = double(c.seq.response_tokens) / std::max(tokens, 1.0);
     double w = by_rows ? double(c.seq.tokens.size(0)) / std::max(rows, 1.0) : w_tok;
     torch::Tensor logp_new = sequence_logprobs(policy, c.seq, o.temperature);  // (b, t-1)
@@ -77,6 +81,13 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
   model::fold_tied_gradient(policy);
   torch::nn::utils::clip_grad_norm_(policy->parameters(), o.grad_clip);
   optimizer.step();
+  return st;
+}
+
+UpdateStats cancelled_at(std::chrono::steady_clock::time_point start) {
+  UpdateStats st;
+  st.cancelled = true;
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return st;
 }
 
@@ -99,6 +110,7 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
     }
     for (size_t k = 0; k < chunks.size(); ++k) {
       for (Chunk& c : chunks[k]) {
+        if (options_.cancelled && options_.cancelled()) return cancelled_at(start);
         // The first minibatch takes logp_old from its own training forward (minibatch_step):
         // one forward fewer per micro-batch, the same values.
         if (all_old.defined()) {
@@ -115,6 +127,10 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
   UpdateStats st;
   for (const auto& minibatch : chunks) {
     UpdateStats one = minibatch_step(policy_, *optimizer_, options_, minibatch);
+    if (one.cancelled) {
+      policy_->eval();
+      return cancelled_at(start);
+    }
     st.loss += one.loss / double(m);
     st.kl += one.kl / double(m);
     st.clip_fraction += one.clip_fraction / double(m);

@@ -16,6 +16,7 @@
 // Thread safety: one thread drives a trainer.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,10 @@ struct GrpoOptions {
   int64_t max_tokens_per_microbatch = 1024;
   // How the loss averages over response tokens (runtime/rl/grpo.h; spec.algorithm.lossAggregation).
   LossAggregation aggregation = LossAggregation::kTokenMean;
+  // Asked before every micro-batch's forward (unset: never): true stops the update there
+  // (UpdateStats::cancelled), a cancel point for SIGTERM within a long update. The policy may
+  // then have taken some of the update's minibatch steps: do not checkpoint it as any step's.
+  std::function<bool()> cancelled;
 };
 
 struct UpdateStats {
@@ -49,6 +54,7 @@ struct UpdateStats {
   double seconds = 0.0;
   int64_t microbatches = 0;  // policy forward/backward passes, over all minibatches
   int64_t positions = 0;     // token positions those passes ran over, padding included
+  bool cancelled = false;    // stopped by GrpoOptions::cancelled before the update finished
 };
 
 class PolicyTrainer {

@@ -238,11 +238,13 @@ class Driver {
   int64_t drafter_version_ = 0;
   int64_t last_saved_ = -1;
   bool killed_once_ = false;
+  bool update_cancelled_ = false;          // a signal stopped a policy update part-way
   std::vector<int> last_drafter_workers_;  // as last logged
 };
 
 Status Driver::init_models() {
-  StatusOr<std::unique_ptr<Task>> task = make_task(plan_.task, plan_.task_seed);
+  StatusOr<std::unique_ptr<Task>> task =
+      make_task(plan_.task, plan_.task_seed, TaskOptions{plan_.task_free_text});
   if (!task.ok()) return task.status();
   task_ = std::move(*task);
   TLT_RETURN_IF_ERROR(plan_.model_path.empty() ? make_preset_policy() : load_model_policy());
@@ -260,6 +262,7 @@ Status Driver::init_models() {
   GrpoOptions go;
   go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;
   go.temperature = plan_.temperature;
+  go.cancelled = [this] { return stopping(); };
   go.aggregation = plan_.loss_aggregation == "sequence" ? LossAggregation::kSequenceMean
                                                         : LossAggregation::kTokenMean;
   trainer_ = std::make_unique<PolicyTrainer>(policy_, reference_, go);
@@ -330,6 +333,7 @@ Status Driver::warm_start_policy() {
   }
   result_.warm_start = warm_start_key_;
   log("warm start: " + result_.warm_start);
+  wo.cancelled = [this] { return stopping(); };
   TLT_RETURN_IF_ERROR(load_or_train_warm_start(policy_, *task_, wo, result_.warm_start,
                                                &result_.warm_start_trained, cb_.warm_start));
   return model::load_checkpoint(*reference_, result_.warm_start).status();
@@ -738,6 +742,10 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   torch::Tensor adv = group_advantages(torch::tensor(rewards).view({b / g, g})).view({b});  // (B,)
   SequenceBatch batch = make_batch(prompts, responses);
   UpdateStats us = trainer_->update(batch, adv);
+  if (us.cancelled) {
+    update_cancelled_ = true;  // the policy is part-way through the step: not a checkpoint
+    return Status::Aborted("stopped during step " + std::to_string(step) + "'s policy update");
+  }
   r->update_seconds = us.seconds, r->kl = us.kl, r->clip_fraction = us.clip_fraction;
   r->loss = us.loss;
   return model::save_checkpoint(*policy_, policy_path(step), "policy v" + std::to_string(step));
@@ -831,7 +839,13 @@ StatusOr<RLRunResult> Driver::run() {
   fs::create_directories(plan_.run_dir + "/buffer", ec);
   if (ec) return Status::Unavailable(plan_.run_dir + ": " + ec.message());
   for (const auto& e : fs::directory_iterator(plan_.run_dir + "/buffer", ec)) fs::remove(e, ec);
-  TLT_RETURN_IF_ERROR(init_models());
+  Status init = init_models();
+  if (init.code() == StatusCode::kAborted && stopping()) {  // a signal during the warm start
+    log(init.message());
+    result_.interrupted = true;
+    return result_;
+  }
+  TLT_RETURN_IF_ERROR(init);
   if (plan_.resume) TLT_RETURN_IF_ERROR(load_checkpoint());
   TLT_RETURN_IF_ERROR(model::save_checkpoint(*policy_, policy_path(start_step_), "policy"));
   TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, drafter_path(drafter_version_), "drafter"));
@@ -863,6 +877,7 @@ StatusOr<RLRunResult> Driver::run() {
     StepReport r;
     Status st = run_step(step, &r);
     if (st.code() == StatusCode::kAborted && stopping()) {
+      log(st.message());
       result_.interrupted = true;
       break;
     }
@@ -878,9 +893,11 @@ StatusOr<RLRunResult> Driver::run() {
   }
   pool_->shutdown();
   if (result_.interrupted) {
-    // The last completed step (reports of resumed runs carry the earlier steps too).
-    TLT_RETURN_IF_ERROR(
-        save_checkpoint(result_.steps.empty() ? start_step_ : result_.steps.back().step));
+    // The last completed step (reports of resumed runs carry the earlier steps too), unless the
+    // policy is part-way through the next one: then the checkpoints already written stand.
+    if (!update_cancelled_)
+      TLT_RETURN_IF_ERROR(
+          save_checkpoint(result_.steps.empty() ? start_step_ : result_.steps.back().step));
     return result_;
   }
   StatusOr<HeldOutResult> after =

@@ -71,6 +71,7 @@ struct RLRunPlan {
   std::string model_path, model_format = "auto";
   std::string task = "arithmetic-cot";
   uint64_t task_seed = 1;
+  bool task_free_text = false;  // TaskOptions::free_text (spec.task.answer)
   int64_t held_out = 64;
   int64_t steps = 4, prompts_per_step = 8, group_size = 4;
   int32_t max_response_tokens = 96;

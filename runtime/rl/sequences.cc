@@ -65,14 +65,90 @@ SequenceBatch gather_rows(const SequenceBatch& batch, const MicroBatch& mb) {
   return out;
 }
 
+namespace {
+
+// chunked_token_logprobs as an autograd function: the forward saves hidden, weight and targets,
+// not the logits; the backward recomputes them chunk by chunk.
+//   d logp_i / d logits_ij = (onehot(target_i)_j - softmax(logits_i)_j), logits = h W^T / temp.
+class ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
+                               const torch::Tensor& weight, const torch::Tensor& targets,
+                               double temperature, int64_t rows) {
+    ctx->save_for_backward({hidden, weight, targets});
+    ctx->saved_data["temperature"] = temperature;
+    ctx->saved_data["rows"] = rows;
+    int64_t n = hidden.size(0);
+    torch::Tensor out = torch::empty({n}, hidden.options());  // (N,)
+    for (int64_t lo = 0; lo < n; lo += rows) {
+      int64_t k = std::min(rows, n - lo);
+      torch::Tensor logits = chunk_logits(hidden.narrow(0, lo, k), weight, temperature);  // (k, V)
+      torch::Tensor t = targets.narrow(0, lo, k).unsqueeze(1);                            // (k, 1)
+      out.narrow(0, lo, k).copy_(logits.gather(1, t).squeeze(1) - logits.logsumexp(1));
+    }
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &hidden = saved[0], &weight = saved[1], &targets = saved[2];
+    double temperature = ctx->saved_data["temperature"].toDouble();
+    int64_t rows = ctx->saved_data["rows"].toInt();
+    torch::Tensor g = grad_out[0];  // (N,)
+    torch::Tensor g_hidden = torch::zeros_like(hidden), g_weight = torch::zeros_like(weight);
+    for (int64_t lo = 0, n = hidden.size(0); lo < n; lo += rows) {
+      int64_t k = std::min(rows, n - lo);
+      torch::Tensor h = hidden.narrow(0, lo, k);                                    // (k, C)
+      torch::Tensor gk = g.narrow(0, lo, k).unsqueeze(1);                           // (k, 1)
+      torch::Tensor d = chunk_logits(h, weight, temperature).softmax(1).mul_(-gk);  // (k, V)
+      d.scatter_add_(1, targets.narrow(0, lo, k).unsqueeze(1), gk);
+      d.div_(temperature);                            // d loss / d (h W^T)
+      g_hidden.narrow(0, lo, k).copy_(d.mm(weight));  // (k, C)
+      g_weight.addmm_(d.t(), h);                      // (V, C)
+    }
+    return {g_hidden, g_weight, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+
+ private:
+  // (k, C) x (V, C) -> (k, V) logits divided by the temperature.
+  static torch::Tensor chunk_logits(const torch::Tensor& h, const torch::Tensor& weight,
+                                    double temperature) {
+    torch::Tensor logits = h.mm(weight.t());
+    return temperature == 1.0 ? logits : logits.div_(temperature);
+  }
+};
+
+}  // namespace
+
+torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                     const torch::Tensor& targets, double temperature,
+                                     int64_t max_logits) {
+  int64_t rows = std::max<int64_t>(1, max_logits / std::max<int64_t>(1, weight.size(0)));
+  return ChunkedLogprobs::apply(hidden, weight, targets, temperature, rows);
+}
+
 torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
-                                double temperature) {
+                                double temperature, int64_t max_logits) {
   int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
   torch::Tensor inputs = batch.tokens.narrow(1, 0, t - 1);  // (B, T-1)
   torch::Tensor positions = torch::arange(t - 1, torch::kInt64).unsqueeze(0).expand({b, t - 1});
-  torch::Tensor logits = model->forward(inputs, positions).logits;  // (B, T-1, V)
-  if (temperature != 1.0) logits = logits / temperature;
-  return token_logprobs(logits, batch.targets);
+  torch::Tensor x = model->embed(inputs);  // (B, T-1, C)
+  torch::Tensor hidden = model->norm(model->run_layers(model->layers, x, positions, nullptr, {}));
+  if (b * (t - 1) * model->config().vocab <= max_logits) {
+    // All logits fit in one chunk (the presets' 128 symbols): the plain log_softmax, whose
+    // floating-point results the presets' runs and their tests were measured with.
+    torch::Tensor logits = model->lm_head(hidden);  // (B, T-1, V)
+    if (temperature != 1.0) logits = logits / temperature;
+    return token_logprobs(logits, batch.targets) * batch.mask;
+  }
+  // The LM head runs on response positions only (mask 1): R of the B*(T-1).
+  torch::Tensor at = batch.mask.reshape(-1).nonzero().squeeze(1);           // (R,)
+  torch::Tensor h = hidden.reshape({b * (t - 1), -1}).index_select(0, at);  // (R, C)
+  torch::Tensor target = batch.targets.reshape(-1).index_select(0, at);     // (R,)
+  torch::Tensor logp =
+      chunked_token_logprobs(h, model->lm_head->weight, target, temperature, max_logits);  // (R,)
+  return torch::zeros({b * (t - 1)}, logp.options()).index_put({at}, logp).view({b, t - 1});
 }
 
 }  // namespace tlt::rl

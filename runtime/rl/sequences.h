@@ -52,9 +52,26 @@ std::vector<MicroBatch> plan_microbatches(const SequenceBatch& batch, int64_t lo
 // response_tokens their mask sum. New tensors; `batch` is not modified.
 SequenceBatch gather_rows(const SequenceBatch& batch, const MicroBatch& mb);
 
+// Logits one log-probability pass may hold at once (rows x V): 2^22 floats, 16 MB in float32; on
+// a 49152-wide head that is 85 positions.
+constexpr int64_t kMaxLogitsPerChunk = int64_t(1) << 22;
+
+// Log-probabilities (N,) of `targets` (N,) int64 under logits = hidden (N, C) @ weight (V, C)^T /
+// temperature, computed max(1, max_logits / V) rows at a time: the forward keeps no logits, and
+// the backward recomputes each chunk's (so neither holds more than one chunk's (rows, V) logits
+// and softmax). Gradients flow to hidden and weight; equal to log_softmax(logits).gather(targets)
+// up to floating-point summation order.
+torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                     const torch::Tensor& targets, double temperature,
+                                     int64_t max_logits = kMaxLogitsPerChunk);
+
 // Log-probabilities (B, T-1) of batch.targets under `model` with logits divided by
-// `temperature` (the rollouts' sampling distribution). Differentiable unless under NoGradGuard.
+// `temperature` (the rollouts' sampling distribution) at the response positions (mask 1), and 0
+// at the others. When the batch's B x (T-1) x V logits exceed max_logits, the LM head runs on
+// response positions only, through chunked_token_logprobs, so a micro-batch never materialises
+// its (b, t, V) logits; else (the presets' small vocabulary) one log_softmax over all of them.
+// Differentiable unless under NoGradGuard.
 torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
-                                double temperature);
+                                double temperature, int64_t max_logits = kMaxLogitsPerChunk);
 
 }  // namespace tlt::rl

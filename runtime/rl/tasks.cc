@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -93,11 +94,51 @@ std::string final_answer(const std::string& response) {
 
 namespace {
 
+bool is_digit(char c) {
+  return std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
+
+}  // namespace
+
+std::string last_number(const std::string& s) {
+  size_t end = s.size();
+  while (end > 0 && !is_digit(s[end - 1])) --end;
+  if (end == 0) return "";
+  size_t start = end;
+  while (start > 0 && is_digit(s[start - 1])) --start;
+  // "1.5": the digits found are a decimal part when a '.' and a digit precede them.
+  if (start >= 2 && s[start - 1] == '.' && is_digit(s[start - 2])) {
+    --start;
+    while (start > 0 && is_digit(s[start - 1])) --start;
+  }
+  if (start > 0 && s[start - 1] == '-') {
+    char before = start >= 2 ? s[start - 2] : ' ';
+    if (!is_digit(before) && !std::isalpha(static_cast<unsigned char>(before)) && before != ')')
+      --start;
+  }
+  return s.substr(start, end - start);
+}
+
+std::string expression_before_last_equals(const std::string& s) {
+  size_t eq = s.rfind('=');
+  if (eq == std::string::npos) return "";
+  size_t start = eq;
+  auto in_expression = [](char c) {
+    return is_digit(c) || (c != '\0' && std::strchr(" +-*/()", c) != nullptr);
+  };
+  while (start > 0 && in_expression(s[start - 1])) --start;
+  size_t a = s.find_first_not_of(' ', start);
+  if (a >= eq) return "";
+  return s.substr(a, s.find_last_not_of(' ', eq - 1) - a + 1);
+}
+
+namespace {
+
 // ---- arithmetic with a chain of thought ----------------------------------------------------
 
 class ArithmeticCot : public Task {
  public:
-  explicit ArithmeticCot(uint64_t seed) : seed_(seed) {}
+  ArithmeticCot(uint64_t seed, const TaskOptions& options) : seed_(seed), options_(options) {}
 
   Problem problem(uint64_t i, bool held_out) const override {
     std::mt19937_64 r = rng_for(seed_, held_out, i);
@@ -109,6 +150,7 @@ class ArithmeticCot : public Task {
 
   double reward(const Problem& p, const std::string& response) const override {
     std::string got = final_answer(response);
+    if (got.empty() && options_.free_text) got = last_number(response);
     if (got.empty() || got.size() > 24) return 0.0;
     char* end = nullptr;
     long long v = std::strtoll(got.c_str(), &end, 10);
@@ -145,6 +187,7 @@ class ArithmeticCot : public Task {
   }
 
   uint64_t seed_;
+  TaskOptions options_;
 };
 
 // ---- countdown --------------------------------------------------------------------------
@@ -239,7 +282,7 @@ class ExprParser {
 
 class Countdown : public Task {
  public:
-  explicit Countdown(uint64_t seed) : seed_(seed) {}
+  Countdown(uint64_t seed, const TaskOptions& options) : seed_(seed), options_(options) {}
 
   Problem problem(uint64_t i, bool held_out) const override {
     std::mt19937_64 r = rng_for(seed_, held_out, i);
@@ -270,6 +313,7 @@ class Countdown : public Task {
 
   double reward(const Problem& p, const std::string& response) const override {
     std::string got = final_answer(response);
+    if (got.empty() && options_.free_text) got = expression_before_last_equals(response);
     if (got.empty() || got.size() > 200) return 0.0;
     std::vector<int64_t> used;
     std::optional<Rational> v = ExprParser(got).parse(&used);
@@ -304,6 +348,7 @@ class Countdown : public Task {
   }
 
   uint64_t seed_;
+  TaskOptions options_;
 };
 
 }  // namespace
@@ -329,9 +374,10 @@ StatusOr<FittedProblem> fitting_problem(const Task& task, const Codec& codec, ui
       "lower maxResponseTokens or use a model of longer context");
 }
 
-StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed) {
-  if (name == "arithmetic-cot") return std::unique_ptr<Task>(new ArithmeticCot(seed));
-  if (name == "countdown") return std::unique_ptr<Task>(new Countdown(seed));
+StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed,
+                                          const TaskOptions& options) {
+  if (name == "arithmetic-cot") return std::unique_ptr<Task>(new ArithmeticCot(seed, options));
+  if (name == "countdown") return std::unique_ptr<Task>(new Countdown(seed, options));
   return Status::NotFound("task \"" + name + "\": use arithmetic-cot or countdown");
 }
 

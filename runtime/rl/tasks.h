@@ -8,8 +8,16 @@
 //                   exact division ("Answer: (25 - 3) * 7").
 //
 // Rewards are 1 for a correct final answer and 0 otherwise; a malformed response scores 0 and
-// never throws. Training and held-out problems come from disjoint streams of the same seed.
-// Every problem carries a worked solution (used for the supervised warm start) that scores 1.
+// never throws. The final answer is the text after the last "Answer:"-style marker
+// (final_answer). With TaskOptions::free_text, a response without any marker is read by a
+// free-text rule instead: arithmetic-cot takes the response's last number (last_number, the
+// GSM8K-style lenient reading), countdown the expression before the response's last "="
+// (expression_before_last_equals: an expression is needed, since the numbers used are checked).
+// A marker, when present, always wins, even when what follows it does not parse (that response
+// scores 0).
+//
+// Training and held-out problems come from disjoint streams of the same seed. Every problem
+// carries a worked solution (used for the supervised warm start) that scores 1.
 //
 // A chat model (a pretrained policy with a chat template) reads a problem as one user turn,
 // chat_prompt(): the prompt plus a line that asks for the chain of thought and the "Answer:"
@@ -60,8 +68,15 @@ struct FittedProblem {
 StatusOr<FittedProblem> fitting_problem(const Task& task, const Codec& codec, uint64_t i,
                                         bool held_out, int64_t max_prompt);
 
+struct TaskOptions {
+  // Read a response without an answer marker by the task's free-text rule (see the top of this
+  // file). false: such a response scores 0 (the presets' rule, which their tests pin).
+  bool free_text = false;
+};
+
 // "arithmetic-cot" or "countdown"; NotFound for another name.
-StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed);
+StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed,
+                                          const TaskOptions& options = {});
 
 // The final answer of a free-text response: the text after the last of the markers "Answer:",
 // "answer is", "####" (to the line's end) or "\boxed{" (to its closing brace), matched without
@@ -71,5 +86,19 @@ StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed
 //   "so \boxed{(1 + 2) * 3}." -> "(1 + 2) * 3"; "The answer is 42 apples" -> "42 apples" (which
 //   the rewards then score 0).
 std::string final_answer(const std::string& response);
+
+// The last number of a free-text response: a maximal run of digits with a '-' sign when the '-'
+// directly precedes the digits and does not follow a digit, a letter or ')' ("7-5" reads 5, "= -3"
+// reads -3), and with its decimal part when a '.' and a digit follow ("1.5" reads "1.5", which an
+// integer answer then scores 0; "= 12." reads "12"). A thousands separator is not read ("1,234"
+// reads 234). "" when the response has no digit. Never throws.
+//   "7 + 5 = 12. 12 * 2 = 24." -> "24"; "so x = -3" -> "-3"; "no digits" -> "".
+std::string last_number(const std::string& response);
+
+// The expression a free-text response ends its work with: the text before its last '=', back to
+// the first character that cannot be part of an expression (anything but digits, blanks and
+// + - * / ( )), blanks trimmed. "" when there is no '=' or nothing of the kind precedes it.
+//   "So (25 - 3) * 7 = 154." -> "(25 - 3) * 7"; "25 - 3 = 22. 22 * 7 = 154" -> "22 * 7".
+std::string expression_before_last_equals(const std::string& response);
 
 }  // namespace tlt::rl

@@ -68,6 +68,10 @@ StatusOr<double> supervised_warm_start(model::Transformer policy, const Task& ta
     double n = std::max(1.0, batch.mask.sum().item<double>()), l = 0.0;
     int64_t b = batch.tokens.size(0);
     for (const MicroBatch& mb : plan_microbatches(batch, 0, b, options.max_tokens_per_microbatch)) {
+      if (options.cancelled && options.cancelled())
+        return Status::Aborted("stopped during the policy's warm start (step " +
+                               std::to_string(s + 1) + " of " + std::to_string(options.steps) +
+                               "); nothing was cached");
       SequenceBatch part = gather_rows(batch, mb);
       torch::Tensor logp = sequence_logprobs(policy, part, 1.0);  // (b, t-1)
       torch::Tensor loss = -(logp * part.mask).sum() / n;

@@ -38,10 +38,14 @@ struct WarmStartOptions {
   // Problems whose prompt and cut solution exceed this many tokens are skipped (the policy's
   // context); 0: none are.
   int64_t max_seq = 0;
+  // Asked before every micro-batch of the policy's warm start (unset: never): true stops it
+  // there with Aborted (a cancel point for SIGTERM); nothing is cached then.
+  std::function<bool()> cancelled;
 };
 
 // Trains `policy` in place; `progress(step, loss)` is called after every step when set.
-// Returns the mean loss of the last 10 steps, or the codec's error.
+// Returns the mean loss of the last 10 steps, the codec's error, or Aborted when
+// options.cancelled said so (the policy then partly trained).
 StatusOr<double> supervised_warm_start(model::Transformer policy, const Task& task,
                                        const WarmStartOptions& options,
                                        const std::function<void(int64_t, double)>& progress = {});

@@ -10,7 +10,9 @@
 #include "runtime/model/model_source.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/rl/evaluation.h"
+#include "runtime/rl/grpo.h"
 #include "runtime/rl/model_codec.h"
+#include "runtime/rl/sequences.h"
 #include "runtime/rl/tasks.h"
 #include "runtime/rollout/engine.h"
 #include "tests/runtime/model_fixtures.h"
@@ -111,6 +113,54 @@ TEST(RlFromModel, GreedySpeculationEqualsPlainDecoding) {
   std::cout << "speculative steps " << spec_stats.spec_steps << ", accepted " << spec_stats.accepted
             << " of " << spec_stats.drafted << " drafted\n";
   EXPECT_GT(spec_stats.spec_steps, 0);
+}
+
+// The policy update's log-probabilities (LM head on response positions only, a few rows of logits
+// at a time, recomputed in the backward) equal the plain (B, T-1, V) log_softmax and its gradient,
+// in float64 on the tiny llama (tied head) at a sampling temperature.
+TEST(RlFromModel, ChunkedLogprobsAndGradientsEqualTheFullLogSoftmax) {
+  StatusOr<model::PretrainedModel> m = model::load_pretrained(kLlama);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  model::Transformer policy = m->model;
+  policy->to(torch::kFloat64);
+  int64_t v = policy->config().vocab;
+  torch::manual_seed(3);
+  std::vector<std::vector<int64_t>> prompts, responses;
+  for (int64_t i = 0; i < 4; ++i) {
+    torch::Tensor p = torch::randint(v, {3 + i}, torch::kInt64);      // (3+i,)
+    torch::Tensor r = torch::randint(v, {7 - 2 * i}, torch::kInt64);  // (7-2i,)
+    prompts.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
+    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
+  }
+  SequenceBatch batch = make_batch(prompts, responses);
+  torch::Tensor weights = torch::randn(batch.mask.sizes(), torch::kFloat64);  // (B, T-1)
+  const double temperature = 0.7;
+  auto grads = [&](const torch::Tensor& logp) {
+    policy->zero_grad();
+    (logp * batch.mask * weights).sum().backward();
+    std::vector<torch::Tensor> out;
+    for (const auto& p : policy->parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  int64_t t = batch.tokens.size(1);
+  torch::Tensor positions = torch::arange(t - 1, torch::kInt64).unsqueeze(0).expand({4, t - 1});
+  torch::Tensor logits = policy->forward(batch.tokens.narrow(1, 0, t - 1), positions).logits;
+  torch::Tensor full = token_logprobs(logits / temperature, batch.targets) * batch.mask;
+  std::vector<torch::Tensor> g_full = grads(full);
+  // 3 rows of logits per chunk: the 4 rows' 13 response positions take 5 chunks.
+  torch::Tensor chunked = sequence_logprobs(policy, batch, temperature, 3 * v);
+  std::vector<torch::Tensor> g_chunked = grads(chunked);
+  double maxdiff = (chunked - full).abs().max().item<double>(), gdiff = 0.0;
+  for (size_t i = 0; i < g_full.size(); ++i)
+    gdiff = std::max(gdiff, (g_chunked[i] - g_full[i]).abs().max().item<double>());
+  std::cout << "log-probs maxdiff " << maxdiff << ", gradients maxdiff " << gdiff << "\n";
+  EXPECT_LT(maxdiff, 1e-10);
+  EXPECT_LT(gdiff, 1e-10);
+  EXPECT_EQ((chunked * (1 - batch.mask)).abs().sum().item<double>(), 0.0) << "0 off the mask";
+  // With room for all logits (the default budget here), the one plain log_softmax.
+  EXPECT_TRUE(sequence_logprobs(policy, batch, temperature).equal(full));
+  EXPECT_GT(full.abs().sum().item<double>(), 1.0);
+  EXPECT_GT(g_full.back().abs().sum().item<double>(), 0.0);
 }
 
 }  // namespace

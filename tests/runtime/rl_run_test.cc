@@ -273,6 +273,30 @@ TEST(RlPolicyTrainer, MicroBatchedSequenceMeanUpdateMatchesOnePaddedBatch) {
   expect_micro_batched_update_matches_one_padded_batch(LossAggregation::kSequenceMean);
 }
 
+// GrpoOptions::cancelled is asked before every micro-batch: answering true stops the update there
+// (no further forward runs); never answering true leaves the update as it was.
+TEST(RlPolicyTrainer, CancelledStopsTheUpdateBeforeTheNextMicroBatch) {
+  SequenceBatch b = long_tailed_batch(24, 5);
+  torch::Tensor adv = torch::randn({24});  // (B,)
+  GrpoOptions o;
+  o.minibatches = 2, o.max_tokens_per_microbatch = 160;
+  int asked = 0;
+  o.cancelled = [&asked] { return ++asked > 3; };
+  model::Transformer policy = micro_policy(4);
+  PolicyTrainer trainer(policy, micro_policy(4), o);
+  UpdateStats st = trainer.update(b, adv);
+  EXPECT_TRUE(st.cancelled);
+  EXPECT_EQ(asked, 4) << "stopped at the first question answered yes";
+  EXPECT_EQ(st.microbatches, 0);
+  o.cancelled = [&asked] { return ++asked < 0; };
+  asked = 0;
+  PolicyTrainer full(micro_policy(4), micro_policy(4), o);
+  UpdateStats done = full.update(b, adv);
+  EXPECT_FALSE(done.cancelled);
+  EXPECT_GT(done.microbatches, 4);
+  EXPECT_GE(asked, done.microbatches);
+}
+
 TEST(RlPolicyTrainer, SaveLoadRestoresWeightsAndRefusesCorruption) {
   model::Transformer policy = micro_policy(3), reference = micro_policy(3);
   PolicyTrainer trainer(policy, reference, GrpoOptions{});

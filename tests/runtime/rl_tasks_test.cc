@@ -6,6 +6,8 @@
 #include <iterator>
 #include <random>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "runtime/rl/tasks.h"
 
@@ -42,6 +44,69 @@ TEST(Tasks, FinalAnswerReadsFreeText) {
   EXPECT_EQ(final_answer(""), "");
 }
 
+// What a free-text rule reads, as (response, expected) pairs.
+using Readings = std::vector<std::pair<std::string, std::string>>;
+
+TEST(Tasks, LastNumberReadsSignsAndDecimals) {
+  const Readings cases = {
+      {"7 + 5 = 12. 12 * 2 = 24.", "24"},
+      {"so x = -3", "-3"},
+      {"7-5", "5"},  // a minus after a digit, a letter or ')' is an operator
+      {"(3)-5", "5"},
+      {"x-5", "5"},
+      {"it is 1.5 now", "1.5"},
+      {"-2.25", "-2.25"},
+      {"= 12.", "12"},
+      {"1,234", "234"},
+      {"no digits", ""},
+      {"", ""},
+      {"-", ""},
+  };
+  for (const auto& [text, want] : cases) EXPECT_EQ(last_number(text), want) << text;
+}
+
+TEST(Tasks, ExpressionBeforeLastEquals) {
+  const Readings cases = {
+      {"So (25 - 3) * 7 = 154.", "(25 - 3) * 7"},
+      {"25 - 3 = 22. 22 * 7 = 154", "22 * 7"},
+      {"x = 3", ""},
+      {"no equals sign 3 + 4", ""},
+      {"= 5", ""},
+      {std::string("1\0+ 2 = 3", 9), "+ 2"},  // a NUL byte is not part of an expression
+  };
+  for (const auto& [text, want] : cases) EXPECT_EQ(expression_before_last_equals(text), want);
+}
+
+// Free text is read only when asked for (TaskOptions::free_text), and a marker always wins.
+TEST(Tasks, FreeTextRuleIsOptInAndMarkersWin) {
+  auto marker = task("arithmetic-cot", 3);
+  auto free = make_task("arithmetic-cot", 3, TaskOptions{true});
+  ASSERT_TRUE(free.ok());
+  Problem p;
+  p.prompt = "Compute left to right: 7 + 5 * 2\n";
+  p.answer = "24";
+  for (const char* text : {"7 + 5 = 12. 12 * 2 = 24.", "24", "The result is 24 (left to right)."}) {
+    EXPECT_EQ(marker->reward(p, text), 0.0) << text;
+    EXPECT_EQ((*free)->reward(p, text), 1.0) << text;
+  }
+  EXPECT_EQ((*free)->reward(p, "7 + 5 * 2 = 7 + 10 = 17."), 0.0) << "the usual precedence";
+  EXPECT_EQ((*free)->reward(p, "12 * 2 = 24. Answer: 17"), 0.0) << "the marker wins";
+  EXPECT_EQ((*free)->reward(p, "24. Answer: twenty-four"), 0.0) << "even one that does not parse";
+  EXPECT_EQ((*free)->reward(p, "12 * 2 = 24.5"), 0.0) << "not an integer";
+
+  auto count_marker = task("countdown", 3);
+  auto count_free = make_task("countdown", 3, TaskOptions{true});
+  ASSERT_TRUE(count_free.ok());
+  p.prompt = "Numbers: 3 7 25 1. Target: 154. Use each number at most once.\n";
+  p.answer = "154";
+  const char* worked = "First 25 - 3 = 22, then times 7: (25 - 3) * 7 = 154.";
+  EXPECT_EQ(count_marker->reward(p, worked), 0.0);
+  EXPECT_EQ((*count_free)->reward(p, worked), 1.0);
+  EXPECT_EQ((*count_free)->reward(p, "25 - 3 = 22. 22 * 7 = 154"), 0.0) << "22 was not given";
+  EXPECT_EQ((*count_free)->reward(p, "(25 - 3) * 7 = 155"), 1.0) << "the left side is read";
+  EXPECT_EQ((*count_free)->reward(p, "154"), 0.0) << "no expression";
+}
+
 TEST(Tasks, FreeTextRewardsAndMalformedTextScoresZero) {
   auto arith = task("arithmetic-cot", 3);
   Problem p = arith->problem(0, false);
@@ -52,30 +117,19 @@ TEST(Tasks, FreeTextRewardsAndMalformedTextScoresZero) {
   EXPECT_EQ(arith->reward(p, "Answer: $$"), 0.0);
   // Random bytes, markers among them, never throw and score 0 or 1.
   std::mt19937 rng(5);
-  const std::string pieces[] = {"Answer:",
-                                "answer is",
-                                "\\boxed{",
-                                "}",
-                                "{",
-                                "**",
-                                "$",
-                                "`",
-                                ":",
-                                ".",
-                                "\n",
-                                "42",
-                                "-",
-                                "(",
-                                ")",
-                                "\xff",
-                                std::string(1, '\0')};
+  const std::string pieces[] = {
+      "Answer:", "answer is", "\\boxed{", "}", "{",   "**", "$", "`", ":",    ".",
+      "\n",      "42",        "-",        "=", " + ", "7",  "(", ")", "\xff", std::string(1, '\0')};
   auto countdown = task("countdown", 3);
+  auto arith_free = make_task("arithmetic-cot", 3, TaskOptions{true});
+  auto countdown_free = make_task("countdown", 3, TaskOptions{true});
   Problem q = countdown->problem(0, false);
   for (int i = 0; i < 2000; ++i) {
     std::string text;
     for (int k = int(rng() % 8); k > 0; --k) text += pieces[rng() % std::size(pieces)];
-    for (const auto* t : {arith.get(), countdown.get()}) {
-      double r = t->reward(t == arith.get() ? p : q, text);
+    for (const auto* t : {arith.get(), countdown.get(), arith_free->get(), countdown_free->get()}) {
+      bool is_arith = t == arith.get() || t == arith_free->get();
+      double r = t->reward(is_arith ? p : q, text);
       EXPECT_TRUE(r == 0.0 || r == 1.0) << text;
     }
   }
