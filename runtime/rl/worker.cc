@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
-#include <map>
 #include <random>
 
+#include "runtime/drafter/buffer.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
@@ -26,42 +26,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Every position's token and hidden state of one step's requests, per request id.
-struct StepBuffer {
-  struct Seq {
-    std::vector<int64_t> tokens;
-    std::vector<torch::Tensor> hidden;  // chunks of (n, C)
-    int64_t prompt = 0;
-  };
-  std::map<int64_t, Seq> seqs;
-
-  // tokens (R, T) int64, hidden (R, T, C), mask (R, T): 1 on response positions, and the
-  // prompt and total lengths (R,) int64.
-  std::vector<torch::Tensor> tensors() const {
-    int64_t r = int64_t(seqs.size()), t = 1, c = 0;
-    for (const auto& [id, s] : seqs) {
-      t = std::max<int64_t>(t, int64_t(s.tokens.size()));
-      if (!s.hidden.empty()) c = s.hidden[0].size(1);
-    }
-    torch::Tensor tok = torch::zeros({r, t}, torch::kInt64);
-    torch::Tensor hid = torch::zeros({r, t, std::max<int64_t>(c, 1)});
-    torch::Tensor mask = torch::zeros({r, t});
-    torch::Tensor prompts = torch::zeros({r}, torch::kInt64),
-                  lens = torch::zeros({r}, torch::kInt64);
-    int64_t i = 0;
-    for (const auto& [id, s] : seqs) {
-      int64_t n = int64_t(s.tokens.size());
-      tok[i].narrow(0, 0, n).copy_(torch::tensor(s.tokens, torch::kInt64));
-      if (!s.hidden.empty()) hid[i].narrow(0, 0, n).copy_(torch::cat(s.hidden, 0).narrow(0, 0, n));
-      if (n > s.prompt) mask[i].narrow(0, s.prompt, n - s.prompt).fill_(1.0);
-      prompts[i] = s.prompt;
-      lens[i] = n;
-      ++i;
-    }
-    return {tok, hid, mask, prompts, lens};
-  }
-};
-
 class Worker {
  public:
   Worker(int in_fd, int out_fd) : ch_(in_fd, out_fd) {}
@@ -73,8 +37,6 @@ class Worker {
   Status generate(const json& m);
   Status train(const json& m);
   Status load_weights(const json& m);
-  // Drafter minibatch from the loaded buffers: tokens (b, T), hidden (b, T, C), mask (b, T).
-  std::vector<torch::Tensor> sample(int64_t b);
 
   Channel ch_;
   int index_ = 0;
@@ -143,6 +105,10 @@ Status Worker::setup(const json& m) {
   drafter_batch_ = m.at("drafter_batch").get<int64_t>();
   drafter_vocab_ = m.value("drafter_vocab", int64_t(0));  // absent from older trainers
   token_counts_.assign(size_t(cfg->vocab), 0);
+  // The drafter warm start's draft vocabulary (a pretrained model's) ranks first until this
+  // worker's own generations outnumber it.
+  for (int64_t id : m.value("drafter_vocab_ids", std::vector<int64_t>{}))
+    if (id >= 0 && id < cfg->vocab) token_counts_[size_t(id)] = 1;
   rng_.seed(eo.seed);
   return Status::Ok();
 }
@@ -170,7 +136,7 @@ Status Worker::generate(const json& m) {
   double start = now_s();
   int64_t step = m.at("step").get<int64_t>();
   std::vector<rollout::Request> reqs;
-  StepBuffer buffer;
+  drafter::HiddenBuffer buffer;
   for (const json& r : m.at("requests")) {
     rollout::Request q;
     q.id = r.at("id").get<int64_t>();
@@ -181,24 +147,20 @@ Status Worker::generate(const json& m) {
     q.seed = r.at("seed").get<uint64_t>();
     q.sampling.temperature = r.at("temperature").get<double>();
     q.sampling.top_p = r.at("top_p").get<double>();
-    buffer.seqs[q.id].prompt = int64_t(q.prompt.size());
+    buffer.add_request(q.id, int64_t(q.prompt.size()));
     reqs.push_back(std::move(q));
   }
   bool collect = m.value("collect_hidden", false);
   if (collect) {
-    engine_->set_hidden_sink(
-        [&buffer](int64_t id, const std::vector<int64_t>& toks, const torch::Tensor& hidden) {
-          StepBuffer::Seq& s = buffer.seqs[id];
-          s.tokens.insert(s.tokens.end(), toks.begin(), toks.end());
-          s.hidden.push_back(hidden.detach().to(torch::kFloat32).clone());
-        });
+    engine_->set_hidden_sink(buffer.sink());
   } else {
     engine_->set_hidden_sink(nullptr);
   }
   engine_->set_speculative(m.value("speculative", false));
   if (drafter_vocab_ > 0 &&
       std::any_of(token_counts_.begin(), token_counts_.end(), [](int64_t c) { return c > 0; })) {
-    // Before the first step nothing was generated: the drafter keeps the full vocabulary.
+    // Before the first step nothing was generated (and no warm start named a vocabulary): the
+    // drafter keeps the full vocabulary.
     TLT_RETURN_IF_ERROR(
         drafter_->set_draft_vocab(model::most_frequent_tokens(token_counts_, drafter_vocab_)));
   }
@@ -246,31 +208,6 @@ Status Worker::generate(const json& m) {
   return ch_.send(done);
 }
 
-std::vector<torch::Tensor> Worker::sample(int64_t b) {
-  // Rows uniformly over every loaded buffer; from each row a window of at most kWindow positions
-  // that lies in the response (plus the last prompt position, which predicts the first response
-  // token), so an optimizer step costs the same whatever the sequence lengths.
-  constexpr int64_t kWindow = 64;
-  int64_t total = 0;
-  for (const auto& d : train_data_) total += d[0].size(0);
-  std::vector<torch::Tensor> tok, hid, mask;
-  for (int64_t k = 0; k < b; ++k) {
-    int64_t r = int64_t(rng_() % uint64_t(total));
-    size_t f = 0;
-    while (r >= train_data_[f][0].size(0)) r -= train_data_[f][0].size(0), ++f;
-    const auto& d = train_data_[f];
-    int64_t p = d[3][r].item<int64_t>(), n = d[4][r].item<int64_t>();
-    int64_t w = std::min(kWindow, n);
-    int64_t lo = std::clamp<int64_t>(p - 1, 0, n - w), hi = n - w;
-    int64_t start = lo + int64_t(rng_() % uint64_t(hi - lo + 1));
-    int64_t pad = kWindow - w;
-    tok.push_back(torch::constant_pad_nd(d[0][r].narrow(0, start, w), {0, pad}));
-    hid.push_back(torch::constant_pad_nd(d[1][r].narrow(0, start, w), {0, 0, 0, pad}));
-    mask.push_back(torch::constant_pad_nd(d[2][r].narrow(0, start, w), {0, pad}));
-  }
-  return {torch::stack(tok), torch::stack(hid), torch::stack(mask)};
-}
-
 Status Worker::train(const json& m) {
   double start = now_s();
   int64_t step = m.at("step").get<int64_t>();
@@ -291,7 +228,7 @@ Status Worker::train(const json& m) {
   bool stopped = false;
   while (!stopped) {
     if (!train_data_.empty()) {
-      std::vector<torch::Tensor> b = sample(drafter_batch_);
+      std::vector<torch::Tensor> b = drafter::sample_windows(train_data_, drafter_batch_, rng_);
       last = trainer_->step(b[0], b[1], b[2]);
       if (first < 0) first = last;
       ++steps;
