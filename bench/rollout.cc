@@ -178,6 +178,7 @@ int catch_up_limit = 0;
 double draft_confidence = 0.0;
 double epsilon = 0.1;
 bool plain_floor = true;
+int64_t engine_max_seq = 512;  // positions per request of the measured engines
 
 // One run's time by engine phase (EngineStats::phases), in seconds and as a share of the run.
 void print_phases(const char* label, const rollout::EngineStats& s) {
@@ -196,7 +197,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
             bool speculative, std::vector<std::string> arms, int64_t threshold, int32_t shortcut) {
   rollout::EngineOptions eo;
   eo.max_batch = batch;
-  eo.max_seq = 512;
+  eo.max_seq = engine_max_seq;
   eo.speculative = speculative;
   eo.arms = arms;
   eo.selector = arms.size() == 1 ? "fixed" : "bucketed-epsilon-greedy";
@@ -420,8 +421,6 @@ int model_ceiling(const std::string& path, const std::vector<int>& batches, int 
 // The task a --model run decodes: an RLJob's default (arithmetic-cot, task seed 1).
 constexpr const char* kModelTask = "arithmetic-cot";
 constexpr uint64_t kModelTaskSeed = 1;
-// Positions per request of the engines a --model run measures (prompt + response + drafts).
-constexpr int64_t kModelMaxSeq = 512;
 
 // The drafter of a --model run: warm-started on the model's own sampled answers to the task's
 // training problems (rl::load_or_train_drafter_on_generations, cached under cache_root()).
@@ -432,7 +431,7 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
   rl::GenerationsWarmStartOptions o;
   o.steps = steps, o.max_new_tokens = max_new, o.vocab_subset = vocab;
   o.temperature = 1.0;  // as an RLJob's rollouts sample
-  o.max_seq = kModelMaxSeq, o.codec = &codec;
+  o.max_seq = engine_max_seq, o.codec = &codec;
   double t0 = now();
   std::printf("drafter: warm start on the model's generations (%lld prompts, %d steps)\n",
               (long long)o.prompts, steps);
@@ -459,6 +458,9 @@ int model_compare(const std::string& path, const Table& t, int drafter_steps, in
     return 1;
   }
   model::Transformer target = m->model;
+  // Prompt + response + drafts; a model of shorter context (the tiny test checkpoints) gets its
+  // own.
+  engine_max_seq = std::min<int64_t>(engine_max_seq, target->config().max_seq);
   if (!prepare_only) print_model_ceiling(target, t.batches);
   StatusOr<model::ModelSource> source = model::resolve_model_source(path, "auto");
   StatusOr<std::unique_ptr<rl::ModelCodec>> codec =
@@ -483,7 +485,7 @@ int model_compare(const std::string& path, const Table& t, int drafter_steps, in
               (long long)drafter->draft_vocab_size());
   if (prepare_only) return 0;
   rl::TaskRequestOptions ro;
-  ro.max_new_tokens = t.max_new, ro.temperature = t.temperature, ro.max_seq = kModelMaxSeq;
+  ro.max_new_tokens = t.max_new, ro.temperature = t.temperature, ro.max_seq = engine_max_seq;
   compare(target, drafter, t, [&](int n, int offset) {
     int g = std::max(1, t.group);  // held-out problems offset.., each asked g times
     StatusOr<std::vector<rollout::Request>> base =
