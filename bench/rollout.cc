@@ -11,9 +11,13 @@
 //    plain steps, the most any drafter could gain on this machine at each batch size.
 //
 // With --model PATH (a llama/qwen2 GGUF file or Hugging Face directory, runtime/model/
-// pretrained.h) and --ceiling-only: the pretrained model's load time and peak RSS, then its
-// forward times of 1, 8 and 16 new tokens per request at each batch size over a 256-position KV
-// cache, and k x T(b,1)/T(b,k) at k = 8. No corpus, no training; decoding runs need a preset.
+// pretrained.h): the pretrained model's load time and peak RSS, then its forward times of 1, 8
+// and 16 new tokens per request at each batch size over a 256-position KV cache, and
+// k x T(b,1)/T(b,k) at k = 8 (all with --ceiling-only). Then the drafter, warm-started on the
+// model's own sampled answers to arithmetic-cot's training problems
+// (rl::load_or_train_drafter_on_generations, cached), and step 3 on the task's held-out prompts
+// rendered through the model's chat template, each response ending at the model's end token or
+// --max-new: what an RLJob on this model decodes. No corpus.
 //
 // Usage: bench_rollout --tokens FILE [--preset small] [--train-steps 400] [--drafter-steps 400]
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
@@ -22,10 +26,13 @@
 //                      [--selector-value throughput] [--catch-up-limit 0]
 //                      [--draft-confidence 0] [--epsilon 0.1] [--group 1] [--ceiling-only]
 //        bench_rollout --model PATH --ceiling-only [--batches 1,4,16] [--threads 1]
+//        bench_rollout --model PATH [--max-new 128] [--waves 2] [--drafter-steps 200]
+//                      [--drafter-vocab 2048] [the decoding flags above]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -39,7 +46,10 @@
 #include "runtime/model/checkpoint.h"
 #include "runtime/rollout/engine.h"
 #ifdef TLT_HAVE_PRETRAINED
+#include "runtime/model/model_source.h"
 #include "runtime/model/pretrained.h"
+#include "runtime/rl/drafter_on_generations.h"
+#include "runtime/rl/model_codec.h"
 #include "runtime/rollout/generate_pretrained.h"
 #endif
 #include "runtime/torch_env.h"
@@ -168,6 +178,7 @@ int catch_up_limit = 0;
 double draft_confidence = 0.0;
 double epsilon = 0.1;
 bool plain_floor = true;
+int64_t engine_max_seq = 512;  // positions per request of the measured engines
 
 // One run's time by engine phase (EngineStats::phases), in seconds and as a share of the run.
 void print_phases(const char* label, const rollout::EngineStats& s) {
@@ -186,7 +197,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
             bool speculative, std::vector<std::string> arms, int64_t threshold, int32_t shortcut) {
   rollout::EngineOptions eo;
   eo.max_batch = batch;
-  eo.max_seq = 512;
+  eo.max_seq = engine_max_seq;
   eo.speculative = speculative;
   eo.arms = arms;
   eo.selector = arms.size() == 1 ? "fixed" : "bucketed-epsilon-greedy";
@@ -221,6 +232,75 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   r.tokens_per_s = r.stats.tokens / r.stats.seconds;
   r.accept = r.stats.accept_length();
   return r;
+}
+
+// What one side-by-side table measures (main's flags).
+struct Table {
+  std::vector<int> batches, fixed;  // batch sizes; those where each arm also runs alone
+  std::vector<std::string> arms;
+  std::string arms_s;
+  int threads = 1, max_new = 192, shortcut = 3, warmup_batches = 1, waves = 3, repeats = 2;
+  int group = 1;
+  double temperature = 0.0;
+};
+
+// n requests from the `offset`-th prompt on (a GRPO group of `group` requests shares one).
+using RequestMaker = std::function<std::vector<rollout::Request>(int n, int offset)>;
+
+// For each batch size: plain vs adaptive tokens/s on the same requests (the faster of `repeats`
+// alternating runs each), the accepted length, arm use and phases; at t.fixed batch sizes each
+// arm alone too.
+void compare(model::Transformer target, model::Drafter drafter, const Table& t,
+             const RequestMaker& make) {
+  std::printf(
+      "\nthreads=%d temperature=%.1f max_new=%d arms=%s threshold=32 "
+      "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
+      "selector value=%s exploration=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f "
+      "group=%d plain floor=%d\n",
+      t.threads, t.temperature, t.max_new, t.arms_s.c_str(), t.shortcut, t.warmup_batches, t.waves,
+      t.repeats, (long long)drafter->draft_vocab_size(), selector_value.c_str(),
+      exploration.c_str(), epsilon, catch_up_limit, draft_confidence, t.group, int(plain_floor));
+  // kept: the share of verified drafted tokens that were accepted.
+  std::printf("%6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
+              "accept", "copied", "kept", "arm steps");
+  for (int b : t.batches) {
+    // `waves` batches of b requests: each wave decodes at batch b until its responses end and
+    // the next one joins as it leaves.
+    int w = b >= 64 ? 1 : t.waves;
+    std::vector<rollout::Request> reqs = make(b * w, 0);
+    // Warm-up: earlier batches of other prompts (offsets past the measured ones).
+    std::vector<rollout::Request> warm;
+    for (int k = 0; k < t.warmup_batches; ++k) {
+      std::vector<rollout::Request> more = make(b, 100 + 37 * k);
+      warm.insert(warm.end(), more.begin(), more.end());
+    }
+    Run plain, spec;
+    for (int r = 0; r < std::max(1, t.repeats); ++r) {
+      Run p = measure(target, drafter, b, warm, reqs, false, t.arms, 32, t.shortcut);
+      Run s = measure(target, drafter, b, warm, reqs, true, t.arms, 32, t.shortcut);
+      if (p.tokens_per_s > plain.tokens_per_s) plain = p;
+      if (s.tokens_per_s > spec.tokens_per_s) spec = s;
+    }
+    std::string usage;
+    for (size_t a = 0; a < t.arms.size(); ++a)
+      usage += t.arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
+    usage += "plain:" + std::to_string(spec.stats.plain_chosen);
+    std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %8lld %6.2f %s\n", b, plain.tokens_per_s,
+                spec.tokens_per_s, spec.tokens_per_s / plain.tokens_per_s, spec.accept,
+                (long long)spec.stats.copied_drafts, kept(spec.stats), usage.c_str());
+    print_phases("plain", plain.stats);
+    print_phases("tlt", spec.stats);
+    std::fflush(stdout);
+    if (std::find(t.fixed.begin(), t.fixed.end(), b) == t.fixed.end()) continue;
+    // Each arm alone on the same requests: what the bandit could have had.
+    for (const std::string& arm : t.arms) {
+      Run r = measure(target, drafter, b, {}, reqs, true, {arm}, 32, t.shortcut);
+      std::printf("       fixed %-6s %12.1f %7.2fx %8.2f %8lld %6.2f\n", arm.c_str(),
+                  r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.accept,
+                  (long long)r.stats.copied_drafts, kept(r.stats));
+    }
+    std::fflush(stdout);
+  }
 }
 
 // Seconds of one target forward of b x k new tokens per request over a cache already holding
@@ -305,15 +385,11 @@ void print_model_ceiling(model::Transformer target, const std::vector<int>& batc
   }
 }
 
-// --model PATH --ceiling-only: load, report memory, print the table. The process's exit code.
-int model_ceiling(const std::string& path, const std::vector<int>& batches, int threads) {
-  runtime::configure_threads(threads);
+// Loads --model PATH and prints what it is, its load time and peak RSS; the loader's error.
+StatusOr<model::PretrainedModel> load_model(const std::string& path, int threads) {
   double t0 = now();
   StatusOr<model::PretrainedModel> m = model::load_pretrained(path);
-  if (!m.ok()) {
-    std::cerr << "--model: " << m.status().to_string() << "\n";
-    return 1;
-  }
+  if (!m.ok()) return m.status().with_context("--model");
   const model::ModelConfig& c = m->config.config;
   int64_t params = 0;
   std::set<const void*> seen;  // a tied LM head is the embedding: count it once
@@ -325,8 +401,106 @@ int model_ceiling(const std::string& path, const std::vector<int>& batches, int 
       path.c_str(), m->config.architecture.c_str(), (long long)c.n_layers, (long long)c.dim,
       (long long)c.vocab, (long long)params, threads, now() - t0,
       (long long)(rollout::peak_rss_bytes() >> 20));
+  m->model->eval();
+  return m;
+}
+
+// --model PATH --ceiling-only: load, report memory, print the table. The process's exit code.
+int model_ceiling(const std::string& path, const std::vector<int>& batches, int threads) {
+  runtime::configure_threads(threads);
+  StatusOr<model::PretrainedModel> m = load_model(path, threads);
+  if (!m.ok()) {
+    std::cerr << m.status().to_string() << "\n";
+    return 1;
+  }
   print_model_ceiling(m->model, batches);
   std::printf("peak_rss_mb=%lld\n", (long long)(rollout::peak_rss_bytes() >> 20));
+  return 0;
+}
+
+// The task a --model run decodes: an RLJob's default (arithmetic-cot, task seed 1).
+constexpr const char* kModelTask = "arithmetic-cot";
+constexpr uint64_t kModelTaskSeed = 1;
+
+// The drafter of a --model run: warm-started on the model's own sampled answers to the task's
+// training problems (rl::load_or_train_drafter_on_generations, cached under cache_root()).
+StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model::Transformer target,
+                                                 model::Drafter drafter, const rl::Task& task,
+                                                 const rl::Codec& codec, int steps, int vocab,
+                                                 int max_new) {
+  rl::GenerationsWarmStartOptions o;
+  o.steps = steps, o.max_new_tokens = max_new, o.vocab_subset = vocab;
+  o.temperature = 1.0;  // as an RLJob's rollouts sample
+  o.max_seq = engine_max_seq, o.codec = &codec;
+  double t0 = now();
+  std::printf("drafter: warm start on the model's generations (%lld prompts, %d steps)\n",
+              (long long)o.prompts, steps);
+  std::fflush(stdout);
+  return rl::load_or_train_drafter_on_generations(
+      target, drafter, task, o, model::model_identity(path),
+      std::string(kModelTask) + "-" + std::to_string(kModelTaskSeed), data::cache_root(),
+      [&](int64_t s, double loss) {
+        if (s % std::max(1, steps / 5) == 0) {
+          std::printf("  drafter step %lld loss %.3f (%.0f s)\n", (long long)s, loss, now() - t0);
+          std::fflush(stdout);
+        }
+      });
+}
+
+// --model PATH: the ceilings, the drafter (cached), then the side-by-side table on the task's
+// held-out prompts through the model's chat template. The process's exit code.
+int model_compare(const std::string& path, const Table& t, int drafter_steps, int drafter_vocab,
+                  bool prepare_only) {
+  runtime::configure_threads(prepare_only ? 0 : t.threads);
+  StatusOr<model::PretrainedModel> m = load_model(path, t.threads);
+  if (!m.ok()) {
+    std::cerr << m.status().to_string() << "\n";
+    return 1;
+  }
+  model::Transformer target = m->model;
+  // Prompt + response + drafts; a model of shorter context (the tiny test checkpoints) gets its
+  // own.
+  engine_max_seq = std::min<int64_t>(engine_max_seq, target->config().max_seq);
+  if (!prepare_only) print_model_ceiling(target, t.batches);
+  StatusOr<model::ModelSource> source = model::resolve_model_source(path, "auto");
+  StatusOr<std::unique_ptr<rl::ModelCodec>> codec =
+      source.ok() ? rl::ModelCodec::load(*source, target->config().vocab)
+                  : StatusOr<std::unique_ptr<rl::ModelCodec>>(source.status());
+  StatusOr<std::unique_ptr<rl::Task>> task = rl::make_task(kModelTask, kModelTaskSeed);
+  if (!codec.ok() || !task.ok()) {
+    std::cerr << "--model: " << (codec.ok() ? task.status() : codec.status()).to_string() << "\n";
+    return 1;
+  }
+  torch::manual_seed(1);
+  model::Drafter drafter(target, 1);
+  StatusOr<rl::GenerationsWarmStart> w = model_drafter(path, target, drafter, **task, **codec,
+                                                       drafter_steps, drafter_vocab, t.max_new);
+  if (!w.ok()) {
+    std::cerr << w.status().to_string() << "\n";
+    return 1;
+  }
+  std::printf("drafter: %s %s (%lld generated tokens, loss %.3f -> %.3f, draft vocabulary %lld)\n",
+              w->trained ? "trained and cached" : "loaded", w->cache_path.c_str(),
+              (long long)w->generated_tokens, w->loss_first, w->loss_last,
+              (long long)drafter->draft_vocab_size());
+  if (prepare_only) return 0;
+  rl::TaskRequestOptions ro;
+  ro.max_new_tokens = t.max_new, ro.temperature = t.temperature, ro.max_seq = engine_max_seq;
+  compare(target, drafter, t, [&](int n, int offset) {
+    int g = std::max(1, t.group);  // held-out problems offset.., each asked g times
+    StatusOr<std::vector<rollout::Request>> base =
+        rl::task_requests(**task, **codec, uint64_t(offset), (n + g - 1) / g, true, ro);
+    if (!base.ok()) {
+      std::cerr << base.status().to_string() << "\n";
+      std::exit(1);
+    }
+    std::vector<rollout::Request> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back((*base)[size_t(i / g)]);
+      out.back().id = i, out.back().seed = uint64_t(i);
+    }
+    return out;
+  });
   return 0;
 }
 #endif
@@ -344,8 +518,11 @@ int main(int argc, char** argv) {
   std::string model_path;
   app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize); not with --model");
   app.add_option("--model", model_path,
-                 "A llama/qwen2 GGUF file or Hugging Face directory: its forward times and peak "
-                 "RSS (with --ceiling-only)");
+                 "A llama/qwen2 GGUF file or Hugging Face directory: its ceilings, then plain vs "
+                 "adaptive on arithmetic-cot's held-out prompts through its chat template, with a "
+                 "drafter warm-started on its own generations (cached). Its defaults: --max-new "
+                 "128 --waves 2 --drafter-steps 200 --drafter-vocab 2048 (--ceiling-only: "
+                 "--batches 1,4,16)");
   app.add_flag("--prepare-only", prepare_only,
                "Train and cache target and drafter (on all cores), then exit");
   app.add_flag("--ceiling-only", ceiling_only,
@@ -353,7 +530,8 @@ int main(int argc, char** argv) {
   app.add_option("--preset", preset, "Target preset")->capture_default_str();
   app.add_option("--train-steps", train_steps, "Target training steps (cached)")
       ->capture_default_str();
-  app.add_option("--drafter-steps", drafter_steps, "Drafter training steps")->capture_default_str();
+  app.add_option("--drafter-steps", drafter_steps, "Drafter training steps (cached)")
+      ->capture_default_str();
   app.add_option("--arms", arms_s,
                  "The adaptive engine's arms (depth_topk_verifyTokens, ngram, ngram_D)")
       ->capture_default_str();
@@ -367,7 +545,8 @@ int main(int argc, char** argv) {
                  "(0: off)")
       ->capture_default_str();
   app.add_option("--drafter-vocab", drafter_vocab,
-                 "Draft over the this-many most frequent tokens of the training text (0: all)")
+                 "Draft over the this-many most frequent tokens of the training text (--model: of "
+                 "the model's generations; 0: all)")
       ->capture_default_str();
   app.add_option("--repeats", repeats,
                  "Plain and adaptive runs per batch size, alternating; the faster of each counts "
@@ -419,26 +598,6 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  if (!model_path.empty()) {
-    if (!ceiling_only) {
-      std::cerr << "--model runs with --ceiling-only (decoding runs train a drafter on a preset "
-                   "target: drop --model for them)\n";
-      return 2;
-    }
-#ifdef TLT_HAVE_PRETRAINED
-    if (app.count("--batches") == 0) batches = {1, 4, 16};
-    return model_ceiling(model_path, batches, threads);
-#else
-    std::cerr << "--model: this build has no pretrained-model loader (TLT_CORE_ONLY)\n";
-    return 2;
-#endif
-  }
-  if (tokens.empty()) {
-    std::cerr << "--tokens FILE is required (a tokenized corpus; bench/rollout.sh passes it), "
-                 "or --model PATH --ceiling-only\n";
-    return 2;
-  }
-
   std::vector<std::string> arms;
   std::stringstream arms_ss(arms_s);
   for (std::string a; std::getline(arms_ss, a, ',');) {
@@ -450,6 +609,33 @@ int main(int argc, char** argv) {
     }
     arms.push_back(a);
   }
+
+  if (!model_path.empty()) {
+#ifdef TLT_HAVE_PRETRAINED
+    if (ceiling_only) {
+      if (app.count("--batches") == 0) batches = {1, 4, 16};
+      return model_ceiling(model_path, batches, threads);
+    }
+    // Shorter runs than a preset's: a forward of SmolLM2 costs ~10x the small preset's.
+    if (app.count("--max-new") == 0) max_new = 128;
+    if (app.count("--waves") == 0) waves = 2;
+    if (app.count("--drafter-steps") == 0) drafter_steps = 200;
+    if (app.count("--drafter-vocab") == 0) drafter_vocab = 2048;
+    Table table{batches,  fixed,          arms,  arms_s,  threads, max_new,
+                shortcut, warmup_batches, waves, repeats, group,   temperature};
+    return model_compare(model_path, table, drafter_steps, drafter_vocab, prepare_only);
+#else
+    std::cerr << "--model: this build has no pretrained-model loader (TLT_CORE_ONLY)\n";
+    return 2;
+#endif
+  }
+  if (tokens.empty()) {
+    std::cerr << "--tokens FILE is required (a tokenized corpus; bench/rollout.sh passes it), "
+                 "or --model PATH\n";
+    return 2;
+  }
+  Table table{batches,  fixed,          arms,  arms_s,  threads, max_new,
+              shortcut, warmup_batches, waves, repeats, group,   temperature};
 
   auto corpus = data::read_token_file(tokens);
   if (!corpus.ok()) {
@@ -492,55 +678,7 @@ int main(int argc, char** argv) {
   // Mid-response: the 32-token prompt plus half the response.
   print_ceiling(target, batches, 32 + max_new / 2);
   if (ceiling_only) return 0;
-  std::printf(
-      "\nthreads=%d temperature=%.1f max_new=%d arms=%s threshold=32 "
-      "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
-      "selector value=%s exploration=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f "
-      "group=%d plain floor=%d\n",
-      threads, temperature, max_new, arms_s.c_str(), shortcut, warmup_batches, waves, repeats,
-      (long long)drafter->draft_vocab_size(), selector_value.c_str(), exploration.c_str(), epsilon,
-      catch_up_limit, draft_confidence, group, int(plain_floor));
-  // kept: the share of verified drafted tokens that were accepted.
-  std::printf("%6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
-              "accept", "copied", "kept", "arm steps");
-  for (int b : batches) {
-    // `waves` batches of b requests: all responses are max_new long, so each wave decodes at
-    // batch b from start to end and the next one joins as it leaves.
-    int w = b >= 64 ? 1 : waves;
-    std::vector<rollout::Request> reqs = prompts(held, b * w, max_new, temperature, 0, group);
-    // Warm-up: earlier batches of other prompts (offsets past the measured ones).
-    std::vector<rollout::Request> warm;
-    for (int w = 0; w < warmup_batches; ++w) {
-      std::vector<rollout::Request> more =
-          prompts(held, b, max_new, temperature, 100 + 37 * w, group);
-      warm.insert(warm.end(), more.begin(), more.end());
-    }
-    Run plain, spec;
-    for (int r = 0; r < std::max(1, repeats); ++r) {
-      Run p = measure(target, drafter, b, warm, reqs, false, arms, 32, shortcut);
-      Run s = measure(target, drafter, b, warm, reqs, true, arms, 32, shortcut);
-      if (p.tokens_per_s > plain.tokens_per_s) plain = p;
-      if (s.tokens_per_s > spec.tokens_per_s) spec = s;
-    }
-    std::string usage;
-    for (size_t a = 0; a < arms.size(); ++a)
-      usage += arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
-    usage += "plain:" + std::to_string(spec.stats.plain_chosen);
-    std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %8lld %6.2f %s\n", b, plain.tokens_per_s,
-                spec.tokens_per_s, spec.tokens_per_s / plain.tokens_per_s, spec.accept,
-                (long long)spec.stats.copied_drafts, kept(spec.stats), usage.c_str());
-    print_phases("plain", plain.stats);
-    print_phases("tlt", spec.stats);
-    std::fflush(stdout);
-    if (std::find(fixed.begin(), fixed.end(), b) == fixed.end()) continue;
-    // Each arm alone on the same requests: what the bandit could have had.
-    for (const std::string& arm : arms) {
-      Run r = measure(target, drafter, b, {}, reqs, true, {arm}, 32, shortcut);
-      std::printf("       fixed %-6s %12.1f %7.2fx %8.2f %8lld %6.2f\n", arm.c_str(),
-                  r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.accept,
-                  (long long)r.stats.copied_drafts, kept(r.stats));
-    }
-    std::fflush(stdout);
-  }
+  compare(target, drafter, table,
+          [&](int n, int offset) { return prompts(held, n, max_new, temperature, offset, group); });
   return 0;
 }

@@ -180,4 +180,12 @@ StatusOr<std::string> model_tokenizer_source(const ModelSource& source) {
   return std::string();
 }
 
+std::string model_identity(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
+  uintmax_t size = fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
+  return p.string() + ":" + std::to_string(size) + ":" + std::to_string(mtime);
+}
+
 }  // namespace tlt::model

@@ -65,4 +65,9 @@ StatusOr<ModelCard> find_model_card(const std::string& checkpoint);
 // else ""; a tlt checkpoint's card's tokenizer ("" without a card or tokenizer).
 StatusOr<std::string> model_tokenizer_source(const ModelSource& source);
 
+// What identifies a model file in caches keyed by it (warm starts): its absolute path, size and
+// modification time ("path:size:mtime"; a directory's own size 0 and mtime). Never fails: an
+// unreadable path gives what could be read.
+std::string model_identity(const std::string& path);
+
 }  // namespace tlt::model

@@ -19,6 +19,7 @@
 #include "runtime/model/model_source.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/rl/channel.h"
+#include "runtime/rl/drafter_on_generations.h"
 #include "runtime/rl/evaluation.h"
 #include "runtime/rl/grpo.h"
 #include "runtime/rl/model_codec.h"
@@ -113,15 +114,9 @@ constexpr int64_t kPromptBudget = 768;
 // arm's tree; the engine refuses requests without it).
 constexpr int64_t kDraftHeadroom = 64;
 
-// What identifies a model file for the warm-start cache: its path, size and modification time
-// (a directory's own).
-std::string model_identity(const std::string& path) {
-  std::error_code ec;
-  fs::path p = fs::absolute(path, ec);
-  auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
-  uintmax_t size = fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
-  return p.string() + ":" + std::to_string(size) + ":" + std::to_string(mtime);
-}
+// Training problems a pretrained model answers for its drafter's warm start: enough that the
+// drafter sees the task's range of lengths, few enough to bound the buffer's memory.
+constexpr int64_t kDrafterWarmStartPrompts = 64;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -177,6 +172,7 @@ class Driver {
   Status load_model_policy();
   Status warm_start_policy();
   Status warm_start_drafter();
+  Status warm_start_drafter_on_generations();
   WarmStartOptions warm_start_options() const;
   json setup_message(int w) const;
   int64_t rollout_workers() const {
@@ -231,6 +227,9 @@ class Driver {
   std::string warm_start_key_;           // the cached warm start's path (drafter's base)
   model::Transformer policy_{nullptr}, reference_{nullptr};
   model::Drafter drafter_{nullptr};
+  // The drafter warm start's draft vocabulary (pretrained models): the workers' until they have
+  // counted their own generations.
+  std::vector<int64_t> drafter_vocab_ids_;
   std::unique_ptr<PolicyTrainer> trainer_;
   std::unique_ptr<WorkerPool> pool_;
   RLRunResult result_;
@@ -305,7 +304,7 @@ Status Driver::load_model_policy() {
   max_seq_ = std::min<int64_t>(cfg_.max_seq, kPromptBudget + plan_.max_response_tokens);
   torch::manual_seed(plan_.seed);
   reference_ = model::Transformer(cfg_);
-  model_key_ = model_identity(source->path) + "-" + plan_.model_format;
+  model_key_ = model::model_identity(source->path) + "-" + plan_.model_format;
   log("policy: " + source->path + " (" + card_.config.architecture + ", " +
       std::to_string(cfg_.n_layers) + " layers, width " + std::to_string(cfg_.dim) + ", vocab " +
       std::to_string(cfg_.vocab) + ", " + (codec_->has_chat() ? "chat template" : "plain prompts") +
@@ -351,7 +350,11 @@ WarmStartOptions Driver::warm_start_options() const {
   return wo;
 }
 
+// A pretrained model's drafter learns from the model's own generations for the task (cached in
+// cache_dir/drafter); a preset's, from the task's worked solutions, which are what it was
+// warm-started to write.
 Status Driver::warm_start_drafter() {
+  if (!plan_.model_path.empty()) return warm_start_drafter_on_generations();
   WarmStartOptions dw = warm_start_options();
   dw.steps = plan_.drafter_warm_start_steps;
   dw.learning_rate = plan_.drafter_warm_start_learning_rate;
@@ -369,6 +372,36 @@ Status Driver::warm_start_drafter() {
                                           cb_.drafter_warm_start);
 }
 
+Status Driver::warm_start_drafter_on_generations() {
+  GenerationsWarmStartOptions o;
+  o.steps = plan_.drafter_warm_start_steps;
+  o.learning_rate = plan_.drafter_warm_start_learning_rate;
+  o.batch = plan_.drafter_warm_start_batch;
+  o.seed = plan_.seed;
+  o.prompts = kDrafterWarmStartPrompts;
+  o.max_new_tokens =
+      std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
+  o.temperature = plan_.temperature, o.top_p = plan_.top_p;
+  o.vocab_subset = plan_.drafter_vocab_subset;
+  o.max_seq = max_seq_;
+  o.codec = codec_;
+  // The target is the policy as RL starts: the model file, and its own warm start if it had one.
+  std::string model_key = model_key_ + (result_.warm_start.empty() ? "" : " " + warm_start_key_);
+  StatusOr<GenerationsWarmStart> r = load_or_train_drafter_on_generations(
+      policy_, drafter_, *task_, o, model_key, plan_.task + "-" + std::to_string(plan_.task_seed),
+      plan_.cache_dir, cb_.drafter_warm_start);
+  if (!r.ok()) return r.status();
+  if (r->draft_vocab.defined()) {
+    const int64_t* ids = r->draft_vocab.data_ptr<int64_t>();
+    drafter_vocab_ids_.assign(ids, ids + r->draft_vocab.numel());
+  }
+  log("drafter warm start on the model's generations: " + r->cache_path + " (" +
+      (r->trained ? "trained" : "loaded") + ", " + std::to_string(r->generated_tokens) +
+      " generated tokens, loss " + std::to_string(r->loss_first) + " -> " +
+      std::to_string(r->loss_last) + ")");
+  return Status::Ok();
+}
+
 json Driver::setup_message(int w) const {
   std::vector<int> cpus = runtime::allowed_cpus();
   return {{"op", "setup"},
@@ -381,6 +414,7 @@ json Driver::setup_message(int w) const {
           {"max_seq", max_seq_},
           {"drafter_layers", plan_.drafter_layers},
           {"drafter_vocab", plan_.drafter_vocab_subset},
+          {"drafter_vocab_ids", drafter_vocab_ids_},
           {"max_batch",
            (plan_.prompts_per_step + rollout_workers() - 1) / rollout_workers() * plan_.group_size},
           {"activation_threshold", plan_.activation_threshold},

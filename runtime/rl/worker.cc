@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
-#include <map>
 #include <random>
 
+#include "runtime/drafter/buffer.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
@@ -27,43 +27,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// The drafter trains on windows of this many positions (Worker::sample).
-constexpr int64_t kDrafterWindow = 64;
-
-// Every position's token and hidden state of one step's requests, per request id.
-struct StepBuffer {
-  struct Seq {
-    std::vector<int64_t> tokens;
-    std::vector<torch::Tensor> hidden;  // chunks of (n, C), the engine's own (never rewritten)
-    int64_t prompt = 0;
-  };
-  std::map<int64_t, Seq> seqs;
-
-  // What the drafter's windows can reach, packed: of each request, the positions from
-  // kDrafterWindow before its response on (Worker::sample never starts a window earlier), rows
-  // back to back. tokens (N,) int64, hidden (N, C) float32, offsets (R+1,) int64 (row r is
-  // [offsets[r], offsets[r+1])), and each row's prompt positions (R,) int64. Packing keeps a
-  // long-tailed step's buffer at the positions it has: padding every row to the longest one
-  // cost 20 MB and ~40 ms a step on the rollout's critical path (64 requests, one of 600).
-  std::vector<torch::Tensor> tensors() const {
-    std::vector<int64_t> tok, offsets{0}, prompts;
-    std::vector<torch::Tensor> hid;
-    for (const auto& [id, s] : seqs) {
-      int64_t n = int64_t(s.tokens.size());
-      int64_t first = std::max<int64_t>(0, s.prompt - kDrafterWindow);
-      tok.insert(tok.end(), s.tokens.begin() + first, s.tokens.end());
-      if (!s.hidden.empty())
-        hid.push_back(torch::cat(s.hidden, 0).narrow(0, first, n - first).to(torch::kFloat32));
-      offsets.push_back(offsets.back() + (n - first));
-      prompts.push_back(s.prompt - first);
-    }
-    torch::Tensor h = hid.size() == seqs.size() && !hid.empty() ? torch::cat(hid, 0)
-                                                                : torch::zeros({0, 1});  // (N, C)
-    return {torch::tensor(tok, torch::kInt64), h, torch::tensor(offsets, torch::kInt64),
-            torch::tensor(prompts, torch::kInt64)};
-  }
-};
-
 class Worker {
  public:
   Worker(int in_fd, int out_fd) : ch_(in_fd, out_fd) {}
@@ -75,8 +38,6 @@ class Worker {
   Status generate(const json& m);
   Status train(const json& m);
   Status load_weights(const json& m);
-  // Drafter minibatch from the loaded buffers: tokens (b, T), hidden (b, T, C), mask (b, T).
-  std::vector<torch::Tensor> sample(int64_t b);
 
   Channel ch_;
   int index_ = 0;
@@ -145,6 +106,10 @@ Status Worker::setup(const json& m) {
   drafter_batch_ = m.at("drafter_batch").get<int64_t>();
   drafter_vocab_ = m.value("drafter_vocab", int64_t(0));  // absent from older trainers
   token_counts_.assign(size_t(cfg->vocab), 0);
+  // The drafter warm start's draft vocabulary (a pretrained model's) ranks first until this
+  // worker's own generations outnumber it.
+  for (int64_t id : m.value("drafter_vocab_ids", std::vector<int64_t>{}))
+    if (id >= 0 && id < cfg->vocab) token_counts_[size_t(id)] = 1;
   rng_.seed(eo.seed);
   return Status::Ok();
 }
@@ -172,7 +137,7 @@ Status Worker::generate(const json& m) {
   double start = now_s();
   int64_t step = m.at("step").get<int64_t>();
   std::vector<rollout::Request> reqs;
-  StepBuffer buffer;
+  drafter::HiddenBuffer buffer;
   for (const json& r : m.at("requests")) {
     rollout::Request q;
     q.id = r.at("id").get<int64_t>();
@@ -183,24 +148,20 @@ Status Worker::generate(const json& m) {
     q.seed = r.at("seed").get<uint64_t>();
     q.sampling.temperature = r.at("temperature").get<double>();
     q.sampling.top_p = r.at("top_p").get<double>();
-    buffer.seqs[q.id].prompt = int64_t(q.prompt.size());
+    buffer.add_request(q.id, int64_t(q.prompt.size()));
     reqs.push_back(std::move(q));
   }
   bool collect = m.value("collect_hidden", false);
   if (collect) {
-    engine_->set_hidden_sink(
-        [&buffer](int64_t id, const std::vector<int64_t>& toks, const torch::Tensor& hidden) {
-          StepBuffer::Seq& s = buffer.seqs[id];
-          s.tokens.insert(s.tokens.end(), toks.begin(), toks.end());
-          s.hidden.push_back(hidden);  // the engine's own tensor: no copy (engine.h)
-        });
+    engine_->set_hidden_sink(buffer.sink());
   } else {
     engine_->set_hidden_sink(nullptr);
   }
   engine_->set_speculative(m.value("speculative", false));
   if (drafter_vocab_ > 0 &&
       std::any_of(token_counts_.begin(), token_counts_.end(), [](int64_t c) { return c > 0; })) {
-    // Before the first step nothing was generated: the drafter keeps the full vocabulary.
+    // Before the first step nothing was generated (and no warm start named a vocabulary): the
+    // drafter keeps the full vocabulary.
     TLT_RETURN_IF_ERROR(
         drafter_->set_draft_vocab(model::most_frequent_tokens(token_counts_, drafter_vocab_)));
   }
@@ -248,33 +209,6 @@ Status Worker::generate(const json& m) {
   return ch_.send(done);
 }
 
-std::vector<torch::Tensor> Worker::sample(int64_t b) {
-  // Rows uniformly over every loaded buffer; from each row a window of at most kDrafterWindow
-  // positions that lies in the response (plus the last prompt position, which predicts the first
-  // response token), so an optimizer step costs the same whatever the sequence lengths. A row
-  // holds at most kDrafterWindow prompt positions (StepBuffer), all a window can reach.
-  int64_t total = 0;
-  for (const auto& d : train_data_) total += d[3].size(0);
-  std::vector<torch::Tensor> tok, hid, mask;
-  for (int64_t k = 0; k < b; ++k) {
-    int64_t r = int64_t(rng_() % uint64_t(total));
-    size_t f = 0;
-    while (r >= train_data_[f][3].size(0)) r -= train_data_[f][3].size(0), ++f;
-    const auto& d = train_data_[f];
-    const int64_t* offsets = d[2].data_ptr<int64_t>();
-    int64_t row = offsets[r], n = offsets[r + 1] - row, p = d[3].data_ptr<int64_t>()[r];
-    int64_t w = std::min(kDrafterWindow, n);
-    int64_t lo = std::clamp<int64_t>(p - 1, 0, n - w), hi = n - w;
-    int64_t start = lo + int64_t(rng_() % uint64_t(hi - lo + 1));
-    int64_t pad = kDrafterWindow - w;
-    torch::Tensor in_response = torch::arange(start, start + w, torch::kInt64).ge(p);  // (w,)
-    tok.push_back(torch::constant_pad_nd(d[0].narrow(0, row + start, w), {0, pad}));
-    hid.push_back(torch::constant_pad_nd(d[1].narrow(0, row + start, w), {0, 0, 0, pad}));
-    mask.push_back(torch::constant_pad_nd(in_response.to(torch::kFloat32), {0, pad}));
-  }
-  return {torch::stack(tok), torch::stack(hid), torch::stack(mask)};
-}
-
 Status Worker::train(const json& m) {
   double start = now_s();
   int64_t step = m.at("step").get<int64_t>();
@@ -286,10 +220,7 @@ Status Worker::train(const json& m) {
     } catch (const c10::Error& e) {
       continue;  // a buffer the driver has already rotated away; train on the others
     }
-    // StepBuffer::tensors(): tokens (N,), hidden (N, C), offsets (R+1,), prompts (R,). A buffer
-    // of an older layout is left out.
-    if (d.size() == 4 && d[1].dim() == 2 && d[1].size(0) == d[0].size(0) && d[3].size(0) > 0 &&
-        d[2].size(0) == d[3].size(0) + 1)
+    if (drafter::is_packed_buffer(d))  // a buffer of an older layout is left out
       train_data_.push_back(std::move(d));
   }
   json reply = {{"op", "trained"}, {"step", step}, {"worker", index_}};
@@ -300,7 +231,7 @@ Status Worker::train(const json& m) {
   std::optional<SpotWork> spot;
   if (!train_data_.empty()) {
     spot.emplace([&] {
-      std::vector<torch::Tensor> b = sample(drafter_batch_);
+      std::vector<torch::Tensor> b = drafter::sample_windows(train_data_, drafter_batch_, rng_);
       last = trainer_->step(b[0], b[1], b[2]);
       if (first < 0) first = last;
       ++steps;

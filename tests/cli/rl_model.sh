@@ -2,7 +2,8 @@
 # An RLJob with spec.model.path (issue 19) end to end through `tlt run`, on the tiny random llama
 # of tests/models/fixtures (a Hugging Face directory with its own tokenizer.json and ChatML
 # template; prompts render through it and responses stop on its end tokens):
-#   - with TLT (speculation, drafter warm start and training) and with --baseline: both write
+#   - with TLT (speculation, the drafter warm-started on the model's own generations, drafter
+#     training) and with --baseline: both write
 #     their report with the paired held-out interval, and their rollouts are the same (rewards,
 #     lengths, token counts per step: speculation is lossless and sampling seeded per request);
 #   - the RL checkpoint carries the model card: `tlt export` writes config.json, the weights and
@@ -43,6 +44,8 @@ manifest base "path: $fx/tiny-llama-hf" > "$work/base.yaml"
 "$tlt" run "$work/base.yaml" --baseline > "$work/base.log" 2>&1 || { cat "$work/base.log"; fail "--baseline exited $?"; }
 grep -q "chat template" "$work/tlt.log" || { cat "$work/tlt.log"; fail "the policy's chat template was not used"; }
 grep -q "warm start: none" "$work/tlt.log" || { cat "$work/tlt.log"; fail "a pretrained policy was warm-started"; }
+grep -q "drafter warm start on the model's generations: .*(trained" "$work/tlt.log" ||
+  { cat "$work/tlt.log"; fail "the drafter was not warm-started on the model's generations"; }
 python3 - "$work" <<'PY' || exit 1
 import json, sys
 w = sys.argv[1]

@@ -1,0 +1,208 @@
+#include "runtime/rl/drafter_on_generations.h"
+
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include "api/fnv.h"
+#include "runtime/drafter/buffer.h"
+#include "runtime/drafter/trainer.h"
+#include "runtime/model/checkpoint.h"
+#include "runtime/rl/evaluation.h"
+
+namespace tlt::rl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Positions past prompt + response a generating request leaves free: the engine without draft
+// arms needs 2.
+constexpr int64_t kHeadroom = 8;
+
+uint64_t request_seed(uint64_t seed, int64_t i) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(i) + 0x632BE59BD9B4E019ull);
+  x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
+  return x;
+}
+
+double mean(const std::vector<double>& v, size_t from, size_t to) {
+  double s = 0;
+  for (size_t i = from; i < to; ++i) s += v[i];
+  return to > from ? s / double(to - from) : 0.0;
+}
+
+// Step 1: the target's plain, sampled answers to `requests`, every committed position recorded
+// in `buffer`; returns the generated tokens per id (the vocabulary's counts), or the engine's
+// error.
+StatusOr<std::vector<int64_t>> generate_into(model::Transformer target,
+                                             const std::vector<rollout::Request>& requests,
+                                             const GenerationsWarmStartOptions& o,
+                                             drafter::HiddenBuffer* buffer) {
+  rollout::EngineOptions eo;
+  eo.max_batch = o.generation_batch, eo.max_seq = o.max_seq, eo.speculative = false;
+  eo.arms = {};
+  StatusOr<std::unique_ptr<rollout::Engine>> engine =
+      rollout::Engine::create(target, model::Drafter(nullptr), eo);
+  if (!engine.ok()) return engine.status();
+  for (const rollout::Request& r : requests) buffer->add_request(r.id, int64_t(r.prompt.size()));
+  (*engine)->set_hidden_sink(buffer->sink());
+  StatusOr<std::vector<rollout::Completion>> out = (*engine)->generate(requests);
+  if (!out.ok()) return out.status();
+  std::vector<int64_t> counts(size_t(target->config().vocab), 0);
+  for (const rollout::Completion& c : *out)
+    for (int64_t t : c.tokens)
+      if (t >= 0 && t < int64_t(counts.size())) ++counts[size_t(t)];
+  return counts;
+}
+
+// The draft vocabulary's size for `o` on a target of `vocab` ids: K, or 0 for all.
+int64_t subset_size(const GenerationsWarmStartOptions& o, int64_t vocab) {
+  return o.vocab_subset > 0 && o.vocab_subset < vocab ? o.vocab_subset : 0;
+}
+
+// What the cache file holds: the drafter's parameters and its draft vocabulary (K).
+struct CachedDrafter : torch::nn::Module {
+  CachedDrafter(model::Drafter d, int64_t k) {
+    register_module("drafter", std::move(d));
+    vocab = register_buffer("draft_vocab", torch::zeros({k}, torch::kInt64));  // (K)
+  }
+  torch::Tensor vocab;
+};
+
+// The number after "name=" on its own line of `meta`, or -1.
+double meta_value(const std::string& meta, const std::string& name) {
+  size_t at = meta.find("\n" + name + "=");
+  return at == std::string::npos ? -1.0 : std::atof(meta.c_str() + at + name.size() + 2);
+}
+
+}  // namespace
+
+Status GenerationsWarmStartOptions::validate() const {
+  auto positive = [](int64_t v, const char* field) {
+    return v >= 1 ? Status::Ok()
+                  : Status::InvalidArgument(std::string(field) + ": must be >= 1 (got " +
+                                            std::to_string(v) + ")");
+  };
+  TLT_RETURN_IF_ERROR(positive(steps, "steps"));
+  TLT_RETURN_IF_ERROR(positive(batch, "batch"));
+  TLT_RETURN_IF_ERROR(positive(prompts, "prompts"));
+  TLT_RETURN_IF_ERROR(positive(max_new_tokens, "max_new_tokens"));
+  TLT_RETURN_IF_ERROR(positive(generation_batch, "generation_batch"));
+  if (temperature < 0 || top_p <= 0 || top_p > 1)
+    return Status::InvalidArgument("temperature must be >= 0 and top_p in (0, 1]");
+  if (max_seq < max_new_tokens + kHeadroom + 1)
+    return Status::InvalidArgument("max_seq " + std::to_string(max_seq) +
+                                   ": must leave room for a prompt, max_new_tokens (" +
+                                   std::to_string(max_new_tokens) + ") and " +
+                                   std::to_string(kHeadroom) + " positions of headroom");
+  return Status::Ok();
+}
+
+std::string GenerationsWarmStartOptions::key() const {
+  std::ostringstream k;
+  k << "steps=" << steps << " batch=" << batch << " lr=" << learning_rate << " seed=" << seed
+    << " prompts=" << prompts << " max_new=" << max_new_tokens << " temperature=" << temperature
+    << " top_p=" << top_p << " generation_batch=" << generation_batch
+    << " vocab_subset=" << vocab_subset << " max_seq=" << max_seq;
+  return k.str();
+}
+
+StatusOr<std::vector<rollout::Request>> task_requests(const Task& task, const Codec& codec,
+                                                      uint64_t first, int64_t n, bool held_out,
+                                                      const TaskRequestOptions& o) {
+  std::vector<rollout::Request> out;
+  for (int64_t i = 0; i < n; ++i) {
+    StatusOr<FittedProblem> f = fitting_problem(task, codec, first + uint64_t(i), held_out,
+                                                o.max_seq - o.max_new_tokens - o.headroom);
+    if (!f.ok()) return f.status();
+    rollout::Request r;
+    r.id = i;
+    r.prompt = std::move(f->prompt);
+    r.max_new_tokens = int32_t(o.max_new_tokens);
+    set_stop_tokens(codec, &r);
+    r.sampling.temperature = o.temperature;
+    r.sampling.top_p = o.top_p;
+    r.seed = request_seed(o.seed, i);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+StatusOr<GenerationsWarmStart> drafter_warm_start_on_generations(
+    model::Transformer target, model::Drafter drafter, const Task& task,
+    const GenerationsWarmStartOptions& o, const std::function<void(int64_t, double)>& progress) {
+  TLT_RETURN_IF_ERROR(o.validate());
+  torch::manual_seed(o.seed);
+  target->eval();
+  TaskRequestOptions ro{o.max_new_tokens, o.temperature, o.top_p, o.seed, o.max_seq, kHeadroom};
+  StatusOr<std::vector<rollout::Request>> requests =
+      task_requests(task, o.codec ? *o.codec : ascii_codec(), 0, o.prompts, false, ro);
+  if (!requests.ok()) return requests.status();
+  drafter::HiddenBuffer buffer;
+  StatusOr<std::vector<int64_t>> counts = generate_into(target, *requests, o, &buffer);
+  if (!counts.ok()) return counts.status().with_context("generating the drafter's data");
+  GenerationsWarmStart result;
+  for (int64_t c : *counts) result.generated_tokens += c;
+  result.draft_vocab = model::most_frequent_tokens(*counts, subset_size(o, target->config().vocab));
+  TLT_RETURN_IF_ERROR(drafter->set_draft_vocab(result.draft_vocab));
+  std::vector<std::vector<torch::Tensor>> data{buffer.tensors()};
+  drafter::DrafterTrainer trainer(drafter, target, o.learning_rate);
+  std::mt19937_64 rng(o.seed);
+  std::vector<double> losses;
+  for (int64_t s = 0; s < o.steps; ++s) {
+    std::vector<torch::Tensor> b = drafter::sample_windows(data, o.batch, rng);
+    losses.push_back(trainer.step(b[0], b[1], b[2]));
+    if (progress) progress(s + 1, losses.back());
+  }
+  drafter->eval();
+  size_t n = losses.size(), k = std::min<size_t>(10, n);
+  result.loss_first = mean(losses, 0, k);
+  result.loss_last = mean(losses, n - k, n);
+  result.trained = true;
+  return result;
+}
+
+StatusOr<GenerationsWarmStart> load_or_train_drafter_on_generations(
+    model::Transformer target, model::Drafter drafter, const Task& task,
+    const GenerationsWarmStartOptions& o, const std::string& model_key, const std::string& task_key,
+    const std::string& cache_dir, const std::function<void(int64_t, double)>& progress) {
+  TLT_RETURN_IF_ERROR(o.validate());
+  std::string key = "model=" + model_key + " task=" + task_key +
+                    " drafter_layers=" + std::to_string(drafter->layers->size()) + " " + o.key();
+  std::string path =
+      cache_dir + "/drafter/generations-" + std::to_string(fnv1a64(key) % 1000000007ull) + ".ckpt";
+  CachedDrafter cached(drafter, subset_size(o, target->config().vocab));
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    auto refuse = [&](const Status& why) {
+      return Status(why.code(), "drafter warm start cache " + path + ": " + why.message() +
+                                    "; delete the file to train the drafter again");
+    };
+    StatusOr<std::string> meta = model::load_checkpoint(cached, path);
+    if (!meta.ok()) return refuse(meta.status());
+    if (meta->find("\nkey=" + key + "\n") == std::string::npos)
+      return refuse(Status::Corruption("it was saved for another model, task or options"));
+    GenerationsWarmStart r;
+    r.draft_vocab = cached.vocab.numel() > 0 ? cached.vocab.clone() : torch::Tensor();
+    TLT_RETURN_IF_ERROR(drafter->set_draft_vocab(r.draft_vocab));
+    r.loss_first = meta_value(*meta, "loss_first"), r.loss_last = meta_value(*meta, "loss_last");
+    r.generated_tokens = int64_t(meta_value(*meta, "generated_tokens"));
+    r.cache_path = path;
+    drafter->eval();
+    return r;
+  }
+  StatusOr<GenerationsWarmStart> r =
+      drafter_warm_start_on_generations(target, drafter, task, o, progress);
+  if (!r.ok()) return r.status().with_context("drafter warm start on generations");
+  if (r->draft_vocab.defined()) cached.vocab.copy_(r->draft_vocab);
+  std::ostringstream meta;
+  meta << "drafter warm start on the model's generations\nkey=" << key
+       << "\nloss_first=" << r->loss_first << "\nloss_last=" << r->loss_last
+       << "\ngenerated_tokens=" << r->generated_tokens << "\n";
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  TLT_RETURN_IF_ERROR(model::save_checkpoint(cached, path, meta.str()));
+  r->cache_path = path;
+  return r;
+}
+
+}  // namespace tlt::rl

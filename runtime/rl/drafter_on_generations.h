@@ -1,0 +1,112 @@
+// The drafter's warm start for a real target: EAGLE training on the model's own generations for
+// the task, instead of teacher forcing on the task's worked solutions (rl::drafter_warm_start).
+// A chat model answers in its own words, not in the worked solutions' format, so a drafter that
+// imitates the solutions predicts text the model does not write; trained on what the model
+// samples, it drafts what verification will accept.
+//
+//   1. Generate: the target answers the task's first `prompts` training problems (rendered by the
+//      codec, so through the chat template when the model has one) through the rollout engine,
+//      plainly, sampled at the job's temperature, `generation_batch` requests at a time, each cut
+//      at max_new_tokens. The engine's hidden sink collects every committed position's token and
+//      target hidden state (drafter::HiddenBuffer, as a rollout worker's buffer).
+//   2. Vocabulary: with vocab_subset K > 0 the drafter's head ranges over the K tokens the model
+//      generated most often (model::most_frequent_tokens; set on the drafter).
+//   3. Train: `steps` optimizer steps of drafter::DrafterTrainer (the online training's loss) on
+//      windows drawn from that buffer (drafter::sample_windows), `batch` windows per step.
+//
+// Memory is bounded by prompts x (longest prompt + max_new_tokens) positions of C floats (64 x
+// 330 x 576 floats = 49 MB for SmolLM2 at the defaults).
+//
+// The result (the drafter's weights and its draft vocabulary) is cached by
+// load_or_train_drafter_on_generations under a key of everything that determines it.
+//
+// Thread safety: functions; the target and drafter must not be used by other threads meanwhile.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+
+#include "api/status.h"
+#include "runtime/model/drafter.h"
+#include "runtime/model/transformer.h"
+#include "runtime/rl/tasks.h"
+#include "runtime/rl/text.h"
+#include "runtime/rollout/engine.h"
+
+namespace tlt::rl {
+
+// How the target samples the task's problems, as an RLJob's rollouts do.
+struct TaskRequestOptions {
+  int64_t max_new_tokens = 128;
+  double temperature = 1.0;  // 0: greedy
+  double top_p = 1.0;
+  uint64_t seed = 0;      // request i samples with a seed derived from (seed, i)
+  int64_t max_seq = 512;  // prompts longer than max_seq - max_new_tokens - headroom are redrawn
+  // Positions past the response the engine keeps free for drafts (the largest arm's; see
+  // rollout::Engine::generate). 64 fits every arm the RLJob spec allows.
+  int64_t headroom = 64;
+};
+
+// Requests (ids 0..n-1) for problems first..first+n-1 of the training or held-out stream,
+// rendered by `codec` (the chat template when it has one; rl::fitting_problem redraws prompts
+// that do not fit), stopping on the codec's end ids. Errors of fitting_problem.
+StatusOr<std::vector<rollout::Request>> task_requests(const Task& task, const Codec& codec,
+                                                      uint64_t first, int64_t n, bool held_out,
+                                                      const TaskRequestOptions& options);
+
+struct GenerationsWarmStartOptions {
+  int64_t steps = 200;  // drafter optimizer steps (spec.drafter.warmStartSteps)
+  int64_t batch = 16;   // windows of 64 positions per step
+  double learning_rate = 1e-3;
+  uint64_t seed = 0;             // the requests' sampling seeds, the window draws and torch's RNG
+  int64_t prompts = 64;          // training problems 0..prompts-1 are answered
+  int64_t max_new_tokens = 128;  // each generation is cut here
+  double temperature = 1.0;      // the job's sampling (0: greedy)
+  double top_p = 1.0;
+  int64_t generation_batch = 16;  // requests decoded at once
+  int64_t vocab_subset = 0;       // K most generated tokens for the draft head; 0: all
+  // Positions the generating engine holds per request (prompt + response + a little headroom);
+  // problems whose prompt does not fit are replaced as rl::fitting_problem does.
+  int64_t max_seq = 512;
+  // How prompts become ids (borrowed; must outlive the call); nullptr: the ASCII codec.
+  const Codec* codec = nullptr;
+
+  // InvalidArgument naming the field when a value cannot work.
+  Status validate() const;
+  // Every option that changes the result, as text (the codec is the model's: callers key on it).
+  std::string key() const;
+};
+
+struct GenerationsWarmStart {
+  double loss_first = 0;         // the drafter loss over the first 10 steps (mean)
+  double loss_last = 0;          // ... and over the last 10
+  int64_t generated_tokens = 0;  // tokens the target generated (positions trained on)
+  torch::Tensor draft_vocab;     // (K) int64 the drafter drafts over; undefined: all
+  bool trained = false;          // trained now (false: loaded from the cache)
+  std::string cache_path;        // the cache file ("" when not cached)
+};
+
+// Steps 1-3 above on `drafter` (trained in place; its draft vocabulary set when vocab_subset > 0).
+// `target` is only read. `progress(step, loss)` after every training step when set. Errors:
+// the options' validate(), the codec's, the engine's (Internal), FailedPrecondition when a
+// prompt cannot fit max_seq.
+StatusOr<GenerationsWarmStart> drafter_warm_start_on_generations(
+    model::Transformer target, model::Drafter drafter, const Task& task,
+    const GenerationsWarmStartOptions& options,
+    const std::function<void(int64_t, double)>& progress = {});
+
+// Loads the warm start from the cache, or trains it and saves it there. The cache file is
+// cache_dir/drafter/generations-<hash>.ckpt, the hash over `model_key` (what identifies the
+// target's weights: model::model_identity of its file, plus its own warm start if any), `task_key`
+// (task name and seed), the drafter's layer count and options.key(). A file that exists but does
+// not load (truncated, another shape, another key) is an error naming the file and the fix (delete
+// it); it is never silently retrained. The cache file holds the drafter and its draft vocabulary.
+StatusOr<GenerationsWarmStart> load_or_train_drafter_on_generations(
+    model::Transformer target, model::Drafter drafter, const Task& task,
+    const GenerationsWarmStartOptions& options, const std::string& model_key,
+    const std::string& task_key, const std::string& cache_dir,
+    const std::function<void(int64_t, double)>& progress = {});
+
+}  // namespace tlt::rl
