@@ -102,7 +102,9 @@ std::vector<rollout::Completion> greedy_rollouts(model::Transformer target, mode
   torch::NoGradGuard no_grad;
   rollout::EngineOptions eo;
   eo.max_batch = 6, eo.max_seq = 128, eo.speculative = speculative;
-  eo.activation_threshold = 6, eo.arms = {"4_1_5", "ngram"};
+  // One fixed drafter arm at every step: what is accepted then depends on the drafter alone, not
+  // on which arms a timing-driven bandit happened to pick.
+  eo.activation_threshold = 6, eo.arms = {"4_1_5"}, eo.selector = "fixed", eo.plain_arm = false;
   auto engine = rollout::Engine::create(target, drafter, eo);
   EXPECT_TRUE(engine.ok()) << engine.status().message();
   auto out = (*engine)->generate(*reqs);
@@ -142,9 +144,9 @@ TEST(RlFromModel, GreedySpeculationEqualsPlainDecoding) {
     EXPECT_GT(spec_stats.spec_steps, 0);
     accepted.push_back(spec_stats.accepted);
   }
-  // Seeded, so deterministic: on these greedy rollouts the warmed drafter accepts 12 drafted
-  // tokens where the untrained one accepts 10.
-  EXPECT_GT(accepted[1], accepted[0]) << "the warm start should raise acceptance";
+  // Greedy rollouts through one fixed arm: the warmed drafter accepted 24 of 365 drafted tokens
+  // where the untrained one accepted 9 of 417 (2026-12-04); the check asks for 1.5 times as many.
+  EXPECT_GT(2 * accepted[1], 3 * accepted[0]) << "the warm start should raise acceptance";
 }
 
 // The drafter loss (drafter::drafter_loss) over 32 windows of the model's sampled answers to
