@@ -2,7 +2,8 @@
 
 namespace tlt::drafter {
 
-torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& target,
+// `target` is the drafter's own; its LM head is read through drafter->draft_head().
+torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& /*target*/,
                            const torch::Tensor& tokens, const torch::Tensor& hidden,
                            const torch::Tensor& mask) {
   int64_t b = tokens.size(0), t = tokens.size(1);
@@ -15,13 +16,17 @@ torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& target,
       t - 1);
   torch::Tensor pred = drafter->forward(in_tokens, in_feats, positions);  // (B, T-1, C)
   torch::Tensor reg = torch::smooth_l1_loss(pred, want, at::Reduction::None).mean(-1);  // (B,T-1)
+  // Over the draft vocabulary when one is set (K of V tokens: a SmolLM2 step's head shrinks
+  // 24x at K = 2048), the target's distribution renormalised on it: the drafter can only draft
+  // those tokens, so that is the distribution it should match.
+  torch::Tensor rows = drafter->draft_head();  // (K, C), K = V without a draft vocabulary
   torch::Tensor target_p;
   {
     torch::NoGradGuard no_grad;
-    target_p = torch::softmax(target->lm_head(want), -1);  // (B, T-1, V)
+    target_p = torch::softmax(torch::matmul(want, rows.t()), -1);  // (B, T-1, K); no head bias
   }
   torch::Tensor ce =
-      -(target_p * torch::log_softmax(drafter->logits(pred), -1)).sum(-1);  // (B,T-1)
+      -(target_p * torch::log_softmax(torch::matmul(pred, rows.t()), -1)).sum(-1);  // (B, T-1)
   torch::Tensor per = 0.5 * reg + 0.5 * ce;
   return (per * w).sum() / w.sum().clamp_min(1.0);
 }

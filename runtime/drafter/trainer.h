@@ -4,7 +4,10 @@
 // (h_j, x_{j+1}) for j < T-1 and predicts h_{j+1}. The loss per position is
 //   0.5 * SmoothL1(h_hat_{j+1}, h_{j+1}) + 0.5 * CE(softmax(head(h_{j+1})), head(h_hat_{j+1}))
 // i.e. feature regression plus a soft cross-entropy against the target's own next-token
-// distribution, averaged over the positions the mask selects (response tokens).
+// distribution, averaged over the positions the mask selects (response tokens). With a draft
+// vocabulary set on the drafter (K of V tokens, spec.drafter.vocabSubset), the cross-entropy runs
+// over those K tokens, the target's distribution renormalised on them: the tokens the drafter
+// can draft, at K/V of the head's cost.
 //
 // Thread safety: one thread at a time per trainer.
 #pragma once

@@ -39,16 +39,22 @@ torch::Tensor DrafterImpl::logits(const torch::Tensor& hidden) {
   return torch::matmul(hidden, target_->lm_head->weight.detach().t());
 }
 
-torch::Tensor DrafterImpl::draft_logits(const torch::Tensor& hidden) {
-  if (!draft_vocab_.defined()) return logits(hidden);
+torch::Tensor DrafterImpl::draft_head() {
   const torch::Tensor& w = target_->lm_head->weight;
+  if (!draft_vocab_.defined()) return w.detach();  // (V, C)
   if (!draft_rows_.defined() || w.data_ptr() != rows_ptr_ ||
       int64_t(w._version()) != rows_version_) {
     torch::NoGradGuard no_grad;
     draft_rows_ = w.detach().index_select(0, draft_vocab_);  // (K, C)
     rows_ptr_ = w.data_ptr(), rows_version_ = int64_t(w._version());
   }
-  torch::Tensor sub = torch::matmul(hidden, draft_rows_.t());  // (..., K)
+  return draft_rows_;
+}
+
+torch::Tensor DrafterImpl::draft_logits(const torch::Tensor& hidden) {
+  if (!draft_vocab_.defined()) return logits(hidden);
+  const torch::Tensor& w = target_->lm_head->weight;
+  torch::Tensor sub = torch::matmul(hidden, draft_head().t());  // (..., K)
   std::vector<int64_t> shape = hidden.sizes().vec();
   shape.back() = w.size(0);
   torch::Tensor out =

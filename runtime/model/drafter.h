@@ -31,6 +31,9 @@ class DrafterImpl : public torch::nn::Module {
   // set, else as logits(). With K draft tokens the head costs K/V of the full one; the target
   // still verifies over the full vocabulary, so speculation stays lossless.
   torch::Tensor draft_logits(const torch::Tensor& hidden);
+  // The LM-head rows the drafter drafts over, detached: (K, C) with a draft vocabulary (ids in
+  // its order), else the whole head (V, C). Training's soft cross-entropy runs over these.
+  torch::Tensor draft_head();
   // ids (K) int64, distinct, in [0, V); an undefined tensor (or K >= V) restores the full
   // vocabulary. InvalidArgument on ids out of range or repeated.
   Status set_draft_vocab(const torch::Tensor& ids);

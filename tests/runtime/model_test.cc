@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
 #include "runtime/model/drafter.h"
@@ -290,6 +291,34 @@ TEST(Drafter, DraftVocabularyRestrictsTheHeadAndFollowsItsUpdates) {
             StatusCode::kInvalidArgument);
   ASSERT_TRUE(drafter->set_draft_vocab(torch::Tensor()).ok());
   EXPECT_LT(maxdiff(drafter->draft_logits(h), drafter->logits(h)), 1e-12) << "restored";
+}
+
+TEST(Drafter, TrainingOverADraftVocabularyMatchesTheTargetRenormalisedOnIt) {
+  Transformer target = make_model(3);
+  torch::manual_seed(5);
+  Drafter drafter(target, 1);
+  torch::Tensor tokens = torch::randint(0, 97, {2, 6}, torch::kInt64);  // (B, T)
+  torch::Tensor hidden = torch::randn({2, 6, 32}, torch::kFloat64);     // (B, T, C)
+  torch::Tensor mask = torch::ones({2, 6}, torch::kFloat64);            // (B, T)
+  torch::Tensor ids = torch::tensor(std::vector<int64_t>{40, 7, 3, 96, 11}, torch::kInt64);
+  // By hand: the feature regression plus the soft cross-entropy over the five ids only.
+  auto by_hand = [&](const torch::Tensor& rows) {  // rows (K, C)
+    torch::Tensor positions = torch::arange(5, torch::kInt64).view({1, 5}).expand({2, 5});
+    torch::Tensor pred = drafter->forward(tokens.narrow(1, 1, 5), hidden.narrow(1, 0, 5),
+                                          positions);  // (B, 5, C)
+    torch::Tensor want = hidden.narrow(1, 1, 5);
+    torch::Tensor p = torch::softmax(torch::matmul(want, rows.t()), -1);  // (B, 5, K)
+    torch::Tensor ce = -(p * torch::log_softmax(torch::matmul(pred, rows.t()), -1)).sum(-1);
+    torch::Tensor reg = torch::smooth_l1_loss(pred, want, at::Reduction::None).mean(-1);
+    return (0.5 * reg + 0.5 * ce).mean().item<double>();
+  };
+  torch::NoGradGuard no_grad;
+  double full = drafter::drafter_loss(drafter, target, tokens, hidden, mask).item<double>();
+  EXPECT_NEAR(full, by_hand(target->lm_head->weight), 1e-12) << "the whole vocabulary";
+  ASSERT_TRUE(drafter->set_draft_vocab(ids).ok());
+  double sub = drafter::drafter_loss(drafter, target, tokens, hidden, mask).item<double>();
+  EXPECT_NEAR(sub, by_hand(target->lm_head->weight.index_select(0, ids)), 1e-12);
+  EXPECT_GT(std::abs(sub - full), 1e-3) << "the draft vocabulary changed nothing";
 }
 
 TEST(Drafter, MostFrequentTokensBreakTiesByLowerId) {

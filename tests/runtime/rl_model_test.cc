@@ -144,7 +144,7 @@ TEST(RlFromModel, GreedySpeculationEqualsPlainDecoding) {
     EXPECT_GT(spec_stats.spec_steps, 0);
     accepted.push_back(spec_stats.accepted);
   }
-  // Greedy rollouts through one fixed arm: the warmed drafter accepted 24 of 365 drafted tokens
+  // Greedy rollouts through one fixed arm: the warmed drafter accepted 28 of 351 drafted tokens
   // where the untrained one accepted 9 of 417 (2026-12-04); the check asks for 1.5 times as many.
   EXPECT_GT(2 * accepted[1], 3 * accepted[0]) << "the warm start should raise acceptance";
 }
