@@ -98,9 +98,13 @@ Status GenerationsWarmStartOptions::validate() const {
   return Status::Ok();
 }
 
+// The training recipe's version: a change to what the same options train (2: the drafter's
+// cross-entropy over its draft vocabulary, drafter::drafter_loss) must not load older drafters.
+constexpr int kRecipe = 2;
+
 std::string GenerationsWarmStartOptions::key() const {
   std::ostringstream k;
-  k << "steps=" << steps << " batch=" << batch << " lr=" << learning_rate << " seed=" << seed
+  k << "recipe=" << kRecipe << " steps=" << steps << " batch=" << batch << " lr=" << learning_rate << " seed=" << seed
     << " prompts=" << prompts << " max_new=" << max_new_tokens << " temperature=" << temperature
     << " top_p=" << top_p << " generation_batch=" << generation_batch
     << " vocab_subset=" << vocab_subset << " max_seq=" << max_seq;
