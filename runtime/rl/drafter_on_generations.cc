@@ -9,6 +9,7 @@
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/rl/evaluation.h"
+#include "runtime/rl/seeds.h"
 
 namespace tlt::rl {
 namespace {
@@ -18,12 +19,6 @@ namespace fs = std::filesystem;
 // Positions past prompt + response a generating request leaves free: the engine without draft
 // arms needs 2.
 constexpr int64_t kHeadroom = 8;
-
-uint64_t request_seed(uint64_t seed, int64_t i) {
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(i) + 0x632BE59BD9B4E019ull);
-  x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
-  return x;
-}
 
 double mean(const std::vector<double>& v, size_t from, size_t to) {
   double s = 0;
@@ -104,10 +99,11 @@ constexpr int kRecipe = 2;
 
 std::string GenerationsWarmStartOptions::key() const {
   std::ostringstream k;
-  k << "recipe=" << kRecipe << " steps=" << steps << " batch=" << batch << " lr=" << learning_rate << " seed=" << seed
-    << " prompts=" << prompts << " max_new=" << max_new_tokens << " temperature=" << temperature
-    << " top_p=" << top_p << " generation_batch=" << generation_batch
-    << " vocab_subset=" << vocab_subset << " max_seq=" << max_seq;
+  k << "recipe=" << kRecipe << " steps=" << steps << " batch=" << batch << " lr=" << learning_rate
+    << " seed=" << seed << " prompts=" << prompts << " max_new=" << max_new_tokens
+    << " temperature=" << temperature << " top_p=" << top_p
+    << " generation_batch=" << generation_batch << " vocab_subset=" << vocab_subset
+    << " max_seq=" << max_seq;
   return k.str();
 }
 
@@ -126,7 +122,7 @@ StatusOr<std::vector<rollout::Request>> task_requests(const Task& task, const Co
     set_stop_tokens(codec, &r);
     r.sampling.temperature = o.temperature;
     r.sampling.top_p = o.top_p;
-    r.seed = request_seed(o.seed, i);
+    r.seed = mix_seeds(o.seed, uint64_t(i));
     out.push_back(std::move(r));
   }
   return out;

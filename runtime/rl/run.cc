@@ -24,6 +24,7 @@
 #include "runtime/rl/grpo.h"
 #include "runtime/rl/model_codec.h"
 #include "runtime/rl/policy_trainer.h"
+#include "runtime/rl/seeds.h"
 #include "runtime/rl/sequences.h"
 #include "runtime/rl/tasks.h"
 #include "runtime/rl/text.h"
@@ -120,12 +121,6 @@ constexpr int64_t kDrafterWarmStartPrompts = 64;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-uint64_t mix(uint64_t a, uint64_t b) {
-  uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull);
-  x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
-  return x;
 }
 
 double percentile(std::vector<double> v, double q) {
@@ -251,13 +246,13 @@ Status Driver::init_models() {
   for (auto& p : reference_->parameters()) p.set_requires_grad(false);
   reference_->eval();
   policy_->eval();
-  torch::manual_seed(mix(plan_.seed, 7));
+  torch::manual_seed(mix_seeds(plan_.seed, 7));
   drafter_ = model::Drafter(policy_, plan_.drafter_layers);
   if (!plan_.baseline && plan_.drafter_warm_start_steps > 0)
     TLT_RETURN_IF_ERROR(warm_start_drafter());
   // The RNG state after initialisation must not depend on whether the drafter warm start ran
   // (the baseline skips it), so the two modes take the same random draws from here on.
-  torch::manual_seed(mix(plan_.seed, 11));
+  torch::manual_seed(mix_seeds(plan_.seed, 11));
   GrpoOptions go;
   go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;
   go.temperature = plan_.temperature;
@@ -428,7 +423,7 @@ json Driver::setup_message(int w) const {
           {"window", plan_.window},
           {"selector_value", plan_.selector_value},
           {"selector_exploration", plan_.selector_exploration},
-          {"seed", mix(plan_.seed, 11)},
+          {"seed", mix_seeds(plan_.seed, 11)},
           {"drafter_lr", plan_.drafter_learning_rate},
           {"drafter_batch", plan_.drafter_batch}};
 }
@@ -537,7 +532,7 @@ StatusOr<StepRun> Driver::plan_step(int64_t step, StepReport* r) {
                         {"stop", codec_->end_ids().front()},
                         {"more_stop", std::vector<int64_t>(codec_->end_ids().begin() + 1,
                                                            codec_->end_ids().end())},
-                        {"seed", mix(mix(plan_.seed, uint64_t(step)), uint64_t(id))},
+                        {"seed", mix_seeds(mix_seeds(plan_.seed, uint64_t(step)), uint64_t(id))},
                         {"temperature", plan_.temperature},
                         {"top_p", plan_.top_p}});
       }
