@@ -380,6 +380,7 @@ struct DrafterSpec {
   int32_t layers = 1;
   int32_t vocab_subset = 0;
   int32_t warm_start_steps = 200;
+  int32_t warm_start_prompts = 64;
   DrafterTrainingSpec training;
 
   template <class V>
@@ -394,6 +395,12 @@ struct DrafterSpec {
           "Drafter training steps on the warm-start policy's hidden states over the task's "
           "worked solutions before RL, so the first steps already accept drafts (cached; 0: the "
           "drafter starts untrained)."));
+    v("warmStartPrompts", warm_start_prompts,
+      Rule().ge(1).le(100000).doc(
+          "With spec.model.path: how many of the task's training problems the model answers for "
+          "the drafter's warm start, which trains on those generations (cached). More prompts "
+          "give the drafter more of the model's own text to imitate (longer accepted drafts) at "
+          "the cost of a longer first run; presets ignore it."));
     v("training", training, Rule().doc("Online drafter training."));
   }
 };

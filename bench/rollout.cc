@@ -422,14 +422,21 @@ int model_ceiling(const std::string& path, const std::vector<int>& batches, int 
 constexpr const char* kModelTask = "arithmetic-cot";
 constexpr uint64_t kModelTaskSeed = 1;
 
+// How a --model run's drafter is warm-started (--drafter-steps, --drafter-vocab,
+// --drafter-prompts).
+struct ModelDrafter {
+  int steps = 200, vocab = 2048, prompts = 64;
+};
+
 // The drafter of a --model run: warm-started on the model's own sampled answers to the task's
 // training problems (rl::load_or_train_drafter_on_generations, cached under cache_root()).
 StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model::Transformer target,
                                                  model::Drafter drafter, const rl::Task& task,
-                                                 const rl::Codec& codec, int steps, int vocab,
+                                                 const rl::Codec& codec, const ModelDrafter& d,
                                                  int max_new) {
   rl::GenerationsWarmStartOptions o;
-  o.steps = steps, o.max_new_tokens = max_new, o.vocab_subset = vocab;
+  o.steps = d.steps, o.max_new_tokens = max_new, o.vocab_subset = d.vocab, o.prompts = d.prompts;
+  int steps = d.steps;
   o.temperature = 1.0;  // as an RLJob's rollouts sample
   o.max_seq = engine_max_seq, o.codec = &codec;
   double t0 = now();
@@ -449,7 +456,7 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
 
 // --model PATH: the ceilings, the drafter (cached), then the side-by-side table on the task's
 // held-out prompts through the model's chat template. The process's exit code.
-int model_compare(const std::string& path, const Table& t, int drafter_steps, int drafter_vocab,
+int model_compare(const std::string& path, const Table& t, const ModelDrafter& d,
                   bool prepare_only) {
   runtime::configure_threads(prepare_only ? 0 : t.threads);
   StatusOr<model::PretrainedModel> m = load_model(path, t.threads);
@@ -473,8 +480,8 @@ int model_compare(const std::string& path, const Table& t, int drafter_steps, in
   }
   torch::manual_seed(1);
   model::Drafter drafter(target, 1);
-  StatusOr<rl::GenerationsWarmStart> w = model_drafter(path, target, drafter, **task, **codec,
-                                                       drafter_steps, drafter_vocab, t.max_new);
+  StatusOr<rl::GenerationsWarmStart> w =
+      model_drafter(path, target, drafter, **task, **codec, d, t.max_new);
   if (!w.ok()) {
     std::cerr << w.status().to_string() << "\n";
     return 1;
@@ -513,6 +520,7 @@ int main(int argc, char** argv) {
   int train_steps = 400, drafter_steps = 400, max_new = 192, threads = 1;
   double temperature = 0.0;
   int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2, group = 1;
+  int drafter_prompts = 64;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
   bool prepare_only = false, ceiling_only = false;
   std::string model_path;
@@ -543,6 +551,11 @@ int main(int argc, char** argv) {
   app.add_option("--ngram-shortcut", shortcut,
                  "Drafter arms copy drafts from context after a recurring n-gram this long "
                  "(0: off)")
+      ->capture_default_str();
+  app.add_option("--drafter-prompts", drafter_prompts,
+                 "--model: training problems the model answers for its drafter's warm start "
+                 "(cached per count; more give longer accepted drafts and a longer first run)")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("--drafter-vocab", drafter_vocab,
                  "Draft over the this-many most frequent tokens of the training text (--model: of "
@@ -619,11 +632,13 @@ int main(int argc, char** argv) {
     // Shorter runs than a preset's: a forward of SmolLM2 costs ~10x the small preset's.
     if (app.count("--max-new") == 0) max_new = 128;
     if (app.count("--waves") == 0) waves = 2;
-    if (app.count("--drafter-steps") == 0) drafter_steps = 200;
-    if (app.count("--drafter-vocab") == 0) drafter_vocab = 2048;
+    ModelDrafter d;
+    if (app.count("--drafter-steps")) d.steps = drafter_steps;
+    if (app.count("--drafter-vocab")) d.vocab = drafter_vocab;
+    d.prompts = drafter_prompts;
     Table table{batches,  fixed,          arms,  arms_s,  threads, max_new,
                 shortcut, warmup_batches, waves, repeats, group,   temperature};
-    return model_compare(model_path, table, drafter_steps, drafter_vocab, prepare_only);
+    return model_compare(model_path, table, d, prepare_only);
 #else
     std::cerr << "--model: this build has no pretrained-model loader (TLT_CORE_ONLY)\n";
     return 2;

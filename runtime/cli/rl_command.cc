@@ -70,6 +70,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.drafter_layers = s.drafter.layers;
   p.drafter_vocab_subset = s.drafter.vocab_subset;
   p.drafter_warm_start_steps = s.drafter.warm_start_steps;
+  p.drafter_warm_start_prompts = s.drafter.warm_start_prompts;
   p.drafter_training = s.drafter.training.enabled;
   p.drafter_learning_rate = s.drafter.training.learning_rate;
   p.min_idle_workers = s.drafter.training.min_idle_workers;

@@ -115,10 +115,6 @@ constexpr int64_t kPromptBudget = 768;
 // arm's tree; the engine refuses requests without it).
 constexpr int64_t kDraftHeadroom = 64;
 
-// Training problems a pretrained model answers for its drafter's warm start: enough that the
-// drafter sees the task's range of lengths, few enough to bound the buffer's memory.
-constexpr int64_t kDrafterWarmStartPrompts = 64;
-
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -373,7 +369,7 @@ Status Driver::warm_start_drafter_on_generations() {
   o.learning_rate = plan_.drafter_warm_start_learning_rate;
   o.batch = plan_.drafter_warm_start_batch;
   o.seed = plan_.seed;
-  o.prompts = kDrafterWarmStartPrompts;
+  o.prompts = plan_.drafter_warm_start_prompts;
   o.max_new_tokens =
       std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
   o.temperature = plan_.temperature, o.top_p = plan_.top_p;
@@ -391,9 +387,9 @@ Status Driver::warm_start_drafter_on_generations() {
     drafter_vocab_ids_.assign(ids, ids + r->draft_vocab.numel());
   }
   log("drafter warm start on the model's generations: " + r->cache_path + " (" +
-      (r->trained ? "trained" : "loaded") + ", " + std::to_string(r->generated_tokens) +
-      " generated tokens, loss " + std::to_string(r->loss_first) + " -> " +
-      std::to_string(r->loss_last) + ")");
+      (r->trained ? "trained" : "loaded") + ", " + std::to_string(o.prompts) + " prompts, " +
+      std::to_string(r->generated_tokens) + " generated tokens, loss " +
+      std::to_string(r->loss_first) + " -> " + std::to_string(r->loss_last) + ")");
   return Status::Ok();
 }
 

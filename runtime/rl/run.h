@@ -104,6 +104,7 @@ struct RLRunPlan {
   // Drafter warm start (rl::drafter_warm_start) before step 1, cached next to the policy's;
   // 0: the drafter starts untrained. Skipped with `baseline`.
   int64_t drafter_warm_start_steps = 200;
+  int64_t drafter_warm_start_prompts = 64;  // a real model's: problems answered for its data
   double drafter_warm_start_learning_rate = 1e-3;
   int64_t drafter_warm_start_batch = 16;
   int32_t drafter_warm_start_max_tokens = 256;  // solutions cut to this (and max_response_tokens)
