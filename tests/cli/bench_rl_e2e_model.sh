@@ -30,7 +30,7 @@ spec:
 YAML
 
 TLT_BIN=$tlt TLT_BENCH_OUT=$work/out "$src/bench/rl_e2e.sh" --model "$src/tests/models/fixtures/tiny-llama-hf" \
-  --job "$work/job.yaml" 2 > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; fail "bench exited $?"; }
+  --job "$work/job.yaml" 2 1 > "$work/bench.log" 2>&1 || { cat "$work/bench.log"; fail "bench exited $?"; }
 [ -d "$work/out/frozen" ] && fail "the model mode ran the frozen-drafter run"
 python3 - "$work/bench.log" <<'PY' || { cat "$work/bench.log"; exit 1; }
 import re, sys
