@@ -22,11 +22,13 @@ def print_ceiling(base, goal, what):
     rest = max(B - BR, 1e-9)
     need = B / goal - rest
     update = total(base, "updateSeconds")
-    # The rest of a step besides the update: rewards, the new policy's checkpoint (the workers'
-    # weight sync), the drafter merge.
+    publish = sum(s.get("publishSeconds", 0.0) for s in base["steps"])
+    # The rest of a step besides the update: rewards, writing the new policy for the workers
+    # (publishSeconds), the drafter merge, the step's bookkeeping.
     print("ceiling (%s): rollout is %.0f%% of the baseline's time (%.1f of %.1f s; policy update "
-          "%.1f s, the rest %.1f s), so even a zero-second rollout gives %.2fx end to end; %s" % (
-              what, 100 * BR / B, BR, B, update, rest - update, B / rest,
+          "%.1f s, the rest %.1f s of which %.1f s writing the new policy), so even a zero-second "
+          "rollout gives %.2fx end to end; %s" % (
+              what, 100 * BR / B, BR, B, update, rest - update, publish, B / rest,
               "%.2gx needs a %.2fx faster rollout phase" % (goal, BR / need) if need > 0
               else "%.2gx is out of reach at any rollout speed" % goal))
 

@@ -46,6 +46,7 @@ json to_json(const StepReport& r) {
            {{"p50", r.len_p50}, {"p90", r.len_p90}, {"p99", r.len_p99}, {"max", r.len_max}}},
           {"rolloutSeconds", r.rollout_seconds},
           {"updateSeconds", r.update_seconds},
+          {"publishSeconds", r.publish_seconds},
           {"stepSeconds", r.step_seconds},
           {"generatingWorkerSeconds", r.generating_worker_seconds},
           {"idleWorkerSeconds", r.idle_worker_seconds},
@@ -76,6 +77,7 @@ StepReport step_from_json(const json& j) {
   r.len_p99 = j.at("responseTokens").at("p99"), r.len_max = j.at("responseTokens").at("max");
   r.rollout_seconds = j.at("rolloutSeconds"), r.update_seconds = j.at("updateSeconds");
   r.step_seconds = j.at("stepSeconds");
+  r.publish_seconds = j.value("publishSeconds", 0.0);  // absent from older reports
   r.generating_worker_seconds = j.at("generatingWorkerSeconds");
   r.idle_worker_seconds = j.at("idleWorkerSeconds");
   r.reclaimed_worker_seconds = j.at("reclaimedWorkerSeconds");
@@ -773,7 +775,11 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   }
   r->update_seconds = us.seconds, r->kl = us.kl, r->clip_fraction = us.clip_fraction;
   r->loss = us.loss;
-  return model::save_checkpoint(*policy_, policy_path(step), "policy v" + std::to_string(step));
+  double t = now_s();
+  Status saved =
+      model::save_checkpoint(*policy_, policy_path(step), "policy v" + std::to_string(step));
+  r->publish_seconds = now_s() - t;
+  return saved;
 }
 
 Status Driver::save_checkpoint(int64_t step) {

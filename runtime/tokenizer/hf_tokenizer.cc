@@ -29,6 +29,9 @@ std::string take_bytes(char* p, size_t len) {
 
 }  // namespace
 
+HfTokenizer::HfTokenizer(TltTokenizer* handle)
+    : handle_(handle), vocab_size_(int64_t(tlt_tok_vocab_size(handle))) {}
+
 HfTokenizer::~HfTokenizer() {
   tlt_tok_free(handle_);
 }
@@ -84,7 +87,7 @@ StatusOr<std::string> HfTokenizer::decode(const std::vector<int64_t>& ids,
 }
 
 int64_t HfTokenizer::vocab_size() const {
-  return int64_t(tlt_tok_vocab_size(handle_));
+  return vocab_size_;
 }
 
 int64_t HfTokenizer::token_id(const std::string& token) const {

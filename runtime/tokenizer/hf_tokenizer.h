@@ -36,8 +36,11 @@ class HfTokenizer : public Tokenizer {
   void set_special(int64_t bos_id, bool add_bos, std::vector<int64_t> end_ids, ChatTemplate chat);
 
  private:
-  explicit HfTokenizer(TltTokenizer* handle) : handle_(handle) {}
+  explicit HfTokenizer(TltTokenizer* handle);
   TltTokenizer* handle_;  // owned
+  // The crate counts its vocabulary by building a map of every token (~5 ms for SmolLM2's 49k);
+  // decode() checks every id against it, so it is counted once here.
+  int64_t vocab_size_;
 };
 
 // The tokenizer.json equivalent of a GGUF file's tokenizer.ggml.* metadata (BPE "gpt2" models;
