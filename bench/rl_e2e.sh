@@ -27,7 +27,7 @@
 # up to 85% of a step). bench/rl_e2e_model.yaml says why each number is what it is.
 # Options: --job FILE uses another job template (MODEL, STEPS and OUT are substituted; the tests
 # use it for a tiny model). Environment: TLT_BENCH_OUT (results directory, default a new temporary
-# one), TLT_BIN (default build/bin/tlt).
+# one), TLT_BIN (default build/bin/tlt), TLT_BENCH_KEEP=1 (keep each run's policies and checkpoint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() {
@@ -78,6 +78,9 @@ run() {
   local rc=0
   "$tlt" run "$out/$name.yaml" "$@" > "$out/$name.log" 2>&1 || rc=$?
   [ "$rc" = 0 ] || { tail -n 30 "$out/$name.log" >&2; die "$name: tlt run exited $rc (log: $out/$name.log)"; }
+  # The report is all this bench reads. The policy versions the workers loaded and the final
+  # checkpoint go (a SmolLM2 run leaves ~3 GB of them), unless TLT_BENCH_KEEP=1.
+  [ "${TLT_BENCH_KEEP:-0}" = 1 ] || rm -rf "$out/$name"/*/run "$out/$name"/*/step-*
 }
 echo "rl_e2e: ${model:-micro preset}, $steps steps, 2 workers, $repeats runs of each mode," \
   "results in $out" >&2
