@@ -779,7 +779,12 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   Status saved =
       model::save_checkpoint(*policy_, policy_path(step), "policy v" + std::to_string(step));
   r->publish_seconds = now_s() - t;
-  return saved;
+  if (!saved.ok()) return saved;
+  // Every worker loads this version next; the previous one is read by no one any more (a resumed
+  // run republishes its checkpoint's policy), and a real model's is hundreds of MB a step.
+  std::error_code ec;
+  fs::remove(policy_path(step - 1), ec);
+  return Status::Ok();
 }
 
 Status Driver::save_checkpoint(int64_t step) {

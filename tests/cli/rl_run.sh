@@ -42,6 +42,11 @@ def fail(m): print("FAIL:", m); sys.exit(1)
 full = json.load(open(w + "/full/report/tlt.json"))
 base = json.load(open(w + "/base/report/baseline.json"))
 if len(full["steps"]) != 4: fail("expected 4 steps, got %d" % len(full["steps"]))
+# The run directory keeps only the policy version the workers load next (a real model's is
+# hundreds of MB per step), and each step reports how long publishing it took.
+kept = sorted(f for f in os.listdir(w + "/full/tlt/run") if f.startswith("policy-v"))
+if kept != ["policy-v4.ckpt"]: fail("policy versions left in the run directory: %s" % kept)
+if not all(s["publishSeconds"] > 0 for s in full["steps"]): fail("a step without publishSeconds")
 keys = ["rewardMean", "responseTokens", "rolloutSeconds", "updateSeconds", "idleWorkerSeconds",
         "reclaimedWorkerSeconds", "acceptLength", "arms", "timeline", "drafterVersion"]
 for s in full["steps"]:
