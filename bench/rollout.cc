@@ -436,18 +436,17 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
                                                  int max_new) {
   rl::GenerationsWarmStartOptions o;
   o.steps = d.steps, o.max_new_tokens = max_new, o.vocab_subset = d.vocab, o.prompts = d.prompts;
-  int steps = d.steps;
   o.temperature = 1.0;  // as an RLJob's rollouts sample
   o.max_seq = engine_max_seq, o.codec = &codec;
   double t0 = now();
   std::printf("drafter: warm start on the model's generations (%lld prompts, %d steps)\n",
-              (long long)o.prompts, steps);
+              (long long)o.prompts, d.steps);
   std::fflush(stdout);
   return rl::load_or_train_drafter_on_generations(
       target, drafter, task, o, model::model_identity(path),
       std::string(kModelTask) + "-" + std::to_string(kModelTaskSeed), data::cache_root(),
       [&](int64_t s, double loss) {
-        if (s % std::max(1, steps / 5) == 0) {
+        if (s % std::max(1, d.steps / 5) == 0) {
           std::printf("  drafter step %lld loss %.3f (%.0f s)\n", (long long)s, loss, now() - t0);
           std::fflush(stdout);
         }
