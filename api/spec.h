@@ -207,6 +207,7 @@ struct AlgorithmSpec {
   int32_t warm_start_steps = -1;  // see effective_warm_start_steps()
   double warm_start_learning_rate = 2e-3;
   int32_t warm_start_max_prompt_chars = 64;
+  double warm_start_unmarked_answers = 0.0;
 
   template <class V>
   void fields(V& v) {
@@ -240,6 +241,13 @@ struct AlgorithmSpec {
           "The warm start imitates only problems whose prompt has at most this many characters: "
           "the default teaches the format on short problems; a larger value also teaches long "
           "chains, so the policy writes a long tail from the start."));
+    v("warmStartUnmarkedAnswers", warm_start_unmarked_answers,
+      Rule().ge(0).le(1).doc(
+          "Share of the warm start's worked solutions written without the \"Answer:\" marker "
+          "before their final answer, as many solutions in the wild are. Where the reward reads "
+          "only marked answers (spec.task.answer: marker, a preset's default), RL must teach the "
+          "policy to mark them, which pays on every problem: the embedded default uses 0.5 to "
+          "show RL learning in minutes. 0: every solution marks its answer."));
   }
   // warm_start_steps, or when it is -1 (unset): 300 for a preset, 0 for a model path.
   int32_t effective_warm_start_steps(bool model_path) const {

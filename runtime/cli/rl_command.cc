@@ -54,6 +54,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.warm_start_steps = a.effective_warm_start_steps(!s.model.path.empty());
   p.warm_start_learning_rate = a.warm_start_learning_rate;
   p.warm_start_max_prompt_chars = a.warm_start_max_prompt_chars;
+  p.warm_start_unmarked_answers = a.warm_start_unmarked_answers;
   p.drafter_role_workers = s.roles.drafter.replicas;
   p.workers = std::max(1, s.roles.rollout.replicas) + p.drafter_role_workers;
   p.baseline = baseline;

@@ -198,6 +198,8 @@ json rl_result_json(const rl::RLRunResult& res) {
                    {"difference", d.mean},
                    {"ci95", {d.lo, d.hi}},
                    {"improved", d.improved()},
+                   {"markedBefore", res.held_out_marked_before},
+                   {"markedAfter", res.held_out_marked_after},
                    {"beforePerProblem", res.held_out_before_per_problem},
                    {"afterPerProblem", res.held_out_after_per_problem}};
   return {{"steps", steps},
@@ -232,7 +234,13 @@ std::string held_out_line(const rl::RLRunResult& res) {
                 d.improved() ? "improved: the interval lies above 0"
                 : d.hi < 0   ? "worse: the interval lies below 0"
                              : "no clear change: the interval contains 0");
-  return buf;
+  std::string line = buf;
+  if (res.held_out_marked_before >= 0 && res.held_out_marked_after >= 0) {
+    std::snprintf(buf, sizeof buf, "; answers marked %.0f%% -> %.0f%%",
+                  100 * res.held_out_marked_before, 100 * res.held_out_marked_after);
+    line += buf;
+  }
+  return line;
 }
 
 }  // namespace tlt::report

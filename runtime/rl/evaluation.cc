@@ -84,8 +84,12 @@ StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task&
     res.per_problem[j / size_t(samples)] += r / double(samples);
     res.reward += r;
     res.mean_tokens += double((*out)[j].tokens.size());
+    res.marked += final_answer(*text).empty() ? 0.0 : 1.0;
   }
-  if (!out->empty()) res.reward /= double(out->size()), res.mean_tokens /= double(out->size());
+  if (!out->empty()) {
+    double n_out = double(out->size());
+    res.reward /= n_out, res.mean_tokens /= n_out, res.marked /= n_out;
+  }
   return res;
 }
 

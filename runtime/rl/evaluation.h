@@ -23,6 +23,7 @@ namespace tlt::rl {
 struct HeldOutResult {
   double reward = 0.0;       // mean reward over all responses
   double mean_tokens = 0.0;  // mean response length
+  double marked = 0.0;       // share of responses with a final-answer marker (final_answer)
   int64_t problems = 0;
   int64_t samples = 0;              // responses per problem
   std::vector<double> per_problem;  // (problems,): each problem's mean reward

@@ -313,6 +313,7 @@ Status Driver::warm_start_policy() {
   key << model_key_ << "-" << plan_.task << "-" << plan_.task_seed << "-" << wo.steps << "-"
       << wo.learning_rate << "-" << wo.batch << "-" << wo.max_response_tokens << "-"
       << wo.max_prompt_chars << "-" << wo.seed;
+  if (wo.unmarked_answers > 0) key << "-unmarked" << wo.unmarked_answers;  // older keys unchanged
   warm_start_key_ = plan_.cache_dir + "/rl/warm-start-" +
                     std::to_string(fnv1a64(key.str()) % 1000000007ull) + ".ckpt";
   if (!plan_.model_path.empty() && wo.steps == 0) {
@@ -336,6 +337,7 @@ WarmStartOptions Driver::warm_start_options() const {
   wo.steps = plan_.warm_start_steps;
   wo.learning_rate = plan_.warm_start_learning_rate;
   wo.max_prompt_chars = plan_.warm_start_max_prompt_chars;
+  wo.unmarked_answers = plan_.warm_start_unmarked_answers;
   wo.seed = plan_.seed;
   wo.max_response_tokens = plan_.max_response_tokens;
   wo.codec = codec_;
@@ -801,6 +803,7 @@ Status Driver::save_checkpoint(int64_t step) {
                 {"drafterVersion", drafter_version_},
                 {"heldOutBefore", result_.held_out_before},
                 {"heldOutBeforePerProblem", result_.held_out_before_per_problem},
+                {"heldOutMarkedBefore", result_.held_out_marked_before},
                 {"steps", steps}};
   {
     std::ofstream f(dir + "/state.json.tmp");
@@ -852,6 +855,7 @@ Status Driver::load_checkpoint() {
     // Checkpoints written before the paired comparison lack it; run() re-evaluates the warm start.
     if (state.contains("heldOutBeforePerProblem"))
       state.at("heldOutBeforePerProblem").get_to(result_.held_out_before_per_problem);
+    result_.held_out_marked_before = state.value("heldOutMarkedBefore", -1.0);
     for (const json& s : state.at("steps")) result_.steps.push_back(step_from_json(s));
   } catch (const json::exception& e) {
     return Status::Corruption(dir + "/state.json: " + e.what());
@@ -893,6 +897,7 @@ StatusOr<RLRunResult> Driver::run() {
     if (!before.ok()) return before.status();
     result_.held_out_before = before->reward;
     result_.held_out_before_per_problem = before->per_problem;
+    result_.held_out_marked_before = before->marked;
     log(std::string("held-out reward of the ") +
         (result_.warm_start.empty() ? "model as loaded" : "warm start") + " (" +
         std::to_string(plan_.held_out) + " problems x " + std::to_string(kHeldOutSamples) +
@@ -942,6 +947,7 @@ StatusOr<RLRunResult> Driver::run() {
   if (!after.ok()) return after.status();
   result_.held_out_after = after->reward;
   result_.held_out_after_per_problem = after->per_problem;
+  result_.held_out_marked_after = after->marked;
   result_.held_out_samples = after->samples;
   // Fewer than 2 held-out problems (spec.task.heldOut) leave no spread to estimate: n stays 0.
   StatusOr<PairedDifference> d =

@@ -82,6 +82,7 @@ struct RLRunPlan {
   int64_t warm_start_steps = 300;  // 0 with model_path: the policy is the model as loaded
   double warm_start_learning_rate = 2e-3;
   int64_t warm_start_max_prompt_chars = 64;  // WarmStartOptions::max_prompt_chars
+  double warm_start_unmarked_answers = 0.0;    // WarmStartOptions::unmarked_answers
   int workers = 2;                           // all worker processes, the drafter pods' included
   // The last this-many workers are dedicated drafter trainers (spec.roles.drafter.replicas;
   // remote workers: the slots for drafter pods, spec.roles.drafter.maxReplicas): they never
@@ -178,6 +179,9 @@ struct RLRunResult {
   // run finished).
   std::vector<double> held_out_before_per_problem, held_out_after_per_problem;
   int64_t held_out_samples = 0;  // responses per held-out problem
+  // Share of held-out responses that mark a final answer (HeldOutResult::marked); -1: unknown (a
+  // checkpoint written before it was recorded).
+  double held_out_marked_before = -1, held_out_marked_after = -1;
   PairedDifference held_out_difference;
   bool interrupted = false;  // stopped by the stop flag (SIGTERM) before the last step
   std::string warm_start;    // path of the cached warm-start checkpoint

@@ -119,6 +119,13 @@ std::string last_number(const std::string& s) {
   return s.substr(start, end - start);
 }
 
+std::string unmark_final_answer(const std::string& solution) {
+  static const std::string kMarker = "Answer: ";
+  size_t at = solution.rfind(kMarker);
+  if (at == std::string::npos) return solution;
+  return solution.substr(0, at) + solution.substr(at + kMarker.size());
+}
+
 std::string expression_before_last_equals(const std::string& s) {
   size_t eq = s.rfind('=');
   if (eq == std::string::npos) return "";

@@ -95,6 +95,12 @@ std::string final_answer(const std::string& response);
 //   "7 + 5 = 12. 12 * 2 = 24." -> "24"; "so x = -3" -> "-3"; "no digits" -> "".
 std::string last_number(const std::string& response);
 
+// `solution` with the marker of its final answer ("Answer: ", the tasks' solutions' form) removed,
+// the answer kept: what a worked solution that does not mark its answer looks like. The marker
+// rule (final_answer) then finds no answer in it. Unchanged when there is no "Answer: ".
+//   "3 + 4 = 7. Answer: 7" -> "3 + 4 = 7. 7"; "Answer: (1 + 2) * 3" -> "(1 + 2) * 3".
+std::string unmark_final_answer(const std::string& solution);
+
 // The expression a free-text response ends its work with: the text before its last '=', back to
 // the first character that cannot be part of an expression (anything but digits, blanks and
 // + - * / ( )), blanks trimmed. "" when there is no '=' or nothing of the kind precedes it.

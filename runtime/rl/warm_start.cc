@@ -20,8 +20,11 @@ StatusOr<SequenceBatch> solution_batch(const Task& task, const WarmStartOptions&
   const Codec& codec = options.codec ? *options.codec : ascii_codec();
   std::vector<std::vector<int64_t>> prompts, responses;
   while (int64_t(prompts.size()) < options.batch) {
-    Problem p = task.problem((*next)++, /*held_out=*/false);
+    uint64_t index = (*next)++;
+    Problem p = task.problem(index, /*held_out=*/false);
     if (int64_t(p.prompt.size()) > max_prompt_chars) continue;
+    if (unmarked_in_warm_start(options.seed, index, options.unmarked_answers))
+      p.solution = unmark_final_answer(p.solution);
     StatusOr<std::vector<int64_t>> prompt = prompt_ids(codec, task, p);
     if (!prompt.ok()) return prompt.status();
     StatusOr<std::vector<int64_t>> r = codec.encode(p.solution);
@@ -40,6 +43,13 @@ double mean(const std::vector<double>& v) {
 }
 
 }  // namespace
+
+bool unmarked_in_warm_start(uint64_t seed, uint64_t index, double share) {
+  if (share <= 0) return false;
+  uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (index * 0xD1B54A32D192ED03ull);
+  x ^= x >> 31, x *= 0xBF58476D1CE4E5B9ull, x ^= x >> 29;
+  return double(x >> 11) / double(1ull << 53) < share;
+}
 
 StatusOr<double> supervised_warm_start(model::Transformer policy, const Task& task,
                                        const WarmStartOptions& options,

@@ -29,6 +29,11 @@ struct WarmStartOptions {
   // Only problems whose prompt has at most this many characters are imitated: the warm start
   // teaches the format on the short head of the distribution; RL meets the long tail.
   int64_t max_prompt_chars = 64;
+  // Share of the imitated solutions whose final answer is written without its marker
+  // (unmark_final_answer), chosen per problem by unmarked_in_warm_start; 0: none. Under the marker
+  // rule such a response earns nothing, so RL has to teach the policy to mark its answers: a
+  // behaviour that reaches every problem, unlike the arithmetic facts RL sharpens one by one.
+  double unmarked_answers = 0.0;
   // Rows are run in micro-batches of similar length of at most this many tokens (gradients
   // accumulated: the same step as one padded batch); <= 0: one padded batch.
   int64_t max_tokens_per_microbatch = 4096;
@@ -42,6 +47,10 @@ struct WarmStartOptions {
   // there with Aborted (a cancel point for SIGTERM); nothing is cached then.
   std::function<bool()> cancelled;
 };
+
+// Whether the warm start imitates training problem `index` without its answer's marker: a hash of
+// (seed, index) below `share`, so about share x N of N problems are, the same ones on every run.
+bool unmarked_in_warm_start(uint64_t seed, uint64_t index, double share);
 
 // Trains `policy` in place; `progress(step, loss)` is called after every step when set.
 // Returns the mean loss of the last 10 steps, the codec's error, or Aborted when

@@ -116,7 +116,7 @@ import sys
 s = open(sys.argv[1]).read()
 for a, b in {"steps: 20": "steps: 2", "promptsPerStep: 16": "promptsPerStep: 4",
              "groupSize: 16 ": "groupSize: 4 ", "maxResponseTokens: 96": "maxResponseTokens: 16",
-             "warmStartSteps: 300": "warmStartSteps: 5", "heldOut: 512": "heldOut: 8",
+             "warmStartSteps: 1100": "warmStartSteps: 5", "heldOut: 512": "heldOut: 8",
              "path: .tlt/rljob-tiny": "path: " + sys.argv[3], "everySteps: 2": "everySteps: 1",
              "port: 9400": "port: 0"}.items():
     assert a in s, a

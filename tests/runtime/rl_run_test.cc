@@ -129,6 +129,22 @@ TEST(RlWarmStart, SupervisedLossFalls) {
   EXPECT_LT(later, first * 0.7) << "40 steps should cut the loss well below one step's";
 }
 
+TEST(RlWarmStart, UnmarkedShareIsKeptAndDependsOnTheSeed) {
+  for (double share : {0.0, 0.25, 0.5, 1.0}) {
+    int unmarked = 0, same_as_seed_1 = 0;
+    const int n = 20000;
+    for (uint64_t i = 0; i < uint64_t(n); ++i) {
+      bool u = unmarked_in_warm_start(0, i, share);
+      unmarked += u;
+      same_as_seed_1 += u == unmarked_in_warm_start(1, i, share);
+      EXPECT_EQ(u, unmarked_in_warm_start(0, i, share)) << "the same problems on every run";
+    }
+    EXPECT_NEAR(double(unmarked) / n, share, 0.02) << share;  // binomial sd <= 0.0036
+    if (share > 0 && share < 1)  // independent picks agree on share^2 + (1 - share)^2 of them
+      EXPECT_NEAR(double(same_as_seed_1) / n, share * share + (1 - share) * (1 - share), 0.02);
+  }
+}
+
 TEST(RlWarmStart, MicroBatchedStepsMatchOnePaddedBatch) {
   std::unique_ptr<Task> task = arithmetic_task();
   WarmStartOptions o;

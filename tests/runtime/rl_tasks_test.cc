@@ -161,6 +161,28 @@ TEST_P(EveryTask, WorkedSolutionsScoreOneAndWrongAnswersZero) {
   }
 }
 
+// The warm start's unmarked solutions (spec.algorithm.warmStartUnmarkedAnswers) keep the answer
+// but earn nothing under the marker rule, and are still correct under the free-text rule.
+TEST_P(EveryTask, UnmarkedSolutionsScoreZeroUnderTheMarkerRule) {
+  auto t = task(GetParam());
+  for (uint64_t i = 0; i < 300; ++i) {
+    Problem p = t->problem(i, false);
+    std::string unmarked = unmark_final_answer(p.solution);
+    EXPECT_EQ(unmarked.find("Answer:"), std::string::npos) << unmarked;
+    EXPECT_EQ(unmarked.size() + std::string("Answer: ").size(), p.solution.size()) << unmarked;
+    EXPECT_EQ(final_answer(unmarked), "") << unmarked;
+    EXPECT_EQ(t->reward(p, unmarked), 0.0) << unmarked;
+  }
+}
+
+TEST(Tasks, UnmarkFinalAnswerRemovesOnlyTheLastMarker) {
+  EXPECT_EQ(unmark_final_answer("3 + 4 = 7. Answer: 7"), "3 + 4 = 7. 7");
+  EXPECT_EQ(unmark_final_answer("Answer: (1 + 2) * 3"), "(1 + 2) * 3");
+  EXPECT_EQ(unmark_final_answer("Answer: 1. Answer: 2"), "Answer: 1. 2");
+  EXPECT_EQ(unmark_final_answer("no marker here"), "no marker here");
+  EXPECT_EQ(unmark_final_answer(""), "");
+}
+
 TEST_P(EveryTask, MalformedResponsesScoreZeroWithoutThrowing) {
   auto t = task(GetParam());
   Problem p = t->problem(0, false);
