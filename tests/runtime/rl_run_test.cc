@@ -140,8 +140,9 @@ TEST(RlWarmStart, UnmarkedShareIsKeptAndDependsOnTheSeed) {
       EXPECT_EQ(u, unmarked_in_warm_start(0, i, share)) << "the same problems on every run";
     }
     EXPECT_NEAR(double(unmarked) / n, share, 0.02) << share;  // binomial sd <= 0.0036
-    if (share > 0 && share < 1)  // independent picks agree on share^2 + (1 - share)^2 of them
+    if (share > 0 && share < 1) {  // independent picks agree on share^2 + (1 - share)^2 of them
       EXPECT_NEAR(double(same_as_seed_1) / n, share * share + (1 - share) * (1 - share), 0.02);
+    }
   }
 }
 
