@@ -24,9 +24,11 @@ r = json.load(open(sys.argv[1]))
 h = r["heldOut"]
 lo, hi = h["ci95"]
 print("rljob-tiny seed %s: held-out reward %.3f -> %.3f after %d steps, difference %+.3f, "
-      "95%% CI [%+.3f, %+.3f] over %d problems x %d samples; answers marked %.0f%% -> %.0f%%"
+      "95%% CI [%+.3f, %+.3f] over %d problems x %d samples; answers marked %.1f%% -> %.1f%%, "
+      "reward per marked answer %.3f -> %.3f"
       % (sys.argv[2], h["before"], h["after"], len(r["steps"]), h["difference"], lo, hi,
-         h["problems"], h["samplesPerProblem"], 100 * h["markedBefore"], 100 * h["markedAfter"]))
+         h["problems"], h["samplesPerProblem"], 100 * h["markedBefore"], 100 * h["markedAfter"],
+         h["before"] / max(h["markedBefore"], 1e-9), h["after"] / max(h["markedAfter"], 1e-9)))
 if h["problems"] < 64: print("FAIL: fewer than 64 held-out problems"); sys.exit(1)
 if len(h["beforePerProblem"]) != h["problems"] or len(h["afterPerProblem"]) != h["problems"]:
     print("FAIL: the report's per-problem rewards do not match its problem count"); sys.exit(1)
