@@ -326,6 +326,10 @@ Status Driver::warm_start_policy() {
   }
   result_.warm_start = warm_start_key_;
   log("warm start: " + result_.warm_start);
+  if (wo.unmarked_answers > 0 && plan_.task_free_text)
+    log("note: spec.algorithm.warmStartUnmarkedAnswers leaves answers unmarked, but the reward "
+        "also reads unmarked ones (spec.task.answer resolves to free-text), so RL has no marking "
+        "to learn; set spec.task.answer: marker for that");
   wo.cancelled = [this] { return stopping(); };
   TLT_RETURN_IF_ERROR(load_or_train_warm_start(policy_, *task_, wo, result_.warm_start,
                                                &result_.warm_start_trained, cb_.warm_start));
