@@ -82,7 +82,7 @@ struct RLRunPlan {
   int64_t warm_start_steps = 300;  // 0 with model_path: the policy is the model as loaded
   double warm_start_learning_rate = 2e-3;
   int64_t warm_start_max_prompt_chars = 64;  // WarmStartOptions::max_prompt_chars
-  double warm_start_unmarked_answers = 0.0;    // WarmStartOptions::unmarked_answers
+  double warm_start_unmarked_answers = 0.0;  // WarmStartOptions::unmarked_answers
   int workers = 2;                           // all worker processes, the drafter pods' included
   // The last this-many workers are dedicated drafter trainers (spec.roles.drafter.replicas;
   // remote workers: the slots for drafter pods, spec.roles.drafter.maxReplicas): they never
