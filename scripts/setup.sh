@@ -163,8 +163,10 @@ fi
 # llama.cpp from source for many minutes, so it is not installed here; see that script.
 venv=${TLT_VENV:-$HOME/.cache/tlt/venv}
 py_pins=(numpy==2.4.6 gguf==0.19.0 safetensors==0.8.0 tokenizers==0.23.3)
-if [ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "${py_pins[3]}" &&
-   "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "${py_pins[1]}"; then
+# pip freeze is read whole first: under pipefail, `grep -q` closing the pipe early made pip fail
+# with SIGPIPE, so the check always missed and every run reinstalled.
+py_frozen=$([ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip freeze 2>/dev/null || true)
+if grep -qx "${py_pins[3]}" <<<"$py_frozen" && grep -qx "${py_pins[1]}" <<<"$py_frozen"; then
   say "Python reference packages already in $venv"
 else
   say "installing Python reference packages into $venv: ${py_pins[*]}"
@@ -179,7 +181,8 @@ fi
 if ! $runtime_only; then
   venv_hf=${TLT_VENV_HF:-$HOME/.cache/tlt/venv-hf}
   hf_pins=(transformers==4.40.2 tokenizers==0.19.1 huggingface_hub==0.36.2 safetensors==0.8.0)
-  if [ -x "$venv_hf/bin/python" ] && "$venv_hf/bin/python" -m pip freeze 2>/dev/null | grep -qx "${hf_pins[0]}"; then
+  hf_frozen=$([ -x "$venv_hf/bin/python" ] && "$venv_hf/bin/python" -m pip freeze 2>/dev/null || true)
+  if grep -qx "${hf_pins[0]}" <<<"$hf_frozen"; then  # read whole first, as above
     say "transformers already in $venv_hf"
   else
     say "installing transformers over Debian's python3-torch into $venv_hf: ${hf_pins[*]}"
