@@ -164,7 +164,7 @@ fi
 venv=${TLT_VENV:-$HOME/.cache/tlt/venv}
 py_pins=(numpy==2.4.6 gguf==0.19.0 safetensors==0.8.0 tokenizers==0.23.3)
 # pip freeze is read whole first: under pipefail, `grep -q` closing the pipe early made pip fail
-# with SIGPIPE, so the check always missed and every run reinstalled.
+# with SIGPIPE whenever grep exited first, so the check missed and most runs reinstalled.
 py_frozen=$([ -x "$venv/bin/python" ] && "$venv/bin/python" -m pip freeze 2>/dev/null || true)
 if grep -qx "${py_pins[3]}" <<<"$py_frozen" && grep -qx "${py_pins[1]}" <<<"$py_frozen"; then
   say "Python reference packages already in $venv"
