@@ -333,7 +333,7 @@ struct SpeculativeSpec {
   std::vector<std::string> arms{"8_4_48", "8_4_32", "8_4_16", "8_4_8"};
   int32_t ngram_shortcut = 3;
   double draft_confidence = 0.0;
-  int32_t drafter_catch_up_limit = 0;
+  int32_t drafter_catch_up_limit = 8;
   SelectorSpec selector;
 
   template <class V>
@@ -359,7 +359,8 @@ struct SpeculativeSpec {
     v("drafterCatchUpLimit", drafter_catch_up_limit,
       Rule().ge(0).le(1000000).doc(
           "The most of a request's newest positions the drafter catches up on when it runs "
-          "after plain, n-gram or copied steps (older ones are skipped); 0 keeps all."));
+          "after plain, n-gram or copied steps (older ones are skipped; outputs do not change); "
+          "0 keeps all."));
     v("selector", selector, Rule().doc("How an arm is picked per batch."));
   }
   void check(const std::string& path, FieldErrors* errors) const;

@@ -23,7 +23,7 @@
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
 //                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
-//                      [--selector-value throughput] [--catch-up-limit 0]
+//                      [--selector-value throughput] [--catch-up-limit 8]
 //                      [--draft-confidence 0] [--epsilon 0.1] [--group 1] [--ceiling-only]
 //        bench_rollout --model PATH --ceiling-only [--batches 1,4,16] [--threads 1]
 //        bench_rollout --model PATH [--max-new 128] [--waves 2] [--drafter-steps 200]
@@ -174,7 +174,7 @@ struct Run {
 bool show_bandit = false;
 std::string selector_value = "throughput";
 std::string exploration = "uniform";
-int catch_up_limit = 0;
+int catch_up_limit = 8;
 double draft_confidence = 0.0;
 double epsilon = 0.1;
 bool plain_floor = true;

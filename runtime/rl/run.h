@@ -94,7 +94,7 @@ struct RLRunPlan {
   std::vector<std::string> arms{"4_1_5", "ngram"};
   int32_t ngram_shortcut = 3;          // rollout::EngineOptions::ngram_shortcut
   double draft_confidence = 0.0;       // rollout::EngineOptions::draft_confidence
-  int32_t drafter_catch_up_limit = 0;  // rollout::EngineOptions::drafter_catch_up_limit
+  int32_t drafter_catch_up_limit = 8;  // rollout::EngineOptions::drafter_catch_up_limit
   std::string selector = "bucketed-epsilon-greedy";
   std::vector<int32_t> buckets{1, 2, 5};
   double epsilon = 0.1;

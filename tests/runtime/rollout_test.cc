@@ -327,8 +327,10 @@ TEST_F(GreedyExactness, DrafterCatchUpLimitSkipsPairsLosslessly) {
     // The drafter still drafts from what it has (a wrong cache slot or position would not).
     EXPECT_GT(st.accept_length(), 0.95 * full.accept_length()) << what;
   }
+  EngineOptions unlimited = spec_options(16, {"4_1_5"});
+  unlimited.drafter_catch_up_limit = 0;
   EngineStats st;
-  run(*target_, drafter, spec_options(16, {"4_1_5"}), *reqs_, &st);
+  run(*target_, drafter, unlimited, *reqs_, &st);
   EXPECT_EQ(st.catch_up_skipped, 0) << "no limit, nothing skipped";
 }
 
