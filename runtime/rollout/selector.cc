@@ -112,20 +112,6 @@ bool ArmSelector::ruled_out(int32_t cell, int32_t arm) const {
     if (a == arm || steps_[cell][a].empty()) continue;
     if (value(cell, a) - kZ * standard_error(cell, a) > upper) return true;
   }
-  return steps_[cell][arm].size() < min_samples_ && slower_than_reference_below(cell, arm);
-}
-
-bool ArmSelector::slower_than_reference_below(int32_t cell, int32_t arm) const {
-  if (reference_ < 0 || arm == reference_) return false;
-  int32_t context = cell % contexts_;
-  for (int32_t below = cell / contexts_ - 1; below >= 0; --below) {
-    int32_t c = below * contexts_ + context;
-    if (steps_[c][arm].empty() || steps_[c][reference_].empty()) continue;
-    double upper = value(c, arm) + kZ * standard_error(c, arm);
-    if (value(c, reference_) - kZ * standard_error(c, reference_) > upper) return true;
-    // Past its trial there, the nearest smaller bucket's estimate decides.
-    if (steps_[c][arm].size() >= min_samples_) return value(c, arm) < value(c, reference_);
-  }
   return false;
 }
 

@@ -31,15 +31,6 @@
 //     other arm is ruled out, the verdict is known and it explores only with probability
 //     epsilon * kRecheck, then uniformly (a stale verdict still gets refreshed: the drafter
 //     improves between calls).
-//   - An arm slower than the reference at a smaller batch size starts ruled out at larger ones:
-//     it skips its trial round there and is only rechecked. "Slower" is the nearest smaller
-//     bucket's verdict: the reference's interval wholly above the arm's, or, once the arm has had
-//     its trial there, its value below the reference's. Acceptance does not depend on
-//     the batch size, while a verify's cost relative to a plain step only grows with it (more
-//     tokens per forward turn decoding from memory- to compute-bound), so an arm that loses to
-//     plain decoding at batch 4 loses at batch 32 too. On bench/rollout --model (SmolLM2, batch
-//     64, two warm-up batches) the unfinished trial rounds were what the adaptive engine lost:
-//     15 speculative steps and 0.93x of plain decoding before this rule, 4 and 0.99x with it.
 //   - Exploration has a budget: what explored steps cost over the leader (their seconds less
 //     the seconds the leader would have taken for their tokens, at its value then) stays within
 //     kExploreBudget of the cell's time. Where timing noise keeps every interval wide (a shared
@@ -102,9 +93,7 @@ class ArmSelector {
   double value(int32_t cell, int32_t arm) const;
   // The standard error of value(cell, arm): infinity below two steps.
   double standard_error(int32_t cell, int32_t arm) const;
-  // True when another arm's confidence interval in `cell` lies wholly above this arm's; with a
-  // reference arm also while `arm` has fewer than min_samples steps in `cell` and is clearly
-  // slower than the reference in a smaller bucket of the same context (see the top).
+  // True when another arm's confidence interval in `cell` lies wholly above this arm's.
   bool ruled_out(int32_t cell, int32_t arm) const;
   // The arm with the highest value in `cell` (first arm with fewer than min_samples rewards if
   // any). With a reference arm: the first arm of the trial order that still needs samples and is
@@ -145,9 +134,6 @@ class ArmSelector {
   int32_t explore(int32_t cell);
   // choose() with a reference arm.
   int32_t choose_bounded(int32_t cell);
-  // True when the nearest smaller bucket of `cell`'s context that has a verdict on `arm` finds
-  // it slower than the reference (see the top).
-  bool slower_than_reference_below(int32_t cell, int32_t arm) const;
   // Steps of `cell` that value() counts for `arm` (the throughput value leaves out outliers).
   std::vector<Step> counted(int32_t cell, int32_t arm) const;
 };

@@ -288,15 +288,14 @@ TEST(Selector, ThroughputLeavesOutStepsSlowerThanFourTimesTheMedian) {
 
 // The floor under plain decoding (a reference arm): 3 arms, arm 2 plain at 100 tok/s, the
 // others' rates drawn per step with the given means and a 20% spread.
-std::vector<int> run_floor(ArmSelector& s, const double mean[3], int rounds, uint64_t seed,
-                           int64_t batch = 1) {
+std::vector<int> run_floor(ArmSelector& s, const double mean[3], int rounds, uint64_t seed) {
   std::mt19937_64 noise(seed);
   std::normal_distribution<double> spread(1.0, 0.2);
   std::vector<int> picks(3);
   for (int i = 0; i < rounds; ++i) {
-    int arm = s.choose(batch);
+    int arm = s.choose(1);
     ++picks[size_t(arm)];
-    s.report_step(batch, arm, mean[arm] * std::max(0.1, spread(noise)) * 0.01, 0.01);
+    s.report_step(1, arm, mean[arm] * std::max(0.1, spread(noise)) * 0.01, 0.01);
   }
   return picks;
 }
@@ -317,38 +316,6 @@ TEST(Selector, PlainFloorTriesPlainFirstAndStopsExploringArmsRuledOut) {
   std::printf("slower arms took %.4f of the steps\n", slow_share);
   EXPECT_LT(slow_share, 2.0 * eps * ArmSelector::kRecheck);
   EXPECT_GT(picks[0] + picks[1], 4) << "a known verdict is still rechecked now and then";
-}
-
-TEST(Selector, PlainFloorSkipsTheTrialOfAnArmSlowerThanPlainAtASmallerBatch) {
-  // Buckets 1 and 8, no exploration: at batch 1 arm 0 is clearly slower than plain (arm 2) and
-  // arm 1 clearly faster.
-  ArmSelector s({1, 8}, 3, 0.0, 32, 3, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, 2);
-  const double small[3] = {50.0, 150.0, 100.0};
-  run_floor(s, small, 200, 8, /*batch=*/1);
-  ASSERT_TRUE(s.ruled_out(0, 0));
-  // At batch 16 arm 0 starts ruled out and is never tried; arm 1 still gets its trial.
-  EXPECT_TRUE(s.ruled_out(1, 0));
-  EXPECT_FALSE(s.ruled_out(1, 1));
-  const double large[3] = {80.0, 120.0, 100.0};
-  std::vector<int> picks = run_floor(s, large, 50, 9, /*batch=*/16);
-  EXPECT_EQ(picks[0], 0);
-  EXPECT_GE(picks[1], 3);
-  // The verdict does not travel downwards: a fresh selector that saw arm 0 lose at batch 16
-  // still tries it at batch 1, where speculation pays most.
-  ArmSelector t({1, 8}, 3, 0.0, 32, 3, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, 2);
-  const double worse[3] = {40.0, 120.0, 100.0};
-  run_floor(t, worse, 200, 10, /*batch=*/16);
-  ASSERT_TRUE(t.ruled_out(1, 0));
-  EXPECT_FALSE(t.ruled_out(0, 0));
-  EXPECT_GE(run_floor(t, small, 50, 11, /*batch=*/1)[0], 2) << "tried until its own steps decide";
-  // Nor to a batch size where the arm has its own steps: there its own interval decides.
-  ArmSelector u({1, 8}, 3, 0.0, 32, 3, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, 2);
-  run_floor(u, small, 200, 12, /*batch=*/1);
-  for (int i = 0; i < 3; ++i) u.report_step(16, 0, 2.0, 0.01);  // 200 tok/s
-  EXPECT_FALSE(u.ruled_out(1, 0));
 }
 
 TEST(Selector, PlainFloorLeavesPlainForAClearlyFasterArm) {
