@@ -218,12 +218,14 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   if (!warmup.empty()) engine->generate(warmup).value();
   engine->reset_stats();
   engine->generate(reqs).value();
-  if (show_bandit) {  // the bandit's value (tok/s) of each arm, per context
+  if (show_bandit) {  // the bandit's value of each arm, per context
     auto& sel = engine->selector();
+    bool speedup = sel.plain_seconds_per_token(batch) > 0;  // valued against plain decoding
     for (int c = 0; c < sel.contexts(); ++c) {
-      std::printf("    bandit b=%lld %s (tok/s):", (long long)batch, c ? "copyable" : "drafting");
+      std::printf("    bandit b=%lld %s (%s):", (long long)batch, c ? "copyable" : "drafting",
+                  speedup ? "x plain" : "tok/s");
       for (int a = 0; a < sel.n_arms(); ++a)
-        std::printf(" %.0f", sel.value(sel.cell_of(batch, c), a));
+        std::printf(speedup ? " %.2f" : " %.0f", sel.value(sel.cell_of(batch, c), a));
       std::printf("\n");
     }
   }

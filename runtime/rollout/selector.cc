@@ -78,22 +78,85 @@ std::vector<ArmSelector::Step> ArmSelector::counted(int32_t cell, int32_t arm) c
   return out;
 }
 
+double ArmSelector::measured_plain_seconds(int64_t batch) const {
+  if (batch < 1 || size_t(batch) >= plain_.size() || plain_[size_t(batch)].empty()) return -1.0;
+  const std::deque<Step>& steps = plain_[size_t(batch)];
+  std::vector<double> v;
+  for (const Step& s : steps) v.push_back(s.seconds);
+  double slow = 4.0 * median(std::move(v)), tokens = 0, seconds = 0;
+  for (const Step& s : steps)
+    if (s.seconds <= slow) tokens += s.tokens, seconds += s.seconds;
+  return tokens > 0 ? seconds / tokens * double(batch) : -1.0;
+}
+
+// P(b) from the plain step time T at b, else between the nearest measured batch sizes below
+// (lo) and above (hi), else past the end from the two nearest on one side, kept within what a
+// batch's cost can do: T grows with b, and no faster than b.
+double ArmSelector::plain_seconds_per_token(int64_t batch_size) const {
+  if (reference_ < 0 || plain_.empty() || batch_size < 1) return -1.0;
+  size_t b = size_t(batch_size);
+  if (plain_cost_.size() <= b) plain_cost_.resize(b + 1, 0.0);
+  if (plain_cost_[b] != 0.0) return plain_cost_[b];
+  auto t = [this](int64_t x) { return measured_plain_seconds(x); };
+  double time = t(batch_size);
+  if (time < 0) {
+    int64_t lo = 0, lo2 = 0, hi = 0, hi2 = 0;
+    for (int64_t x = batch_size - 1; x >= 1 && !lo2; --x)
+      if (t(x) > 0) (lo ? lo2 : lo) = x;
+    for (int64_t x = batch_size + 1; x < int64_t(plain_.size()) && !hi2; ++x)
+      if (t(x) > 0) (hi ? hi2 : hi) = x;
+    double at = double(batch_size);
+    if (lo && hi) {
+      time = t(lo) + (t(hi) - t(lo)) * (at - double(lo)) / double(hi - lo);
+    } else if (hi) {  // below every measured batch size: T(hi) * b / hi <= T(b) <= T(hi)
+      double low = t(hi) * at / double(hi), high = t(hi);
+      time = hi2 ? std::clamp(t(hi) - (t(hi2) - t(hi)) / double(hi2 - hi) * double(hi - batch_size),
+                              low, high)
+                 : (low + high) / 2;
+    } else if (lo) {  // above every measured one: T(lo) <= T(b) <= T(lo) * b / lo
+      double low = t(lo), high = t(lo) * at / double(lo);
+      time = lo2 ? std::clamp(t(lo) + (t(lo) - t(lo2)) / double(lo - lo2) * double(batch_size - lo),
+                              low, high)
+                 : (low + high) / 2;
+    } else {
+      return -1.0;
+    }
+  }
+  plain_cost_[b] = time / double(batch_size);
+  return plain_cost_[b];
+}
+
+bool ArmSelector::needs_calibration(int64_t batch_size) const {
+  if (reference_ < 0) return false;
+  double reach = double(batch_size) / 4.0;
+  int64_t from = std::max<int64_t>(1, int64_t(std::ceil(double(batch_size) - reach)));
+  int64_t to = std::min<int64_t>(int64_t(plain_.size()) - 1, int64_t(double(batch_size) + reach));
+  for (int64_t x = from; x <= to; ++x)
+    if (plain_[size_t(x)].size() >= size_t(kCalibrationSteps)) return false;
+  return true;
+}
+
+double ArmSelector::worth(const Step& s) const {
+  double p = plain_seconds_per_token(s.batch);
+  return p > 0 ? s.tokens * p : s.tokens;
+}
+
 double ArmSelector::value(int32_t cell, int32_t arm) const {
   const std::deque<Step>& steps = steps_[cell][arm];
   if (steps.empty()) return -1.0;
   if (value_ == Value::kMedianRate) {
     std::vector<double> v;
     v.reserve(steps.size());
-    for (const Step& s : steps) v.push_back(s.tokens / s.seconds);
+    for (const Step& s : steps) v.push_back(worth(s) / s.seconds);
     return median(std::move(v));
   }
-  double tokens = 0, seconds = 0;
-  for (const Step& s : counted(cell, arm)) tokens += s.tokens, seconds += s.seconds;
-  return tokens / seconds;
+  double worth_sum = 0, seconds = 0;
+  for (const Step& s : counted(cell, arm)) worth_sum += worth(s), seconds += s.seconds;
+  return worth_sum / seconds;
 }
 
-// Tokens over seconds is a ratio estimate R = sum(t) / sum(s); its standard error is
-// sqrt(sum((t_i - R s_i)^2) / (n - 1) * n) / sum(s).
+// Worth over seconds is a ratio estimate R = sum(w) / sum(s); its standard error is
+// sqrt(sum((w_i - R s_i)^2) / (n - 1) * n) / sum(s).
 double ArmSelector::standard_error(int32_t cell, int32_t arm) const {
   std::vector<Step> steps = counted(cell, arm);
   double n = double(steps.size());
@@ -101,7 +164,7 @@ double ArmSelector::standard_error(int32_t cell, int32_t arm) const {
   double r = value(cell, arm), seconds = 0, squares = 0;
   for (const Step& s : steps) {
     seconds += s.seconds;
-    squares += (s.tokens - r * s.seconds) * (s.tokens - r * s.seconds);
+    squares += (worth(s) - r * s.seconds) * (worth(s) - r * s.seconds);
   }
   return std::sqrt(squares / (n - 1) * n) / seconds;
 }
@@ -145,7 +208,7 @@ int32_t ArmSelector::best(int32_t cell) const {
 
 int32_t ArmSelector::choose(int64_t batch_size, int32_t context) {
   int32_t cell = cell_of(batch_size, context);
-  if (reference_ >= 0) return choose_bounded(cell);
+  if (reference_ >= 0) return choose_bounded(batch_size, cell);
   if (n_arms_ > 1 && std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < epsilon_) {
     ++explorations_;
     return explore(cell);
@@ -153,10 +216,11 @@ int32_t ArmSelector::choose(int64_t batch_size, int32_t context) {
   return best(cell);
 }
 
-int32_t ArmSelector::choose_bounded(int32_t cell) {
-  int32_t leader = best(cell);
+int32_t ArmSelector::choose_bounded(int64_t batch_size, int32_t cell) {
   CellTotals& totals = cells_[size_t(cell)];
   totals.explored_arm = -1;
+  if (needs_calibration(batch_size)) return reference_;
+  int32_t leader = best(cell);
   if (n_arms_ < 2 || std::uniform_real_distribution<double>(0.0, 1.0)(rng_) >= epsilon_)
     return leader;
   if (totals.explore_cost > kExploreBudget * totals.seconds) return leader;  // spent
@@ -202,14 +266,23 @@ int32_t ArmSelector::explore(int32_t cell) {
 void ArmSelector::report_step(int64_t batch_size, int32_t arm, double tokens, double seconds,
                               int32_t context) {
   int32_t cell = cell_of(batch_size, context);
-  std::deque<Step>& r = steps_[cell][arm];
-  r.push_back({tokens, std::max(seconds, 1e-9)});
-  while (r.size() > window_) r.pop_front();
+  Step step{std::max<int64_t>(1, batch_size), tokens, std::max(seconds, 1e-9)};
   CellTotals& totals = cells_[size_t(cell)];
   totals.seconds += seconds;
+  // What the leader would have taken for this step's worth, at its value when it was passed over.
   if (totals.explored_arm == arm && totals.leader_value > 0.0)
-    totals.explore_cost += std::max(0.0, seconds - tokens / totals.leader_value);
+    totals.explore_cost += std::max(0.0, seconds - worth(step) / totals.leader_value);
   totals.explored_arm = -1;
+  std::deque<Step>& r = steps_[cell][arm];
+  r.push_back(step);
+  while (r.size() > window_) r.pop_front();
+  if (arm == reference_) {
+    if (plain_.size() <= size_t(step.batch)) plain_.resize(size_t(step.batch) + 1);
+    std::deque<Step>& p = plain_[size_t(step.batch)];
+    p.push_back(step);
+    while (p.size() > kPlainWindow) p.pop_front();
+    std::fill(plain_cost_.begin(), plain_cost_.end(), 0.0);
+  }
 }
 
 }  // namespace tlt::rollout

@@ -36,6 +36,19 @@
 //     kExploreBudget of the cell's time. Where timing noise keeps every interval wide (a shared
 //     machine), epsilon-exploration of arms that lose would otherwise cost epsilon times their
 //     loss: measured on bench/rl_e2e, 10% of tail steps at about twice a plain step's time.
+//   - Steps are valued against plain decoding at their own batch size: a step of n tokens over
+//     b requests in s seconds is worth n * P(b) / s, where P(b) is what plain decoding costs a
+//     token at batch size b, learned from the reference arm's own steps. An arm's value is then
+//     its speedup over plain decoding (the reference's is about 1), and steps at different
+//     batch sizes in one bucket compare fairly. Counting tokens/s alone does not: a bucket's
+//     trials run in order while its tail shrinks, so plain was measured at the bucket's largest
+//     batch (its fastest tokens/s) and the arms after it at smaller ones, which biased every
+//     verdict against them (SmolLM2 at batch 4: plain chosen 70 of 110 steps, while the best
+//     arm alone ran 1.34x).
+//   - P(b) comes from plain steps at b itself, else from those at the nearest batch sizes on
+//     either side (linear in b). Where no batch size within a quarter of b has
+//     kCalibrationSteps plain steps, the bandit decodes plainly first (a calibration step: it
+//     costs nothing against the floor).
 // Without one, the plain epsilon-greedy rules above hold.
 //
 // Optionally the statistics are kept per (bucket, context) cell, `contexts` of them per bucket:
@@ -69,6 +82,10 @@ class ArmSelector {
   static constexpr double kRecheck = 0.1;  // share of exploration left once a verdict is known
   // Exploration's cost over the leader, as a share of a cell's time (with a reference arm).
   static constexpr double kExploreBudget = 0.01;
+  // Plain steps near a batch size before its steps are valued against plain decoding there.
+  static constexpr int32_t kCalibrationSteps = 2;
+  // Plain steps kept per batch size for P(b).
+  static constexpr size_t kPlainWindow = 16;
 
   // "throughput" or "median" (api's spec.speculative.selector.value); false for anything else.
   static bool parse_value(const std::string& name, Value* out);
@@ -86,10 +103,17 @@ class ArmSelector {
     report_step(batch_size, arm, reward, 1.0, context);
   }
 
+  // Seconds plain decoding costs a token at `batch_size` (P(b) above), from the reference
+  // arm's steps; -1 without a reference arm or before its first step.
+  double plain_seconds_per_token(int64_t batch_size) const;
+  // True when no batch size within a quarter of `batch_size` has kCalibrationSteps plain steps.
+  bool needs_calibration(int64_t batch_size) const;
+
   int32_t bucket_of(int64_t batch_size) const;
   // The statistics cell of a batch size and context: bucket * contexts + context.
   int32_t cell_of(int64_t batch_size, int32_t context = 0) const;
-  // The value of `arm` in `cell` (tokens/s, see Value), or -1 when it has no steps yet.
+  // The value of `arm` in `cell` (tokens/s, see Value; with a reference arm, its speedup over
+  // plain decoding once plain steps were reported), or -1 when it has no steps yet.
   double value(int32_t cell, int32_t arm) const;
   // The standard error of value(cell, arm): infinity below two steps.
   double standard_error(int32_t cell, int32_t arm) const;
@@ -119,9 +143,12 @@ class ArmSelector {
   const int32_t reference_;
   std::mt19937_64 rng_;
   struct Step {
+    int64_t batch;
     double tokens, seconds;
   };
   std::vector<std::vector<std::deque<Step>>> steps_;  // [cell][arm] -> recent steps
+  std::vector<std::deque<Step>> plain_;               // [batch size] -> recent plain steps
+  mutable std::vector<double> plain_cost_;            // [batch size] -> P(b); 0: not computed
   int64_t explorations_ = 0;
   struct CellTotals {
     double seconds = 0.0;       // every step reported in the cell
@@ -133,7 +160,12 @@ class ArmSelector {
 
   int32_t explore(int32_t cell);
   // choose() with a reference arm.
-  int32_t choose_bounded(int32_t cell);
+  int32_t choose_bounded(int64_t batch_size, int32_t cell);
+  // What a step is worth: its tokens times P(b) with a reference arm and plain steps (plain
+  // seconds), else its tokens.
+  double worth(const Step& s) const;
+  // Seconds of a plain step at `batch` measured from the plain steps there; -1 without them.
+  double measured_plain_seconds(int64_t batch) const;
   // Steps of `cell` that value() counts for `arm` (the throughput value leaves out outliers).
   std::vector<Step> counted(int32_t cell, int32_t arm) const;
 };
