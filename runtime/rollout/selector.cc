@@ -20,6 +20,7 @@ ArmSelector::ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double ep
       reference_(reference >= 0 && reference < n_arms ? reference : -1),
       rng_(seed),
       steps_(buckets_.size() * size_t(contexts_), std::vector<std::deque<Step>>(n_arms)),
+      estimates_(steps_.size() * size_t(n_arms)),
       cells_(steps_.size()) {}
 
 bool ArmSelector::parse_value(const std::string& name, Value* out) {
@@ -141,8 +142,71 @@ double ArmSelector::worth(const Step& s) const {
   return p > 0 ? s.tokens * p : s.tokens;
 }
 
+namespace {
+
+// A ratio estimate R = sum(x) / sum(y) over pairs (x_i, y_i), and its standard error
+// sqrt(sum((x_i - R y_i)^2) / (n - 1) * n) / sum(y): infinity below two pairs.
+struct Ratio {
+  double value = -1.0, error = std::numeric_limits<double>::infinity();
+  size_t n = 0;
+};
+
+Ratio ratio_of(const std::vector<std::pair<double, double>>& pairs) {
+  Ratio r;
+  r.n = pairs.size();
+  double x = 0, y = 0;
+  for (const auto& p : pairs) x += p.first, y += p.second;
+  if (r.n == 0 || y <= 0) return r;
+  r.value = x / y;
+  if (r.n < 2) return r;
+  double squares = 0;
+  for (const auto& p : pairs)
+    squares += (p.first - r.value * p.second) * (p.first - r.value * p.second);
+  r.error = std::sqrt(squares / double(r.n - 1) * double(r.n)) / y;
+  return r;
+}
+
+}  // namespace
+
+bool ArmSelector::decomposed() const {
+  return value_ == Value::kThroughput && reference_ >= 0 && !plain_.empty();
+}
+
+ArmSelector::Estimate ArmSelector::estimate(int32_t cell, int32_t arm) const {
+  Estimate& e = estimates_[size_t(cell) * size_t(n_arms_) + size_t(arm)];
+  if (e.generation == generation_) return e;
+  e = Estimate();
+  e.generation = generation_;
+  int32_t bucket = cell / contexts_, context = cell % contexts_;
+  std::vector<std::pair<double, double>> accepted, cost;  // (tokens, b), (seconds, T(b))
+  for (int32_t c = 0; c < int32_t(steps_.size()); ++c) {
+    bool same_context = c % contexts_ == context, same_bucket = c / contexts_ == bucket;
+    if (!same_context && !same_bucket) continue;
+    for (const Step& s : counted(c, arm)) {
+      if (same_context) accepted.push_back({s.tokens, double(s.batch)});
+      if (same_bucket)
+        cost.push_back({s.seconds, plain_seconds_per_token(s.batch) * double(s.batch)});
+    }
+  }
+  Ratio a = ratio_of(accepted), c = ratio_of(cost);
+  e.accept_steps = a.n;
+  e.cost_steps = c.n;
+  if (a.value < 0 || c.value <= 0) return e;
+  e.value = a.value / c.value;
+  e.error = e.value * std::sqrt(std::pow(a.error / a.value, 2) + std::pow(c.error / c.value, 2));
+  if (!std::isfinite(e.error)) e.error = std::numeric_limits<double>::infinity();
+  return e;
+}
+
+bool ArmSelector::needs_trial(int32_t cell, int32_t arm) const {
+  if (!decomposed()) return steps_[cell][arm].size() < min_samples_;
+  Estimate e = estimate(cell, arm);
+  return e.accept_steps < min_samples_ || e.cost_steps < std::min(min_samples_, kCostSteps);
+}
+
 double ArmSelector::value(int32_t cell, int32_t arm) const {
   const std::deque<Step>& steps = steps_[cell][arm];
+  if (decomposed()) return estimate(cell, arm).value;
   if (steps.empty()) return -1.0;
   if (value_ == Value::kMedianRate) {
     std::vector<double> v;
@@ -158,6 +222,7 @@ double ArmSelector::value(int32_t cell, int32_t arm) const {
 // Worth over seconds is a ratio estimate R = sum(w) / sum(s); its standard error is
 // sqrt(sum((w_i - R s_i)^2) / (n - 1) * n) / sum(s).
 double ArmSelector::standard_error(int32_t cell, int32_t arm) const {
+  if (decomposed()) return estimate(cell, arm).error;
   std::vector<Step> steps = counted(cell, arm);
   double n = double(steps.size());
   if (n < 2) return std::numeric_limits<double>::infinity();
@@ -172,7 +237,7 @@ double ArmSelector::standard_error(int32_t cell, int32_t arm) const {
 bool ArmSelector::ruled_out(int32_t cell, int32_t arm) const {
   double upper = value(cell, arm) + kZ * standard_error(cell, arm);
   for (int32_t a = 0; a < n_arms_; ++a) {
-    if (a == arm || steps_[cell][a].empty()) continue;
+    if (a == arm || value(cell, a) < 0) continue;
     if (value(cell, a) - kZ * standard_error(cell, a) > upper) return true;
   }
   return false;
@@ -183,14 +248,12 @@ int32_t ArmSelector::best(int32_t cell) const {
     // Trial order: the reference, then the others; an arm ruled out skips its round.
     for (int32_t i = -1; i < n_arms_; ++i) {
       int32_t a = i < 0 ? reference_ : i;
-      if ((i < 0 || a != reference_) && steps_[cell][a].size() < min_samples_ &&
-          !ruled_out(cell, a))
-        return a;
+      if ((i < 0 || a != reference_) && needs_trial(cell, a) && !ruled_out(cell, a)) return a;
     }
     int32_t best = reference_;
     double best_value = value(cell, reference_);
     for (int32_t a = 0; a < n_arms_; ++a) {
-      if (a == reference_ || steps_[cell][a].empty()) continue;
+      if (a == reference_ || value(cell, a) < 0) continue;
       double pessimistic = value(cell, a) - standard_error(cell, a);
       if (pessimistic > best_value) best_value = pessimistic, best = a;
     }
@@ -273,6 +336,7 @@ void ArmSelector::report_step(int64_t batch_size, int32_t arm, double tokens, do
   if (totals.explored_arm == arm && totals.leader_value > 0.0)
     totals.explore_cost += std::max(0.0, seconds - worth(step) / totals.leader_value);
   totals.explored_arm = -1;
+  ++generation_;
   std::deque<Step>& r = steps_[cell][arm];
   r.push_back(step);
   while (r.size() > window_) r.pop_front();

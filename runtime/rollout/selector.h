@@ -45,6 +45,15 @@
 //     batch (its fastest tokens/s) and the arms after it at smaller ones, which biased every
 //     verdict against them (SmolLM2 at batch 4: plain chosen 70 of 110 steps, while the best
 //     arm alone ran 1.34x).
+//   - That speedup has two factors, estimated from different steps: the tokens a step emits per
+//     request (acceptance: how well the arm drafts, which depends on the context but hardly on
+//     the batch size) from the arm's steps in every bucket of the cell's context, and the plain
+//     steps one of its steps costs, sum(s) / sum(P(b) * b) (which depends on the batch size,
+//     hardly on the context, and varies little from step to step) from its steps in both
+//     contexts of the cell's bucket. value = acceptance / cost, its standard error by the delta
+//     method. A cell then needs min_samples steps of an arm in its context and kCostSteps in its
+//     bucket, not min_samples of its own: with 4 buckets x 2 contexts, the trials that a short
+//     tail left unfinished were what lost to plain decoding at batch 64.
 //   - P(b) comes from plain steps at b itself, else from those at the nearest batch sizes on
 //     either side (linear in b). Where no batch size within a quarter of b has
 //     kCalibrationSteps plain steps, the bandit decodes plainly first (a calibration step: it
@@ -60,6 +69,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,6 +96,8 @@ class ArmSelector {
   static constexpr int32_t kCalibrationSteps = 2;
   // Plain steps kept per batch size for P(b).
   static constexpr size_t kPlainWindow = 16;
+  // Steps of an arm in a bucket before its cost there counts as measured (decomposed values).
+  static constexpr size_t kCostSteps = 2;
 
   // "throughput" or "median" (api's spec.speculative.selector.value); false for anything else.
   static bool parse_value(const std::string& name, Value* out);
@@ -113,7 +125,8 @@ class ArmSelector {
   // The statistics cell of a batch size and context: bucket * contexts + context.
   int32_t cell_of(int64_t batch_size, int32_t context = 0) const;
   // The value of `arm` in `cell` (tokens/s, see Value; with a reference arm, its speedup over
-  // plain decoding once plain steps were reported), or -1 when it has no steps yet.
+  // plain decoding once plain steps were reported), or -1 when it has no steps yet (with a
+  // reference arm: none in the cell's context, or none in its bucket).
   double value(int32_t cell, int32_t arm) const;
   // The standard error of value(cell, arm): infinity below two steps.
   double standard_error(int32_t cell, int32_t arm) const;
@@ -149,6 +162,13 @@ class ArmSelector {
   std::vector<std::vector<std::deque<Step>>> steps_;  // [cell][arm] -> recent steps
   std::vector<std::deque<Step>> plain_;               // [batch size] -> recent plain steps
   mutable std::vector<double> plain_cost_;            // [batch size] -> P(b); 0: not computed
+  struct Estimate {
+    double value = -1.0, error = std::numeric_limits<double>::infinity();
+    size_t accept_steps = 0, cost_steps = 0;  // the steps behind each factor
+    uint64_t generation = 0;                  // generation_ when computed; 0: never
+  };
+  mutable std::vector<Estimate> estimates_;  // [cell * n_arms + arm], recomputed after a report
+  uint64_t generation_ = 1;
   int64_t explorations_ = 0;
   struct CellTotals {
     double seconds = 0.0;       // every step reported in the cell
@@ -166,6 +186,12 @@ class ArmSelector {
   double worth(const Step& s) const;
   // Seconds of a plain step at `batch` measured from the plain steps there; -1 without them.
   double measured_plain_seconds(int64_t batch) const;
+  // Whether values are decomposed (see the top): the throughput value, a reference arm, and
+  // plain steps reported.
+  bool decomposed() const;
+  Estimate estimate(int32_t cell, int32_t arm) const;
+  // Whether `arm` still needs trial steps in `cell` (min_samples; decomposed: per factor).
+  bool needs_trial(int32_t cell, int32_t arm) const;
   // Steps of `cell` that value() counts for `arm` (the throughput value leaves out outliers).
   std::vector<Step> counted(int32_t cell, int32_t arm) const;
 };

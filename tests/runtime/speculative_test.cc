@@ -380,9 +380,9 @@ TEST(Selector, PlainCostIsLearnedPerBatchSizeAndInterpolated) {
     s.report_step(6, 0, 30.0, 0.100);  // another arm's steps say nothing about plain's cost
   }
   EXPECT_NEAR(s.plain_seconds_per_token(2), 0.030, 1e-12);
-  EXPECT_NEAR(s.plain_seconds_per_token(6), 0.080 / 6, 1e-12);     // between 2 and 10
-  EXPECT_NEAR(s.plain_seconds_per_token(1), 0.055, 1e-12);         // the slope, below 2
-  EXPECT_NEAR(s.plain_seconds_per_token(20), 0.150 / 20, 1e-12);   // and above 10
+  EXPECT_NEAR(s.plain_seconds_per_token(6), 0.080 / 6, 1e-12);    // between 2 and 10
+  EXPECT_NEAR(s.plain_seconds_per_token(1), 0.055, 1e-12);        // the slope, below 2
+  EXPECT_NEAR(s.plain_seconds_per_token(20), 0.150 / 20, 1e-12);  // and above 10
   EXPECT_NEAR(s.plain_seconds_per_token(200), 1.050 / 200, 1e-12);
   EXPECT_TRUE(s.needs_calibration(6)) << "5..7 hold no plain steps";
   EXPECT_FALSE(s.needs_calibration(9)) << "10 is within a quarter of 9";
@@ -425,6 +425,36 @@ TEST(Selector, PlainFloorComparesArmsWithPlainAtTheirOwnBatchSize) {
   EXPECT_EQ(s.best(0), 0);
   EXPECT_GT(picks[0], 0.9 * total);
   EXPECT_LT(picks[1], 0.02 * total);
+}
+
+// Buckets {1, 8}. Arm 0 emits 3 tokens a request, arm 1 two; a step of arm 0 costs 1 + b/8 plain
+// steps (a long verify, dearer as the batch grows), arm 1's 1.5 at any batch size. After a stretch
+// at batch 2, the first steps at batch 16 need only each arm's cost there: how many tokens each
+// emits is known from batch 2, so the cell settles after kCostSteps trial steps per arm.
+TEST(Selector, PlainFloorCarriesAcceptanceAcrossBucketsAndMeasuresCostPerBucket) {
+  ArmSelector s({1, 8}, 3, 0.0, 32, 3, 3, 1, ArmSelector::Value::kThroughput,
+                ArmSelector::Explore::kUniform, /*reference=*/2);
+  std::mt19937_64 noise(8);
+  std::normal_distribution<double> accept(1.0, 0.2), time(1.0, 0.02);
+  auto step = [&](int64_t b) {
+    int arm = s.choose(b);
+    double per_request = arm == 0 ? 3.0 : arm == 1 ? 2.0 : 1.0;
+    double cost = arm == 0 ? 1.0 + double(b) / 8.0 : arm == 1 ? 1.5 : 1.0;
+    double tokens = arm == 2 ? double(b) : std::max(1.0, double(b) * per_request * accept(noise));
+    s.report_step(b, arm, tokens, (0.050 + 0.002 * double(b)) * cost * time(noise));
+    return arm;
+  };
+  for (int i = 0; i < 200; ++i) step(2);
+  EXPECT_EQ(s.best(s.cell_of(2)), 0) << "3 / 1.25 = 2.4x against arm 1's 2 / 1.5 = 1.33x";
+  std::vector<int> first(3);
+  for (int i = 0; i < 12; ++i) ++first[size_t(step(16))];
+  std::printf("first 12 steps at batch 16: arm 0 %d, arm 1 %d, plain %d\n", first[0], first[1],
+              first[2]);
+  EXPECT_EQ(s.best(s.cell_of(16)), 1) << "arm 0 costs 3 plain steps at 16: 1.0x; arm 1 1.33x";
+  EXPECT_NEAR(s.value(s.cell_of(16), 0), 1.0, 0.1);
+  EXPECT_NEAR(s.value(s.cell_of(16), 1), 4.0 / 3.0, 0.1);
+  EXPECT_LE(first[0], int(ArmSelector::kCostSteps));
+  EXPECT_GE(first[1], 12 - 2 * int(ArmSelector::kCostSteps) - int(ArmSelector::kCostSteps));
 }
 
 TEST(Selector, ValueNames) {
