@@ -224,8 +224,13 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
     for (int c = 0; c < sel.contexts(); ++c) {
       std::printf("    bandit b=%lld %s (%s):", (long long)batch, c ? "copyable" : "drafting",
                   speedup ? "x plain" : "tok/s");
-      for (int a = 0; a < sel.n_arms(); ++a)
-        std::printf(speedup ? " %.2f" : " %.0f", sel.value(sel.cell_of(batch, c), a));
+      for (int a = 0; a < sel.n_arms(); ++a) {
+        int32_t cell = sel.cell_of(batch, c);
+        if (speedup)  // with its standard error
+          std::printf(" %.2f~%.2f", sel.value(cell, a), sel.standard_error(cell, a));
+        else
+          std::printf(" %.0f", sel.value(cell, a));
+      }
       std::printf("\n");
     }
   }

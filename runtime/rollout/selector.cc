@@ -192,10 +192,23 @@ ArmSelector::Estimate ArmSelector::estimate(int32_t cell, int32_t arm) const {
   e.accept_steps = a.n;
   e.cost_steps = c.n;
   if (a.value < 0 || c.value <= 0) return e;
+  e.accept = a.value;
   e.value = a.value / c.value;
   e.error = e.value * std::sqrt(std::pow(a.error / a.value, 2) + std::pow(c.error / c.value, 2));
   if (!std::isfinite(e.error)) e.error = std::numeric_limits<double>::infinity();
   return e;
+}
+
+// A step of `arm` emits about accept * b tokens, worth E = accept * b * P(b) plain seconds; it
+// takes E / value(arm) seconds where the leader would take E / value(leader).
+double ArmSelector::expected_explore_cost(int64_t batch_size, int32_t cell, int32_t arm,
+                                          int32_t leader) const {
+  if (!decomposed()) return 0.0;
+  Estimate e = estimate(cell, arm);
+  double lead = value(cell, leader), p = plain_seconds_per_token(batch_size);
+  if (e.value <= 0 || lead <= 0 || p <= 0) return 0.0;
+  double worth = e.accept * double(batch_size) * p;
+  return std::max(0.0, worth / e.value - worth / lead);
 }
 
 bool ArmSelector::needs_trial(int32_t cell, int32_t arm) const {
@@ -286,7 +299,8 @@ int32_t ArmSelector::choose_bounded(int64_t batch_size, int32_t cell) {
   int32_t leader = best(cell);
   if (n_arms_ < 2 || std::uniform_real_distribution<double>(0.0, 1.0)(rng_) >= epsilon_)
     return leader;
-  if (totals.explore_cost > kExploreBudget * totals.seconds) return leader;  // spent
+  double budget = kExploreBudget * totals.seconds;
+  if (totals.explore_cost > budget) return leader;  // spent
   std::vector<int32_t> open, others;
   for (int32_t a = 0; a < n_arms_; ++a) {
     if (a == leader) continue;
@@ -297,7 +311,6 @@ int32_t ArmSelector::choose_bounded(int64_t batch_size, int32_t cell) {
     if (std::uniform_real_distribution<double>(0.0, 1.0)(rng_) >= kRecheck) return leader;
     open = others;
   }
-  ++explorations_;
   // The open arm with the highest upper bound: the likeliest to overtake the leader.
   int32_t pick = open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng_)];
   double top = -std::numeric_limits<double>::infinity();
@@ -305,6 +318,10 @@ int32_t ArmSelector::choose_bounded(int64_t batch_size, int32_t cell) {
     double upper = value(cell, a) + kZ * standard_error(cell, a);
     if (upper > top) top = upper, pick = a;
   }
+  if (totals.explore_cost + expected_explore_cost(batch_size, cell, pick, leader) > budget)
+    return leader;  // this step alone would overspend: one recheck of a costly arm at a large
+                    // batch size can cost more than a whole short tail's budget
+  ++explorations_;
   totals.explored_arm = pick;
   totals.leader_value = value(cell, leader);
   return pick;

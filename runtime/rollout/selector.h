@@ -33,7 +33,8 @@
 //     improves between calls).
 //   - Exploration has a budget: what explored steps cost over the leader (their seconds less
 //     the seconds the leader would have taken for their tokens, at its value then) stays within
-//     kExploreBudget of the cell's time. Where timing noise keeps every interval wide (a shared
+//     kExploreBudget of the cell's time, counting the step about to be explored at its expected
+//     cost (with decomposed values, below). Where timing noise keeps every interval wide (a shared
 //     machine), epsilon-exploration of arms that lose would otherwise cost epsilon times their
 //     loss: measured on bench/rl_e2e, 10% of tail steps at about twice a plain step's time.
 //   - Steps are valued against plain decoding at their own batch size: a step of n tokens over
@@ -164,6 +165,7 @@ class ArmSelector {
   mutable std::vector<double> plain_cost_;            // [batch size] -> P(b); 0: not computed
   struct Estimate {
     double value = -1.0, error = std::numeric_limits<double>::infinity();
+    double accept = -1.0;                     // tokens a step emits per request
     size_t accept_steps = 0, cost_steps = 0;  // the steps behind each factor
     uint64_t generation = 0;                  // generation_ when computed; 0: never
   };
@@ -190,6 +192,9 @@ class ArmSelector {
   // plain steps reported.
   bool decomposed() const;
   Estimate estimate(int32_t cell, int32_t arm) const;
+  // Seconds an explored step of `arm` at `batch_size` is expected to cost over `leader`
+  // (decomposed values; else 0).
+  double expected_explore_cost(int64_t batch_size, int32_t cell, int32_t arm, int32_t leader) const;
   // Whether `arm` still needs trial steps in `cell` (min_samples; decomposed: per factor).
   bool needs_trial(int32_t cell, int32_t arm) const;
   // Steps of `cell` that value() counts for `arm` (the throughput value leaves out outliers).

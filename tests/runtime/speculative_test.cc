@@ -457,6 +457,29 @@ TEST(Selector, PlainFloorCarriesAcceptanceAcrossBucketsAndMeasuresCostPerBucket)
   EXPECT_GE(first[1], 12 - 2 * int(ArmSelector::kCostSteps) - int(ArmSelector::kCostSteps));
 }
 
+// An arm that emits 2 tokens a request but costs 10 plain steps (0.2x): once its trials show it,
+// even epsilon = 1 rechecks it only when the budget can pay for the step (0.08 s over plain;
+// 1% of the cell's time grows by 0.1 ms a plain step), so the budget is never overdrawn.
+TEST(Selector, PlainFloorDoesNotExploreAStepItsBudgetCannotPayFor) {
+  ArmSelector s({1}, 2, /*epsilon=*/1.0, 32, 5, 3, 1, ArmSelector::Value::kThroughput,
+                ArmSelector::Explore::kUniform, /*reference=*/1);
+  auto step = [&s] {
+    if (s.choose(1) == 0)
+      s.report_step(1, 0, 2.0, 0.100);
+    else
+      s.report_step(1, 1, 1.0, 0.010);
+  };
+  while (!s.ruled_out(0, 0)) step();  // the trials (with epsilon 1, some count as explored)
+  int64_t explored = s.explorations();
+  double cost = s.exploration_cost(0);
+  for (int i = 0; i < 3000; ++i) {
+    step();
+    double budget = ArmSelector::kExploreBudget * s.cell_seconds(0);
+    ASSERT_LE(s.exploration_cost(0), std::max(cost, budget) + 1e-9) << "step " << i;
+  }
+  EXPECT_GT(s.explorations(), explored) << "still rechecked once affordable";
+}
+
 TEST(Selector, ValueNames) {
   ArmSelector::Value v = ArmSelector::Value::kMedianRate;
   EXPECT_TRUE(ArmSelector::parse_value("throughput", &v));
