@@ -263,11 +263,14 @@ int32_t ArmSelector::best(int32_t cell) const {
       int32_t a = i < 0 ? reference_ : i;
       if ((i < 0 || a != reference_) && needs_trial(cell, a) && !ruled_out(cell, a)) return a;
     }
+    // An arm displaces plain when it looks faster and, one standard error down, loses at most
+    // kTolerance to it; among those, the best pessimistic value wins.
     int32_t best = reference_;
-    double best_value = value(cell, reference_);
+    double plain = value(cell, reference_);
+    double best_value = -std::numeric_limits<double>::infinity();
     for (int32_t a = 0; a < n_arms_; ++a) {
-      if (a == reference_ || value(cell, a) < 0) continue;
-      double pessimistic = value(cell, a) - standard_error(cell, a);
+      double v = value(cell, a), pessimistic = v - standard_error(cell, a);
+      if (a == reference_ || v <= plain || pessimistic < (1.0 - kTolerance) * plain) continue;
       if (pessimistic > best_value) best_value = pessimistic, best = a;
     }
     return best;

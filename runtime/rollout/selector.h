@@ -23,9 +23,14 @@
 // errors (the standard error of tokens over seconds across the window's steps):
 //   - A new cell tries the reference first, then the others min_samples times each; an arm whose
 //     interval lies wholly below another arm's is ruled out and skips the rest of its round.
-//   - Exploitation picks the arm with the best pessimistic value: the reference at its value, the
-//     others at their value less one standard error. An arm within the noise of plain decoding
-//     does not displace it.
+//   - Exploitation leaves the reference only for an arm whose value is above the reference's and
+//     whose pessimistic value (its value less one standard error) is at least 1 - kTolerance of
+//     it; among those, the best pessimistic value wins. So an arm that may be slower than plain
+//     by more than the floor's 3% does not displace it, while one that is probably faster does
+//     even before its interval clears plain's. (Demanding that, value - error > plain's, kept
+//     SmolLM2 at batch 4 on plain in its drafting steps, where 4_1_5 stood at 1.07 +- 0.10:
+//     the plain steps between drafter steps then cost the drafter its catch-up, which held
+//     4_1_5 there; the engine reached 0.92-0.96 of 4_1_5 alone.)
 //   - Exploration (probability epsilon) picks, among the arms not ruled out and the exploited
 //     one left out, the one with the highest upper bound (the likeliest to overtake); when every
 //     other arm is ruled out, the verdict is known and it explores only with probability
@@ -89,8 +94,9 @@ class ArmSelector {
               Value value = Value::kThroughput, Explore explore = Explore::kUniform,
               int32_t reference = -1);
 
-  static constexpr double kZ = 2.0;        // half-width of a confidence interval, in errors
-  static constexpr double kRecheck = 0.1;  // share of exploration left once a verdict is known
+  static constexpr double kZ = 2.0;           // half-width of a confidence interval, in errors
+  static constexpr double kRecheck = 0.1;     // share of exploration left once a verdict is known
+  static constexpr double kTolerance = 0.03;  // what exploitation risks against the reference
   // Exploration's cost over the leader, as a share of a cell's time (with a reference arm).
   static constexpr double kExploreBudget = 0.01;
   // Plain steps near a batch size before its steps are valued against plain decoding there.
