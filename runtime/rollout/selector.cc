@@ -64,11 +64,32 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// A ratio estimate R = sum(x) / sum(y) over pairs (x_i, y_i), and its standard error
+// sqrt(sum((x_i - C y_i)^2) / (n - 1) * n) / sum(y) around C (R unless `center` is given):
+// infinity below two pairs.
+struct Ratio {
+  double value = -1.0, error = std::numeric_limits<double>::infinity();
+  size_t n = 0;
+};
+
+Ratio ratio_of(const std::vector<std::pair<double, double>>& pairs, double center = -1.0) {
+  Ratio r;
+  r.n = pairs.size();
+  double x = 0, y = 0;
+  for (const auto& p : pairs) x += p.first, y += p.second;
+  if (r.n == 0 || y <= 0) return r;
+  r.value = x / y;
+  if (r.n < 2) return r;
+  double c = center >= 0 ? center : r.value, squares = 0;
+  for (const auto& p : pairs) squares += (p.first - c * p.second) * (p.first - c * p.second);
+  r.error = std::sqrt(squares / double(r.n - 1) * double(r.n)) / y;
+  return r;
+}
+
 }  // namespace
 
-std::vector<ArmSelector::Step> ArmSelector::counted(int32_t cell, int32_t arm) const {
-  const std::deque<Step>& steps = steps_[cell][arm];
-  if (value_ == Value::kMedianRate || steps.empty()) return {steps.begin(), steps.end()};
+std::vector<ArmSelector::Step> ArmSelector::without_slow(const std::deque<Step>& steps) {
+  if (steps.empty()) return {};
   std::vector<double> v;
   v.reserve(steps.size());
   for (const Step& s : steps) v.push_back(s.seconds);
@@ -79,14 +100,17 @@ std::vector<ArmSelector::Step> ArmSelector::counted(int32_t cell, int32_t arm) c
   return out;
 }
 
+std::vector<ArmSelector::Step> ArmSelector::counted(int32_t cell, int32_t arm) const {
+  const std::deque<Step>& steps = steps_[cell][arm];
+  if (value_ == Value::kMedianRate) return {steps.begin(), steps.end()};
+  return without_slow(steps);
+}
+
 double ArmSelector::measured_plain_seconds(int64_t batch) const {
-  if (batch < 1 || size_t(batch) >= plain_.size() || plain_[size_t(batch)].empty()) return -1.0;
-  const std::deque<Step>& steps = plain_[size_t(batch)];
-  std::vector<double> v;
-  for (const Step& s : steps) v.push_back(s.seconds);
-  double slow = 4.0 * median(std::move(v)), tokens = 0, seconds = 0;
-  for (const Step& s : steps)
-    if (s.seconds <= slow) tokens += s.tokens, seconds += s.seconds;
+  if (batch < 1 || size_t(batch) >= plain_.size()) return -1.0;
+  double tokens = 0, seconds = 0;
+  for (const Step& s : without_slow(plain_[size_t(batch)]))
+    tokens += s.tokens, seconds += s.seconds;
   return tokens > 0 ? seconds / tokens * double(batch) : -1.0;
 }
 
@@ -98,25 +122,30 @@ double ArmSelector::plain_seconds_per_token(int64_t batch_size) const {
   size_t b = size_t(batch_size);
   if (plain_cost_.size() <= b) plain_cost_.resize(b + 1, 0.0);
   if (plain_cost_[b] != 0.0) return plain_cost_[b];
-  auto t = [this](int64_t x) { return measured_plain_seconds(x); };
-  double time = t(batch_size);
+  double time = measured_plain_seconds(batch_size);
   if (time < 0) {
+    // The two nearest measured batch sizes below (lo, lo2) and above (hi, hi2), with their T.
     int64_t lo = 0, lo2 = 0, hi = 0, hi2 = 0;
-    for (int64_t x = batch_size - 1; x >= 1 && !lo2; --x)
-      if (t(x) > 0) (lo ? lo2 : lo) = x;
-    for (int64_t x = batch_size + 1; x < int64_t(plain_.size()) && !hi2; ++x)
-      if (t(x) > 0) (hi ? hi2 : hi) = x;
+    double t_lo = 0, t_lo2 = 0, t_hi = 0, t_hi2 = 0;
+    for (int64_t x = batch_size - 1; x >= 1 && !lo2; --x) {
+      double t = measured_plain_seconds(x);
+      if (t > 0) (lo ? lo2 : lo) = x, (lo2 ? t_lo2 : t_lo) = t;
+    }
+    for (int64_t x = batch_size + 1; x < int64_t(plain_.size()) && !hi2; ++x) {
+      double t = measured_plain_seconds(x);
+      if (t > 0) (hi ? hi2 : hi) = x, (hi2 ? t_hi2 : t_hi) = t;
+    }
     double at = double(batch_size);
     if (lo && hi) {
-      time = t(lo) + (t(hi) - t(lo)) * (at - double(lo)) / double(hi - lo);
+      time = t_lo + (t_hi - t_lo) * (at - double(lo)) / double(hi - lo);
     } else if (hi) {  // below every measured batch size: T(hi) * b / hi <= T(b) <= T(hi)
-      double low = t(hi) * at / double(hi), high = t(hi);
-      time = hi2 ? std::clamp(t(hi) - (t(hi2) - t(hi)) / double(hi2 - hi) * double(hi - batch_size),
+      double low = t_hi * at / double(hi), high = t_hi;
+      time = hi2 ? std::clamp(t_hi - (t_hi2 - t_hi) / double(hi2 - hi) * double(hi - batch_size),
                               low, high)
                  : (low + high) / 2;
     } else if (lo) {  // above every measured one: T(lo) <= T(b) <= T(lo) * b / lo
-      double low = t(lo), high = t(lo) * at / double(lo);
-      time = lo2 ? std::clamp(t(lo) + (t(lo) - t(lo2)) / double(lo - lo2) * double(batch_size - lo),
+      double low = t_lo, high = t_lo * at / double(lo);
+      time = lo2 ? std::clamp(t_lo + (t_lo - t_lo2) / double(lo - lo2) * double(batch_size - lo),
                               low, high)
                  : (low + high) / 2;
     } else {
@@ -141,32 +170,6 @@ double ArmSelector::worth(const Step& s) const {
   double p = plain_seconds_per_token(s.batch);
   return p > 0 ? s.tokens * p : s.tokens;
 }
-
-namespace {
-
-// A ratio estimate R = sum(x) / sum(y) over pairs (x_i, y_i), and its standard error
-// sqrt(sum((x_i - R y_i)^2) / (n - 1) * n) / sum(y): infinity below two pairs.
-struct Ratio {
-  double value = -1.0, error = std::numeric_limits<double>::infinity();
-  size_t n = 0;
-};
-
-Ratio ratio_of(const std::vector<std::pair<double, double>>& pairs) {
-  Ratio r;
-  r.n = pairs.size();
-  double x = 0, y = 0;
-  for (const auto& p : pairs) x += p.first, y += p.second;
-  if (r.n == 0 || y <= 0) return r;
-  r.value = x / y;
-  if (r.n < 2) return r;
-  double squares = 0;
-  for (const auto& p : pairs)
-    squares += (p.first - r.value * p.second) * (p.first - r.value * p.second);
-  r.error = std::sqrt(squares / double(r.n - 1) * double(r.n)) / y;
-  return r;
-}
-
-}  // namespace
 
 bool ArmSelector::decomposed() const {
   return value_ == Value::kThroughput && reference_ >= 0 && !plain_.empty();
@@ -218,8 +221,8 @@ bool ArmSelector::needs_trial(int32_t cell, int32_t arm) const {
 }
 
 double ArmSelector::value(int32_t cell, int32_t arm) const {
-  const std::deque<Step>& steps = steps_[cell][arm];
   if (decomposed()) return estimate(cell, arm).value;
+  const std::deque<Step>& steps = steps_[cell][arm];
   if (steps.empty()) return -1.0;
   if (value_ == Value::kMedianRate) {
     std::vector<double> v;
@@ -227,24 +230,19 @@ double ArmSelector::value(int32_t cell, int32_t arm) const {
     for (const Step& s : steps) v.push_back(worth(s) / s.seconds);
     return median(std::move(v));
   }
-  double worth_sum = 0, seconds = 0;
-  for (const Step& s : counted(cell, arm)) worth_sum += worth(s), seconds += s.seconds;
-  return worth_sum / seconds;
+  return ratio_of(worth_pairs(cell, arm)).value;
 }
 
-// Worth over seconds is a ratio estimate R = sum(w) / sum(s); its standard error is
-// sqrt(sum((w_i - R s_i)^2) / (n - 1) * n) / sum(s).
+std::vector<std::pair<double, double>> ArmSelector::worth_pairs(int32_t cell, int32_t arm) const {
+  std::vector<std::pair<double, double>> pairs;
+  for (const Step& s : counted(cell, arm)) pairs.push_back({worth(s), s.seconds});
+  return pairs;
+}
+
+// Around value(): the ratio estimate's own, or the median rate.
 double ArmSelector::standard_error(int32_t cell, int32_t arm) const {
   if (decomposed()) return estimate(cell, arm).error;
-  std::vector<Step> steps = counted(cell, arm);
-  double n = double(steps.size());
-  if (n < 2) return std::numeric_limits<double>::infinity();
-  double r = value(cell, arm), seconds = 0, squares = 0;
-  for (const Step& s : steps) {
-    seconds += s.seconds;
-    squares += (worth(s) - r * s.seconds) * (worth(s) - r * s.seconds);
-  }
-  return std::sqrt(squares / (n - 1) * n) / seconds;
+  return ratio_of(worth_pairs(cell, arm), value(cell, arm)).error;
 }
 
 bool ArmSelector::ruled_out(int32_t cell, int32_t arm) const {

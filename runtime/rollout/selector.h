@@ -78,6 +78,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tlt::rollout {
@@ -205,6 +206,10 @@ class ArmSelector {
   bool needs_trial(int32_t cell, int32_t arm) const;
   // Steps of `cell` that value() counts for `arm` (the throughput value leaves out outliers).
   std::vector<Step> counted(int32_t cell, int32_t arm) const;
+  // `steps` less those slower than 4x their median time (one-off costs).
+  static std::vector<Step> without_slow(const std::deque<Step>& steps);
+  // (worth, seconds) of the steps counted(cell, arm).
+  std::vector<std::pair<double, double>> worth_pairs(int32_t cell, int32_t arm) const;
 };
 
 }  // namespace tlt::rollout
