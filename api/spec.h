@@ -390,6 +390,7 @@ struct DrafterSpec {
   int32_t vocab_subset = 0;
   int32_t warm_start_steps = 200;
   int32_t warm_start_prompts = 64;
+  int32_t train_levels = 1;
   DrafterTrainingSpec training;
 
   template <class V>
@@ -410,6 +411,13 @@ struct DrafterSpec {
           "the drafter's warm start, which trains on those generations (cached). More prompts "
           "give the drafter more of the model's own text to imitate (longer accepted drafts) at "
           "the cost of a longer first run; presets ignore it."));
+    v("trainLevels", train_levels,
+      Rule().ge(1).le(8).doc(
+          "Drafting levels the drafter's training unrolls, in the warm start and online: from "
+          "level 2 of a chain on, drafting feeds the drafter its own predicted hidden state, and "
+          "training on that input as well keeps deeper drafts accepted. 1 trains on the "
+          "target's hidden states only; each level adds about one drafter forward and backward "
+          "to a training step."));
     v("training", training, Rule().doc("Online drafter training."));
   }
 };

@@ -432,7 +432,7 @@ constexpr uint64_t kModelTaskSeed = 1;
 // How a --model run's drafter is warm-started (--drafter-steps, --drafter-vocab,
 // --drafter-prompts).
 struct ModelDrafter {
-  int steps = 200, vocab = 2048, prompts = 64;
+  int steps = 200, vocab = 2048, prompts = 64, levels = 1;
 };
 
 // The drafter of a --model run: warm-started on the model's own sampled answers to the task's
@@ -443,11 +443,14 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
                                                  int max_new) {
   rl::GenerationsWarmStartOptions o;
   o.steps = d.steps, o.max_new_tokens = max_new, o.vocab_subset = d.vocab, o.prompts = d.prompts;
+  o.train_levels = d.levels;
   o.temperature = 1.0;  // as an RLJob's rollouts sample
   o.max_seq = engine_max_seq, o.codec = &codec;
   double t0 = now();
-  std::printf("drafter: warm start on the model's generations (%lld prompts, %d steps)\n",
-              (long long)o.prompts, d.steps);
+  std::printf(
+      "drafter: warm start on the model's generations (%lld prompts, %d steps, %d "
+      "training levels)\n",
+      (long long)o.prompts, d.steps, d.levels);
   std::fflush(stdout);
   return rl::load_or_train_drafter_on_generations(
       target, drafter, task, o, model::model_identity(path),
@@ -458,6 +461,31 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
           std::fflush(stdout);
         }
       });
+}
+
+// Greedy agreement of the drafter with the target, level by level, on the target's greedy answers
+// to held-out problems the table does not decode (rl::held_out_agreement). The exit code.
+int print_agreement(model::Transformer target, model::Drafter drafter, const rl::Task& task,
+                    const rl::Codec& codec, int max_new) {
+  constexpr int64_t kFirst = 1000, kProblems = 32, kLevels = 6;
+  double t0 = now();
+  StatusOr<drafter::LevelAgreement> a = rl::held_out_agreement(
+      target, drafter, task, &codec, kFirst, kProblems, max_new, engine_max_seq, kLevels);
+  if (!a.ok()) {
+    std::cerr << a.status().to_string() << "\n";
+    return 1;
+  }
+  std::printf(
+      "drafter: greedy chains on %lld held-out answers (%lld bases, %.0f s): share whose "
+      "first d drafts all match the target\n  d:",
+      (long long)kProblems, (long long)(a->bases.empty() ? 0 : a->bases[0]), now() - t0);
+  for (size_t d = 0; d < a->bases.size(); ++d) std::printf(" %zu=%.3f", d + 1, a->share(d));
+  double sum = 0;
+  for (size_t d = 0; d < a->bases.size(); ++d) sum += a->share(d);
+  std::printf("\n  accepted drafts per verification of a greedy chain of %lld: %.2f\n",
+              (long long)a->bases.size(), sum);
+  std::fflush(stdout);
+  return 0;
 }
 
 // --model PATH: the ceilings, the drafter (cached), then the side-by-side table on the task's
@@ -496,7 +524,7 @@ int model_compare(const std::string& path, const Table& t, const ModelDrafter& d
               w->trained ? "trained and cached" : "loaded", w->cache_path.c_str(),
               (long long)w->generated_tokens, w->loss_first, w->loss_last,
               (long long)drafter->draft_vocab_size());
-  if (prepare_only) return 0;
+  if (prepare_only) return print_agreement(target, drafter, **task, **codec, t.max_new);
   rl::TaskRequestOptions ro;
   ro.max_new_tokens = t.max_new, ro.temperature = t.temperature, ro.max_seq = engine_max_seq;
   compare(target, drafter, t, [&](int n, int offset) {
@@ -527,6 +555,7 @@ int main(int argc, char** argv) {
   double temperature = 0.0;
   int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2, group = 1;
   int drafter_prompts = 64;
+  int drafter_levels = 1;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
   bool prepare_only = false, ceiling_only = false;
   std::string model_path;
@@ -562,6 +591,10 @@ int main(int argc, char** argv) {
                  "--model: training problems the model answers for its drafter's warm start "
                  "(cached per count; more give longer accepted drafts and a longer first run)")
       ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--drafter-levels", drafter_levels,
+                 "--model: drafting levels the drafter's warm start unrolls in training (1: the "
+                 "target's features only; cached per value)")
       ->capture_default_str();
   app.add_option("--drafter-vocab", drafter_vocab,
                  "Draft over the this-many most frequent tokens of the training text (--model: of "
@@ -641,6 +674,7 @@ int main(int argc, char** argv) {
     ModelDrafter d;
     if (app.count("--drafter-steps")) d.steps = drafter_steps;
     if (app.count("--drafter-vocab")) d.vocab = drafter_vocab;
+    d.levels = drafter_levels;
     d.prompts = drafter_prompts;
     Table table{batches,  fixed,          arms,  arms_s,  threads, max_new,
                 shortcut, warmup_batches, waves, repeats, group,   temperature};

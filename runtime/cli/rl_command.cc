@@ -69,6 +69,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.selector_value = s.speculative.selector.value;
   p.selector_exploration = s.speculative.selector.exploration;
   p.drafter_layers = s.drafter.layers;
+  p.drafter_train_levels = s.drafter.train_levels;
   p.drafter_vocab_subset = s.drafter.vocab_subset;
   p.drafter_warm_start_steps = s.drafter.warm_start_steps;
   p.drafter_warm_start_prompts = s.drafter.warm_start_prompts;

@@ -9,37 +9,80 @@
 // over those K tokens, the target's distribution renormalised on them: the tokens the drafter
 // can draft, at K/V of the head's cost.
 //
+// Unrolled training ("training-time test", as EAGLE-3 trains): drafting feeds the drafter its
+// own prediction from level 2 of a chain on, a feature it never reads when trained on the
+// target's only. With `levels` L > 1 the loss also runs the drafter as drafting does: level d of
+// base j reads (its own level d-1 prediction of h_{j+d-1}, x_{j+d}) at position j+d-1 and
+// predicts h_{j+d}, attending to the target's features at positions <= j and to its own chain
+// of levels 2..d from the same base, exactly what a chain drafted after position j sees (the
+// drafter's cache holds the target's features up to j). Level d's loss is weighted
+// kLevelDecay^(d-1). Each level costs about one more forward and backward of the window
+// (model::DrafterImpl::forward_level keeps the earlier levels' keys and values).
+//
 // Thread safety: one thread at a time per trainer.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <memory>
+#include <vector>
 
 #include "runtime/model/drafter.h"
 
 namespace tlt::drafter {
 
+// The weight of level d's loss relative to level d-1's in unrolled training.
+constexpr double kLevelDecay = 0.8;
+// The most levels unrolled training runs.
+constexpr int64_t kMaxLevels = 8;
+
 class DrafterTrainer {
  public:
-  DrafterTrainer(model::Drafter drafter, model::Transformer target, double learning_rate);
+  // levels in [1, kMaxLevels]: 1 trains on the target's features only (EAGLE-1).
+  DrafterTrainer(model::Drafter drafter, model::Transformer target, double learning_rate,
+                 int64_t levels = 1);
 
   // One optimizer step. tokens (B, T) int64, hidden (B, T, C) target hidden states, mask (B, T)
   // bool or float: 1 where position j+1 is a trained target (the first column is ignored).
   // Returns the loss before the step.
   double step(const torch::Tensor& tokens, const torch::Tensor& hidden, const torch::Tensor& mask);
   int64_t steps() const { return steps_; }
+  int64_t levels() const { return levels_; }
 
  private:
   model::Drafter drafter_;
   model::Transformer target_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
+  int64_t levels_ = 1;
   int64_t steps_ = 0;
 };
 
-// The loss above without a step, for evaluation. Same arguments as DrafterTrainer::step.
+// The loss above without a step, for evaluation. Same arguments as DrafterTrainer::step; levels
+// in [1, min(kMaxLevels, T-1)] (clamped).
 torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& target,
                            const torch::Tensor& tokens, const torch::Tensor& hidden,
-                           const torch::Tensor& mask);
+                           const torch::Tensor& mask, int64_t levels = 1);
+
+// The drafter's predictions level by level as drafting makes them (above): element d-1 is
+// (B, T-d, C), at index j the level-d prediction of h_{j+d} from base j. tokens (B, T), hidden
+// (B, T, C); levels clamped to [1, min(kMaxLevels, T-1)]. Gradients flow through every level.
+std::vector<torch::Tensor> unrolled_predictions(model::Drafter& drafter,
+                                                const torch::Tensor& tokens,
+                                                const torch::Tensor& hidden, int64_t levels);
+
+// How far greedy chains drafted from each base would be accepted. A base j counts at level d
+// when positions j+1..j+d are all in the mask (a response's; drafting starts at the prompt's
+// last position); agreed[d-1] of the bases[d-1] such bases have draft tokens at levels 1..d that
+// all equal the target's greedy tokens (argmax of its full head at h_{j+1}..h_{j+d}). On the
+// target's greedy text, sum over d of agreed/bases is the greedy chain's accepted length per
+// verification (bonus token not counted). Without gradient; same arguments as drafter_loss.
+struct LevelAgreement {
+  std::vector<int64_t> agreed, bases;  // one per level
+  void add(const LevelAgreement& o);   // sums counts (levels: the larger of the two)
+  double share(size_t level) const;    // agreed / bases at 0-based level, 0 without bases
+};
+LevelAgreement greedy_agreement(model::Drafter& drafter, const torch::Tensor& tokens,
+                                const torch::Tensor& hidden, const torch::Tensor& mask,
+                                int64_t levels);
 
 }  // namespace tlt::drafter

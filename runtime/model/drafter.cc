@@ -1,6 +1,7 @@
 #include "runtime/model/drafter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -33,6 +34,52 @@ torch::Tensor DrafterImpl::forward(const torch::Tensor& tokens, const torch::Ten
   }
   torch::Tensor x = fc(torch::cat({emb, features}, -1));  // (B,T,C)
   return target_->run_layers(layers, x, positions, cache, layout);
+}
+
+torch::Tensor DrafterImpl::forward_level(const torch::Tensor& tokens, const torch::Tensor& features,
+                                         const torch::Tensor& positions, LevelKV* kv) {
+  const ModelConfig& c = target_->config();
+  int64_t b = tokens.size(0), n = tokens.size(1), hkv = c.n_kv_heads, hd = c.head_dim();
+  int64_t g = c.n_heads / hkv;
+  torch::Tensor emb;
+  {
+    torch::NoGradGuard no_grad;
+    emb = target_->embed(tokens);  // (B,N,C), frozen
+  }
+  torch::Tensor x = fc(torch::cat({emb, features}, -1));  // (B,N,C)
+  kv->k.resize(layers->size()), kv->v.resize(layers->size());
+  for (size_t l = 0; l < layers->size(); ++l) {
+    DecoderLayerImpl* layer = layers[l]->as<DecoderLayerImpl>();
+    AttentionImpl& at = *layer->attn;
+    torch::Tensor a = layer->attn_norm(x);
+    auto heads = [&](torch::nn::Linear& w, int64_t h) {
+      return w(a).view({b, n, h, hd}).transpose(1, 2);  // (B,h,N,D)
+    };
+    torch::Tensor q = target_->rope().apply(heads(at.wq, c.n_heads), positions);  // (B,H,N,D)
+    kv->k[l].push_back(target_->rope().apply(heads(at.wk, hkv), positions));      // (B,Hkv,N,D)
+    kv->v[l].push_back(heads(at.wv, hkv));                                        // (B,Hkv,N,D)
+    const torch::Tensor &k1 = kv->k[l][0], &v1 = kv->v[l][0];  // level 1: (B,Hkv,N1,D)
+    int64_t n1 = k1.size(2);
+    // Query heads grouped by their K/V head: (B,Hkv,G,N,D), scaled.
+    torch::Tensor qg = q.reshape({b, hkv, g, n, hd}) / std::sqrt(double(hd));
+    torch::Tensor causal = torch::ones({n, n1}, torch::TensorOptions().dtype(torch::kBool))
+                               .tril()
+                               .logical_not()
+                               .to(q.device());  // (N,N1): key i > base j is hidden
+    torch::Tensor s1 = torch::matmul(qg, k1.unsqueeze(2).transpose(-1, -2))
+                           .masked_fill(causal, -std::numeric_limits<double>::infinity());
+    std::vector<torch::Tensor> parts{s1};  // (B,Hkv,G,N,N1), then (B,Hkv,G,N,1) per later level
+    for (size_t e = 1; e < kv->k[l].size(); ++e)
+      parts.push_back((qg * kv->k[l][e].narrow(2, 0, n).unsqueeze(2)).sum(-1, /*keepdim=*/true));
+    torch::Tensor p = torch::softmax(torch::cat(parts, -1), -1);  // (B,Hkv,G,N,N1+levels-1)
+    torch::Tensor out = torch::matmul(p.narrow(-1, 0, n1), v1.unsqueeze(2));  // (B,Hkv,G,N,D)
+    for (size_t e = 1; e < kv->v[l].size(); ++e)
+      out = out + p.narrow(-1, n1 + int64_t(e) - 1, 1) * kv->v[l][e].narrow(2, 0, n).unsqueeze(2);
+    out = out.reshape({b, c.n_heads, n, hd}).transpose(1, 2).reshape({b, n, c.n_heads * hd});
+    x = x + at.wo(out);
+    x = x + layer->mlp(layer->mlp_norm(x));
+  }
+  return x;
 }
 
 torch::Tensor DrafterImpl::logits(const torch::Tensor& hidden) {

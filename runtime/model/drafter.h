@@ -25,6 +25,19 @@ class DrafterImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& features,
                         const torch::Tensor& positions, KVCache* cache = nullptr,
                         const AttentionLayout& layout = {});
+  // The keys and values of the levels run so far by forward_level: [layer][level], each
+  // (B, Hkv, N_level, D) (positions rotated). Starts empty.
+  struct LevelKV {
+    std::vector<std::vector<torch::Tensor>> k, v;
+  };
+  // Unrolled training's forward (drafter/trainer.h), one drafting level per call. Level d's
+  // inputs: tokens (B, N) int64, features (B, N, C), positions (B, N), entry j being base j. Entry
+  // j attends to entries 0..j of level 1 (the first call) and to entry j of each later level,
+  // itself included, which `kv` holds and this call appends to. Returns (B, N, C): what a forward
+  // over the levels laid out together under that mask would give level d, at the cost of level
+  // d's entries only. N must not exceed level 1's. Gradients flow through `kv`.
+  torch::Tensor forward_level(const torch::Tensor& tokens, const torch::Tensor& features,
+                              const torch::Tensor& positions, LevelKV* kv);
   // Logits (..., V) of predicted hidden states (..., C) through the target's LM head (training).
   torch::Tensor logits(const torch::Tensor& hidden);
   // Logits (..., V) for drafting: over the draft vocabulary only (-inf elsewhere) when one is

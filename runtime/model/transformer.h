@@ -126,6 +126,7 @@ class TransformerImpl : public torch::nn::Module {
   std::unique_ptr<KVCache> make_cache(int64_t max_batch, int64_t max_seq) const;
 
   const ModelConfig& config() const { return config_; }
+  const Rope& rope() const { return rope_; }
   torch::nn::Embedding embed{nullptr};  // (V, C)
   torch::nn::ModuleList layers{nullptr};
   RMSNorm norm{nullptr};

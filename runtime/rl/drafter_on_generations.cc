@@ -83,6 +83,10 @@ Status GenerationsWarmStartOptions::validate() const {
   TLT_RETURN_IF_ERROR(positive(prompts, "prompts"));
   TLT_RETURN_IF_ERROR(positive(max_new_tokens, "max_new_tokens"));
   TLT_RETURN_IF_ERROR(positive(generation_batch, "generation_batch"));
+  if (train_levels < 1 || train_levels > drafter::kMaxLevels)
+    return Status::InvalidArgument("train_levels: must be in [1, " +
+                                   std::to_string(drafter::kMaxLevels) + "] (got " +
+                                   std::to_string(train_levels) + ")");
   if (temperature < 0 || top_p <= 0 || top_p > 1)
     return Status::InvalidArgument("temperature must be >= 0 and top_p in (0, 1]");
   if (max_seq < max_new_tokens + kHeadroom + 1)
@@ -104,6 +108,7 @@ std::string GenerationsWarmStartOptions::key() const {
     << " temperature=" << temperature << " top_p=" << top_p
     << " generation_batch=" << generation_batch << " vocab_subset=" << vocab_subset
     << " max_seq=" << max_seq;
+  if (train_levels != 1) k << " train_levels=" << train_levels;  // older keys stay valid
   return k.str();
 }
 
@@ -146,7 +151,7 @@ StatusOr<GenerationsWarmStart> drafter_warm_start_on_generations(
   result.draft_vocab = model::most_frequent_tokens(*counts, subset_size(o, target->config().vocab));
   TLT_RETURN_IF_ERROR(drafter->set_draft_vocab(result.draft_vocab));
   std::vector<std::vector<torch::Tensor>> data{buffer.tensors()};
-  drafter::DrafterTrainer trainer(drafter, target, o.learning_rate);
+  drafter::DrafterTrainer trainer(drafter, target, o.learning_rate, o.train_levels);
   std::mt19937_64 rng(o.seed);
   std::vector<double> losses;
   for (int64_t s = 0; s < o.steps; ++s) {
@@ -160,6 +165,36 @@ StatusOr<GenerationsWarmStart> drafter_warm_start_on_generations(
   result.loss_last = mean(losses, n - k, n);
   result.trained = true;
   return result;
+}
+
+StatusOr<drafter::LevelAgreement> held_out_agreement(model::Transformer target,
+                                                     model::Drafter drafter, const Task& task,
+                                                     const Codec* codec, uint64_t first, int64_t n,
+                                                     int64_t max_new_tokens, int64_t max_seq,
+                                                     int64_t levels) {
+  GenerationsWarmStartOptions o;
+  o.max_new_tokens = max_new_tokens, o.temperature = 0.0, o.max_seq = max_seq;
+  o.generation_batch = std::min<int64_t>(16, std::max<int64_t>(1, n));
+  TaskRequestOptions ro{max_new_tokens, 0.0, 1.0, 0, max_seq, kHeadroom};
+  StatusOr<std::vector<rollout::Request>> requests =
+      task_requests(task, codec ? *codec : ascii_codec(), first, n, true, ro);
+  if (!requests.ok()) return requests.status();
+  target->eval(), drafter->eval();
+  drafter::HiddenBuffer buffer;
+  StatusOr<std::vector<int64_t>> counts = generate_into(target, *requests, o, &buffer);
+  if (!counts.ok()) return counts.status().with_context("generating held-out answers");
+  std::vector<torch::Tensor> d = buffer.tensors();  // tokens, hidden, offsets, prompts
+  drafter::LevelAgreement total;
+  for (int64_t r = 0; r < d[3].size(0); ++r) {
+    int64_t row = d[2][r].item<int64_t>(), len = d[2][r + 1].item<int64_t>() - row;
+    int64_t prompt = d[3][r].item<int64_t>();
+    if (len < 2) continue;
+    torch::Tensor tokens = d[0].narrow(0, row, len).unsqueeze(0);                    // (1, len)
+    torch::Tensor hidden = d[1].narrow(0, row, len).unsqueeze(0);                    // (1, len, C)
+    torch::Tensor mask = torch::arange(len, torch::kInt64).ge(prompt).unsqueeze(0);  // (1, len)
+    total.add(drafter::greedy_agreement(drafter, tokens, hidden, mask, levels));
+  }
+  return total;
 }
 
 StatusOr<GenerationsWarmStart> load_or_train_drafter_on_generations(

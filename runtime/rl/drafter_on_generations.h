@@ -29,6 +29,7 @@
 #include <string>
 
 #include "api/status.h"
+#include "runtime/drafter/trainer.h"
 #include "runtime/model/drafter.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rl/tasks.h"
@@ -67,6 +68,8 @@ struct GenerationsWarmStartOptions {
   double top_p = 1.0;
   int64_t generation_batch = 16;  // requests decoded at once
   int64_t vocab_subset = 0;       // K most generated tokens for the draft head; 0: all
+  // Drafting levels the loss unrolls (drafter::DrafterTrainer; 1: the target's features only).
+  int64_t train_levels = 1;
   // Positions the generating engine holds per request (prompt + response + a little headroom);
   // problems whose prompt does not fit are replaced as rl::fitting_problem does.
   int64_t max_seq = 512;
@@ -96,6 +99,16 @@ StatusOr<GenerationsWarmStart> drafter_warm_start_on_generations(
     model::Transformer target, model::Drafter drafter, const Task& task,
     const GenerationsWarmStartOptions& options,
     const std::function<void(int64_t, double)>& progress = {});
+
+// How well `drafter` drafts the target's greedy answers to held-out problems first..first+n-1 of
+// `task` (rendered by `codec`; nullptr: ASCII), each cut at max_new_tokens: the target answers them
+// plainly and greedily through the rollout engine, and drafter::greedy_agreement runs over every
+// answer whole, `levels` levels. Errors of the requests and the engine.
+StatusOr<drafter::LevelAgreement> held_out_agreement(model::Transformer target,
+                                                     model::Drafter drafter, const Task& task,
+                                                     const Codec* codec, uint64_t first, int64_t n,
+                                                     int64_t max_new_tokens, int64_t max_seq,
+                                                     int64_t levels);
 
 // Loads the warm start from the cache, or trains it and saves it there. The cache file is
 // cache_dir/drafter/generations-<hash>.ckpt, the hash over `model_key` (what identifies the

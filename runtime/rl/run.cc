@@ -358,11 +358,13 @@ Status Driver::warm_start_drafter() {
   dw.steps = plan_.drafter_warm_start_steps;
   dw.learning_rate = plan_.drafter_warm_start_learning_rate;
   dw.batch = plan_.drafter_warm_start_batch;
+  dw.drafter_levels = plan_.drafter_train_levels;
   dw.max_response_tokens =
       std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
   std::ostringstream dkey;
   dkey << plan_.drafter_layers << "-" << dw.steps << "-" << dw.learning_rate << "-" << dw.batch
        << "-" << dw.max_response_tokens << "-" << dw.seed;
+  if (dw.drafter_levels != 1) dkey << "-levels" << dw.drafter_levels;  // older keys stay valid
   std::string path =
       warm_start_key_ + ".drafter-" + std::to_string(fnv1a64(dkey.str()) % 1000000007ull);
   log("drafter warm start: " + path);
@@ -382,6 +384,7 @@ Status Driver::warm_start_drafter_on_generations() {
       std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
   o.temperature = plan_.temperature, o.top_p = plan_.top_p;
   o.vocab_subset = plan_.drafter_vocab_subset;
+  o.train_levels = plan_.drafter_train_levels;
   o.max_seq = max_seq_;
   o.codec = codec_;
   // The target is the policy as RL starts: the model file, and its own warm start if it had one.
@@ -396,8 +399,9 @@ Status Driver::warm_start_drafter_on_generations() {
   }
   log("drafter warm start on the model's generations: " + r->cache_path + " (" +
       (r->trained ? "trained" : "loaded") + ", " + std::to_string(o.prompts) + " prompts, " +
-      std::to_string(r->generated_tokens) + " generated tokens, loss " +
-      std::to_string(r->loss_first) + " -> " + std::to_string(r->loss_last) + ")");
+      std::to_string(r->generated_tokens) + " generated tokens, " + std::to_string(o.train_levels) +
+      " training levels, loss " + std::to_string(r->loss_first) + " -> " +
+      std::to_string(r->loss_last) + ")");
   return Status::Ok();
 }
 
@@ -429,6 +433,7 @@ json Driver::setup_message(int w) const {
           {"selector_exploration", plan_.selector_exploration},
           {"seed", mix_seeds(plan_.seed, 11)},
           {"drafter_lr", plan_.drafter_learning_rate},
+          {"drafter_levels", plan_.drafter_train_levels},
           {"drafter_batch", plan_.drafter_batch}};
 }
 

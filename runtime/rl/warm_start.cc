@@ -104,7 +104,7 @@ StatusOr<double> drafter_warm_start(model::Transformer policy, model::Drafter dr
                                     const std::function<void(int64_t, double)>& progress) {
   torch::manual_seed(options.seed);
   policy->eval();
-  drafter::DrafterTrainer trainer(drafter, policy, options.learning_rate);
+  drafter::DrafterTrainer trainer(drafter, policy, options.learning_rate, options.drafter_levels);
   std::vector<double> recent;
   uint64_t next = 0;
   for (int64_t s = 0; s < options.steps; ++s) {

@@ -37,6 +37,8 @@ struct WarmStartOptions {
   // Rows are run in micro-batches of similar length of at most this many tokens (gradients
   // accumulated: the same step as one padded batch); <= 0: one padded batch.
   int64_t max_tokens_per_microbatch = 4096;
+  // drafter_warm_start only: the drafting levels its loss unrolls (drafter::DrafterTrainer).
+  int64_t drafter_levels = 1;
   // How prompts and solutions become ids (borrowed; must outlive the call); nullptr: the ASCII
   // codec of the presets.
   const Codec* codec = nullptr;

@@ -32,7 +32,8 @@ spec:
               learningRate: 1.0e-3, klCoef: 0.01, seed: 0}
   roles: {rollout: {replicas: 2}}
   speculative: {activationThreshold: 16, arms: ["4_1_5", "ngram"]}
-  drafter: {vocabSubset: 16, warmStartSteps: 5, warmStartPrompts: 6, training: {batchSize: 8}}
+  drafter: {vocabSubset: 16, warmStartSteps: 5, warmStartPrompts: 6, trainLevels: 2,
+            training: {batchSize: 8}}
   checkpoint: {path: $work/$1, everySteps: 1}
   metrics: {port: 0}
 YAML
@@ -44,8 +45,8 @@ manifest base "path: $fx/tiny-llama-hf" > "$work/base.yaml"
 "$tlt" run "$work/base.yaml" --baseline > "$work/base.log" 2>&1 || { cat "$work/base.log"; fail "--baseline exited $?"; }
 grep -q "chat template" "$work/tlt.log" || { cat "$work/tlt.log"; fail "the policy's chat template was not used"; }
 grep -q "warm start: none" "$work/tlt.log" || { cat "$work/tlt.log"; fail "a pretrained policy was warm-started"; }
-grep -q "drafter warm start on the model's generations: .*(trained, 6 prompts" "$work/tlt.log" ||
-  { cat "$work/tlt.log"; fail "the drafter was not warm-started on 6 of the model's generations (spec.drafter.warmStartPrompts)"; }
+grep -q "drafter warm start on the model's generations: .*(trained, 6 prompts.* 2 training levels" "$work/tlt.log" ||
+  { cat "$work/tlt.log"; fail "the drafter was not warm-started on 6 of the model's generations at 2 levels (spec.drafter.warmStartPrompts, trainLevels)"; }
 python3 - "$work" <<'PY' || exit 1
 import json, sys
 w = sys.argv[1]

@@ -321,6 +321,87 @@ TEST(Drafter, TrainingOverADraftVocabularyMatchesTheTargetRenormalisedOnIt) {
   EXPECT_GT(std::abs(sub - full), 1e-3) << "the draft vocabulary changed nothing";
 }
 
+// Unrolled training must see what a drafted chain sees: for each base j, level 1 from the
+// target's features up to j through the drafter's cache, then levels 2..d each from the
+// previous level's own prediction, one cached forward at a time (draft_eagle_chain.cc's path).
+TEST(Drafter, UnrolledLevelsEqualAChainDraftedThroughTheCache) {
+  Transformer target = make_model(3);
+  for (int64_t layers : {1, 2}) {
+    torch::manual_seed(6);
+    Drafter drafter(target, layers);
+    drafter->eval();
+    const int64_t t = 9, levels = 3;
+    torch::Tensor tokens = torch::randint(0, 97, {2, t}, torch::kInt64);  // (B, T)
+    torch::Tensor hidden = torch::randn({2, t, 32}, torch::kFloat64);     // (B, T, C)
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> preds =
+        drafter::unrolled_predictions(drafter, tokens, hidden, levels);
+    ASSERT_EQ(preds.size(), size_t(levels));
+    for (int64_t d = 1; d <= levels; ++d) ASSERT_EQ(preds[size_t(d - 1)].size(1), t - d);
+    double worst = 0;
+    for (int64_t row = 0; row < 2; ++row) {
+      for (int64_t j = 0; j + levels < t; ++j) {
+        auto cache = drafter->make_cache(1, 32);
+        cache->add_slot();
+        torch::Tensor h = drafter
+                              ->forward(tokens[row].narrow(0, 1, j + 1).view({1, -1}),
+                                        hidden[row].narrow(0, 0, j + 1).unsqueeze(0),
+                                        positions_from(0, j + 1), cache.get())
+                              .select(1, j);  // (1, C): level 1 of base j
+        cache->commit_prefix(0, j + 1);
+        for (int64_t d = 1; d <= levels; ++d) {
+          worst = std::max(worst, maxdiff(h[0], preds[size_t(d - 1)][row][j]));
+          if (d == levels) break;
+          h = drafter
+                  ->forward(tokens[row].narrow(0, j + d + 1, 1).view({1, 1}), h.unsqueeze(1),
+                            positions_from(j + d, 1), cache.get())
+                  .squeeze(1);  // (1, C)
+          cache->commit_prefix(0, 1);
+        }
+      }
+    }
+    EXPECT_LT(worst, 1e-10) << layers << " drafter layers: maxdiff=" << worst;
+    // Level 1 is the one-level forward.
+    torch::Tensor one = drafter::unrolled_predictions(drafter, tokens, hidden, 1)[0];
+    EXPECT_LT(maxdiff(one, preds[0]), 1e-10);
+  }
+}
+
+TEST(Drafter, UnrolledLossAddsLevelsAndTrainsWhatDraftingReads) {
+  Transformer target = make_model(3);
+  torch::manual_seed(7);
+  Drafter drafter(target, 1);
+  torch::Tensor tokens = torch::randint(0, 97, {2, 8}, torch::kInt64);  // (B, T)
+  torch::Tensor hidden = torch::randn({2, 8, 32}, torch::kFloat64);     // (B, T, C)
+  torch::Tensor mask = torch::ones({2, 8}, torch::kFloat64);            // (B, T)
+  mask.narrow(1, 0, 3).zero_();                                         // a 3-token prompt
+  double one, three;
+  {
+    torch::NoGradGuard no_grad;
+    one = drafter::drafter_loss(drafter, target, tokens, hidden, mask, 1).item<double>();
+    three = drafter::drafter_loss(drafter, target, tokens, hidden, mask, 3).item<double>();
+  }
+  EXPECT_GT(three, one * 1.5) << "levels 2 and 3 add their weighted losses";
+  // Level 2's loss alone reaches fc through its input feature, level 1's prediction: the
+  // gradient of the three-level loss differs from the one-level loss's.
+  auto grad_of = [&](int64_t levels) {
+    drafter->zero_grad();
+    drafter::drafter_loss(drafter, target, tokens, hidden, mask, levels).backward();
+    return drafter->fc->weight.grad().clone();
+  };
+  EXPECT_GT(maxdiff(grad_of(3), grad_of(1)), 1e-6);
+  // Bases whose chain starts inside the prompt count nowhere: only j+1 >= 3 is a base.
+  drafter::LevelAgreement a = drafter::greedy_agreement(drafter, tokens, hidden, mask, 3);
+  ASSERT_EQ(a.bases.size(), 3u);
+  EXPECT_EQ(a.bases, (std::vector<int64_t>{2 * 5, 2 * 4, 2 * 3}));
+  for (size_t d = 1; d < 3; ++d) EXPECT_LE(a.agreed[d], a.agreed[d - 1]) << "levels nest";
+  torch::NoGradGuard no_grad;
+  torch::Tensor level1 = drafter::unrolled_predictions(drafter, tokens, hidden, 1)[0];
+  torch::Tensor same = drafter->draft_logits(level1).argmax(-1).eq(
+      drafter->logits(hidden.narrow(1, 1, 7)).argmax(-1));  // (B, 7)
+  EXPECT_EQ(a.agreed[0], same.narrow(1, 2, 5).sum().item<int64_t>()) << "by hand";
+}
+
 TEST(Drafter, MostFrequentTokensBreakTiesByLowerId) {
   torch::Tensor top = most_frequent_tokens({3, 9, 0, 9, 1}, 3);
   ASSERT_TRUE(top.defined());

@@ -255,6 +255,53 @@ TEST(RlFromModel, DrafterWarmStartOnGenerationsChecksItsOptions) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("max_seq"), std::string::npos) << r.status().message();
+  for (int64_t levels : {int64_t(0), drafter::kMaxLevels + 1}) {
+    GenerationsWarmStartOptions bad = small_warm_start(nullptr);
+    bad.train_levels = levels;
+    Status s = bad.validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << levels;
+    EXPECT_NE(s.message().find("train_levels"), std::string::npos) << s.message();
+  }
+}
+
+// Unrolled training is its own cache entry, and the held-out agreement counts every greedy
+// answer's positions from the prompt's last one on, deeper levels a subset of shallower ones.
+TEST(RlFromModel, DrafterTrainLevelsAreCachedApartAndAgreementCountsEveryAnswer) {
+  StatusOr<model::PretrainedModel> m = model::load_pretrained(kLlama);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::unique_ptr<ModelCodec> codec = llama_codec();
+  ASSERT_TRUE(codec);
+  std::unique_ptr<Task> task = arithmetic();
+  std::string cache = ::testing::TempDir() + "/drafter-levels-" + std::to_string(getpid());
+  std::filesystem::remove_all(cache);
+  GenerationsWarmStartOptions o = small_warm_start(codec.get());
+  o.steps = 20;
+  std::vector<std::string> paths;
+  for (int64_t levels : {1, 3}) {
+    o.train_levels = levels;
+    torch::manual_seed(5);
+    model::Drafter drafter(m->model, 1);
+    StatusOr<GenerationsWarmStart> w = load_or_train_drafter_on_generations(
+        m->model, drafter, *task, o, "tiny-llama", "arithmetic-cot-1", cache);
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    EXPECT_TRUE(w->trained) << levels << " levels: a cache entry of its own";
+    paths.push_back(w->cache_path);
+    StatusOr<drafter::LevelAgreement> a =
+        held_out_agreement(m->model, drafter, *task, codec.get(), 0, 4, 24, 128, 4);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    ASSERT_EQ(a->bases.size(), 4u);
+    std::cout << levels << " training levels: greedy agreement by level " << a->share(0) << " "
+              << a->share(1) << " " << a->share(2) << " " << a->share(3) << " over " << a->bases[0]
+              << " bases\n";
+    EXPECT_GE(a->bases[0], 4) << "at least one base per answer";
+    EXPECT_LE(a->bases[0], 4 * 24);
+    for (size_t d = 1; d < 4; ++d) {
+      EXPECT_LE(a->bases[d], a->bases[d - 1]);
+      EXPECT_LE(a->agreed[d], a->agreed[d - 1]);
+    }
+  }
+  EXPECT_NE(paths[0], paths[1]);
+  std::filesystem::remove_all(cache);
 }
 
 // The policy update's log-probabilities (LM head on response positions only, a few rows of logits
