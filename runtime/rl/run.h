@@ -102,7 +102,7 @@ struct RLRunPlan {
   std::string selector_value = "throughput";     // rollout::EngineOptions::selector_value
   std::string selector_exploration = "uniform";  // rollout::EngineOptions::selector_exploration
   int64_t drafter_layers = 1;
-  int64_t drafter_train_levels = 1;  // drafter::DrafterTrainer's levels, warm start and online
+  int64_t drafter_train_levels = 3;  // drafter::DrafterTrainer's levels, warm start and online
   // Drafter warm start (rl::drafter_warm_start) before step 1, cached next to the policy's;
   // 0: the drafter starts untrained. Skipped with `baseline`.
   int64_t drafter_warm_start_steps = 200;
