@@ -55,10 +55,9 @@ torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& /*target
   double scale = 1.0;
   for (size_t k = 0; k < preds.size(); ++k) {
     int64_t d = int64_t(k) + 1;
-    const torch::Tensor& pred = preds[k];                      // (B, T-d, C)
-    torch::Tensor want = hidden.narrow(1, d, t - d).detach();  // (B, T-d, C): h_{j+d}
-    torch::Tensor w = d == 1 ? mask.narrow(1, 1, t - 1).to(hidden.scalar_type())
-                             : level_weight(mask, d, hidden.scalar_type());  // (B, T-d)
+    const torch::Tensor& pred = preds[k];                           // (B, T-d, C)
+    torch::Tensor want = hidden.narrow(1, d, t - d).detach();       // (B, T-d, C): h_{j+d}
+    torch::Tensor w = level_weight(mask, d, hidden.scalar_type());  // (B, T-d)
     torch::Tensor reg = torch::smooth_l1_loss(pred, want, at::Reduction::None).mean(-1);
     torch::Tensor target_p;
     {
@@ -93,12 +92,13 @@ LevelAgreement greedy_agreement(model::Drafter& drafter, const torch::Tensor& to
   int64_t t = tokens.size(1);
   std::vector<torch::Tensor> preds = unrolled_predictions(drafter, tokens, hidden, levels);
   LevelAgreement out;
+  // The target's greedy token after each position 1..T-1, once for every level: (B, T-1).
+  torch::Tensor greedy = drafter->logits(hidden.narrow(1, 1, t - 1)).argmax(-1);
   torch::Tensor all;  // (B, T-d) bool: levels 1..d agree
   for (size_t k = 0; k < preds.size(); ++k) {
     int64_t d = int64_t(k) + 1;
-    torch::Tensor drafted = drafter->draft_logits(preds[k]).argmax(-1);             // (B,T-d)
-    torch::Tensor greedy = drafter->logits(hidden.narrow(1, d, t - d)).argmax(-1);  // (B,T-d)
-    torch::Tensor same = drafted.eq(greedy);
+    torch::Tensor drafted = drafter->draft_logits(preds[k]).argmax(-1);  // (B,T-d)
+    torch::Tensor same = drafted.eq(greedy.narrow(1, d - 1, t - d));
     all = all.defined() ? all.narrow(1, 0, t - d) & same : same;
     torch::Tensor valid = level_weight(mask, d, torch::kFloat32).gt(0.5);  // (B, T-d)
     out.agreed.push_back((all & valid).sum().item<int64_t>());

@@ -24,16 +24,25 @@ DrafterImpl::DrafterImpl(Transformer target, int64_t n_layers)
   to(target_->lm_head->weight.device(), target_->lm_head->weight.scalar_type());
 }
 
-torch::Tensor DrafterImpl::forward(const torch::Tensor& tokens, const torch::Tensor& features,
-                                   const torch::Tensor& positions, KVCache* cache,
-                                   const AttentionLayout& layout) {
+namespace {
+// fc(concat(embed(tokens), features)): (B,T,C) from tokens (B,T) and features (B,T,C); the
+// target's embedding stays frozen.
+torch::Tensor fused_input(Transformer& target, torch::nn::Linear& fc, const torch::Tensor& tokens,
+                          const torch::Tensor& features) {
   torch::Tensor emb;
   {
     torch::NoGradGuard no_grad;
-    emb = target_->embed(tokens);  // (B,T,C), frozen
+    emb = target->embed(tokens);  // (B,T,C)
   }
-  torch::Tensor x = fc(torch::cat({emb, features}, -1));  // (B,T,C)
-  return target_->run_layers(layers, x, positions, cache, layout);
+  return fc(torch::cat({emb, features}, -1));  // (B,T,C)
+}
+}  // namespace
+
+torch::Tensor DrafterImpl::forward(const torch::Tensor& tokens, const torch::Tensor& features,
+                                   const torch::Tensor& positions, KVCache* cache,
+                                   const AttentionLayout& layout) {
+  return target_->run_layers(layers, fused_input(target_, fc, tokens, features), positions, cache,
+                             layout);
 }
 
 torch::Tensor DrafterImpl::forward_level(const torch::Tensor& tokens, const torch::Tensor& features,
@@ -41,13 +50,14 @@ torch::Tensor DrafterImpl::forward_level(const torch::Tensor& tokens, const torc
   const ModelConfig& c = target_->config();
   int64_t b = tokens.size(0), n = tokens.size(1), hkv = c.n_kv_heads, hd = c.head_dim();
   int64_t g = c.n_heads / hkv;
-  torch::Tensor emb;
-  {
-    torch::NoGradGuard no_grad;
-    emb = target_->embed(tokens);  // (B,N,C), frozen
-  }
-  torch::Tensor x = fc(torch::cat({emb, features}, -1));  // (B,N,C)
+  torch::Tensor x = fused_input(target_, fc, tokens, features);  // (B,N,C)
   kv->k.resize(layers->size()), kv->v.resize(layers->size());
+  // (N,N1): base j does not see level 1's entries past j (N1 = level 1's length).
+  int64_t n1 = kv->k[0].empty() ? n : kv->k[0][0].size(2);
+  torch::Tensor causal = torch::ones({n, n1}, torch::TensorOptions().dtype(torch::kBool))
+                             .tril()
+                             .logical_not()
+                             .to(tokens.device());
   for (size_t l = 0; l < layers->size(); ++l) {
     DecoderLayerImpl* layer = layers[l]->as<DecoderLayerImpl>();
     AttentionImpl& at = *layer->attn;
@@ -59,13 +69,8 @@ torch::Tensor DrafterImpl::forward_level(const torch::Tensor& tokens, const torc
     kv->k[l].push_back(target_->rope().apply(heads(at.wk, hkv), positions));      // (B,Hkv,N,D)
     kv->v[l].push_back(heads(at.wv, hkv));                                        // (B,Hkv,N,D)
     const torch::Tensor &k1 = kv->k[l][0], &v1 = kv->v[l][0];  // level 1: (B,Hkv,N1,D)
-    int64_t n1 = k1.size(2);
     // Query heads grouped by their K/V head: (B,Hkv,G,N,D), scaled.
     torch::Tensor qg = q.reshape({b, hkv, g, n, hd}) / std::sqrt(double(hd));
-    torch::Tensor causal = torch::ones({n, n1}, torch::TensorOptions().dtype(torch::kBool))
-                               .tril()
-                               .logical_not()
-                               .to(q.device());  // (N,N1): key i > base j is hidden
     torch::Tensor s1 = torch::matmul(qg, k1.unsqueeze(2).transpose(-1, -2))
                            .masked_fill(causal, -std::numeric_limits<double>::infinity());
     std::vector<torch::Tensor> parts{s1};  // (B,Hkv,G,N,N1), then (B,Hkv,G,N,1) per later level
