@@ -71,7 +71,7 @@ struct ModelSpec {
   std::string preset;  // "" means "tiny" unless a path is given; see effective_preset()
   std::string path;
   std::string format = "auto";
-  std::string dtype = "float32";
+  std::string dtype = "auto";
   std::string device = "auto";
 
   template <class V>
@@ -91,8 +91,15 @@ struct ModelSpec {
           .doc("Format of path; auto looks at the file or directory."));
     v("dtype", dtype,
       Rule()
-          .values({"float32", "bfloat16", "float16"})
-          .doc("Parameter dtype. CPU runs use float32."));
+          .values({"auto", "float32", "bfloat16"})
+          .doc("Precision of training's matrix products (the RLJob policy update, TST "
+               "training): bfloat16 is mixed precision (weights, gradients and optimizer state "
+               "stay float32). Rollouts decode in float32 either way: bfloat16's rounding turns "
+               "the last-bit differences between a many-token verify forward and one-token "
+               "steps into different tokens, and speculation must equal plain decoding. auto: "
+               "bfloat16 for spec.model.path on hardware that multiplies bfloat16 natively "
+               "(CUDA, CPUs with AVX512-BF16 or AMX), float32 otherwise (presets). float16 would "
+               "need loss scaling, which tlt does not do."));
     v("device", device,
       Rule()
           .values({"auto", "cpu", "cuda"})

@@ -44,12 +44,14 @@
 #include "runtime/data/token_file.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
+#include "runtime/model/precision.h"
 #include "runtime/rollout/engine.h"
 #ifdef TLT_HAVE_PRETRAINED
 #include "runtime/model/model_source.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/rl/drafter_on_generations.h"
 #include "runtime/rl/model_codec.h"
+#include "runtime/rl/sequences.h"
 #include "runtime/rollout/generate_pretrained.h"
 #endif
 #include "runtime/torch_env.h"
@@ -412,6 +414,43 @@ StatusOr<model::PretrainedModel> load_model(const std::string& path, int threads
   return m;
 }
 
+// What bfloat16 products buy the policy update (spec.model.dtype): the forward and backward of
+// its log-probabilities (rl::sequence_logprobs) over one micro-batch of 4 rows of 64 prompt + 192
+// response tokens (the trainer's 1024-token budget), float32 against bfloat16 products, side by
+// side, the fastest of 3 each.
+void print_update_precision(model::Transformer target) {
+  torch::manual_seed(3);
+  std::vector<std::vector<int64_t>> prompts, responses;
+  for (int i = 0; i < 4; ++i) {
+    torch::Tensor p = torch::randint(target->config().vocab, {64}, torch::kInt64);   // (64,)
+    torch::Tensor r = torch::randint(target->config().vocab, {192}, torch::kInt64);  // (192,)
+    prompts.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + 64);
+    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + 192);
+  }
+  rl::SequenceBatch batch = rl::make_batch(prompts, responses);
+  auto seconds = [&](bool bf16) {
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      target->zero_grad();
+      double t0 = now();
+      torch::Tensor logp;  // (4, 255)
+      {
+        model::Bfloat16Autocast mixed(torch::kCPU, bf16);
+        logp = rl::sequence_logprobs(target, batch, 1.0);
+      }
+      logp.sum().backward();
+      best = std::min(best, now() - t0);
+    }
+    target->zero_grad();
+    return best;
+  };
+  double f32 = seconds(false), bf16 = seconds(true);
+  std::printf(
+      "\npolicy update, forward + backward of 1024 tokens: float32 %.2f s, bfloat16 products "
+      "%.2f s = %.2fx (spec.model.dtype; native bfloat16 here: %s)\n",
+      f32, bf16, f32 / bf16, model::native_bfloat16(torch::kCPU) ? "yes" : "no");
+}
+
 // --model PATH --ceiling-only: load, report memory, print the table. The process's exit code.
 int model_ceiling(const std::string& path, const std::vector<int>& batches, int threads) {
   runtime::configure_threads(threads);
@@ -421,6 +460,7 @@ int model_ceiling(const std::string& path, const std::vector<int>& batches, int 
     return 1;
   }
   print_model_ceiling(m->model, batches);
+  print_update_precision(m->model);
   std::printf("peak_rss_mb=%lld\n", (long long)(rollout::peak_rss_bytes() >> 20));
   return 0;
 }

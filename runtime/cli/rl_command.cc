@@ -42,7 +42,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   rl::RLRunPlan p;
   p.job = job.metadata.name;
   p.preset = s.model.effective_preset();
-  p.model_path = s.model.path, p.model_format = s.model.format;
+  p.model_path = s.model.path, p.model_format = s.model.format, p.model_dtype = s.model.dtype;
   p.task = s.task.name, p.task_seed = uint64_t(s.task.seed), p.held_out = s.task.held_out;
   p.task_free_text = s.task.free_text_answer(!s.model.path.empty());
   const api::AlgorithmSpec& a = s.algorithm;

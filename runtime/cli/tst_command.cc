@@ -127,6 +127,7 @@ tst::RunPlan plan_from(const api::TSTPretrainJobSpec& s, int vocab) {
   tst::RunPlan p;
   p.preset = s.model.effective_preset();
   p.model_path = s.model.path, p.model_format = s.model.format;
+  p.model_dtype = s.model.dtype;
   StatusOr<DataTokenizer> tok = data_tokenizer(s);  // it already served to tokenize the corpus
   if (tok.ok() && tok->hf) p.tokenizer_source = tok->path;
   p.vocab = vocab;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "runtime/model/checkpoint.h"
+#include "runtime/model/precision.h"
 #include "runtime/rl/grpo.h"
 
 namespace tlt::rl {
@@ -58,6 +59,8 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
     tokens += double(c.seq.response_tokens), rows += double(c.seq.tokens.size(0));
   UpdateStats st;
   optimizer.zero_grad();
+  // The weights' bfloat16 casts serve every micro-batch until the optimizer step.
+  model::AutocastCacheScope casts(o.bfloat16);
   for (const auto& c : minibatch) {
     if (o.cancelled && o.cancelled()) {
       st.cancelled = true;
@@ -65,7 +68,11 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
     }
     double w_tok = double(c.seq.response_tokens) / std::max(tokens, 1.0);
     double w = by_rows ? double(c.seq.tokens.size(0)) / std::max(rows, 1.0) : w_tok;
-    torch::Tensor logp_new = sequence_logprobs(policy, c.seq, o.temperature);  // (b, t-1)
+    torch::Tensor logp_new;  // (b, t-1)
+    {
+      model::Bfloat16Autocast mixed(policy->lm_head->weight.device(), o.bfloat16);
+      logp_new = sequence_logprobs(policy, c.seq, o.temperature);
+    }
     // Undefined logp_old: this minibatch runs before any optimizer step of the update, so the
     // policy still has the rollout's weights and its own forward is logp_old (ratio 1).
     torch::Tensor logp_old = c.logp_old.defined() ? c.logp_old : logp_new.detach();
@@ -102,6 +109,7 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
   {
     // logp_old and logp_ref for every row before the first optimizer step.
     torch::NoGradGuard no_grad;
+    model::Bfloat16Autocast mixed(policy_->lm_head->weight.device(), options_.bfloat16);
     policy_->eval();
     torch::Tensor all_old, all_ref;  // (B, T-1): the unsplit layout only
     if (options_.max_tokens_per_microbatch <= 0) {

@@ -43,6 +43,10 @@ struct GrpoOptions {
   int64_t max_tokens_per_microbatch = 1024;
   // How the loss averages over response tokens (runtime/rl/grpo.h; spec.algorithm.lossAggregation).
   LossAggregation aggregation = LossAggregation::kTokenMean;
+  // Mixed precision (runtime/model/precision.h; spec.model.dtype): the forwards of the update
+  // run their matrix products in bfloat16, and so do their backwards; the policy's weights,
+  // gradients and AdamW state stay in their own dtype.
+  bool bfloat16 = false;
   // Asked before every micro-batch's forward (unset: never): true stops the update there
   // (UpdateStats::cancelled), a cancel point for SIGTERM within a long update. The policy may
   // then have taken some of the update's minibatch steps: do not checkpoint it as any step's.

@@ -17,6 +17,7 @@
 #include "runtime/model/config.h"
 #include "runtime/model/drafter.h"
 #include "runtime/model/model_source.h"
+#include "runtime/model/precision.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/rl/channel.h"
 #include "runtime/rl/drafter_on_generations.h"
@@ -257,6 +258,11 @@ Status Driver::init_models() {
   go.cancelled = [this] { return stopping(); };
   go.aggregation = plan_.loss_aggregation == "sequence" ? LossAggregation::kSequenceMean
                                                         : LossAggregation::kTokenMean;
+  go.bfloat16 = model::use_bfloat16(plan_.model_dtype, !plan_.model_path.empty(),
+                                    policy_->lm_head->weight.device());
+  log(std::string("precision (spec.model.dtype: ") + plan_.model_dtype + "): policy update " +
+      (go.bfloat16 ? "with bfloat16 products, float32 weights and optimizer state" : "in float32") +
+      "; rollouts decode in float32");
   trainer_ = std::make_unique<PolicyTrainer>(policy_, reference_, go);
   return Status::Ok();
 }

@@ -69,6 +69,9 @@ struct RLRunPlan {
   // (runtime/rl/model_codec.h); `preset` is ignored. Workers get its architecture in their setup
   // message and its weights from the trainer, as for a preset.
   std::string model_path, model_format = "auto";
+  // spec.model.dtype: the policy update's matrix products (model::use_bfloat16): auto, float32
+  // or bfloat16.
+  std::string model_dtype = "auto";
   std::string task = "arithmetic-cot";
   uint64_t task_seed = 1;
   bool task_free_text = false;  // TaskOptions::free_text (spec.task.answer)

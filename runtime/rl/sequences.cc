@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "runtime/model/precision.h"
 #include "runtime/rl/grpo.h"
 #include "runtime/rl/text.h"
 
@@ -78,12 +79,16 @@ class ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     ctx->save_for_backward({hidden, weight, targets});
     ctx->saved_data["temperature"] = temperature;
     ctx->saved_data["rows"] = rows;
+    // Under mixed precision (model/precision.h) the forward's products run in bfloat16; the
+    // backward, which runs after the autocast region, repeats them in bfloat16 itself.
+    ctx->saved_data["bfloat16"] = model::autocast_active(hidden.device());
     int64_t n = hidden.size(0);
     torch::Tensor out = torch::empty({n}, hidden.options());  // (N,)
     for (int64_t lo = 0; lo < n; lo += rows) {
       int64_t k = std::min(rows, n - lo);
-      torch::Tensor logits = chunk_logits(hidden.narrow(0, lo, k), weight, temperature);  // (k, V)
-      torch::Tensor t = targets.narrow(0, lo, k).unsqueeze(1);                            // (k, 1)
+      torch::Tensor logits = chunk_logits(hidden.narrow(0, lo, k), weight, temperature,
+                                          hidden.scalar_type());  // (k, V)
+      torch::Tensor t = targets.narrow(0, lo, k).unsqueeze(1);    // (k, 1)
       out.narrow(0, lo, k).copy_(logits.gather(1, t).squeeze(1) - logits.logsumexp(1));
     }
     return out;
@@ -95,26 +100,36 @@ class ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     const torch::Tensor &hidden = saved[0], &weight = saved[1], &targets = saved[2];
     double temperature = ctx->saved_data["temperature"].toDouble();
     int64_t rows = ctx->saved_data["rows"].toInt();
+    bool bf16 = ctx->saved_data["bfloat16"].toBool();
+    auto low = [&](const torch::Tensor& x) { return bf16 ? x.to(torch::kBFloat16) : x; };
     torch::Tensor g = grad_out[0];  // (N,)
     torch::Tensor g_hidden = torch::zeros_like(hidden), g_weight = torch::zeros_like(weight);
+    torch::Tensor w = low(weight);  // (V, C)
     for (int64_t lo = 0, n = hidden.size(0); lo < n; lo += rows) {
       int64_t k = std::min(rows, n - lo);
-      torch::Tensor h = hidden.narrow(0, lo, k);                                    // (k, C)
-      torch::Tensor gk = g.narrow(0, lo, k).unsqueeze(1);                           // (k, 1)
-      torch::Tensor d = chunk_logits(h, weight, temperature).softmax(1).mul_(-gk);  // (k, V)
+      torch::Tensor h = low(hidden.narrow(0, lo, k));      // (k, C)
+      torch::Tensor gk = g.narrow(0, lo, k).unsqueeze(1);  // (k, 1)
+      torch::Tensor d =
+          chunk_logits(h, w, temperature, hidden.scalar_type()).softmax(1).mul_(-gk);  // (k, V)
       d.scatter_add_(1, targets.narrow(0, lo, k).unsqueeze(1), gk);
-      d.div_(temperature);                            // d loss / d (h W^T)
-      g_hidden.narrow(0, lo, k).copy_(d.mm(weight));  // (k, C)
-      g_weight.addmm_(d.t(), h);                      // (V, C)
+      d.div_(temperature);  // d loss / d (h W^T)
+      torch::Tensor dl = low(d);
+      g_hidden.narrow(0, lo, k).copy_(dl.mm(w));  // (k, C)
+      if (bf16) {
+        g_weight.add_(dl.t().mm(h));  // (V, C), the product in bfloat16, the sum in float32
+      } else {
+        g_weight.addmm_(d.t(), h);  // (V, C)
+      }
     }
     return {g_hidden, g_weight, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 
  private:
-  // (k, C) x (V, C) -> (k, V) logits divided by the temperature.
+  // (k, C) x (V, C) -> (k, V) logits divided by the temperature, in `dtype` (the product itself
+  // in bfloat16 under autocast or when h and weight are bfloat16).
   static torch::Tensor chunk_logits(const torch::Tensor& h, const torch::Tensor& weight,
-                                    double temperature) {
-    torch::Tensor logits = h.mm(weight.t());
+                                    double temperature, torch::ScalarType dtype) {
+    torch::Tensor logits = h.mm(weight.t()).to(dtype);
     return temperature == 1.0 ? logits : logits.div_(temperature);
   }
 };
@@ -138,7 +153,8 @@ torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& 
   if (b * (t - 1) * model->config().vocab <= max_logits) {
     // All logits fit in one chunk (the presets' 128 symbols): the plain log_softmax, whose
     // floating-point results the presets' runs and their tests were measured with.
-    torch::Tensor logits = model->lm_head(hidden);  // (B, T-1, V)
+    // (B, T-1, V); float32 even when the head's product ran in bfloat16 (mixed precision).
+    torch::Tensor logits = model->lm_head(hidden).to(hidden.scalar_type());
     if (temperature != 1.0) logits = logits / temperature;
     return token_logprobs(logits, batch.targets) * batch.mask;
   }

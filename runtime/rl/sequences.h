@@ -70,7 +70,9 @@ torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::T
 // at the others. When the batch's B x (T-1) x V logits exceed max_logits, the LM head runs on
 // response positions only, through chunked_token_logprobs, so a micro-batch never materialises
 // its (b, t, V) logits; else (the presets' small vocabulary) one log_softmax over all of them.
-// Differentiable unless under NoGradGuard.
+// Differentiable unless under NoGradGuard. Under a model::Bfloat16Autocast the matrix products
+// (the LM head's included, forward and backward) run in bfloat16 and the log-probabilities are
+// still computed and returned in the model's dtype.
 torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
                                 double temperature, int64_t max_logits = kMaxLogitsPerChunk);
 

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "runtime/model/precision.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/tst/data_parallel.h"
 #include "runtime/tst/trainer.h"
@@ -104,8 +105,11 @@ StatusOr<std::vector<Point>> run(const RunPlan& plan, std::vector<std::vector<in
   torch::manual_seed(plan.seed);  // before the model: a from-scratch model's weights depend on it
   StatusOr<model::SourcedModel> m = initial_model(plan);
   if (!m.ok()) return m.status();
+  TrainerOptions options = trainer_options(plan);
+  options.bfloat16 = model::use_bfloat16(plan.model_dtype, !plan.model_path.empty(),
+                                         m->model->lm_head->weight.device());
   TSTTrainer trainer(m->model, PackedStream(std::move(train_docs), plan.seed),
-                     PackedStream(std::move(held_out_docs), 7), trainer_options(plan), group);
+                     PackedStream(std::move(held_out_docs), 7), options, group);
   std::error_code ec;
   if (plan.resume && !plan.checkpoint_dir.empty() &&
       std::filesystem::exists(plan.checkpoint_dir + "/model.ckpt", ec)) {

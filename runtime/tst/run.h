@@ -20,6 +20,7 @@ struct RunPlan {
   // from that model (pretrained weights, a tlt checkpoint, or a config.json's architecture from
   // scratch) instead of `preset`.
   std::string model_path, model_format = "auto";
+  std::string model_dtype = "auto";  // spec.model.dtype (model::use_bfloat16)
   int64_t vocab = 4096;  // the data's vocabulary; must not exceed the model's embedding rows
   // The data's tokenizer when it is a Hugging Face one (tokenizer.json, HF directory or GGUF):
   // recorded in the model card (model.json) beside every checkpoint, for `tlt export`.

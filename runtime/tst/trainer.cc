@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "runtime/model/checkpoint.h"
+#include "runtime/model/precision.h"
 #include "runtime/tst/flops.h"
 #include "runtime/tst/superposition.h"
 
@@ -33,18 +34,21 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Logits (B, L, V) of rows (B, s*L) with bag size s; s = 1 is next-token training.
-torch::Tensor rows_logits(model::Transformer& m, const torch::Tensor& rows, int64_t s) {
+// Logits (B, L, V) of rows (B, s*L) with bag size s; s = 1 is next-token training. With
+// `bfloat16` the products run in bfloat16 and the logits come back in the model's dtype.
+torch::Tensor rows_logits(model::Transformer& m, const torch::Tensor& rows, int64_t s,
+                          bool bfloat16) {
   int64_t b = rows.size(0), l = rows.size(1) / s;
   torch::Tensor x = bag_embeddings(m->embed, rows, s);  // (B, L, C)
   torch::Tensor pos = torch::arange(l, torch::kInt64).view({1, l}).expand({b, l});
-  return m->forward_embeddings(x, pos).logits;  // (B, L, V)
+  model::Bfloat16Autocast mixed(x.device(), bfloat16);
+  return m->forward_embeddings(x, pos).logits.to(x.scalar_type());  // (B, L, V)
 }
 
 // Mean loss of rows (B, s*L).
 torch::Tensor rows_loss(model::Transformer& m, const torch::Tensor& rows, int64_t s,
-                        const torch::Tensor& weights) {
-  return multi_hot_ce(rows_logits(m, rows, s), bag_labels(rows, s), weights);
+                        const torch::Tensor& weights, bool bfloat16) {
+  return multi_hot_ce(rows_logits(m, rows, s, bfloat16), bag_labels(rows, s), weights);
 }
 
 // A (1) float64 tensor on `like`'s device (the collectives' device).
@@ -111,7 +115,7 @@ StatusOr<double> TSTTrainer::all_reduce_gradients(const torch::Tensor& loss) {
 StatusOr<double> TSTTrainer::backward(const torch::Tensor& rows, int64_t s) {
   torch::Tensor w = bag_weights(s, options_.weighting, torch::kFloat32);  // (s)
   if (!group_) {
-    torch::Tensor loss = rows_loss(model_, rows, s, w);
+    torch::Tensor loss = rows_loss(model_, rows, s, w, options_.bfloat16);
     loss.backward();
     model::fold_tied_gradient(model_);
     return loss.item<double>();
@@ -121,7 +125,8 @@ StatusOr<double> TSTTrainer::backward(const torch::Tensor& rows, int64_t s) {
   if (!options_.local_normalisation) TLT_RETURN_IF_ERROR(group_->all_reduce_sum(scored));
   double n = std::max(scored.item<double>(), 1.0);         // scored positions of the global batch
   if (options_.local_normalisation) n *= group_->world();  // the mean of local means: wrong
-  torch::Tensor loss = multi_hot_ce_sum(rows_logits(model_, rows, s), labels, w) / n;
+  torch::Tensor loss =
+      multi_hot_ce_sum(rows_logits(model_, rows, s, options_.bfloat16), labels, w) / n;
   loss.backward();
   model::fold_tied_gradient(model_);
   return all_reduce_gradients(loss);
@@ -172,7 +177,8 @@ double TSTTrainer::evaluate() {
   int rank = group_ ? group_->rank() : 0, world = group_ ? group_->world() : 1;
   torch::Tensor w = bag_weights(1, "uniform", torch::kFloat32);  // (1)
   for (int64_t i = rank; i < n; i += world) {                    // batch i on rank i mod R
-    total += rows_loss(model_, eval_rows_.narrow(0, i * options_.batch, options_.batch), 1, w)
+    total += rows_loss(model_, eval_rows_.narrow(0, i * options_.batch, options_.batch), 1, w,
+                       options_.bfloat16)
                  .item<double>();
   }
   if (group_) {

@@ -36,6 +36,9 @@ struct TrainerOptions {
   double grad_clip = 1.0;
   std::string weighting = "uniform";
   int64_t eval_batches = 4;
+  // Mixed precision (runtime/model/precision.h; spec.model.dtype): matrix products in bfloat16,
+  // weights, gradients, optimizer state and the loss in float32.
+  bool bfloat16 = false;
   // WRONG on purpose, for tests only: with a group, each rank divides by its own scored
   // positions and the gradients are averaged over ranks. Equal to the right normalisation only
   // when every shard scores the same number of positions.

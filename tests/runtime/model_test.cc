@@ -11,6 +11,7 @@
 #include "runtime/model/config.h"
 #include "runtime/model/drafter.h"
 #include "runtime/model/kv_cache.h"
+#include "runtime/model/precision.h"
 #include "runtime/model/transformer.h"
 
 namespace tlt::model {
@@ -37,6 +38,35 @@ double maxdiff(const torch::Tensor& a, const torch::Tensor& b) {
 
 torch::Tensor positions_from(int64_t start, int64_t t, int64_t b = 1) {
   return sequential_positions(torch::full({b}, start, torch::kInt64), t);
+}
+
+// The mixed-precision guard: products in bfloat16 while it lives (nested guards too), float32
+// again after; a disabled guard changes nothing; spec.model.dtype's auto picks bfloat16 only for
+// a real model on hardware with native bfloat16.
+TEST(Precision, GuardRunsProductsInBfloat16AndRestores) {
+  torch::Tensor a = torch::randn({4, 8}), b = torch::randn({8, 3});  // (4, 8), (8, 3)
+  EXPECT_FALSE(model::autocast_active(torch::kCPU));
+  {
+    model::Bfloat16Autocast off(torch::kCPU, false);
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat32);
+  }
+  {
+    model::Bfloat16Autocast on(torch::kCPU, true);
+    EXPECT_TRUE(model::autocast_active(torch::kCPU));
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    EXPECT_EQ((a + 1).scalar_type(), torch::kFloat32) << "elementwise ops keep their dtype";
+    {
+      model::Bfloat16Autocast inner(torch::kCPU, true);
+      EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    }
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16) << "the outer guard still holds";
+  }
+  EXPECT_FALSE(model::autocast_active(torch::kCPU));
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(model::use_bfloat16("bfloat16", false, torch::kCPU));
+  EXPECT_FALSE(model::use_bfloat16("float32", true, torch::kCPU));
+  EXPECT_FALSE(model::use_bfloat16("auto", false, torch::kCPU)) << "presets keep float32";
+  EXPECT_EQ(model::use_bfloat16("auto", true, torch::kCPU), model::native_bfloat16(torch::kCPU));
 }
 
 TEST(ModelConfig, PresetsHaveTheAdvertisedSize) {

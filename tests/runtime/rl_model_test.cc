@@ -15,6 +15,7 @@
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/drafter.h"
 #include "runtime/model/model_source.h"
+#include "runtime/model/precision.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/rl/drafter_on_generations.h"
 #include "runtime/rl/evaluation.h"
@@ -350,6 +351,59 @@ TEST(RlFromModel, ChunkedLogprobsAndGradientsEqualTheFullLogSoftmax) {
   EXPECT_TRUE(sequence_logprobs(policy, batch, temperature).equal(full));
   EXPECT_GT(full.abs().sum().item<double>(), 1.0);
   EXPECT_GT(g_full.back().abs().sum().item<double>(), 0.0);
+}
+
+// Mixed precision (spec.model.dtype bfloat16): the same chunked log-probabilities and their
+// gradients with the products in bfloat16 follow the float32 ones to bfloat16's precision, come
+// back in float32, and differ from them (the products did run in bfloat16).
+TEST(RlFromModel, MixedPrecisionLogprobsAndGradientsFollowFloat32) {
+  StatusOr<model::PretrainedModel> m = model::load_pretrained(kLlama);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  model::Transformer policy = m->model;
+  int64_t v = policy->config().vocab;
+  torch::manual_seed(4);
+  std::vector<std::vector<int64_t>> prompts, responses;
+  for (int64_t i = 0; i < 4; ++i) {
+    torch::Tensor p = torch::randint(v, {3 + i}, torch::kInt64);      // (3+i,)
+    torch::Tensor r = torch::randint(v, {9 - 2 * i}, torch::kInt64);  // (9-2i,)
+    prompts.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
+    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
+  }
+  SequenceBatch batch = make_batch(prompts, responses);
+  torch::Tensor weights = torch::randn(batch.mask.sizes());  // (B, T-1)
+  struct Run {
+    torch::Tensor logp;                // (B, T-1)
+    std::vector<torch::Tensor> grads;  // one per parameter
+  };
+  auto run = [&](bool bf16, int64_t max_logits) {
+    policy->zero_grad();
+    Run r;
+    {
+      model::Bfloat16Autocast mixed(torch::kCPU, bf16);
+      r.logp = sequence_logprobs(policy, batch, 0.7, max_logits);
+    }
+    (r.logp * weights).sum().backward();
+    for (const auto& p : policy->parameters()) r.grads.push_back(p.grad().clone());
+    return r;
+  };
+  for (int64_t max_logits : {3 * v, kMaxLogitsPerChunk}) {  // chunked, then the dense path
+    Run f = run(false, max_logits), h = run(true, max_logits);
+    ASSERT_EQ(h.logp.scalar_type(), torch::kFloat32);
+    double logp_diff = (h.logp - f.logp).abs().max().item<double>();
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < f.grads.size(); ++i) {
+      ASSERT_EQ(h.grads[i].scalar_type(), torch::kFloat32);
+      num += (h.grads[i] - f.grads[i]).pow(2).sum().item<double>();
+      den += f.grads[i].pow(2).sum().item<double>();
+    }
+    double grad_rel = std::sqrt(num / den);
+    std::cout << "max_logits " << max_logits << ": log-probs maxdiff " << logp_diff
+              << ", gradients relative difference " << grad_rel << "\n";
+    EXPECT_GT(logp_diff, 0.0) << "bfloat16 products round differently from float32 ones";
+    EXPECT_LT(logp_diff, 0.25);
+    EXPECT_GT(grad_rel, 0.0);
+    EXPECT_LT(grad_rel, 0.1);
+  }
 }
 
 }  // namespace

@@ -229,6 +229,37 @@ TEST(RlPolicyTrainer, PositiveAdvantageRaisesItsResponseLogProbability) {
   EXPECT_LT(logp(1), bad0 - 0.1);
 }
 
+// A mixed-precision update (GrpoOptions::bfloat16) moves the weights as the float32 one does, up
+// to bfloat16's rounding, and leaves them, their gradients and AdamW's state in float32.
+TEST(RlPolicyTrainer, MixedPrecisionUpdateFollowsTheFloat32One) {
+  SequenceBatch b = long_tailed_batch(24, 6);
+  torch::manual_seed(12);
+  torch::Tensor adv = torch::randn({24});  // (B,)
+  GrpoOptions o;
+  o.learning_rate = 1e-3, o.minibatches = 1, o.kl_coef = 0.1, o.max_tokens_per_microbatch = 160;
+  model::Transformer start = micro_policy(5), f32 = micro_policy(5), mixed = micro_policy(5);
+  PolicyTrainer full(f32, micro_policy(6), o);
+  o.bfloat16 = true;
+  PolicyTrainer half(mixed, micro_policy(6), o);
+  UpdateStats a = full.update(b, adv), c = half.update(b, adv);
+  std::printf("loss %.6f (float32) vs %.6f (bfloat16)\n", a.loss, c.loss);
+  EXPECT_NEAR(a.loss, c.loss, 0.05 * std::abs(a.loss) + 1e-3);
+  double dot = 0.0, nf = 0.0, nm = 0.0, diff = 0.0;
+  auto p0 = start->named_parameters(), pf = f32->named_parameters(), pm = mixed->named_parameters();
+  for (const auto& p : p0) {
+    ASSERT_EQ(pm[p.key()].scalar_type(), torch::kFloat32) << p.key();
+    torch::Tensor df = pf[p.key()] - p.value(), dm = pm[p.key()] - p.value();
+    dot += (df * dm).sum().item<double>();
+    nf += df.pow(2).sum().item<double>(), nm += dm.pow(2).sum().item<double>();
+    diff = std::max(diff, (df - dm).abs().max().item<double>());
+  }
+  double cosine = dot / std::sqrt(nf * nm);
+  std::printf("update direction cosine %.4f, largest difference %.3e\n", cosine, diff);
+  EXPECT_GT(nf, 0.0);
+  EXPECT_GT(cosine, 0.9) << "the two updates should point the same way";
+  EXPECT_GT(diff, 0.0) << "the bfloat16 update should not be bit-identical to float32's";
+}
+
 // The micro-batched update against one padded batch per minibatch (max_tokens_per_microbatch 0),
 // in float64 so that only summation order separates them: same loss, KL, clip fraction and
 // weights after two updates (learning rate 1e-2 moves the ratios past the clip), under either

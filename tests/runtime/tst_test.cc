@@ -197,6 +197,27 @@ TEST_F(TrainerTest, LossFallsAndHeldOutIsNextToken) {
   EXPECT_LT(after, before) << "held-out next-token loss should fall";
 }
 
+// Mixed precision (TrainerOptions::bfloat16, spec.model.dtype): the same run's losses follow
+// float32's to bfloat16's rounding in both phases, and the held-out loss still falls.
+TEST_F(TrainerTest, MixedPrecisionFollowsFloat32) {
+  TSTTrainer f32 = make(true);
+  torch::manual_seed(5);
+  TrainerOptions o = opts(true);
+  o.bfloat16 = true;
+  TSTTrainer bf16(model::Transformer(cfg()), PackedStream(docs(), 1), PackedStream(docs(), 2), o);
+  double before = bf16.evaluate(), worst = 0.0, differs = 0.0;
+  while (!f32.finished()) {
+    StepResult a = f32.step(), b = bf16.step();
+    ASSERT_EQ(a.phase, b.phase);
+    worst = std::max(worst, std::abs(a.loss - b.loss) / a.loss);
+    differs += a.loss != b.loss;
+  }
+  std::printf("largest relative loss difference %.4f\n", worst);
+  EXPECT_LT(worst, 0.05);
+  EXPECT_GT(differs, 0) << "bfloat16 products should round differently from float32 ones";
+  EXPECT_LT(bf16.evaluate(), before);
+}
+
 TEST_F(TrainerTest, ResumeContinuesIdentically) {
   std::string dir = (std::filesystem::temp_directory_path() / "tlt_tst_resume").string();
   std::filesystem::remove_all(dir);
