@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -28,19 +29,26 @@ bool get(const std::string& in, size_t* pos, T* v) {
   return true;
 }
 
+// A checkpoint file read whole: its metadata, and its payload as a range of `data` (no copy).
 struct Parsed {
-  std::string metadata, payload;
+  std::string metadata, data;
+  size_t payload_at = 0, payload_size = 0;
+  const char* payload() const { return data.data() + payload_at; }
 };
 
 StatusOr<Parsed> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return Status::NotFound(path + ": no such checkpoint");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  std::string data = buf.str();
+  Parsed p;
+  std::streamoff size = in.tellg();
+  in.seekg(0);
+  p.data.resize(size_t(std::max<std::streamoff>(size, 0)));
+  in.read(p.data.data(), static_cast<std::streamsize>(p.data.size()));
+  const std::string& data = p.data;
   auto corrupt = [&](const std::string& why) {
     return Status::Corruption(path + ": " + why + "; the file is damaged or not a tlt checkpoint");
   };
+  if (!in) return corrupt("cannot be read to its end");
   if (data.size() < sizeof kMagic || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) {
     return corrupt("bad magic");
   }
@@ -49,7 +57,6 @@ StatusOr<Parsed> read_file(const std::string& path) {
   uint64_t payload_len = 0, checksum = 0;
   if (!get(data, &pos, &meta_len) || data.size() < pos + meta_len)
     return corrupt("truncated header");
-  Parsed p;
   p.metadata = data.substr(pos, meta_len);
   pos += meta_len;
   if (!get(data, &pos, &payload_len) || !get(data, &pos, &checksum))
@@ -58,8 +65,8 @@ StatusOr<Parsed> read_file(const std::string& path) {
     return corrupt("payload is " + std::to_string(data.size() - pos) + " bytes, expected " +
                    std::to_string(payload_len) + " (truncated?)");
   }
-  p.payload = data.substr(pos);
-  if (fnv1a64(p.payload) != checksum) return corrupt("checksum mismatch");
+  p.payload_at = pos, p.payload_size = payload_len;
+  if (fnv1a64(p.payload(), p.payload_size) != checksum) return corrupt("checksum mismatch");
   return p;
 }
 
@@ -67,36 +74,48 @@ StatusOr<Parsed> read_file(const std::string& path) {
 
 Status save_checkpoint(const torch::nn::Module& module, const std::string& path,
                        const std::string& metadata) {
-  std::ostringstream payload_stream;
-  try {
-    torch::serialize::OutputArchive archive;
-    for (const auto& p : module.named_parameters())
-      archive.write(p.key(), p.value().detach().cpu());
-    for (const auto& b : module.named_buffers()) archive.write(b.key(), b.value().cpu(), true);
-    archive.save_to(payload_stream);
-  } catch (const c10::Error& e) {
-    return Status::Internal("serialising checkpoint: " + std::string(e.what_without_backtrace()));
-  }
-  std::string payload = payload_stream.str();
-  std::string out(kMagic, sizeof kMagic);
-  put(&out, static_cast<uint32_t>(metadata.size()));
-  out += metadata;
-  put(&out, static_cast<uint64_t>(payload.size()));
-  put(&out, fnv1a64(payload));
-  out += payload;
   // A name of this writer's own: two processes saving the same path at once (two jobs
   // training the same cached warm start) must not interleave their bytes in one file. Each
   // renames a complete file into place; the last one wins.
   static std::atomic<uint64_t> serial{0};
   std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial++);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return Status::Unavailable(tmp + ": cannot write; check the directory exists");
-    f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    if (!f) {
-      std::remove(tmp.c_str());
-      return Status::Unavailable(tmp + ": write failed (disk full?)");
-    }
+  std::string head(kMagic, sizeof kMagic);
+  put(&head, static_cast<uint32_t>(metadata.size()));
+  head += metadata;
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  if (!f) return Status::Unavailable(tmp + ": cannot write; check the directory exists");
+  f.write(head.data(), static_cast<std::streamsize>(head.size()));
+  std::string lengths(2 * sizeof(uint64_t), '\0');  // payload size and checksum, once known
+  f.write(lengths.data(), static_cast<std::streamsize>(lengths.size()));
+  // The payload streams to the file as the archive writes it (no copy of it in memory),
+  // hashed on the way.
+  uint64_t size = 0, checksum = kFnv1a64Offset;
+  try {
+    torch::serialize::OutputArchive archive;
+    for (const auto& p : module.named_parameters())
+      archive.write(p.key(), p.value().detach().cpu());
+    for (const auto& b : module.named_buffers()) archive.write(b.key(), b.value().cpu(), true);
+    archive.save_to([&](const void* data, size_t n) -> size_t {
+      f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+      checksum = fnv1a64(data, n, checksum);
+      size += n;
+      return f ? n : 0;
+    });
+  } catch (const c10::Error& e) {
+    f.close();
+    std::remove(tmp.c_str());
+    if (!f) return Status::Unavailable(tmp + ": write failed (disk full?)");
+    return Status::Internal("serialising checkpoint: " + std::string(e.what_without_backtrace()));
+  }
+  lengths.clear();
+  put(&lengths, size);
+  put(&lengths, checksum);
+  f.seekp(static_cast<std::streamoff>(head.size()));
+  f.write(lengths.data(), static_cast<std::streamsize>(lengths.size()));
+  f.close();
+  if (!f) {
+    std::remove(tmp.c_str());
+    return Status::Unavailable(tmp + ": write failed (disk full?)");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
@@ -117,8 +136,7 @@ StatusOr<std::string> load_checkpoint(torch::nn::Module& module, const std::stri
   torch::serialize::InputArchive archive;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;  // (destination, loaded)
   try {
-    std::istringstream in(p->payload);
-    archive.load_from(in);
+    archive.load_from(p->payload(), p->payload_size);
     auto stage = [&](const std::string& key, torch::Tensor dst, bool buffer) -> Status {
       torch::Tensor loaded;
       if (!archive.try_read(key, loaded, buffer)) {
@@ -153,8 +171,7 @@ StatusOr<torch::Tensor> read_checkpoint_tensor(const std::string& path, const st
   torch::Tensor t;
   try {
     torch::serialize::InputArchive archive;
-    std::istringstream in(p->payload);
-    archive.load_from(in);
+    archive.load_from(p->payload(), p->payload_size);
     if (!archive.try_read(name, t))
       return Status::NotFound(path + ": has no tensor \"" + name + "\"");
   } catch (const c10::Error& e) {

@@ -5,7 +5,8 @@
 #   - with TLT (speculation, the drafter warm-started on the model's own generations, drafter
 #     training) and with --baseline: both write
 #     their report with the paired held-out interval, and their rollouts are the same (rewards,
-#     lengths, token counts per step: speculation is lossless and sampling seeded per request);
+#     lengths, token counts per step: speculation is lossless and sampling seeded per request),
+#     both with the policy update in bfloat16 mixed precision (spec.model.dtype);
 #   - the RL checkpoint carries the model card: `tlt export` writes config.json, the weights and
 #     the model's tokenizer.json, and transformers loads it (~/.cache/tlt/venv-hf; skipped with a
 #     message when absent);
@@ -39,11 +40,12 @@ spec:
 YAML
 }
 
-manifest tlt "path: $fx/tiny-llama-hf" > "$work/tlt.yaml"
+manifest tlt "path: $fx/tiny-llama-hf, dtype: bfloat16" > "$work/tlt.yaml"
 "$tlt" run "$work/tlt.yaml" > "$work/tlt.log" 2>&1 || { cat "$work/tlt.log"; fail "tlt run exited $?"; }
-manifest base "path: $fx/tiny-llama-hf" > "$work/base.yaml"
+manifest base "path: $fx/tiny-llama-hf, dtype: bfloat16" > "$work/base.yaml"
 "$tlt" run "$work/base.yaml" --baseline > "$work/base.log" 2>&1 || { cat "$work/base.log"; fail "--baseline exited $?"; }
 grep -q "chat template" "$work/tlt.log" || { cat "$work/tlt.log"; fail "the policy's chat template was not used"; }
+grep -q "policy update with bfloat16 products" "$work/tlt.log" || { cat "$work/tlt.log"; fail "spec.model.dtype: bfloat16 did not reach the policy update"; }
 grep -q "warm start: none" "$work/tlt.log" || { cat "$work/tlt.log"; fail "a pretrained policy was warm-started"; }
 grep -q "drafter warm start on the model's generations: .*(trained, 6 prompts.* 2 training levels" "$work/tlt.log" ||
   { cat "$work/tlt.log"; fail "the drafter was not warm-started on 6 of the model's generations at 2 levels (spec.drafter.warmStartPrompts, trainLevels)"; }
