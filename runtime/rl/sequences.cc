@@ -81,12 +81,15 @@ class ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     ctx->saved_data["rows"] = rows;
     // Under mixed precision (model/precision.h) the forward's products run in bfloat16; the
     // backward, which runs after the autocast region, repeats them in bfloat16 itself.
-    ctx->saved_data["bfloat16"] = model::autocast_active(hidden.device());
+    bool bf16 = model::autocast_active(hidden.device());
+    ctx->saved_data["bfloat16"] = bf16;
+    // One cast of the head for all chunks (autocast would cast it per chunk).
+    torch::Tensor w = bf16 ? weight.to(torch::kBFloat16) : weight;  // (V, C)
     int64_t n = hidden.size(0);
     torch::Tensor out = torch::empty({n}, hidden.options());  // (N,)
     for (int64_t lo = 0; lo < n; lo += rows) {
       int64_t k = std::min(rows, n - lo);
-      torch::Tensor logits = chunk_logits(hidden.narrow(0, lo, k), weight, temperature,
+      torch::Tensor logits = chunk_logits(hidden.narrow(0, lo, k), w, temperature,
                                           hidden.scalar_type());  // (k, V)
       torch::Tensor t = targets.narrow(0, lo, k).unsqueeze(1);    // (k, 1)
       out.narrow(0, lo, k).copy_(logits.gather(1, t).squeeze(1) - logits.logsumexp(1));
@@ -103,8 +106,26 @@ class ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     bool bf16 = ctx->saved_data["bfloat16"].toBool();
     auto low = [&](const torch::Tensor& x) { return bf16 ? x.to(torch::kBFloat16) : x; };
     torch::Tensor g = grad_out[0];  // (N,)
-    torch::Tensor g_hidden = torch::zeros_like(hidden), g_weight = torch::zeros_like(weight);
+    torch::Tensor g_hidden = torch::zeros_like(hidden), g_weight;
     torch::Tensor w = low(weight);  // (V, C)
+    // In bfloat16 the weight's gradient takes one product per kFlushRows rows of d, not one per
+    // chunk: each product's (V, C) result is converted and added in float32, which cost more
+    // than the products themselves at SmolLM2's vocabulary.
+    constexpr int64_t kFlushRows = 1024;
+    std::vector<torch::Tensor> ds, hs;  // pending (k, V) and (k, C) chunks, bfloat16
+    int64_t pending = 0;
+    auto add_to_weight = [&](const torch::Tensor& part) {  // (V, C)
+      if (!g_weight.defined()) {
+        g_weight = part.to(weight.scalar_type());
+      } else {
+        g_weight.add_(part);
+      }
+    };
+    auto flush = [&] {
+      if (ds.empty()) return;
+      add_to_weight(torch::cat(ds).t().mm(torch::cat(hs)));  // (V, C)
+      ds.clear(), hs.clear(), pending = 0;
+    };
     for (int64_t lo = 0, n = hidden.size(0); lo < n; lo += rows) {
       int64_t k = std::min(rows, n - lo);
       torch::Tensor h = low(hidden.narrow(0, lo, k));      // (k, C)
@@ -116,11 +137,16 @@ class ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
       torch::Tensor dl = low(d);
       g_hidden.narrow(0, lo, k).copy_(dl.mm(w));  // (k, C)
       if (bf16) {
-        g_weight.add_(dl.t().mm(h));  // (V, C), the product in bfloat16, the sum in float32
+        ds.push_back(dl), hs.push_back(h), pending += k;
+        if (pending >= kFlushRows) flush();
+      } else if (!g_weight.defined()) {
+        g_weight = d.t().mm(h);  // (V, C)
       } else {
-        g_weight.addmm_(d.t(), h);  // (V, C)
+        g_weight.addmm_(d.t(), h);
       }
     }
+    flush();
+    if (!g_weight.defined()) g_weight = torch::zeros_like(weight);  // no rows
     return {g_hidden, g_weight, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 
