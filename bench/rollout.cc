@@ -416,16 +416,17 @@ StatusOr<model::PretrainedModel> load_model(const std::string& path, int threads
 
 // What bfloat16 products buy the policy update (spec.model.dtype): the forward and backward of
 // its log-probabilities (rl::sequence_logprobs) over one micro-batch of 4 rows of 64 prompt + 192
-// response tokens (the trainer's 1024-token budget), float32 against bfloat16 products, side by
-// side, the fastest of 3 each.
+// response tokens (the trainer's 1024-token budget; less for a model of shorter context),
+// float32 against bfloat16 products, side by side, the fastest of 3 each.
 void print_update_precision(model::Transformer target) {
+  const int64_t row = std::min<int64_t>(256, target->config().max_seq), prompt = row / 4;
   torch::manual_seed(3);
   std::vector<std::vector<int64_t>> prompts, responses;
   for (int i = 0; i < 4; ++i) {
-    torch::Tensor p = torch::randint(target->config().vocab, {64}, torch::kInt64);   // (64,)
-    torch::Tensor r = torch::randint(target->config().vocab, {192}, torch::kInt64);  // (192,)
-    prompts.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + 64);
-    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + 192);
+    torch::Tensor p = torch::randint(target->config().vocab, {prompt}, torch::kInt64);  // (P,)
+    torch::Tensor r = torch::randint(target->config().vocab, {row - prompt}, torch::kInt64);
+    prompts.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
+    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
   }
   rl::SequenceBatch batch = rl::make_batch(prompts, responses);
   auto seconds = [&](bool bf16) {
@@ -433,7 +434,7 @@ void print_update_precision(model::Transformer target) {
     for (int rep = 0; rep < 3; ++rep) {
       target->zero_grad();
       double t0 = now();
-      torch::Tensor logp;  // (4, 255)
+      torch::Tensor logp;  // (4, row - 1)
       {
         model::Bfloat16Autocast mixed(torch::kCPU, bf16);
         logp = rl::sequence_logprobs(target, batch, 1.0);
@@ -446,9 +447,10 @@ void print_update_precision(model::Transformer target) {
   };
   double f32 = seconds(false), bf16 = seconds(true);
   std::printf(
-      "\npolicy update, forward + backward of 1024 tokens: float32 %.2f s, bfloat16 products "
+      "\npolicy update, forward + backward of %lld tokens: float32 %.2f s, bfloat16 products "
       "%.2f s = %.2fx (spec.model.dtype; native bfloat16 here: %s)\n",
-      f32, bf16, f32 / bf16, model::native_bfloat16(torch::kCPU) ? "yes" : "no");
+      (long long)(4 * row), f32, bf16, f32 / bf16,
+      model::native_bfloat16(torch::kCPU) ? "yes" : "no");
 }
 
 // --model PATH --ceiling-only: load, report memory, print the table. The process's exit code.

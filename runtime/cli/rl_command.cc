@@ -207,7 +207,8 @@ StatusOr<std::unique_ptr<Attachment>> attach(const api::RLJob& job, const RLRunF
 // machines' disk took 4-10 s a step against 1.0 s to /dev/shm. So it goes under /dev/shm when
 // that has kScratchRoom free (a pod's default 64 MB does not; then the job's directory), in a
 // directory named after this process, removed when the run ends (ScratchDir) or, after a
-// crash, by the next run that finds its process gone.
+// crash, by the next run that finds its process gone. TLT_RUN_SCRATCH=job keeps it in the job's
+// directory (kept after the run, as a record of the last policy the workers loaded).
 constexpr uint64_t kScratchRoom = 4ull << 30;
 constexpr const char* kShm = "/dev/shm";
 
@@ -228,6 +229,8 @@ void remove_orphaned_scratch() {
 class ScratchDir {
  public:
   ScratchDir(const std::string& fallback, const std::string& label) : path_(fallback) {
+    const char* where = std::getenv("TLT_RUN_SCRATCH");
+    if (where != nullptr && std::string(where) == "job") return;
     std::error_code ec;
     fs::space_info room = fs::space(kShm, ec);
     if (ec || room.available < kScratchRoom) return;
@@ -242,6 +245,7 @@ class ScratchDir {
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
   const std::string& path() const { return path_; }
+  bool in_memory() const { return owned_; }
 
  private:
   std::string path_;
@@ -352,6 +356,8 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     rl::RLRunPlan plan = run_plan(job, flags, base, label, baseline);
     ScratchDir scratch(plan.run_dir, label);
     plan.run_dir = scratch.path();
+    out << label << ": scratch " << plan.run_dir
+        << (scratch.in_memory() ? " (in memory, removed when the run ends)" : "") << "\n";
     Progress progress(out, label, plan.steps);
     rl::RunCallbacks cb = callbacks(progress, attachment.get(), label);
     rl::publish_to(endpoint.metrics.get(),

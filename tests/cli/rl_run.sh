@@ -32,7 +32,7 @@ bounded() {  # bounded LOG CMD... ; exit status of CMD, or 124 after 240 s
 }
 
 job full
-bounded "$work/full.log" "$tlt" run "$work/full.yaml" > "$work/full.log" 2>&1 || { rc=$?; cat "$work/full.log"; fail "tlt run exited $rc"; }
+TLT_RUN_SCRATCH=job bounded "$work/full.log" "$tlt" run "$work/full.yaml" > "$work/full.log" 2>&1 || { rc=$?; cat "$work/full.log"; fail "tlt run exited $rc"; }
 job base
 bounded "$work/base.log" "$tlt" run "$work/base.yaml" --baseline > "$work/base.log" 2>&1 || { rc=$?; cat "$work/base.log"; fail "--baseline exited $rc"; }
 python3 - "$work" <<'PY' || exit 1
@@ -43,9 +43,15 @@ full = json.load(open(w + "/full/report/tlt.json"))
 base = json.load(open(w + "/base/report/baseline.json"))
 if len(full["steps"]) != 4: fail("expected 4 steps, got %d" % len(full["steps"]))
 # The run directory keeps only the policy version the workers load next (a real model's is
-# hundreds of MB per step), and each step reports how long publishing it took.
+# hundreds of MB per step), and each step reports how long publishing it took. The full run
+# keeps it in the job's directory (TLT_RUN_SCRATCH=job); the baseline's default scratch, in
+# memory where /dev/shm has room, is gone after the run.
 kept = sorted(f for f in os.listdir(w + "/full/tlt/run") if f.startswith("policy-v"))
 if kept != ["policy-v4.ckpt"]: fail("policy versions left in the run directory: %s" % kept)
+scratch = [l.split()[2] for l in open(w + "/base.log") if l.startswith("baseline: scratch ")]
+if len(scratch) != 1: fail("the baseline's log does not name its scratch directory once")
+if scratch[0].startswith("/dev/shm/") and os.path.exists(scratch[0]):
+    fail("the in-memory scratch %s outlived the run" % scratch[0])
 if not all(s["publishSeconds"] > 0 for s in full["steps"]): fail("a step without publishSeconds")
 keys = ["rewardMean", "responseTokens", "rolloutSeconds", "updateSeconds", "idleWorkerSeconds",
         "reclaimedWorkerSeconds", "acceptLength", "arms", "timeline", "drafterVersion"]
