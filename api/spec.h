@@ -98,7 +98,8 @@ struct ModelSpec {
                "the last-bit differences between a many-token verify forward and one-token "
                "steps into different tokens, and speculation must equal plain decoding. auto: "
                "bfloat16 for spec.model.path on hardware that multiplies bfloat16 natively "
-               "(CUDA, CPUs with AVX512-BF16 or AMX), float32 otherwise (presets). float16 would "
+               "(a CUDA device, taken to be Ampere or newer; CPUs with AVX512-BF16 or AMX), "
+               "float32 otherwise (presets). float16 would "
                "need loss scaling, which tlt does not do."));
     v("device", device,
       Rule()

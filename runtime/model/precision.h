@@ -7,16 +7,16 @@
 // Thread safety: autocast state is per thread; a guard affects the thread that made it.
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include <torch/torch.h>
 
 namespace tlt::model {
 
-// Whether `device` multiplies bfloat16 matrices in hardware: any CUDA device, or a CPU with
-// AVX512-BF16 (every CPU with AMX has it). Elsewhere bfloat16 products are emulated, slower than
-// float32.
+// Whether `device` multiplies bfloat16 matrices in hardware: any CUDA device (taken to be Ampere
+// or newer; older GPUs emulate bfloat16, and spec.model.dtype: float32 is the way out), or a CPU
+// with AVX512-BF16 (every CPU with AMX has it). Elsewhere bfloat16 products are emulated, slower
+// than float32.
 bool native_bfloat16(const torch::Device& device);
 
 // spec.model.dtype resolved for a model on `device`: "float32" or "bfloat16" as given; "auto"
