@@ -114,16 +114,10 @@ class ChunkedLogprobs : public torch::autograd::Function<ChunkedLogprobs> {
     constexpr int64_t kFlushRows = 1024;
     std::vector<torch::Tensor> ds, hs;  // pending (k, V) and (k, C) chunks, bfloat16
     int64_t pending = 0;
-    auto add_to_weight = [&](const torch::Tensor& part) {  // (V, C)
-      if (!g_weight.defined()) {
-        g_weight = part.to(weight.scalar_type());
-      } else {
-        g_weight.add_(part);
-      }
-    };
     auto flush = [&] {
       if (ds.empty()) return;
-      add_to_weight(torch::cat(ds).t().mm(torch::cat(hs)));  // (V, C)
+      torch::Tensor part = torch::cat(ds).t().mm(torch::cat(hs));  // (V, C)
+      g_weight = g_weight.defined() ? g_weight.add_(part) : part.to(weight.scalar_type());
       ds.clear(), hs.clear(), pending = 0;
     };
     for (int64_t lo = 0, n = hidden.size(0); lo < n; lo += rows) {

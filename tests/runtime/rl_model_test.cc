@@ -305,6 +305,19 @@ TEST(RlFromModel, DrafterTrainLevelsAreCachedApartAndAgreementCountsEveryAnswer)
   std::filesystem::remove_all(cache);
 }
 
+// 4 rows of random tokens below `vocab` from torch's generator: row i has a prompt of 3 + i tokens
+// and a response of longest - 2i.
+SequenceBatch random_batch(int64_t vocab, int64_t longest) {
+  std::vector<std::vector<int64_t>> prompts, responses;
+  for (int64_t i = 0; i < 4; ++i) {
+    torch::Tensor p = torch::randint(vocab, {3 + i}, torch::kInt64);            // (3+i,)
+    torch::Tensor r = torch::randint(vocab, {longest - 2 * i}, torch::kInt64);  // (longest-2i,)
+    prompts.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
+    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
+  }
+  return make_batch(prompts, responses);
+}
+
 // The policy update's log-probabilities (LM head on response positions only, a few rows of logits
 // at a time, recomputed in the backward) equal the plain (B, T-1, V) log_softmax and its gradient,
 // in float64 on the tiny llama (tied head) at a sampling temperature.
@@ -315,14 +328,7 @@ TEST(RlFromModel, ChunkedLogprobsAndGradientsEqualTheFullLogSoftmax) {
   policy->to(torch::kFloat64);
   int64_t v = policy->config().vocab;
   torch::manual_seed(3);
-  std::vector<std::vector<int64_t>> prompts, responses;
-  for (int64_t i = 0; i < 4; ++i) {
-    torch::Tensor p = torch::randint(v, {3 + i}, torch::kInt64);      // (3+i,)
-    torch::Tensor r = torch::randint(v, {7 - 2 * i}, torch::kInt64);  // (7-2i,)
-    prompts.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
-    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
-  }
-  SequenceBatch batch = make_batch(prompts, responses);
+  SequenceBatch batch = random_batch(v, 7);
   torch::Tensor weights = torch::randn(batch.mask.sizes(), torch::kFloat64);  // (B, T-1)
   const double temperature = 0.7;
   auto grads = [&](const torch::Tensor& logp) {
@@ -362,14 +368,7 @@ TEST(RlFromModel, MixedPrecisionLogprobsAndGradientsFollowFloat32) {
   model::Transformer policy = m->model;
   int64_t v = policy->config().vocab;
   torch::manual_seed(4);
-  std::vector<std::vector<int64_t>> prompts, responses;
-  for (int64_t i = 0; i < 4; ++i) {
-    torch::Tensor p = torch::randint(v, {3 + i}, torch::kInt64);      // (3+i,)
-    torch::Tensor r = torch::randint(v, {9 - 2 * i}, torch::kInt64);  // (9-2i,)
-    prompts.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
-    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
-  }
-  SequenceBatch batch = make_batch(prompts, responses);
+  SequenceBatch batch = random_batch(v, 9);
   torch::Tensor weights = torch::randn(batch.mask.sizes());  // (B, T-1)
   struct Run {
     torch::Tensor logp;                // (B, T-1)
