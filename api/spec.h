@@ -92,11 +92,13 @@ struct ModelSpec {
     v("dtype", dtype,
       Rule()
           .values({"auto", "float32", "bfloat16"})
-          .doc("Precision of training's matrix products (the RLJob policy update, TST "
-               "training): bfloat16 is mixed precision (weights, gradients and optimizer state "
-               "stay float32). Rollouts decode in float32 either way: bfloat16's rounding turns "
-               "the last-bit differences between a many-token verify forward and one-token "
-               "steps into different tokens, and speculation must equal plain decoding. auto: "
+          .doc("Precision of the model's matrix products in training (the RLJob policy "
+               "update, TST training) and in RLJob rollouts: bfloat16 is mixed precision "
+               "(weights, gradients, optimizer state, activations, the KV cache and logits stay "
+               "float32). Rollouts on CPUs decode with bfloat16 products through a row-invariant "
+               "forward, so speculation still equals plain decoding token for token (a worker "
+               "whose start-up probe finds otherwise decodes in float32); on GPUs they decode in "
+               "float32. auto: "
                "bfloat16 for spec.model.path on hardware that multiplies bfloat16 natively "
                "(a CUDA device, taken to be Ampere or newer; CPUs with AVX512-BF16 or AMX), "
                "float32 otherwise (presets). float16 would "

@@ -25,6 +25,7 @@
 //                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
 //                      [--selector-value throughput] [--catch-up-limit 8]
 //                      [--draft-confidence 0] [--epsilon 0.1] [--group 1] [--ceiling-only]
+//                      [--dtype auto]
 //        bench_rollout --model PATH --ceiling-only [--batches 1,4,16] [--threads 1]
 //        bench_rollout --model PATH [--max-new 128] [--waves 2] [--drafter-steps 200]
 //                      [--drafter-vocab 2048] [the decoding flags above]
@@ -44,6 +45,7 @@
 #include "runtime/data/token_file.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
+#include "runtime/model/decode_attention.h"
 #include "runtime/model/precision.h"
 #include "runtime/rollout/engine.h"
 #ifdef TLT_HAVE_PRETRAINED
@@ -169,6 +171,7 @@ void train_drafter(model::Transformer target, model::Drafter drafter,
 struct Run {
   double tokens_per_s = 0, accept = 0;
   rollout::EngineStats stats;
+  std::vector<rollout::Completion> out;
 };
 
 // Decodes `reqs` after the engine has served `warmup` (a rollout worker's engine lives across
@@ -180,6 +183,7 @@ int catch_up_limit = 8;
 double draft_confidence = 0.0;
 double epsilon = 0.1;
 bool plain_floor = true;
+bool decode_bfloat16 = false;  // --dtype resolved: decoding's products in bfloat16
 int64_t engine_max_seq = 512;  // positions per request of the measured engines
 
 // One run's time by engine phase (EngineStats::phases), in seconds and as a share of the run.
@@ -211,6 +215,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.draft_confidence = draft_confidence;
   eo.epsilon = epsilon;
   eo.plain_floor = plain_floor;
+  eo.bfloat16 = decode_bfloat16;
   auto created = rollout::Engine::create(target, drafter, eo);
   if (!created.ok()) {  // e.g. a malformed --arms entry
     std::cerr << created.status().to_string() << "\n";
@@ -219,7 +224,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   auto engine = std::move(created).value();
   if (!warmup.empty()) engine->generate(warmup).value();
   engine->reset_stats();
-  engine->generate(reqs).value();
+  std::vector<rollout::Completion> out = engine->generate(reqs).value();
   if (show_bandit) {  // the bandit's value of each arm, per context
     auto& sel = engine->selector();
     bool speedup = sel.plain_seconds_per_token(batch) > 0;  // valued against plain decoding
@@ -237,6 +242,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
     }
   }
   Run r;
+  r.out = std::move(out);
   r.stats = engine->stats();
   r.tokens_per_s = r.stats.tokens / r.stats.seconds;
   r.accept = r.stats.accept_length();
@@ -299,6 +305,12 @@ void compare(model::Transformer target, model::Drafter drafter, const Table& t,
                 (long long)spec.stats.copied_drafts, kept(spec.stats), usage.c_str());
     print_phases("plain", plain.stats);
     print_phases("tlt", spec.stats);
+    bool same = plain.out.size() == spec.out.size();
+    for (size_t i = 0; same && i < plain.out.size(); ++i)
+      same = plain.out[i].tokens == spec.out[i].tokens;
+    std::printf("       outputs: %s; products in %s\n",
+                same ? "identical token for token" : "DIFFERENT (not lossless)",
+                spec.stats.bfloat16 ? "bfloat16" : "float32");
     std::fflush(stdout);
     if (std::find(t.fixed.begin(), t.fixed.end(), b) == t.fixed.end()) continue;
     // Each arm alone on the same requests: what the bandit could have had.
@@ -320,6 +332,7 @@ void compare(model::Transformer target, model::Drafter drafter, const Table& t,
 double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t context, int reps,
                        int64_t capacity = 0) {
   torch::NoGradGuard no_grad;
+  model::Bfloat16Inference bfloat16(decode_bfloat16 && model::bfloat16_rows_invariant(target));
   int64_t vocab = target->config().vocab;
   auto cache = target->make_cache(b, std::max(capacity, context + k + 1));
   for (int64_t i = 0; i < b; ++i) cache->add_slot();
@@ -485,6 +498,7 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
                                                  int max_new) {
   rl::GenerationsWarmStartOptions o;
   o.steps = d.steps, o.max_new_tokens = max_new, o.vocab_subset = d.vocab, o.prompts = d.prompts;
+  o.bfloat16 = decode_bfloat16;
   o.train_levels = d.levels;
   o.temperature = 1.0;  // as an RLJob's rollouts sample
   o.max_seq = engine_max_seq, o.codec = &codec;
@@ -511,8 +525,9 @@ int print_agreement(model::Transformer target, model::Drafter drafter, const rl:
                     const rl::Codec& codec, int max_new) {
   constexpr int64_t kFirst = 1000, kProblems = 32, kLevels = 6;
   double t0 = now();
-  StatusOr<drafter::LevelAgreement> a = rl::held_out_agreement(
-      target, drafter, task, &codec, kFirst, kProblems, max_new, engine_max_seq, kLevels);
+  StatusOr<drafter::LevelAgreement> a =
+      rl::held_out_agreement(target, drafter, task, &codec, kFirst, kProblems, max_new,
+                             engine_max_seq, kLevels, decode_bfloat16);
   if (!a.ok()) {
     std::cerr << a.status().to_string() << "\n";
     return 1;
@@ -600,7 +615,7 @@ int main(int argc, char** argv) {
   int drafter_levels = 1;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
   bool prepare_only = false, ceiling_only = false;
-  std::string model_path;
+  std::string model_path, decode_dtype = "auto";
   app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize); not with --model");
   app.add_option("--model", model_path,
                  "A llama/qwen2 GGUF file or Hugging Face directory: its ceilings, then plain vs "
@@ -668,6 +683,11 @@ int main(int argc, char** argv) {
   app.add_option("--epsilon", epsilon, "The bandit's exploration rate")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  app.add_option("--dtype", decode_dtype,
+                 "Decoding's matrix products: float32, bfloat16, or auto (bfloat16 for --model on "
+                 "hardware with native bfloat16, as spec.model.dtype decides for a job)")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16"}))
+      ->capture_default_str();
   app.add_flag(
       "--show-bandit", show_bandit,
       "Print the bandit's value (tok/s) of each arm (plain last; -1: never tried) per context");
@@ -691,6 +711,10 @@ int main(int argc, char** argv) {
                  "as 1,16 (--fixed-batches \"\" for none)\n";
     return 2;
   }
+
+  decode_bfloat16 = model::use_bfloat16(decode_dtype, !model_path.empty(), torch::kCPU);
+  std::printf("decoding: %s products (--dtype %s)\n", decode_bfloat16 ? "bfloat16" : "float32",
+              decode_dtype.c_str());
 
   std::vector<std::string> arms;
   std::stringstream arms_ss(arms_s);

@@ -79,6 +79,69 @@ AutocastCacheScope::~AutocastCacheScope() {
   if (enabled_ && at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
 }
 
+namespace {
+thread_local Bfloat16Inference* innermost = nullptr;
+// The fewest rows a bfloat16 product gets (see linear()). 16 is one AMX tile's rows: on SmolLM2
+// a 16-row product costs 1.07x a one-row product, while products of 1 to 4 rows rounded
+// differently from larger ones for some small shapes (N <= 128) in the probe that chose it.
+constexpr int64_t kMinBfloat16Rows = 16;
+}  // namespace
+
+Bfloat16Inference::Bfloat16Inference(bool enabled) : enabled_(enabled) {
+  if (!enabled_) return;
+  outer_ = innermost;
+  innermost = this;
+}
+
+Bfloat16Inference::~Bfloat16Inference() {
+  if (enabled_) innermost = outer_;
+}
+
+Bfloat16Inference* Bfloat16Inference::active() {
+  return innermost;
+}
+
+Float32Products::Float32Products() : hidden_(innermost) {
+  innermost = nullptr;
+}
+
+Float32Products::~Float32Products() {
+  innermost = hidden_;
+}
+
+const torch::Tensor& Bfloat16Inference::copy_of(const torch::Tensor& w) {
+  auto it = copies_.find(w.unsafeGetTensorImpl());
+  if (it == copies_.end()) {
+    torch::NoGradGuard no_grad;
+    it = copies_.emplace(w.unsafeGetTensorImpl(), std::make_pair(w, w.to(torch::kBFloat16))).first;
+  }
+  return it->second.second;
+}
+
+torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x) {
+  Bfloat16Inference* scope = Bfloat16Inference::active();
+  if (scope == nullptr || torch::GradMode::is_enabled() || x.scalar_type() != torch::kFloat32) {
+    return m.ptr()->forward(x);
+  }
+  const torch::Tensor& w = scope->copy_of(m.ptr()->weight);               // (out, in)
+  torch::Tensor rows = x.reshape({-1, x.size(-1)}).to(torch::kBFloat16);  // (M, in)
+  torch::Tensor y;
+  if (rows.size(0) < kMinBfloat16Rows) {
+    // Fewer rows take other paths through the library (a matrix-vector product, small-block
+    // kernels) that sum in another order; padded, they get the bits a block of rows gets.
+    torch::Tensor padded = torch::zeros({kMinBfloat16Rows, rows.size(1)}, rows.options());
+    padded.narrow(0, 0, rows.size(0)).copy_(rows);
+    y = torch::nn::functional::linear(padded, w).narrow(0, 0, rows.size(0));
+  } else {
+    y = torch::nn::functional::linear(rows, w);
+  }
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = w.size(0);
+  y = y.to(torch::kFloat32).view(shape);
+  const torch::Tensor& bias = m.ptr()->bias;
+  return bias.defined() ? y + bias : y;
+}
+
 bool autocast_active(const torch::Device& device) {
   bool cuda = device.is_cuda();
   return enabled_on(cuda) && dtype_on(cuda) != at::kFloat;

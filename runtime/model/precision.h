@@ -1,13 +1,18 @@
 // Mixed precision for training: float32 weights, gradients and optimizer state, matrix
 // products in bfloat16 (LibTorch autocast). On a CPU with AMX, SmolLM2-135M's policy-update
 // forward and backward over 1024 tokens ran 2.5x faster this way (README, "Mixed precision").
-// Decoding stays in float32: bfloat16 rounding would turn the last-bit differences between a
-// many-token verify forward and one-token steps into different tokens.
+// Decoding (Bfloat16Inference) multiplies by bfloat16 copies of the weights and keeps
+// activations, the cache and the logits in float32; it is lossless only because the CPU forward
+// is row-invariant (runtime/model/decode_attention.h): bfloat16 rounding would otherwise turn
+// the last-bit differences between a many-token verify forward and one-token steps into
+// different tokens.
 //
 // Thread safety: autocast state is per thread; a guard affects the thread that made it.
 #pragma once
 
 #include <string>
+#include <unordered_map>
+#include <utility>
 
 #include <torch/torch.h>
 
@@ -60,5 +65,48 @@ class AutocastCacheScope {
 // Whether a Bfloat16Autocast (or any autocast to a reduced dtype) is active in this thread for
 // `device`: custom autograd functions ask so that their products follow it.
 bool autocast_active(const torch::Device& device);
+
+// While alive (and `enabled`), this thread's linear layers in forwards without autograd
+// (model::linear below) multiply float32 inputs by bfloat16 copies of their weights, made the
+// first time each weight is used in the scope and kept until it ends, and return float32. The
+// weights must not change while it lives (a rollout engine holds one per generate call). Scopes
+// nest; the innermost one serves. Lossless decoding needs the row-invariant attention too: on
+// CUDA the scope is not made (see Engine). Not copyable; one thread.
+class Bfloat16Inference {
+ public:
+  explicit Bfloat16Inference(bool enabled);
+  ~Bfloat16Inference();
+  Bfloat16Inference(const Bfloat16Inference&) = delete;
+  Bfloat16Inference& operator=(const Bfloat16Inference&) = delete;
+
+  // The innermost enabled scope of this thread, or nullptr.
+  static Bfloat16Inference* active();
+  // w's bfloat16 copy (made on first use).
+  const torch::Tensor& copy_of(const torch::Tensor& w);
+
+ private:
+  bool enabled_;
+  Bfloat16Inference* outer_ = nullptr;
+  // weight's TensorImpl -> (the weight, kept alive so the key stays its own; its bfloat16 copy)
+  std::unordered_map<const void*, std::pair<torch::Tensor, torch::Tensor>> copies_;
+};
+
+// While alive, this thread has no active Bfloat16Inference (products in float32 again); the
+// scope it hid serves again when it is destroyed. For a module that should not follow the
+// scope (the rollout engine's drafter).
+class Float32Products {
+ public:
+  Float32Products();
+  ~Float32Products();
+  Float32Products(const Float32Products&) = delete;
+  Float32Products& operator=(const Float32Products&) = delete;
+
+ private:
+  Bfloat16Inference* hidden_;
+};
+
+// m(x) for x (..., in): through the active Bfloat16Inference's copy of m's weight when there is
+// one, autograd is off and x is float32 (the bias, if any, is added in float32); else m(x).
+torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x);
 
 }  // namespace tlt::model

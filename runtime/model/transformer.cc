@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "runtime/model/decode_attention.h"
+#include "runtime/model/precision.h"
+
 namespace tlt::model {
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
@@ -107,7 +110,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   // One gather of the real rows feeds all three projections.
   torch::Tensor xr = rows.defined() ? pack_rows(x, rows) : x;
   auto project = [&](torch::nn::Linear& w, int64_t heads) {
-    torch::Tensor y = rows.defined() ? unpack_rows(w(xr), rows, b, t) : w(xr);
+    torch::Tensor y = rows.defined() ? unpack_rows(linear(w, xr), rows, b, t) : linear(w, xr);
     return y.view({b, t, heads, head_dim_}).transpose(1, 2);
   };
   torch::Tensor q = project(wq, n_heads_);     // (B,H,T,D)
@@ -120,14 +123,19 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     cache->write(layer, k, v);
     std::tie(k, v) = cache->view(layer, s);  // (B,Hkv,S,D)
   }
-  // Query heads grouped by the K/V head they share: (B,Hkv,G*T,D); no K/V copy.
-  torch::Tensor qg = q.reshape({b, n_kv_heads_, g * t, head_dim_});
-  torch::Tensor scores = torch::matmul(qg, k.transpose(-1, -2)) / std::sqrt(double(head_dim_));
-  scores = scores.view({b, n_kv_heads_, g, t, s}) + mask;  // (B,Hkv,G,T,S)
-  torch::Tensor probs = torch::softmax(scores, -1).view({b, n_kv_heads_, g * t, s});
-  torch::Tensor out = torch::matmul(probs, v);  // (B,Hkv,G*T,D)
-  out = out.view({b, n_heads_, t, head_dim_}).transpose(1, 2).reshape({b, t, n_heads_ * head_dim_});
-  return on_rows(out, rows, [&](const torch::Tensor& o) { return wo(o); });  // (B,T,C)
+  torch::Tensor out;  // (B,H,T,D)
+  if (cache != nullptr && row_invariant_attention_applies(q, k)) {
+    out = row_invariant_attention(q, k, v, mask, 1.0 / std::sqrt(double(head_dim_)));
+  } else {
+    // Query heads grouped by the K/V head they share: (B,Hkv,G*T,D); no K/V copy.
+    torch::Tensor qg = q.reshape({b, n_kv_heads_, g * t, head_dim_});
+    torch::Tensor scores = torch::matmul(qg, k.transpose(-1, -2)) / std::sqrt(double(head_dim_));
+    scores = scores.view({b, n_kv_heads_, g, t, s}) + mask;  // (B,Hkv,G,T,S)
+    torch::Tensor probs = torch::softmax(scores, -1).view({b, n_kv_heads_, g * t, s});
+    out = torch::matmul(probs, v).view({b, n_heads_, t, head_dim_});
+  }
+  out = out.transpose(1, 2).reshape({b, t, n_heads_ * head_dim_});
+  return on_rows(out, rows, [&](const torch::Tensor& o) { return linear(wo, o); });  // (B,T,C)
 }
 
 MlpImpl::MlpImpl(const ModelConfig& c) {
@@ -138,7 +146,7 @@ MlpImpl::MlpImpl(const ModelConfig& c) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return w_down(torch::silu(w_gate(x)) * w_up(x));
+  return linear(w_down, torch::silu(linear(w_gate, x)) * linear(w_up, x));
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
@@ -190,7 +198,8 @@ ForwardResult TransformerImpl::forward_embeddings(const torch::Tensor& x,
                                                   const torch::Tensor& positions, KVCache* cache,
                                                   const AttentionLayout& layout) {
   torch::Tensor hidden = norm(run_layers(layers, x, positions, cache, layout));
-  return {on_rows(hidden, layout.rows, [&](const torch::Tensor& y) { return lm_head(y); }), hidden};
+  return {on_rows(hidden, layout.rows, [&](const torch::Tensor& y) { return linear(lm_head, y); }),
+          hidden};
 }
 
 torch::Tensor TransformerImpl::run_layers(torch::nn::ModuleList& stack, const torch::Tensor& x,

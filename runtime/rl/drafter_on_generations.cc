@@ -36,6 +36,7 @@ StatusOr<std::vector<int64_t>> generate_into(model::Transformer target,
   rollout::EngineOptions eo;
   eo.max_batch = o.generation_batch, eo.max_seq = o.max_seq, eo.speculative = false;
   eo.arms = {};
+  eo.bfloat16 = o.bfloat16;
   StatusOr<std::unique_ptr<rollout::Engine>> engine =
       rollout::Engine::create(target, model::Drafter(nullptr), eo);
   if (!engine.ok()) return engine.status();
@@ -109,6 +110,7 @@ std::string GenerationsWarmStartOptions::key() const {
     << " generation_batch=" << generation_batch << " vocab_subset=" << vocab_subset
     << " max_seq=" << max_seq;
   if (train_levels != 1) k << " train_levels=" << train_levels;  // older keys stay valid
+  if (bfloat16) k << " bfloat16=1";
   return k.str();
 }
 
@@ -171,9 +173,10 @@ StatusOr<drafter::LevelAgreement> held_out_agreement(model::Transformer target,
                                                      model::Drafter drafter, const Task& task,
                                                      const Codec* codec, uint64_t first, int64_t n,
                                                      int64_t max_new_tokens, int64_t max_seq,
-                                                     int64_t levels) {
+                                                     int64_t levels, bool bfloat16) {
   GenerationsWarmStartOptions o;
   o.max_new_tokens = max_new_tokens, o.temperature = 0.0, o.max_seq = max_seq;
+  o.bfloat16 = bfloat16;
   o.generation_batch = std::min<int64_t>(16, std::max<int64_t>(1, n));
   TaskRequestOptions ro{max_new_tokens, 0.0, 1.0, 0, max_seq, kHeadroom};
   StatusOr<std::vector<rollout::Request>> requests =

@@ -73,6 +73,9 @@ struct GenerationsWarmStartOptions {
   // Positions the generating engine holds per request (prompt + response + a little headroom);
   // problems whose prompt does not fit are replaced as rl::fitting_problem does.
   int64_t max_seq = 512;
+  // Generate as the rollouts will decode, with bfloat16 products (rollout::EngineOptions::
+  // bfloat16): the drafter then learns the target features it will be given.
+  bool bfloat16 = false;
   // How prompts become ids (borrowed; must outlive the call); nullptr: the ASCII codec.
   const Codec* codec = nullptr;
 
@@ -108,7 +111,7 @@ StatusOr<drafter::LevelAgreement> held_out_agreement(model::Transformer target,
                                                      model::Drafter drafter, const Task& task,
                                                      const Codec* codec, uint64_t first, int64_t n,
                                                      int64_t max_new_tokens, int64_t max_seq,
-                                                     int64_t levels);
+                                                     int64_t levels, bool bfloat16 = false);
 
 // Loads the warm start from the cache, or trains it and saves it there. The cache file is
 // cache_dir/drafter/generations-<hash>.ckpt, the hash over `model_key` (what identifies the

@@ -97,6 +97,7 @@ Status Worker::setup(const json& m) {
   eo.selector_value = m.value("selector_value", eo.selector_value);  // absent from older trainers
   eo.selector_exploration = m.value("selector_exploration", eo.selector_exploration);
   eo.seed = m.at("seed").get<uint64_t>() + uint64_t(index_);
+  eo.bfloat16 = m.value("decode_bfloat16", false);  // absent from older trainers
   eo.reproducible = true;  // a request's tokens depend on its seed only (restarts, --resume)
   StatusOr<std::unique_ptr<rollout::Engine>> e = rollout::Engine::create(target_, drafter_, eo);
   if (!e.ok()) return e.status();

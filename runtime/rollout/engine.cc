@@ -7,6 +7,8 @@
 
 #include <algorithm>
 
+#include "runtime/model/decode_attention.h"
+#include "runtime/model/precision.h"
 #include "runtime/rollout/active_request.h"
 #include "runtime/rollout/batch_util.h"
 #include "runtime/rollout/copied_drafts.h"
@@ -155,6 +157,9 @@ StatusOr<std::vector<Completion>> Engine::generate(const std::vector<Request>& r
 
 StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& requests) {
   torch::NoGradGuard no_grad;
+  stats_.bfloat16 = options_.bfloat16 && target_->lm_head->weight.device().is_cpu() &&
+                    model::bfloat16_rows_invariant(target_);
+  model::Bfloat16Inference bfloat16(stats_.bfloat16);
   double start = now_seconds();
   std::vector<Completion> out(requests.size());
   std::vector<ActiveRequest> active;
@@ -361,6 +366,9 @@ void Engine::spec_step(std::vector<ActiveRequest>& active, int32_t arm, int32_t 
 
 std::vector<Draft> Engine::propose(std::vector<ActiveRequest>& active, int32_t arm,
                                    std::vector<std::vector<int64_t>> copies) {
+  // The drafter runs in float32, as it trains: bfloat16 products made it no cheaper to matter and
+  // its drafts are never what makes the output (verification is).
+  model::Float32Products drafter_in_float32;
   PhaseClock clock(&stats_.phases.draft, &stats_.phases);
   DraftSource& source = *sources_[arm];
   if (!source.needs_drafter()) return source.propose(active);

@@ -122,6 +122,14 @@ struct EngineOptions {
   // the target then scores mostly tokens it will accept. Exact for every rule (a chain's cut
   // never looks at the token drawn). 0 verifies every drafted node.
   double draft_confidence = 0.0;
+  // Decode with the target's matrix products in bfloat16 (the drafter keeps float32): activations,
+  // the cache and the logits stay float32 (model::Bfloat16Inference). Lossless only because the CPU
+  // forward is row-invariant (runtime/model/decode_attention.h), so it applies to a target on
+  // the CPU, and only after model::bfloat16_rows_invariant() found on this machine and this
+  // model's shapes that a verify forward gives the bits of one-token steps; otherwise the engine
+  // decodes in float32 (EngineStats::bfloat16 says which ran). Plain and speculative decoding
+  // of the same options produce the same tokens either way.
+  bool bfloat16 = false;
   // GPU flavour (TLT_GPU), target on CUDA: verify forwards and plain decode steps (N = 1)
   // replay CUDA graphs captured per (batch bucket, verified tokens)
   // (runtime/rollout/cuda_graph_pool.h). No effect elsewhere.
@@ -159,7 +167,8 @@ struct EngineStats {
   int64_t drafted = 0;           // drafted tokens verified (all arms; accepted <= drafted)
   int64_t graph_replays = 0;     // target forwards (verify, plain) replayed from CUDA graphs
   double seconds = 0.0;
-  EnginePhases phases;  // how `seconds` splits
+  bool bfloat16 = false;  // the last generate() decoded with bfloat16 products
+  EnginePhases phases;    // how `seconds` splits
   // Mean tokens emitted per request per speculative step (accepted + 1).
   double accept_length() const {
     return request_spec_steps ? double(accepted + request_spec_steps) / request_spec_steps : 0.0;
