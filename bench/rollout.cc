@@ -45,7 +45,6 @@
 #include "runtime/data/token_file.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
-#include "runtime/model/decode_attention.h"
 #include "runtime/model/precision.h"
 #include "runtime/rollout/engine.h"
 #ifdef TLT_HAVE_PRETRAINED

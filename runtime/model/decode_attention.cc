@@ -5,12 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <string>
 #include <vector>
-
-#include "runtime/model/precision.h"
 
 // This file is compiled with -ffp-contract=off (runtime/CMakeLists.txt): every sum and product
 // below is the one the source spells, so a loop's vectorised body and its scalar remainder give
@@ -183,85 +178,6 @@ torch::Tensor row_invariant_attention(const torch::Tensor& q, const torch::Tenso
   at::parallel_for(0, b * h * t, 1,
                    [&](int64_t begin, int64_t end) { attend_rows(p, begin, end); });
   return out;
-}
-
-namespace {
-
-// Tokens of a probe: a fixed spread over the vocabulary (no RNG touched).
-torch::Tensor probe_tokens(int64_t n, int64_t offset, int64_t vocab) {
-  return (torch::arange(offset, offset + n, torch::kInt64) * 7919 % vocab).view({1, n});
-}
-
-// Logits (T, V) of `tokens` fed one at a time to a lone request after `prefix`.
-torch::Tensor logits_one_at_a_time(Transformer& m, const torch::Tensor& prefix,
-                                   const torch::Tensor& tokens, int64_t span) {
-  auto cache = m->make_cache(1, span);
-  cache->add_slot();
-  int64_t p = prefix.size(1);
-  torch::Device dev = m->lm_head->weight.device();
-  m->forward(prefix.to(dev), sequential_positions(torch::zeros({1}, torch::kInt64), p).to(dev),
-             cache.get());
-  cache->commit_prefix(0, p);
-  std::vector<torch::Tensor> rows;
-  for (int64_t i = 0; i < tokens.size(1); ++i) {
-    ForwardResult r = m->forward(tokens.narrow(1, i, 1).to(dev),
-                                 torch::full({1, 1}, p + i, torch::kInt64).to(dev), cache.get());
-    cache->commit_prefix(0, 1);
-    rows.push_back(r.logits[0][0]);
-  }
-  return torch::stack(rows);
-}
-
-// Logits (T, V) of `tokens` verified in one forward as slot 0 of a batch of kProbeSlots, the
-// others holding longer, unrelated requests with drafts of their own.
-constexpr int64_t kProbeSlots = 6;
-torch::Tensor logits_in_one_forward(Transformer& m, const torch::Tensor& prefix,
-                                    const torch::Tensor& tokens, int64_t span) {
-  auto cache = m->make_cache(kProbeSlots, span);
-  int64_t p = prefix.size(1), t = tokens.size(1), vocab = m->config().vocab;
-  torch::Device dev = m->lm_head->weight.device();
-  std::vector<int64_t> lengths;
-  std::vector<torch::Tensor> toks;
-  for (int64_t b = 0; b < kProbeSlots; ++b) {
-    cache->add_slot();
-    torch::Tensor context = b == 0 ? prefix : probe_tokens(p + 5 * b, 2 + b, vocab);
-    int64_t n = context.size(1);
-    cache->focus(b, 1);
-    m->forward(context.to(dev), sequential_positions(torch::zeros({1}, torch::kInt64), n).to(dev),
-               cache.get());
-    lengths.push_back(n);
-    toks.push_back(b == 0 ? tokens : probe_tokens(t, 7 + b, vocab));
-  }
-  cache->unfocus();
-  for (int64_t b = 0; b < kProbeSlots; ++b) cache->commit_prefix(b, lengths[size_t(b)]);
-  torch::Tensor pos = sequential_positions(torch::tensor(lengths), t).to(dev);  // (B, T)
-  return m->forward(torch::cat(toks).to(dev), pos, cache.get()).logits[0];
-}
-
-}  // namespace
-
-bool bfloat16_rows_invariant(Transformer& model) {
-  static std::mutex mu;
-  static std::map<std::string, bool> known;  // model shape -> verdict
-  const ModelConfig& c = model->config();
-  std::string key = std::to_string(c.vocab) + "/" + std::to_string(c.dim) + "/" +
-                    std::to_string(c.n_layers) + "/" + std::to_string(c.n_heads) + "/" +
-                    std::to_string(c.n_kv_heads) + "/" + std::to_string(c.ffn) + "/" +
-                    std::to_string(int(c.qkv_bias)) + "/" + model->lm_head->weight.device().str();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = known.find(key);
-  if (it != known.end()) return it->second;
-  bool same = false;
-  int64_t span = std::min<int64_t>(c.max_seq, 96);
-  if (span >= 80) {
-    torch::NoGradGuard no_grad;
-    Bfloat16Inference bfloat16(true);
-    torch::Tensor prefix = probe_tokens(41, 1, c.vocab), tokens = probe_tokens(8, 3, c.vocab);
-    same = torch::equal(logits_one_at_a_time(model, prefix, tokens, span),
-                        logits_in_one_forward(model, prefix, tokens, span));
-  }
-  known[key] = same;
-  return same;
 }
 
 }  // namespace tlt::model

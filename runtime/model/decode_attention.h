@@ -15,8 +15,6 @@
 
 #include <torch/torch.h>
 
-#include "runtime/model/transformer.h"
-
 namespace tlt::model {
 
 // q (B, H, T, D), k and v (B, Hkv, S, D), float32 on the CPU, last dimension contiguous (the
@@ -35,14 +33,5 @@ bool row_invariant_attention_applies(const torch::Tensor& q, const torch::Tensor
 // On unless switched off, for the whole process: tests switch it off to show what it prevents
 // (the forward then takes LibTorch's padded softmax, as on a GPU). Thread-safe.
 void enable_row_invariant_attention(bool on);
-
-// Whether decoding `model` on this machine under Bfloat16Inference is row-invariant: a verify
-// forward of 8 tokens next to 5 other requests gives each of them the logits of 8 one-token
-// steps of that request alone, bit for bit. It rests on the library's bfloat16 products
-// rounding a row the same whatever else they multiply, which held for every shape tried here
-// (padded to 16 rows, see model::linear) but is no documented promise; so the engine asks before
-// decoding in bfloat16. Probes once per process and model shape (about ten forwards on scratch
-// caches; the model is not changed); thread-safe.
-bool bfloat16_rows_invariant(Transformer& model);
 
 }  // namespace tlt::model

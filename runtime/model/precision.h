@@ -18,6 +18,8 @@
 
 namespace tlt::model {
 
+class Transformer;  // runtime/model/transformer.h
+
 // Whether `device` multiplies bfloat16 matrices in hardware: any CUDA device (taken to be Ampere
 // or newer; older GPUs emulate bfloat16, and spec.model.dtype: float32 is the way out), or a CPU
 // with AVX512-BF16 (every CPU with AMX has it). Elsewhere bfloat16 products are emulated, slower
@@ -104,6 +106,15 @@ class Float32Products {
  private:
   Bfloat16Inference* hidden_;
 };
+
+// Whether decoding `model` on this machine under Bfloat16Inference is row-invariant: a verify
+// forward of 8 tokens next to 5 other requests gives each of them the logits of 8 one-token
+// steps of that request alone, bit for bit. It rests on the library's bfloat16 products
+// rounding a row the same whatever else they multiply, which held for every shape tried here
+// (padded to 16 rows, see model::linear) but is no documented promise; so the engine asks before
+// decoding in bfloat16. Probes once per process and model shape (about ten forwards on scratch
+// caches; the model is not changed); thread-safe.
+bool bfloat16_rows_invariant(Transformer& model);
 
 // m(x) for x (..., in): through the active Bfloat16Inference's copy of m's weight when there is
 // one, autograd is off and x is float32 (the bias, if any, is added in float32); else m(x).

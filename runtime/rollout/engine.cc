@@ -7,7 +7,6 @@
 
 #include <algorithm>
 
-#include "runtime/model/decode_attention.h"
 #include "runtime/model/precision.h"
 #include "runtime/rollout/active_request.h"
 #include "runtime/rollout/batch_util.h"

@@ -13,7 +13,6 @@
 #include <set>
 
 #include "runtime/drafter/trainer.h"
-#include "runtime/model/decode_attention.h"
 #include "runtime/model/precision.h"
 #include "runtime/rollout/engine.h"
 #include "tests/runtime/requests.h"
