@@ -384,13 +384,17 @@ void print_ceiling(model::Transformer target, const std::vector<int>& batches, i
 }
 
 #ifdef TLT_HAVE_PRETRAINED
+// Positions already in the KV cache for the pretrained model's forward times (--ceiling-context).
+int64_t ceiling_context = 128;
+
 // The issue-19 table for a pretrained model: forward times of 1, 8 and 16 new tokens per request
-// over a KV cache of 256 positions (128 already filled), and the ceiling k x T(b,1)/T(b,k) at
-// k = 8. The fastest of 5 (each after two warm-ups).
+// over a KV cache of ceiling_context + 128 positions (ceiling_context already filled; 256 and 128
+// by default), and the ceiling k x T(b,1)/T(b,k) at k = 8. The fastest of 5 (each after two
+// warm-ups).
 void print_model_ceiling(model::Transformer target, const std::vector<int>& batches) {
   // A model shorter than that (the tiny test checkpoints) gets what its positions allow.
-  const int64_t capacity = std::min<int64_t>(256, target->config().max_seq);
-  const int64_t context = std::min<int64_t>(128, capacity - 17);
+  const int64_t capacity = std::min<int64_t>(ceiling_context + 128, target->config().max_seq);
+  const int64_t context = std::min<int64_t>(ceiling_context, capacity - 17);
   std::printf(
       "\nforward times, KV cache of %lld positions (%lld filled), fastest of 5:\n"
       "| batch | forward of 1 token | 8 tokens | 16 tokens | k x T(b,1)/T(b,k) at k=8 |\n"
@@ -626,6 +630,11 @@ int main(int argc, char** argv) {
                "Train and cache target and drafter (on all cores), then exit");
   app.add_flag("--ceiling-only", ceiling_only,
                "Print only the speculation ceiling per batch size (no decoding runs)");
+  app.add_option("--ceiling-context", ceiling_context,
+                 "--model: tokens already in each request's KV cache for the ceiling's forward "
+                 "times (a job's prompt plus response so far: attention grows with it)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   app.add_option("--preset", preset, "Target preset")->capture_default_str();
   app.add_option("--train-steps", train_steps, "Target training steps (cached)")
       ->capture_default_str();

@@ -5,11 +5,12 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 // This file is compiled with -ffp-contract=off (runtime/CMakeLists.txt): every sum and product
 // below is the one the source spells, so a loop's vectorised body and its scalar remainder give
-// the same bits, and so does every clone of attend_rows.
+// the same bits, and so does every clone of attend_pairs.
 
 namespace tlt::model {
 namespace {
@@ -23,44 +24,50 @@ inline float lane_sum(float* acc) {
   return acc[0];
 }
 
-// sum_i a[i] * b[i], element i into lane i % kLanes.
-inline float dot(const float* a, const float* b, int64_t n) {
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
-  for (int l = 0; i + l < n; ++l) acc[l] += a[i + l] * b[i + l];
-  return lane_sum(acc);
+// 16 floats as one value (GCC's vector extension): element-wise float arithmetic, lowered to
+// whatever vector width the clone has, so every clone gives the same bits. (It never crosses a
+// call boundary outside this file, so GCC's note about its calling convention does not apply.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float V16 __attribute__((vector_size(16 * sizeof(float))));
+typedef int32_t V16i __attribute__((vector_size(16 * sizeof(int32_t))));
+inline V16 load(const float* x) {
+  V16 y;
+  std::memcpy(&y, x, sizeof y);
+  return y;
 }
-
-// sum_i a[i], element i into lane i % kLanes.
-inline float sum(const float* a, int64_t n) {
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += a[i + l];
-  for (int l = 0; i + l < n; ++l) acc[l] += a[i + l];
-  return lane_sum(acc);
+inline void store(float* x, const V16& y) {
+  std::memcpy(x, &y, sizeof y);
+}
+// Float to int32 by truncation and back, for a float or element-wise for a V16.
+template <typename To, typename From>
+inline To convert(From x) {
+  if constexpr (std::is_same_v<To, int32_t> || std::is_same_v<To, float>) {
+    return To(x);
+  } else {
+    return __builtin_convertvector(x, To);
+  }
 }
 
 // e^x for x <= 0 (a softmax's shifted scores), within 2 ulp; 0 below -87. x = n ln2 + r with
-// |r| <= ln2 / 2, e^r by its degree-6 Taylor-like polynomial, 2^n from the exponent bits. Plain
-// float operations only, so vector and scalar code agree.
-inline float exp_nonpositive(float x) {
-  float y = x < -87.0f ? -87.0f : x;
-  float n = float(int32_t(y * 1.44269504f - 0.5f));  // round(y / ln2), y <= 0
-  float r = (y - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+// |r| <= ln2 / 2, e^r by its degree-6 Taylor-like polynomial, 2^n from the exponent bits. For a
+// float or element-wise for a V16: the same float operations either way, so both agree.
+template <typename F, typename I>
+inline F exp_nonpositive(F x) {
+  F y = x < -87.0f ? F{} - 87.0f : x;
+  I i = convert<I>(y * 1.44269504f - 0.5f);  // round(y / ln2) as an integer, y <= 0
+  F n = convert<F>(i);
+  F r = (y - n * 0.693359375f) - n * -2.12194440e-4f;
+  F p = F{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
-  float two_n;
+  I bits = (i + 127) << 23;
+  F two_n;
   std::memcpy(&two_n, &bits, sizeof two_n);
-  return x < -87.0f ? 0.0f : p * two_n;
+  return x < -87.0f ? F{} : p * two_n;
 }
 
 struct Problem {
@@ -74,46 +81,120 @@ struct Problem {
   float scale;
 };
 
+// Keys are scored kBlock at a time from a transposed tile, one key per lane. A key's score is
+// sum_d q[d] * k[d] added in the order d = 0, 1, ..., D - 1 whatever lane it lands in, so it is a
+// function of q and that key alone.
+constexpr int64_t kBlock = 16;
+// Query rows scored together against one tile (their sums interleave; each keeps its own order).
+constexpr int64_t kRowsAtOnce = 4;
+
+// scores[r][j] = (q_r . k_j) * scale for the n rows `q[r]` (r < kRowsAtOnce) and the kBlock keys
+// of `tile` (D, kBlock).
+inline void score_block(const float* const* q, int64_t n, const float* tile, int64_t d, float scale,
+                        float (*scores)[kBlock]) {
+  V16 acc[kRowsAtOnce] = {};
+  for (int64_t c = 0; c < d; ++c) {
+    const V16 kc = load(tile + c * kBlock);
+    for (int64_t r = 0; r < kRowsAtOnce; ++r) acc[r] = acc[r] + (r < n ? q[r][c] : 0.0f) * kc;
+  }
+  for (int64_t r = 0; r < n; ++r) store(scores[r], acc[r] * scale);
+}
+
+// One row's output from its raw scores (S,) over all keys: softmax over the keys its mask row
+// shows, in cache order, then the weighted sum of their values.
+inline void finish_row(const Problem& p, const float* raw, const float* m, const float* v,
+                       int64_t* keys, float* w, float* o) {
+  // The visible keys in cache order, their scores (compacted into w) and the largest.
+  int64_t n = 0;
+  float top = -3.0e38f;
+  for (int64_t j = 0; j < p.s; ++j) {
+    if (m[j * p.m4] != 0.0f) continue;
+    float score = raw[j];
+    w[n] = score;
+    keys[n++] = j;
+    top = score > top ? score : top;
+  }
+  if (n == 0) {
+    std::memset(o, 0, size_t(p.d) * sizeof(float));
+    return;
+  }
+  // Weights e^(score - top), 16 at a time; the padding up to a multiple of 16 gets e^-3e38 = 0,
+  // which adds nothing to the total: element i goes to lane i % 16, the lanes then add as one
+  // fixed tree.
+  int64_t padded = (n + 15) / 16 * 16;
+  for (int64_t i = n; i < padded; ++i) w[i] = -3.0e38f;
+  V16 lanes = {};
+  for (int64_t i = 0; i < padded; i += 16) {
+    V16 e = exp_nonpositive<V16, V16i>(load(w + i) - top);
+    store(w + i, e);
+    lanes = lanes + e;
+  }
+  float acc[16];
+  store(acc, lanes);
+  const float total = lane_sum(acc);
+  // Each output element sums w_i * v_i over the visible keys i in order: 16 elements to a
+  // vector, four vectors at a time in registers, the last few elements one by one.
+  int64_t c0 = 0;
+  for (; c0 + 4 * kBlock <= p.d; c0 += 4 * kBlock) {
+    V16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+    for (int64_t i = 0; i < n; ++i) {
+      const float wi = w[i];
+      const float* vr = v + keys[i] * p.v2 + c0;
+      a0 = a0 + wi * load(vr), a1 = a1 + wi * load(vr + kBlock);
+      a2 = a2 + wi * load(vr + 2 * kBlock), a3 = a3 + wi * load(vr + 3 * kBlock);
+    }
+    store(o + c0, a0 / total), store(o + c0 + kBlock, a1 / total);
+    store(o + c0 + 2 * kBlock, a2 / total), store(o + c0 + 3 * kBlock, a3 / total);
+  }
+  for (; c0 + kBlock <= p.d; c0 += kBlock) {
+    V16 a0 = {};
+    for (int64_t i = 0; i < n; ++i) a0 = a0 + w[i] * load(v + keys[i] * p.v2 + c0);
+    store(o + c0, a0 / total);
+  }
+  for (; c0 < p.d; ++c0) {
+    float a = 0.0f;
+    for (int64_t i = 0; i < n; ++i) a = a + w[i] * v[keys[i] * p.v2 + c0];
+    o[c0] = a / total;
+  }
+}
+
 }  // namespace
 
-// Rows [begin, end) of the flattened (B, H, T) queries. Cloned per instruction set; every clone
-// computes the same bits (see the top of the file).
+// The rows of (batch, K/V head) pairs [begin, end): the group's query heads times T rows each.
+// Cloned per instruction set; every clone computes the same bits (see the top of the file).
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
-void attend_rows(const Problem& p, int64_t begin, int64_t end) {
-  std::vector<float> scores(size_t(p.s)), acc(size_t(p.d));
+void attend_pairs(const Problem& p, int64_t begin, int64_t end) {
+  const int64_t rows = p.group * p.t, blocks = (p.s + kBlock - 1) / kBlock;
+  std::vector<float> raw(size_t(rows * p.s)), tile(size_t(p.d * kBlock));
   std::vector<int64_t> keys(size_t(p.s));
-  for (int64_t row = begin; row < end; ++row) {
-    int64_t b = row / (p.h * p.t), h = (row / p.t) % p.h, t = row % p.t, kv = h / p.group;
-    const float* q = p.q + b * p.q0 + h * p.q1 + t * p.q2;
+  std::vector<float> weights(size_t((p.s + 15) / 16 * 16));
+  std::vector<const float*> q(static_cast<size_t>(rows));
+  for (int64_t pair = begin; pair < end; ++pair) {
+    int64_t b = pair / (p.h / p.group), kv = pair % (p.h / p.group);
     const float* k = p.k + b * p.k0 + kv * p.k1;
     const float* v = p.v + b * p.v0 + kv * p.v1;
-    const float* m = p.mask + b * p.m0 + t * p.m3;
-    // The visible keys in cache order, their scores and the largest.
-    int64_t n = 0;
-    float top = -3.0e38f;
-    for (int64_t j = 0; j < p.s; ++j) {
-      if (m[j * p.m4] != 0.0f) continue;
-      float score = dot(q, k + j * p.k2, p.d) * p.scale;
-      scores[size_t(n)] = score;
-      keys[size_t(n++)] = j;
-      top = score > top ? score : top;
+    for (int64_t r = 0; r < rows; ++r)  // row r: head kv * group + r / T, position r % T
+      q[size_t(r)] = p.q + b * p.q0 + (kv * p.group + r / p.t) * p.q1 + (r % p.t) * p.q2;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      int64_t j0 = blk * kBlock, width = std::min(kBlock, p.s - j0);
+      if (width < kBlock) std::fill(tile.begin(), tile.end(), 0.0f);
+      for (int64_t c = 0; c < p.d; ++c)
+        for (int64_t l = 0; l < width; ++l) tile[size_t(c * kBlock + l)] = k[(j0 + l) * p.k2 + c];
+      for (int64_t r = 0; r < rows; r += kRowsAtOnce) {
+        int64_t n = std::min(kRowsAtOnce, rows - r);
+        float scores[kRowsAtOnce][kBlock];
+        score_block(q.data() + r, n, tile.data(), p.d, p.scale, scores);
+        for (int64_t i = 0; i < n; ++i)
+          std::memcpy(raw.data() + (r + i) * p.s + j0, scores[i], size_t(width) * sizeof(float));
+      }
     }
-    float* o = p.out + row * p.d;
-    if (n == 0) {
-      std::memset(o, 0, size_t(p.d) * sizeof(float));
-      continue;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t h = kv * p.group + r / p.t, t = r % p.t;
+      finish_row(p, raw.data() + r * p.s, p.mask + b * p.m0 + t * p.m3, v, keys.data(),
+                 weights.data(), p.out + ((b * p.h + h) * p.t + t) * p.d);
     }
-    for (int64_t i = 0; i < n; ++i) scores[size_t(i)] = exp_nonpositive(scores[size_t(i)] - top);
-    float total = sum(scores.data(), n);
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t i = 0; i < n; ++i) {
-      const float w = scores[size_t(i)];
-      const float* vr = v + keys[size_t(i)] * p.v2;
-      for (int64_t c = 0; c < p.d; ++c) acc[size_t(c)] += w * vr[c];
-    }
-    for (int64_t c = 0; c < p.d; ++c) o[c] = acc[size_t(c)] / total;
   }
 }
 
@@ -175,8 +256,7 @@ torch::Tensor row_invariant_attention(const torch::Tensor& q, const torch::Tenso
             mask.stride(3),
             mask.stride(4),
             float(scale)};
-  at::parallel_for(0, b * h * t, 1,
-                   [&](int64_t begin, int64_t end) { attend_rows(p, begin, end); });
+  at::parallel_for(0, b * hkv, 1, [&](int64_t begin, int64_t end) { attend_pairs(p, begin, end); });
   return out;
 }
 
