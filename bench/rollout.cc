@@ -182,6 +182,7 @@ int catch_up_limit = 8;
 double draft_confidence = 0.0;
 double epsilon = 0.1;
 bool plain_floor = true;
+bool reproducible = true;      // --reproducible: sampled chains as RLJob rollouts draw them
 bool decode_bfloat16 = false;  // --dtype resolved: decoding's products in bfloat16
 int64_t engine_max_seq = 512;  // positions per request of the measured engines
 
@@ -214,6 +215,7 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.draft_confidence = draft_confidence;
   eo.epsilon = epsilon;
   eo.plain_floor = plain_floor;
+  eo.reproducible = reproducible;
   eo.bfloat16 = decode_bfloat16;
   auto created = rollout::Engine::create(target, drafter, eo);
   if (!created.ok()) {  // e.g. a malformed --arms entry
@@ -270,10 +272,11 @@ void compare(model::Transformer target, model::Drafter drafter, const Table& t,
       "\nthreads=%d temperature=%.1f max_new=%d arms=%s threshold=32 "
       "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
       "selector value=%s exploration=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f "
-      "group=%d plain floor=%d\n",
+      "group=%d plain floor=%d reproducible=%d\n",
       t.threads, t.temperature, t.max_new, t.arms_s.c_str(), t.shortcut, t.warmup_batches, t.waves,
       t.repeats, (long long)drafter->draft_vocab_size(), selector_value.c_str(),
-      exploration.c_str(), epsilon, catch_up_limit, draft_confidence, t.group, int(plain_floor));
+      exploration.c_str(), epsilon, catch_up_limit, draft_confidence, t.group, int(plain_floor),
+      int(reproducible));
   // kept: the share of verified drafted tokens that were accepted.
   std::printf("%6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
               "accept", "copied", "kept", "arm steps");
@@ -307,8 +310,15 @@ void compare(model::Transformer target, model::Drafter drafter, const Table& t,
     bool same = plain.out.size() == spec.out.size();
     for (size_t i = 0; same && i < plain.out.size(); ++i)
       same = plain.out[i].tokens == spec.out[i].tokens;
+    // Greedy and reproducible sampling must give plain decoding's tokens; rejection sampling
+    // (--reproducible 0) gives other draws from the same distribution, which the tests check
+    // (tests/runtime/rollout_test.cc, chi-square), not this bench.
+    bool must_match = t.temperature == 0.0 || reproducible;
     std::printf("       outputs: %s; products in %s\n",
-                same ? "identical token for token" : "DIFFERENT (not lossless)",
+                same         ? "identical token for token"
+                : must_match ? "DIFFERENT (not lossless)"
+                             : "other draws (rejection sampling: same distribution, not the same "
+                               "tokens)",
                 spec.stats.bfloat16 ? "bfloat16" : "float32");
     std::fflush(stdout);
     if (std::find(t.fixed.begin(), t.fixed.end(), b) == t.fixed.end()) continue;
@@ -683,6 +693,11 @@ int main(int argc, char** argv) {
                  "Verify a drafter's node only when its path's drafter probability reaches this "
                  "(0: every node)")
       ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--reproducible", reproducible,
+                 "Sampled requests (--temperature > 0): draft and verify so that each request's "
+                 "tokens are plain sampling's for its seed, as RLJob rollouts do (0: speculative "
+                 "rejection sampling, the same distribution with other draws)")
       ->capture_default_str();
   app.add_option("--plain-floor", plain_floor,
                  "The bandit keeps a floor under plain decoding (confidence bounds; 0: plain is "
