@@ -75,6 +75,12 @@ def report(o, repeats, goal, reclaim_goal, with_frozen):
     print("acceptance length (TLT, tokens per verification): %s; mean %s over the steps that "
           "speculated" % (", ".join("%.2f" % x for x in acc),
                           "%.2f" % (sum(spec) / len(spec)) if spec else "-"))
+    # What the bandits chose below the activation threshold, summed over the workers: steps
+    # verified per arm, and "plain" where a bandit chose not to draft.
+    print("bandit choices (TLT): " + "; ".join(
+        "step %d: %s" % (a["step"], ", ".join("%s %d" % kv for kv in sorted(
+            a.get("arms", {}).items(), key=lambda kv: -kv[1])) or "none")
+        for a in tlt["steps"]))
     # Where the rollout engines' generating worker-seconds went, per phase.
     pt, pb = tlt.get("generatingPhaseSeconds", {}), base.get("generatingPhaseSeconds", {})
     if pt or pb:

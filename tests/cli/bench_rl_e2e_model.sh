@@ -66,6 +66,8 @@ if not re.search(r"^acceptance length \(TLT, tokens per verification\): [\d.]+, 
     fail("no acceptance lengths")
 if not re.search(r"^generating worker-s by phase \(TLT / baseline\): .*plain", text, re.M):
     fail("no phase profile")
+if not re.search(r"^bandit choices \(TLT\): step 1: .*; step 2: ", text, re.M):
+    fail("no bandit choices per step")
 print("bench rl_e2e --model: ceiling first, 2 steps, " + re.search(r"end-to-end.*", text).group(0))
 PY
 
