@@ -6,8 +6,8 @@
 # Prints the ceiling that the non-rollout part of the step puts on the end-to-end ratio first
 # (from the first baseline run's own phases, before any TLT run starts), then per-step wall time
 # of each, their ratio, the share of idle worker-time reclaimed by drafter training, acceptance
-# length per step, the reward curves, the rollout engines' time per phase, and the ceiling again
-# for the run that counts (bench/rl_e2e_report.py).
+# length per step, the reward curves, the bandits' choices per step, the rollout engines' time per
+# phase, and the ceiling again for the run that counts (bench/rl_e2e_report.py).
 # TLT and the baseline run REPEATS times each, alternating (baseline, TLT, baseline, ...); the
 # faster run of each mode counts, as in bench/rollout: both do the same work (the rollouts are
 # reproducible per seed), and another process's load only ever slows a run. Every run's total
