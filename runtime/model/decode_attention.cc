@@ -15,12 +15,13 @@
 namespace tlt::model {
 namespace {
 
-constexpr int kLanes = 16;
+// Floats in a V16 (below): the keys of a tile, the lanes of every sum.
+constexpr int64_t kLanes = 16;
 
 // acc[0] + ... + acc[kLanes - 1], always as the same tree.
 inline float lane_sum(float* acc) {
-  for (int w = kLanes / 2; w >= 1; w /= 2)
-    for (int l = 0; l < w; ++l) acc[l] += acc[l + w];
+  for (int64_t w = kLanes / 2; w >= 1; w /= 2)
+    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
   return acc[0];
 }
 
@@ -28,8 +29,8 @@ inline float lane_sum(float* acc) {
 // whatever vector width the clone has, so every clone gives the same bits. (It never crosses a
 // call boundary outside this file, so GCC's note about its calling convention does not apply.)
 #pragma GCC diagnostic ignored "-Wpsabi"
-typedef float V16 __attribute__((vector_size(16 * sizeof(float))));
-typedef int32_t V16i __attribute__((vector_size(16 * sizeof(int32_t))));
+typedef float V16 __attribute__((vector_size(kLanes * sizeof(float))));
+typedef int32_t V16i __attribute__((vector_size(kLanes * sizeof(int32_t))));
 inline V16 load(const float* x) {
   V16 y;
   std::memcpy(&y, x, sizeof y);
@@ -81,20 +82,19 @@ struct Problem {
   float scale;
 };
 
-// Keys are scored kBlock at a time from a transposed tile, one key per lane. A key's score is
+// Keys are scored kLanes at a time from a transposed tile, one key per lane. A key's score is
 // sum_d q[d] * k[d] added in the order d = 0, 1, ..., D - 1 whatever lane it lands in, so it is a
 // function of q and that key alone.
-constexpr int64_t kBlock = 16;
 // Query rows scored together against one tile (their sums interleave; each keeps its own order).
 constexpr int64_t kRowsAtOnce = 4;
 
-// scores[r][j] = (q_r . k_j) * scale for the n rows `q[r]` (r < kRowsAtOnce) and the kBlock keys
-// of `tile` (D, kBlock).
+// scores[r][j] = (q_r . k_j) * scale for the n rows `q[r]` (r < kRowsAtOnce) and the kLanes keys
+// of `tile` (D, kLanes).
 inline void score_block(const float* const* q, int64_t n, const float* tile, int64_t d, float scale,
-                        float (*scores)[kBlock]) {
+                        float (*scores)[kLanes]) {
   V16 acc[kRowsAtOnce] = {};
   for (int64_t c = 0; c < d; ++c) {
-    const V16 kc = load(tile + c * kBlock);
+    const V16 kc = load(tile + c * kLanes);
     for (int64_t r = 0; r < kRowsAtOnce; ++r) acc[r] = acc[r] + (r < n ? q[r][c] : 0.0f) * kc;
   }
   for (int64_t r = 0; r < n; ++r) store(scores[r], acc[r] * scale);
@@ -121,32 +121,32 @@ inline void finish_row(const Problem& p, const float* raw, const float* m, const
   // Weights e^(score - top), 16 at a time; the padding up to a multiple of 16 gets e^-3e38 = 0,
   // which adds nothing to the total: element i goes to lane i % 16, the lanes then add as one
   // fixed tree.
-  int64_t padded = (n + 15) / 16 * 16;
+  int64_t padded = (n + kLanes - 1) / kLanes * kLanes;
   for (int64_t i = n; i < padded; ++i) w[i] = -3.0e38f;
   V16 lanes = {};
-  for (int64_t i = 0; i < padded; i += 16) {
+  for (int64_t i = 0; i < padded; i += kLanes) {
     V16 e = exp_nonpositive<V16, V16i>(load(w + i) - top);
     store(w + i, e);
     lanes = lanes + e;
   }
-  float acc[16];
+  float acc[kLanes];
   store(acc, lanes);
   const float total = lane_sum(acc);
   // Each output element sums w_i * v_i over the visible keys i in order: 16 elements to a
   // vector, four vectors at a time in registers, the last few elements one by one.
   int64_t c0 = 0;
-  for (; c0 + 4 * kBlock <= p.d; c0 += 4 * kBlock) {
+  for (; c0 + 4 * kLanes <= p.d; c0 += 4 * kLanes) {
     V16 a0 = {}, a1 = {}, a2 = {}, a3 = {};
     for (int64_t i = 0; i < n; ++i) {
       const float wi = w[i];
       const float* vr = v + keys[i] * p.v2 + c0;
-      a0 = a0 + wi * load(vr), a1 = a1 + wi * load(vr + kBlock);
-      a2 = a2 + wi * load(vr + 2 * kBlock), a3 = a3 + wi * load(vr + 3 * kBlock);
+      a0 = a0 + wi * load(vr), a1 = a1 + wi * load(vr + kLanes);
+      a2 = a2 + wi * load(vr + 2 * kLanes), a3 = a3 + wi * load(vr + 3 * kLanes);
     }
-    store(o + c0, a0 / total), store(o + c0 + kBlock, a1 / total);
-    store(o + c0 + 2 * kBlock, a2 / total), store(o + c0 + 3 * kBlock, a3 / total);
+    store(o + c0, a0 / total), store(o + c0 + kLanes, a1 / total);
+    store(o + c0 + 2 * kLanes, a2 / total), store(o + c0 + 3 * kLanes, a3 / total);
   }
-  for (; c0 + kBlock <= p.d; c0 += kBlock) {
+  for (; c0 + kLanes <= p.d; c0 += kLanes) {
     V16 a0 = {};
     for (int64_t i = 0; i < n; ++i) a0 = a0 + w[i] * load(v + keys[i] * p.v2 + c0);
     store(o + c0, a0 / total);
@@ -166,10 +166,10 @@ inline void finish_row(const Problem& p, const float* raw, const float* m, const
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 void attend_pairs(const Problem& p, int64_t begin, int64_t end) {
-  const int64_t rows = p.group * p.t, blocks = (p.s + kBlock - 1) / kBlock;
-  std::vector<float> raw(size_t(rows * p.s)), tile(size_t(p.d * kBlock));
+  const int64_t rows = p.group * p.t, blocks = (p.s + kLanes - 1) / kLanes;
+  std::vector<float> raw(size_t(rows * p.s)), tile(size_t(p.d * kLanes));
   std::vector<int64_t> keys(size_t(p.s));
-  std::vector<float> weights(size_t((p.s + 15) / 16 * 16));
+  std::vector<float> weights(size_t((p.s + kLanes - 1) / kLanes * kLanes));
   std::vector<const float*> q(static_cast<size_t>(rows));
   for (int64_t pair = begin; pair < end; ++pair) {
     int64_t b = pair / (p.h / p.group), kv = pair % (p.h / p.group);
@@ -178,13 +178,13 @@ void attend_pairs(const Problem& p, int64_t begin, int64_t end) {
     for (int64_t r = 0; r < rows; ++r)  // row r: head kv * group + r / T, position r % T
       q[size_t(r)] = p.q + b * p.q0 + (kv * p.group + r / p.t) * p.q1 + (r % p.t) * p.q2;
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      int64_t j0 = blk * kBlock, width = std::min(kBlock, p.s - j0);
-      if (width < kBlock) std::fill(tile.begin(), tile.end(), 0.0f);
+      int64_t j0 = blk * kLanes, width = std::min(kLanes, p.s - j0);
+      if (width < kLanes) std::fill(tile.begin(), tile.end(), 0.0f);
       for (int64_t c = 0; c < p.d; ++c)
-        for (int64_t l = 0; l < width; ++l) tile[size_t(c * kBlock + l)] = k[(j0 + l) * p.k2 + c];
+        for (int64_t l = 0; l < width; ++l) tile[size_t(c * kLanes + l)] = k[(j0 + l) * p.k2 + c];
       for (int64_t r = 0; r < rows; r += kRowsAtOnce) {
         int64_t n = std::min(kRowsAtOnce, rows - r);
-        float scores[kRowsAtOnce][kBlock];
+        float scores[kRowsAtOnce][kLanes];
         score_block(q.data() + r, n, tile.data(), p.d, p.scale, scores);
         for (int64_t i = 0; i < n; ++i)
           std::memcpy(raw.data() + (r + i) * p.s + j0, scores[i], size_t(width) * sizeof(float));
