@@ -217,9 +217,9 @@ class Driver {
   std::unique_ptr<Codec> own_codec_;  // a pretrained model's tokenizer
   const Codec* codec_ = &ascii_codec();  // own_codec_, or the presets' ASCII codec
   int64_t max_seq_ = 0;                  // positions the rollout engines are sized for
-  bool decode_bfloat16_ = false;  // rollouts decode with bfloat16 products (spec.model.dtype)
-  std::string model_key_;         // the preset, or the model file's identity
-  std::string warm_start_key_;    // the cached warm start's path (drafter's base)
+  bool bfloat16_ = false;       // spec.model.dtype: update and rollouts multiply in bfloat16
+  std::string model_key_;       // the preset, or the model file's identity
+  std::string warm_start_key_;  // the cached warm start's path (drafter's base)
   model::Transformer policy_{nullptr}, reference_{nullptr};
   model::Drafter drafter_{nullptr};
   // The drafter warm start's draft vocabulary (pretrained models): the workers' until they have
@@ -252,8 +252,8 @@ Status Driver::init_models() {
   // to float32 where its probe finds bfloat16 decoding not row-invariant,
   // rollout::EngineOptions::bfloat16); the drafter's warm start learns the features decoding
   // will hand it.
-  decode_bfloat16_ = model::use_bfloat16(plan_.model_dtype, !plan_.model_path.empty(),
-                                         policy_->lm_head->weight.device());
+  bfloat16_ = model::use_bfloat16(plan_.model_dtype, !plan_.model_path.empty(),
+                                  policy_->lm_head->weight.device());
   if (!plan_.baseline && plan_.drafter_warm_start_steps > 0)
     TLT_RETURN_IF_ERROR(warm_start_drafter());
   // The RNG state after initialisation must not depend on whether the drafter warm start ran
@@ -265,7 +265,7 @@ Status Driver::init_models() {
   go.cancelled = [this] { return stopping(); };
   go.aggregation = plan_.loss_aggregation == "sequence" ? LossAggregation::kSequenceMean
                                                         : LossAggregation::kTokenMean;
-  go.bfloat16 = decode_bfloat16_;
+  go.bfloat16 = bfloat16_;
   log(std::string("precision (spec.model.dtype: ") + plan_.model_dtype + "): policy update " +
       (go.bfloat16 ? "with bfloat16 products, float32 weights and optimizer state" : "in float32") +
       "; rollouts decode " +
@@ -401,7 +401,7 @@ Status Driver::warm_start_drafter_on_generations() {
   o.train_levels = plan_.drafter_train_levels;
   o.max_seq = max_seq_;
   o.codec = codec_;
-  o.bfloat16 = decode_bfloat16_;
+  o.bfloat16 = bfloat16_;
   // The target is the policy as RL starts: the model file, and its own warm start if it had one.
   std::string model_key = model_key_ + (result_.warm_start.empty() ? "" : " " + warm_start_key_);
   StatusOr<GenerationsWarmStart> r = load_or_train_drafter_on_generations(
@@ -450,7 +450,7 @@ json Driver::setup_message(int w) const {
           {"drafter_lr", plan_.drafter_learning_rate},
           {"drafter_levels", plan_.drafter_train_levels},
           {"drafter_batch", plan_.drafter_batch},
-          {"decode_bfloat16", decode_bfloat16_}};
+          {"decode_bfloat16", bfloat16_}};
 }
 
 Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts) {
