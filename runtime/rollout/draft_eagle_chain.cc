@@ -1,8 +1,8 @@
 // EAGLE chain arms ("D_1_N"): the drafter, caught up on the target's hidden states, drafts one
 // token per level for up to min(D, N - 1) levels, every request of the batch in one drafter
 // forward per level. Greedy and reproducible requests take the drafter's top token (or, under
-// coupled_drafts, its inverse-CDF sample at the uniform the target will draw there); other
-// sampled requests draw from the drafter and are verified by rejection.
+// coupled_drafts, the drafter's own race at the key the target will draw that position with);
+// other sampled requests draw from the drafter and are verified by rejection.
 //
 // Shapes: B batch, C model dim, V vocabulary.
 #include <algorithm>
@@ -31,9 +31,9 @@ class EagleChainSource : public DraftSource {
  private:
   // Per request, the state of its chain while levels are drafted.
   struct Chain {
-    double score = 0.0;         // log of the product of the drafter's top probabilities so far
-    bool ended = false;         // cut by draft_confidence
-    std::vector<double> ahead;  // coupled_drafts: the uniforms the request will draw next
+    double score = 0.0;           // log of the product of the drafter's top probabilities so far
+    bool ended = false;           // cut by draft_confidence
+    std::vector<uint64_t> ahead;  // coupled_drafts: the race keys the request will draw next
   };
   std::vector<Chain> start_chains(const std::vector<ActiveRequest>& batch) const;
   // Drafts level k (1-based) of request `a`'s chain from the drafter's logits `row` (V values);
@@ -54,7 +54,7 @@ std::vector<EagleChainSource::Chain> EagleChainSource::start_chains(
     if (batch[i].req.sampling.greedy() || !settings_.reproducible || !settings_.coupled_drafts)
       continue;
     Rng peek = batch[i].rng;  // a copy: the request's own stream is not advanced
-    for (int32_t k = 0; k < depth_; ++k) chains[i].ahead.push_back(peek.uniform());
+    for (int32_t k = 0; k < depth_; ++k) chains[i].ahead.push_back(peek.key());
   }
   return chains;
 }
@@ -80,7 +80,7 @@ int64_t EagleChainSource::draft_node(ActiveRequest& a, const double* row, int64_
     chain.score += std::log(p);
   }
   int64_t d = top;
-  if (coupled) d = inverse_cdf(dist, chain.ahead[size_t(k - 1)]);
+  if (coupled) d = race(dist, chain.ahead[size_t(k - 1)]);
   if (sampled) {
     draft.q.push_back(std::move(dist));
     d = sample(draft.q.back(), a.rng);

@@ -88,12 +88,13 @@ struct EngineOptions {
   // whatever the arm, batch or drafter (up to float rounding between a verify forward and a
   // one-token forward), which RL needs for restarts and resume; acceptance can be lower.
   bool reproducible = false;
-  // Reproducible sampled chains: the drafter's draft at depth k is its own inverse-CDF sample at
-  // the uniform the target will draw that position with (the request's k-th next draw), instead
-  // of its top token. The draft then matches the target's draw whenever both distributions map
-  // that uniform to the same token, which is far likelier than the target drawing the drafter's
-  // top token when the policy is unsure. Only the drafts change (the request's RNG is not
-  // advanced); verification still samples the target, so outputs stay plain sampling's.
+  // Reproducible sampled chains: the drafter's draft at depth k is the winner of its own
+  // exponential race (sampling.h) at the key the target will draw that position with (the
+  // request's k-th next draw), instead of its top token. The draft then matches the target's
+  // draw with probability at least (1 - TV) / (1 + TV) for the two distributions' total
+  // variation distance TV, far likelier than the target drawing the drafter's top token when the
+  // policy is unsure. Only the drafts change (the request's RNG is not advanced); verification
+  // still samples the target, so outputs stay plain sampling's.
   bool coupled_drafts = true;
   // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
   ChainRule chain_rule = accept_rejection_chain;

@@ -11,11 +11,15 @@
 
 namespace tlt::rollout {
 
-// Per-request random source, seeded once, so a run is reproducible.
+// Per-request random source, seeded once, so a run is reproducible. uniform() and key() each
+// consume one 64-bit output of the generator, so a request draws one value per sampled token
+// whichever of the two a rule uses.
 class Rng {
  public:
   explicit Rng(uint64_t seed) : gen_(seed) {}
   double uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(gen_); }
+  // The key of one exponential race (race()).
+  uint64_t key() { return gen_(); }
 
  private:
   std::mt19937_64 gen_;
@@ -32,13 +36,24 @@ int64_t argmax(const double* logits, int64_t v);
 
 // The distribution decoding samples from: softmax(logits / temperature) restricted to the
 // smallest set of most likely tokens whose mass reaches top_p, renormalised. Requires
-// temperature > 0. Returns V probabilities.
+// temperature > 0. Returns V probabilities, the same bits on every machine (weights below
+// e^-708 of the likeliest token's are 0). Cost: ~3 ns per token.
 std::vector<double> sampling_probs(const double* logits, int64_t v, const SamplingParams& params);
 
-// Draws an index from `probs` (sums to 1) by inverse CDF with one uniform draw.
+// Draws an index from `probs` (sums to 1): race(probs, rng.key()).
 int64_t sample(const std::vector<double>& probs, Rng& rng);
-// The index inverse CDF picks for uniform u in [0, 1): sample() is inverse_cdf(probs, u) with
-// u = rng.uniform().
-int64_t inverse_cdf(const std::vector<double>& probs, double u);
+
+// The exponential race (the Gumbel-max trick): every index i with probs[i] > 0 gets an
+// exponential E_i = -log U_i, with U_i uniform in (0, 1) a hash of (key, i) (race_uniform), and
+// the index with the smallest E_i / probs[i] wins, so over random keys the winner is distributed
+// as `probs`. Two distributions raced at the same key pick the same index with probability at
+// least (1 - TV) / (1 + TV), TV their total variation distance, whatever order the indices
+// come in; this is what lets a drafter predict the token a reproducible request will draw
+// (draft_eagle_chain.cc). Deterministic in (probs, key), on every machine. Cost: one hash per
+// index (~1 ns) and a logarithm for the few that could still win. The source (Gumbel-max,
+// exponential races and their coupling bound) is cited in the README.
+int64_t race(const std::vector<double>& probs, uint64_t key);
+// U_i of race(): uniform in (0, 1) on a grid of 2^-52, from SplitMix64's output at (key, i).
+double race_uniform(uint64_t key, int64_t i);
 
 }  // namespace tlt::rollout

@@ -1,9 +1,12 @@
 // Draft trees, acceptance rules, sampling helpers, the n-gram proposer and the arm bandit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <numeric>
+#include <random>
 
 #include "runtime/rollout/ngram.h"
 #include "runtime/rollout/sampling.h"
@@ -30,6 +33,25 @@ TEST(Sampling, TopPKeepsSmallestSetReachingMass) {
   EXPECT_NEAR(std::accumulate(t.begin(), t.end(), 0.0), 1.0, 1e-12);
 }
 
+// sampling_probs computes its exponentials itself (the same bits on every machine); they must be
+// softmax's to double precision, down to weights too small to matter.
+TEST(Sampling, ProbabilitiesAreSoftmaxToDoublePrecision) {
+  std::mt19937_64 g(4);
+  std::vector<double> l(1003);  // not a multiple of the vector width: the remainder counts too
+  for (double& x : l) x = std::normal_distribution<double>(0.0, 8.0)(g);
+  l[17] = 40.0, l[18] = -700.0;
+  for (double t : {0.3, 0.7, 1.0}) {
+    std::vector<double> p = sampling_probs(l.data(), int64_t(l.size()), {t, 1.0});
+    std::vector<double> ref(l.size());
+    double sum = 0.0;
+    for (size_t i = 0; i < l.size(); ++i) sum += ref[i] = std::exp((l[i] - 40.0) / t);
+    for (size_t i = 0; i < l.size(); ++i) {
+      ref[i] /= sum;
+      EXPECT_NEAR(p[i], ref[i], 1e-14 * ref[i] + 1e-300) << "token " << i << " at T=" << t;
+    }
+  }
+}
+
 TEST(Sampling, SampleFollowsProbabilities) {
   Rng rng(7);
   std::vector<double> p{0.1, 0.0, 0.6, 0.3};
@@ -38,6 +60,86 @@ TEST(Sampling, SampleFollowsProbabilities) {
   EXPECT_EQ(n[1], 0);
   EXPECT_NEAR(n[2] / 20000.0, 0.6, 0.015);
   EXPECT_NEAR(n[0] / 20000.0, 0.1, 0.01);
+}
+
+// A vocabulary like a language model's at temperature: a few likely tokens and a long tail.
+std::vector<double> skewed_probs(int64_t v, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::vector<double> p(static_cast<size_t>(v));
+  double sum = 0.0;
+  for (int64_t i = 0; i < v; ++i) {
+    double logit = std::normal_distribution<double>(0.0, 3.0)(g);
+    sum += p[size_t(i)] = std::exp(logit);
+  }
+  for (double& x : p) x /= sum;
+  p[size_t(v / 2)] = 0.0;  // a token top-p dropped
+  return p;
+}
+
+// The race skips the logarithm of indices that cannot win; it must pick exactly the index a race
+// that takes every logarithm picks.
+TEST(Sampling, RaceEqualsTheRaceWithoutShortcuts) {
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    std::vector<double> p = skewed_probs(3000, seed);
+    for (uint64_t key = 0; key < 200; ++key) {
+      uint64_t k = key * 0x632be59bd9b4e019ull + seed;
+      int64_t want = -1;
+      double best = -INFINITY;
+      for (int64_t i = 0; i < int64_t(p.size()); ++i) {
+        if (p[size_t(i)] <= 0.0) continue;
+        double s = std::log(race_uniform(k, i)) / p[size_t(i)];
+        if (s > best) best = s, want = i;
+      }
+      ASSERT_EQ(race(p, k), want) << "seed " << seed << " key " << k;
+    }
+  }
+}
+
+// Over random keys the race's winner is distributed as the probabilities: a chi-square test over
+// the 8 likeliest tokens and the rest of the tail (8 degrees of freedom; 40 is p < 1e-5).
+TEST(Sampling, RaceFollowsProbabilities) {
+  std::vector<double> p = skewed_probs(5000, 11);
+  std::vector<int64_t> order(p.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + 8, order.end(),
+                    [&](int64_t a, int64_t b) { return p[size_t(a)] > p[size_t(b)]; });
+  std::vector<int> bin(p.size(), 8);
+  for (int j = 0; j < 8; ++j) bin[size_t(order[size_t(j)])] = j;
+  std::vector<double> expected(9, 0.0);
+  for (size_t i = 0; i < p.size(); ++i) expected[size_t(bin[i])] += p[i];
+  const int n = 60000;
+  std::vector<double> seen(9, 0.0);
+  Rng rng(5);
+  for (int t = 0; t < n; ++t) {
+    int64_t w = sample(p, rng);
+    ASSERT_GT(p[size_t(w)], 0.0) << "a token of probability 0 won";
+    seen[size_t(bin[size_t(w)])] += 1.0;
+  }
+  double chi2 = 0.0;
+  for (int j = 0; j < 9; ++j) chi2 += std::pow(seen[j] - n * expected[j], 2) / (n * expected[j]);
+  std::printf("race: chi-square %.2f over 9 bins (tail mass %.3f)\n", chi2, expected[8]);
+  EXPECT_LT(chi2, 40.0);
+}
+
+// Two close distributions raced at the same key agree at least (1 - TV) / (1 + TV) of the time
+// (here every token's probability is off by a random factor, as a drafter's would be).
+TEST(Sampling, RacesAtOneKeyCoupleCloseDistributions) {
+  std::vector<double> p = skewed_probs(2000, 3), q(p.size());
+  std::mt19937_64 g(9);
+  double sum = 0.0;
+  for (size_t i = 0; i < p.size(); ++i)
+    sum += q[i] = p[i] * std::exp(std::normal_distribution<double>(0.0, 0.3)(g));
+  double tv = 0.0;
+  for (size_t i = 0; i < p.size(); ++i) tv += 0.5 * std::abs(p[i] - (q[i] /= sum));
+  const int n = 20000;
+  int same = 0;
+  for (int t = 0; t < n; ++t) {
+    uint64_t key = g();
+    same += race(p, key) == race(q, key);
+  }
+  double bound = (1 - tv) / (1 + tv);
+  std::printf("races at one key: agree %.3f, TV %.3f, bound %.3f\n", double(same) / n, tv, bound);
+  EXPECT_GT(double(same) / n, bound - 0.02);  // 0.02: ~6 binomial standard deviations
 }
 
 // Tree: 0 root; 1,2 children of 0; 3 child of 1; 4 child of 2; 5 child of 4.
