@@ -18,7 +18,7 @@ namespace tlt::rollout {
 
 // Logits (B, T, V) or (B, V) of any dtype/device as one contiguous CPU float64 tensor.
 inline torch::Tensor host_logits(const torch::Tensor& logits) {
-  return logits.to(torch::kCPU, torch::kFloat64).contiguous();
+  return logits.to(torch::kCPU, torch::kFloat32).contiguous();
 }
 
 // log(p), and -infinity for p = 0 (a floor on log-probabilities that lets everything through).
@@ -27,9 +27,9 @@ inline double log_or_minus_infinity(double p) {
 }
 
 // The softmax probability of the largest of V logits.
-inline double top_probability(const double* row, int64_t v) {
+inline double top_probability(const float* row, int64_t v) {
   double m = row[argmax(row, v)], z = 0.0;
-  for (int64_t j = 0; j < v; ++j) z += std::exp(row[j] - m);
+  for (int64_t j = 0; j < v; ++j) z += std::exp(double(row[j]) - m);
   return 1.0 / z;
 }
 

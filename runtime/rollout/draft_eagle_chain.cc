@@ -38,7 +38,7 @@ class EagleChainSource : public DraftSource {
   std::vector<Chain> start_chains(const std::vector<ActiveRequest>& batch) const;
   // Drafts level k (1-based) of request `a`'s chain from the drafter's logits `row` (V values);
   // returns the drafted token, or the row's argmax when the chain ends or has ended.
-  int64_t draft_node(ActiveRequest& a, const double* row, int64_t v, int32_t k, Chain& chain,
+  int64_t draft_node(ActiveRequest& a, const float* row, int64_t v, int32_t k, Chain& chain,
                      Draft& draft) const;
 
   api::Arm arm_;
@@ -62,7 +62,7 @@ std::vector<EagleChainSource::Chain> EagleChainSource::start_chains(
 // Under draft_confidence a chain ends before the node at which the product of the drafter's top
 // probabilities so far would fall below it. The decision uses only the distribution the node
 // would be drawn from, never the drawn token, so sampled chains stay exact under rejection.
-int64_t EagleChainSource::draft_node(ActiveRequest& a, const double* row, int64_t v, int32_t k,
+int64_t EagleChainSource::draft_node(ActiveRequest& a, const float* row, int64_t v, int32_t k,
                                      Chain& chain, Draft& draft) const {
   int64_t top = argmax(row, v);  // what an ended chain feeds the batched forward (unused)
   if (chain.ended) return top;
@@ -105,7 +105,7 @@ std::vector<Draft> EagleChainSource::propose(std::vector<ActiveRequest>& batch) 
     std::vector<int64_t> toks(b), pos(b);
     for (int64_t i = 0; i < b; ++i) {
       bool was_ended = chains[i].ended;
-      toks[i] = draft_node(batch[i], logits.data_ptr<double>() + i * v, v, k, chains[i], drafts[i]);
+      toks[i] = draft_node(batch[i], logits.data_ptr<float>() + i * v, v, k, chains[i], drafts[i]);
       pos[i] = batch[i].drafter_len + k - 1;
       if (chains[i].ended && !was_ended) --live;
     }

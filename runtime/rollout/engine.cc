@@ -31,7 +31,7 @@ double now_seconds() {
   return phase_now_seconds();
 }
 
-int64_t pick(const double* row, int64_t vocab, const SamplingParams& params, Rng& rng) {
+int64_t pick(const float* row, int64_t vocab, const SamplingParams& params, Rng& rng) {
   if (params.greedy()) return argmax(row, vocab);
   return sample(sampling_probs(row, vocab, params), rng);
 }
@@ -254,7 +254,7 @@ Status Engine::admit(const std::vector<Request>& requests, size_t first, size_t 
     int64_t p = int64_t(request.prompt.size());
     cache_tgt_->commit_prefix(slot0 + i, p);
     ActiveRequest a{request, Rng(request.seed), request.prompt, 0, false, false, {}, 0, 0, 0, 0, 0};
-    int64_t t = pick(logits.data_ptr<double>() + i * v, v, request.sampling, a.rng);
+    int64_t t = pick(logits.data_ptr<float>() + i * v, v, request.sampling, a.rng);
     a.order = first + size_t(i);
     active->push_back(std::move(a));
     emit(active->back(), 0, {t}, r.hidden[i].narrow(0, 0, p));
@@ -321,7 +321,7 @@ void Engine::plain_step(std::vector<ActiveRequest>& active) {
   int64_t v = logits.size(2);
   for (int64_t i = 0; i < b; ++i) {
     cache_tgt_->commit_prefix(i, 1);
-    int64_t t = pick(logits.data_ptr<double>() + i * v, v, active[i].req.sampling, active[i].rng);
+    int64_t t = pick(logits.data_ptr<float>() + i * v, v, active[i].req.sampling, active[i].rng);
     emit(active[i], pos[i], {t}, r.hidden[i]);
   }
 }
@@ -435,7 +435,7 @@ int64_t Engine::accept_and_commit(std::vector<ActiveRequest>& active,
   for (int64_t i = 0; i < int64_t(active.size()); ++i) {
     ActiveRequest& a = active[i];
     const Draft& d = drafts[i];
-    NodeLogits nl{logits.data_ptr<double>() + i * n * v, v};
+    NodeLogits nl{logits.data_ptr<float>() + i * n * v, v};
     Verdict verdict;
     if (a.req.sampling.greedy()) {
       verdict = accept_greedy(d.tree, nl);

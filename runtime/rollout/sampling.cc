@@ -20,6 +20,7 @@ constexpr int64_t kW = 4;
 typedef double V4d __attribute__((vector_size(kW * sizeof(double))));
 typedef int64_t V4i __attribute__((vector_size(kW * sizeof(int64_t))));
 typedef uint64_t V4u __attribute__((vector_size(kW * sizeof(uint64_t))));
+typedef float V4f __attribute__((vector_size(kW * sizeof(float))));
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TLT_SAMPLING_CLONES \
@@ -27,18 +28,27 @@ typedef uint64_t V4u __attribute__((vector_size(kW * sizeof(uint64_t))));
 #else
 #define TLT_SAMPLING_CLONES
 #endif
+// Bodies shared by the float and double entry points: inlined into each clone, so they are
+// compiled for its instruction set.
+#define TLT_SAMPLING_INLINE inline __attribute__((always_inline))
 
-inline V4d load4(const double* p) {
+TLT_SAMPLING_INLINE V4d load4(const double* p) {
   V4d v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store4(double* p, V4d v) {
+// Four floats widened to doubles (exactly).
+TLT_SAMPLING_INLINE V4d load4(const float* p) {
+  V4f v;
+  std::memcpy(&v, p, sizeof v);
+  return __builtin_convertvector(v, V4d);
+}
+TLT_SAMPLING_INLINE void store4(double* p, V4d v) {
   std::memcpy(p, &v, sizeof v);
 }
 
 template <class To, class From>
-inline To bits_as(From x) {
+TLT_SAMPLING_INLINE To bits_as(From x) {
   static_assert(sizeof(To) == sizeof(From));
   To t;
   std::memcpy(&t, &x, sizeof t);
@@ -47,7 +57,7 @@ inline To bits_as(From x) {
 
 // Elementwise conversion between scalars or between vectors of the same width.
 template <class To, class From>
-inline To convert(From x) {
+TLT_SAMPLING_INLINE To convert(From x) {
   if constexpr (std::is_arithmetic_v<From>) {
     return static_cast<To>(x);
   } else {
@@ -61,7 +71,7 @@ inline To convert(From x) {
 // series to degree 13, 2^n from exponent bits. F is double or V4d and I the matching int64_t or
 // V4i: the scalar remainder and the vectors perform the same operations.
 template <class F, class I>
-inline F exp_nonpositive(F x) {
+TLT_SAMPLING_INLINE F exp_nonpositive(F x) {
   constexpr double kLn2Hi = 6.93147180369123816490e-01, kLn2Lo = 1.90821492927058770002e-10;
   F y = x < -708.0 ? F{} - 708.0 : x;
   I n = convert<I>(y * 1.4426950408889634 - 0.5);  // round(y / ln2), toward zero at halves
@@ -79,20 +89,22 @@ inline F exp_nonpositive(F x) {
 // U_i of race(): the double in [1, 2) whose 52 mantissa bits are the top of z, minus 1, plus
 // half a step, so in (0, 1) and exact. U is uint64_t or V4u, D the matching double or V4d.
 template <class D, class U>
-inline D unit_of(U z) {
+TLT_SAMPLING_INLINE D unit_of(U z) {
   return (bits_as<D>(U((z >> 12) | 0x3ff0000000000000ull)) - 1.0) + 0x1.0p-53;
 }
 
 // SplitMix64's output for state `key + (i + 1) * gamma`.
 template <class U>
-inline U race_hash(uint64_t key, U i) {
+TLT_SAMPLING_INLINE U race_hash(uint64_t key, U i) {
   U z = key + (i + 1) * 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 
-TLT_SAMPLING_CLONES double max_of(const double* x, int64_t v) {
+// The largest of x[0, v) (NaNs aside), v >= 1. T is float or double.
+template <class T>
+TLT_SAMPLING_INLINE double max_body(const T* x, int64_t v) {
   int64_t i = 0;
   double m = x[0];
   if (v >= kW) {
@@ -103,14 +115,22 @@ TLT_SAMPLING_CLONES double max_of(const double* x, int64_t v) {
     }
     for (int j = 0; j < kW; ++j) m = std::max(m, mv[j]);
   }
-  for (; i < v; ++i) m = std::max(m, x[i]);
+  for (; i < v; ++i) m = std::max(m, double(x[i]));
   return m;
+}
+TLT_SAMPLING_CLONES double max_of(const float* x, int64_t v) {
+  return max_body(x, v);
+}
+TLT_SAMPLING_CLONES double max_of(const double* x, int64_t v) {
+  return max_body(x, v);
 }
 
 // p[i] = exp((logits[i] - max) / temperature); returns their sum (added in a fixed order). Four
-// vectors at a time, so that their exponentials' dependency chains overlap.
-TLT_SAMPLING_CLONES double fill_exp(const double* logits, int64_t v, double max, double temperature,
-                                    double* p) {
+// vectors at a time, so that their exponentials' dependency chains overlap. T is float or double
+// (widened exactly, so float logits give the bits their doubles would).
+template <class T>
+TLT_SAMPLING_INLINE double fill_exp_body(const T* logits, int64_t v, double max, double temperature,
+                                         double* p) {
   V4d acc[4] = {};
   int64_t i = 0;
   for (; i + 4 * kW <= v; i += 4 * kW) {
@@ -122,8 +142,16 @@ TLT_SAMPLING_CLONES double fill_exp(const double* logits, int64_t v, double max,
   V4d total = (acc[0] + acc[1]) + (acc[2] + acc[3]);
   double sum = (total[0] + total[1]) + (total[2] + total[3]);
   for (; i < v; ++i)
-    sum += p[i] = exp_nonpositive<double, int64_t>((logits[i] - max) / temperature);
+    sum += p[i] = exp_nonpositive<double, int64_t>((double(logits[i]) - max) / temperature);
   return sum;
+}
+TLT_SAMPLING_CLONES double fill_exp(const float* logits, int64_t v, double max, double temperature,
+                                    double* p) {
+  return fill_exp_body(logits, v, max, temperature, p);
+}
+TLT_SAMPLING_CLONES double fill_exp(const double* logits, int64_t v, double max, double temperature,
+                                    double* p) {
+  return fill_exp_body(logits, v, max, temperature, p);
 }
 
 TLT_SAMPLING_CLONES void scale(double* p, int64_t v, double sum) {
@@ -153,17 +181,17 @@ TLT_SAMPLING_CLONES int64_t race_scan(const double* probs, int64_t v, uint64_t k
   return best;
 }
 
-}  // namespace
-
-int64_t argmax(const double* logits, int64_t v) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < v; ++i) {
-    if (logits[i] > logits[best]) best = i;
+template <class T>
+int64_t argmax_body(const T* logits, int64_t v) {
+  double top = max_of(logits, v);
+  for (int64_t i = 0; i < v; ++i) {
+    if (double(logits[i]) == top) return i;
   }
-  return best;
+  return 0;  // NaNs only
 }
 
-std::vector<double> sampling_probs(const double* logits, int64_t v, const SamplingParams& params) {
+template <class T>
+std::vector<double> sampling_probs_body(const T* logits, int64_t v, const SamplingParams& params) {
   std::vector<double> p(v);
   double max = max_of(logits, v);
   scale(p.data(), v, fill_exp(logits, v, max, params.temperature, p.data()));
@@ -179,6 +207,22 @@ std::vector<double> sampling_probs(const double* logits, int64_t v, const Sampli
   std::vector<double> out(v, 0.0);
   for (int64_t k = 0; k < keep; ++k) out[order[k]] = p[order[k]] / mass;
   return out;
+}
+
+}  // namespace
+
+int64_t argmax(const float* logits, int64_t v) {
+  return argmax_body(logits, v);
+}
+int64_t argmax(const double* logits, int64_t v) {
+  return argmax_body(logits, v);
+}
+
+std::vector<double> sampling_probs(const float* logits, int64_t v, const SamplingParams& params) {
+  return sampling_probs_body(logits, v, params);
+}
+std::vector<double> sampling_probs(const double* logits, int64_t v, const SamplingParams& params) {
+  return sampling_probs_body(logits, v, params);
 }
 
 int64_t sample(const std::vector<double>& probs, Rng& rng) {

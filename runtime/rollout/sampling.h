@@ -31,13 +31,16 @@ struct SamplingParams {
   bool greedy() const { return temperature <= 0.0; }
 };
 
-// Index of the largest logit; ties go to the lowest index. logits: V values.
+// Index of the largest logit; ties go to the lowest index. logits: V values (float, as the
+// rollout engine's, or double).
+int64_t argmax(const float* logits, int64_t v);
 int64_t argmax(const double* logits, int64_t v);
 
 // The distribution decoding samples from: softmax(logits / temperature) restricted to the
 // smallest set of most likely tokens whose mass reaches top_p, renormalised. Requires
 // temperature > 0. Returns V probabilities, the same bits on every machine (weights below
 // e^-708 of the likeliest token's are 0). Cost: ~3 ns per token.
+std::vector<double> sampling_probs(const float* logits, int64_t v, const SamplingParams& params);
 std::vector<double> sampling_probs(const double* logits, int64_t v, const SamplingParams& params);
 
 // Draws an index from `probs` (sums to 1): race(probs, rng.key()).

@@ -97,12 +97,12 @@ Verdict follow_target(const DraftTree& tree, const NodeLogits& logits, Choose ch
 }  // namespace
 
 Verdict accept_greedy(const DraftTree& tree, const NodeLogits& logits) {
-  return follow_target(tree, logits, [&](const double* row) { return argmax(row, logits.vocab); });
+  return follow_target(tree, logits, [&](const float* row) { return argmax(row, logits.vocab); });
 }
 
 Verdict accept_by_sampling(const DraftTree& tree, const NodeLogits& logits,
                            const SamplingParams& params, Rng& rng) {
-  return follow_target(tree, logits, [&](const double* row) {
+  return follow_target(tree, logits, [&](const float* row) {
     return sample(sampling_probs(row, logits.vocab, params), rng);
   });
 }

@@ -67,9 +67,9 @@ struct Verdict {
 
 // Target logits of all draft nodes: row i (V values) scores the token after node i.
 struct NodeLogits {
-  const double* data;  // (N, V) row-major
+  const float* data;  // (N, V) row-major
   int64_t vocab;
-  const double* row(int32_t i) const { return data + static_cast<int64_t>(i) * vocab; }
+  const float* row(int32_t i) const { return data + static_cast<int64_t>(i) * vocab; }
 };
 
 Verdict accept_greedy(const DraftTree& tree, const NodeLogits& logits);

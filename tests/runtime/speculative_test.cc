@@ -52,6 +52,24 @@ TEST(Sampling, ProbabilitiesAreSoftmaxToDoublePrecision) {
   }
 }
 
+// The rollout engine hands float logits over; they must give exactly what their doubles give.
+TEST(Sampling, FloatLogitsGiveTheirDoublesResults) {
+  std::mt19937_64 g(8);
+  std::vector<float> f(4099);
+  for (float& x : f) x = float(std::normal_distribution<double>(0.0, 4.0)(g));
+  f[3000] = f[77] = 30.0f;  // a tie: the lower index wins
+  std::vector<double> d(f.begin(), f.end());
+  EXPECT_EQ(argmax(f.data(), int64_t(f.size())), 77);
+  EXPECT_EQ(argmax(d.data(), int64_t(d.size())), 77);
+  EXPECT_EQ(argmax(f.data(), 5), argmax(d.data(), 5));
+  for (double t : {0.5, 1.0}) {
+    EXPECT_EQ(sampling_probs(f.data(), int64_t(f.size()), {t, 1.0}),
+              sampling_probs(d.data(), int64_t(d.size()), {t, 1.0}));
+    EXPECT_EQ(sampling_probs(f.data(), int64_t(f.size()), {t, 0.9}),
+              sampling_probs(d.data(), int64_t(d.size()), {t, 0.9}));
+  }
+}
+
 TEST(Sampling, SampleFollowsProbabilities) {
   Rng rng(7);
   std::vector<double> p{0.1, 0.0, 0.6, 0.3};
@@ -186,8 +204,8 @@ TEST(DraftTree, PrunedDropsNodesScoringBelowTheFloor) {
 }
 
 // Logits for 6 nodes over a vocabulary of 20, each row peaked at `best[i]`.
-std::vector<double> peaked_logits(const std::vector<int64_t>& best, int64_t v = 20) {
-  std::vector<double> l(best.size() * v, 0.0);
+std::vector<float> peaked_logits(const std::vector<int64_t>& best, int64_t v = 20) {
+  std::vector<float> l(best.size() * v, 0.0f);
   for (size_t i = 0; i < best.size(); ++i) l[i * v + best[i]] = 10.0;
   return l;
 }
@@ -195,7 +213,7 @@ std::vector<double> peaked_logits(const std::vector<int64_t>& best, int64_t v = 
 TEST(Accept, GreedyFollowsTargetArgmax) {
   DraftTree t = sample_tree();
   // Target after root wants 12 (node 2), after node 2 wants 14 (node 4), after 4 wants 7.
-  std::vector<double> l = peaked_logits({12, 0, 14, 0, 7, 0});
+  std::vector<float> l = peaked_logits({12, 0, 14, 0, 7, 0});
   Verdict v = accept_greedy(t, {l.data(), 20});
   EXPECT_EQ(v.path, (std::vector<int32_t>{0, 2, 4}));
   EXPECT_EQ(v.next_token, 7);
@@ -211,7 +229,7 @@ TEST(Accept, RejectionChainAcceptsWhenDrafterEqualsTarget) {
   DraftTree chain(1);
   chain.add(2, 0, 0);
   chain.add(3, 1, 0);
-  std::vector<double> l = peaked_logits({2, 3, 4}, 8);
+  std::vector<float> l = peaked_logits({2, 3, 4}, 8);
   std::vector<std::vector<double>> q;
   for (int k = 0; k < 2; ++k) {
     q.push_back(sampling_probs(l.data() + k * 8, 8, {1.0, 1.0}));
@@ -229,8 +247,8 @@ TEST(Accept, RejectionChainResidualNeverRepeatsRejectedToken) {
   // Drafter is sure of token 5; target puts a little mass on 5: on rejection, 5 cannot come out.
   DraftTree chain(0);
   chain.add(5, 0, 0);
-  std::vector<double> l{0, std::log(3.0), 0, 0, 0, std::log(0.5), 0, 0};
-  l.resize(16, 0.0);
+  std::vector<float> l{0, std::log(3.0f), 0, 0, 0, std::log(0.5f), 0, 0};
+  l.resize(16, 0.0f);
   std::vector<double> q(8, 0.0);
   q[5] = 1.0;
   Rng rng(3);
