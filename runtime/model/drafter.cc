@@ -103,6 +103,12 @@ torch::Tensor DrafterImpl::draft_head() {
   return draft_rows_;
 }
 
+torch::Tensor DrafterImpl::subset_logits(const torch::Tensor& hidden, torch::Tensor* ids) {
+  *ids = draft_vocab_;
+  if (!draft_vocab_.defined()) return logits(hidden);
+  return torch::matmul(hidden, draft_head().t());  // (..., K)
+}
+
 torch::Tensor DrafterImpl::draft_logits(const torch::Tensor& hidden) {
   if (!draft_vocab_.defined()) return logits(hidden);
   const torch::Tensor& w = target_->lm_head->weight;

@@ -4,7 +4,7 @@
 // coupled_drafts, the drafter's own race at the key the target will draw that position with);
 // other sampled requests draw from the drafter and are verified by rejection.
 //
-// Shapes: B batch, C model dim, V vocabulary.
+// Shapes: B batch, C model dim, V vocabulary, K draft vocabulary.
 #include <algorithm>
 #include <cmath>
 
@@ -36,10 +36,16 @@ class EagleChainSource : public DraftSource {
     std::vector<uint64_t> ahead;  // coupled_drafts: the race keys the request will draw next
   };
   std::vector<Chain> start_chains(const std::vector<ActiveRequest>& batch) const;
-  // Drafts level k (1-based) of request `a`'s chain from the drafter's logits `row` (V values);
-  // returns the drafted token, or the row's argmax when the chain ends or has ended.
-  int64_t draft_node(ActiveRequest& a, const float* row, int64_t v, int32_t k, Chain& chain,
-                     Draft& draft) const;
+  // The drafter's logits of one level, (B, n) on the host: over the draft vocabulary alone
+  // (n = K, *ids its tokens) unless a request drafts by sampling (rejection needs the whole
+  // distribution) or there is none (n = V, *ids empty).
+  torch::Tensor level_logits(const std::vector<ActiveRequest>& batch, const torch::Tensor& h,
+                             std::vector<int64_t>* ids) const;
+  // Drafts level k (1-based) of request `a`'s chain from the drafter's logits `row` (n values,
+  // column j being token ids[j], or token j when ids is null); returns the drafted token, or the
+  // row's best token when the chain ends or has ended.
+  int64_t draft_node(ActiveRequest& a, const float* row, int64_t n, const int64_t* ids, int32_t k,
+                     Chain& chain, Draft& draft) const;
 
   api::Arm arm_;
   int32_t depth_;
@@ -59,20 +65,40 @@ std::vector<EagleChainSource::Chain> EagleChainSource::start_chains(
   return chains;
 }
 
+torch::Tensor EagleChainSource::level_logits(const std::vector<ActiveRequest>& batch,
+                                             const torch::Tensor& h,
+                                             std::vector<int64_t>* ids) const {
+  model::Drafter& drafter = drafter_->drafter();
+  bool any_sampled = false;
+  for (const ActiveRequest& a : batch)
+    any_sampled = any_sampled || (!a.req.sampling.greedy() && !settings_.reproducible);
+  ids->clear();
+  if (any_sampled) return host_logits(drafter->draft_logits(h));  // (B, V)
+  torch::Tensor vocab;
+  torch::Tensor logits = host_logits(drafter->subset_logits(h, &vocab));  // (B, K)
+  if (vocab.defined()) {
+    torch::Tensor c = vocab.to(torch::kCPU, torch::kInt64).contiguous();
+    ids->assign(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+  }
+  return logits;
+}
+
 // Under draft_confidence a chain ends before the node at which the product of the drafter's top
 // probabilities so far would fall below it. The decision uses only the distribution the node
 // would be drawn from, never the drawn token, so sampled chains stay exact under rejection.
-int64_t EagleChainSource::draft_node(ActiveRequest& a, const float* row, int64_t v, int32_t k,
-                                     Chain& chain, Draft& draft) const {
-  int64_t top = argmax(row, v);  // what an ended chain feeds the batched forward (unused)
+int64_t EagleChainSource::draft_node(ActiveRequest& a, const float* row, int64_t n,
+                                     const int64_t* ids, int32_t k, Chain& chain,
+                                     Draft& draft) const {
+  auto token = [&](int64_t j) { return ids ? ids[j] : j; };
+  int64_t top = token(argmax(row, n));  // what an ended chain feeds the batched forward (unused)
   if (chain.ended) return top;
   const SamplingParams& sp = a.req.sampling;
   bool sampled = !sp.greedy() && !settings_.reproducible;
   bool coupled = !chain.ahead.empty();
   std::vector<double> dist;
-  if (sampled || coupled) dist = sampling_probs(row, v, sp);
-  if (settings_.draft_confidence > 0.0) {  // (V exponentials a node: only when asked)
-    double p = dist.empty() ? top_probability(row, v) : *std::max_element(dist.begin(), dist.end());
+  if (sampled || coupled) dist = sampling_probs(row, n, sp);
+  if (settings_.draft_confidence > 0.0) {  // (n exponentials a node: only when asked)
+    double p = dist.empty() ? top_probability(row, n) : *std::max_element(dist.begin(), dist.end());
     if (chain.score + std::log(p) < log_or_minus_infinity(settings_.draft_confidence)) {
       chain.ended = true;
       return top;
@@ -80,8 +106,11 @@ int64_t EagleChainSource::draft_node(ActiveRequest& a, const float* row, int64_t
     chain.score += std::log(p);
   }
   int64_t d = top;
-  if (coupled) d = race(dist, chain.ahead[size_t(k - 1)]);
-  if (sampled) {
+  if (coupled) {
+    uint64_t key = chain.ahead[size_t(k - 1)];
+    d = ids ? ids[race(dist, key, ids)] : race(dist, key);
+  }
+  if (sampled) {  // (n = V here: level_logits)
     draft.q.push_back(std::move(dist));
     d = sample(draft.q.back(), a.rng);
   }
@@ -100,12 +129,15 @@ std::vector<Draft> EagleChainSource::propose(std::vector<ActiveRequest>& batch) 
   std::vector<Chain> chains = start_chains(batch);
   int64_t live = b;
   for (int32_t k = 1; k <= depth_ && live > 0; ++k) {
-    torch::Tensor logits = host_logits(drafter->draft_logits(h));  // (B, V)
-    int64_t v = logits.size(1);
+    std::vector<int64_t> ids;
+    torch::Tensor logits = level_logits(batch, h, &ids);  // (B, K) or (B, V)
+    int64_t n = logits.size(1);
+    const int64_t* id = ids.empty() ? nullptr : ids.data();
     std::vector<int64_t> toks(b), pos(b);
     for (int64_t i = 0; i < b; ++i) {
       bool was_ended = chains[i].ended;
-      toks[i] = draft_node(batch[i], logits.data_ptr<float>() + i * v, v, k, chains[i], drafts[i]);
+      toks[i] =
+          draft_node(batch[i], logits.data_ptr<float>() + i * n, n, id, k, chains[i], drafts[i]);
       pos[i] = batch[i].drafter_len + k - 1;
       if (chains[i].ended && !was_ended) --live;
     }

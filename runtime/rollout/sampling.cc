@@ -158,9 +158,11 @@ TLT_SAMPLING_CLONES void scale(double* p, int64_t v, double sum) {
   for (int64_t i = 0; i < v; ++i) p[i] /= sum;
 }
 
-// The race's scan (see race()): indices whose U_i could still beat `bar` get a logarithm.
-TLT_SAMPLING_CLONES int64_t race_scan(const double* probs, int64_t v, uint64_t key, int64_t best,
-                                      double bar) {
+// The race's scan (see race()): indices whose U_i could still beat `bar` get a logarithm. Index
+// j's uniform is keyed by ids[j] when ids is given, else by j.
+template <bool kIds>
+TLT_SAMPLING_INLINE int64_t race_scan_body(const double* probs, const int64_t* ids, int64_t v,
+                                           uint64_t key, int64_t best, double bar) {
   // Margin 2^-50: the threshold 1 + bar * p_i is rounded; never skip an index that could win.
   auto consider = [&](int64_t i, double u) {
     double p = probs[i];
@@ -172,13 +174,24 @@ TLT_SAMPLING_CLONES int64_t race_scan(const double* probs, int64_t v, uint64_t k
   const V4u lane = {0, 1, 2, 3};
   for (; i + kW <= v; i += kW) {
     V4d p = load4(probs + i);
-    V4d u = unit_of<V4d>(race_hash<V4u>(key, lane + uint64_t(i)));
+    V4u at = lane + uint64_t(i);
+    if constexpr (kIds) std::memcpy(&at, ids + i, sizeof at);
+    V4d u = unit_of<V4d>(race_hash<V4u>(key, at));
     V4i maybe = (p > 0.0) & (u > (1.0 + bar * p) - 0x1.0p-50);
     if (!(maybe[0] | maybe[1] | maybe[2] | maybe[3])) continue;
     for (int j = 0; j < kW; ++j) consider(i + j, u[j]);
   }
-  for (; i < v; ++i) consider(i, unit_of<double>(race_hash<uint64_t>(key, uint64_t(i))));
+  for (; i < v; ++i)
+    consider(i, unit_of<double>(race_hash<uint64_t>(key, uint64_t(kIds ? ids[i] : i))));
   return best;
+}
+TLT_SAMPLING_CLONES int64_t race_scan(const double* probs, int64_t v, uint64_t key, int64_t best,
+                                      double bar) {
+  return race_scan_body<false>(probs, nullptr, v, key, best, bar);
+}
+TLT_SAMPLING_CLONES int64_t race_scan(const double* probs, const int64_t* ids, int64_t v,
+                                      uint64_t key, int64_t best, double bar) {
+  return race_scan_body<true>(probs, ids, v, key, best, bar);
 }
 
 template <class T>
@@ -243,6 +256,14 @@ int64_t race(const std::vector<double>& probs, uint64_t key) {
   int64_t best = int64_t(std::find(probs.begin(), probs.end(), top) - probs.begin());
   double bar = std::log(race_uniform(key, best)) / top;
   return race_scan(probs.data(), v, key, best, bar);
+}
+
+int64_t race(const std::vector<double>& probs, uint64_t key, const int64_t* ids) {
+  int64_t v = int64_t(probs.size());
+  double top = max_of(probs.data(), v);
+  int64_t best = int64_t(std::find(probs.begin(), probs.end(), top) - probs.begin());
+  double bar = std::log(race_uniform(key, ids[best])) / top;
+  return race_scan(probs.data(), ids, v, key, best, bar);
 }
 
 }  // namespace tlt::rollout

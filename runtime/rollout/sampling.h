@@ -56,6 +56,11 @@ int64_t sample(const std::vector<double>& probs, Rng& rng);
 // index (~1 ns) and a logarithm for the few that could still win. The source (Gumbel-max,
 // exponential races and their coupling bound) is cited in the README.
 int64_t race(const std::vector<double>& probs, uint64_t key);
+// race() over the tokens ids[0, n) of a subset of the vocabulary, probs[j] being token ids[j]'s
+// probability (n = probs.size()): index j's uniform is race_uniform(key, ids[j]), so the winner
+// is the token race() over the whole vocabulary picks when every other token has probability 0.
+// Returns the index j into probs (the token is ids[j]).
+int64_t race(const std::vector<double>& probs, uint64_t key, const int64_t* ids);
 // U_i of race(): uniform in (0, 1) on a grid of 2^-52, from SplitMix64's output at (key, i).
 double race_uniform(uint64_t key, int64_t i);
 

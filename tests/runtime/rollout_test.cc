@@ -778,6 +778,23 @@ TEST_F(SamplingDistribution, RejectionChainOverDraftVocabularyMatchesPlain) {
   expect_like_plain(*plain_, spec, "chain over 6 draft tokens", accept_detail(st));
 }
 
+// Reproducible coupled chains over a draft vocabulary race over its tokens alone (keyed by token
+// id); the outputs must still be plain sampling's token for token.
+TEST_F(SamplingDistribution, CoupledChainOverDraftVocabularyEqualsPlainSampling) {
+  torch::manual_seed(22);
+  Drafter drafter(*target_, 1);
+  drafter->eval();
+  ASSERT_TRUE(
+      drafter->set_draft_vocab(torch::tensor(std::vector<int64_t>{13, 0, 2, 3, 5, 8})).ok());
+  EngineOptions o = spec_options(64, {"3_1_4"});
+  o.ngram_shortcut = 0;
+  o.reproducible = true;
+  EngineStats st;
+  auto spec = run(*target_, drafter, o, *reqs_, &st);
+  EXPECT_GT(st.accepted, kN / 20) << "drafts must get accepted for the test to mean anything";
+  expect_same_tokens(spec, *plain_, "coupled chain over 6 draft tokens");
+}
+
 TEST_F(SamplingDistribution, RejectionChainAfterCatchUpGapsMatchesPlain) {
   // Limit 1: the drafter sees only the prompt's last pair, so its q differs from an unlimited
   // run's; rejection sampling against that q must still give the target's distribution.

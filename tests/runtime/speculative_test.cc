@@ -113,6 +113,29 @@ TEST(Sampling, RaceEqualsTheRaceWithoutShortcuts) {
   }
 }
 
+// A race over a subset of the vocabulary (the drafter's) picks the token the race over the whole
+// vocabulary picks when the other tokens have probability 0.
+TEST(Sampling, RaceOverSubsetEqualsRaceOverVocabulary) {
+  std::vector<double> full = skewed_probs(3001, 2), sub;
+  std::vector<int64_t> ids;
+  double kept = 0.0;
+  for (int64_t i = 0; i < int64_t(full.size()); ++i) {
+    if ((i * 7919) % 5 != 0) {
+      full[size_t(i)] = 0.0;  // outside the subset
+    } else {
+      ids.push_back(i);
+      kept += full[size_t(i)];
+    }
+  }
+  std::reverse(ids.begin(), ids.end());  // a subset in another order than the vocabulary's
+  for (int64_t id : ids) sub.push_back(full[size_t(id)] / kept);
+  for (double& p : full) p /= kept;
+  for (uint64_t key = 1; key < 300; ++key) {
+    uint64_t k = key * 0x9e3779b97f4a7c15ull;
+    ASSERT_EQ(ids[size_t(race(sub, k, ids.data()))], race(full, k)) << "key " << k;
+  }
+}
+
 // Over random keys the race's winner is distributed as the probabilities: a chi-square test over
 // the 8 likeliest tokens and the rest of the tail (8 degrees of freedom; 40 is p < 1e-5).
 TEST(Sampling, RaceFollowsProbabilities) {
