@@ -49,11 +49,14 @@ class EagleTreeSource : public DraftSource {
   DraftSettings settings_;
 };
 
-// Top-K of log_softmax(drafter logits) over the last dim: (values, indices) on the CPU.
+// Top-K of log_softmax(drafter logits) over the last dim: (values, token ids) on the CPU. Over
+// the draft vocabulary alone when there is one (the other tokens' probability is 0).
 std::pair<torch::Tensor, torch::Tensor> top_log_probs(model::Drafter& drafter,
                                                       const torch::Tensor& h, int64_t k) {
-  torch::Tensor logp = torch::log_softmax(drafter->draft_logits(h).to(torch::kFloat64), -1);
+  torch::Tensor ids;
+  torch::Tensor logp = torch::log_softmax(drafter->subset_logits(h, &ids).to(torch::kFloat64), -1);
   auto [lp, ix] = logp.topk(k, -1);
+  if (ids.defined()) ix = ids.index({ix});  // columns -> token ids
   return {lp.cpu().contiguous(), ix.cpu().contiguous()};
 }
 
