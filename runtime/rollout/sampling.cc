@@ -13,7 +13,9 @@ namespace tlt::rollout {
 // machine (a request's tokens are a function of its seed): every operation below is IEEE
 // elementwise and spelled out (no library exp in the vector loops), and the file is compiled
 // without fused multiply-adds (runtime/CMakeLists.txt), so each target_clones variant and the
-// scalar remainders compute the same bits.
+// scalar remainders compute the same bits. The exception is std::log for the few race candidates
+// (race_scan), whose last bit may differ between C libraries: a draw could differ only where two
+// candidates' race values lie within that bit of each other.
 namespace {
 
 constexpr int64_t kW = 4;
