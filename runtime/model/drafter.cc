@@ -103,8 +103,7 @@ torch::Tensor DrafterImpl::draft_head() {
   return draft_rows_;
 }
 
-torch::Tensor DrafterImpl::subset_logits(const torch::Tensor& hidden, torch::Tensor* ids) {
-  *ids = draft_vocab_;
+torch::Tensor DrafterImpl::subset_logits(const torch::Tensor& hidden) {
   if (!draft_vocab_.defined()) return logits(hidden);
   return torch::matmul(hidden, draft_head().t());  // (..., K)
 }

@@ -44,11 +44,12 @@ class DrafterImpl : public torch::nn::Module {
   // set, else as logits(). With K draft tokens the head costs K/V of the full one; the target
   // still verifies over the full vocabulary, so speculation stays lossless.
   torch::Tensor draft_logits(const torch::Tensor& hidden);
-  // The same logits over the draft vocabulary alone, without the -inf columns: (..., K), with
-  // *ids set to the draft vocabulary (K) int64 on the target's device (column j is token
-  // ids[j]); with no draft vocabulary, logits() and *ids undefined. Drafting reads these when it
-  // only needs a row's best tokens or its race (runtime/rollout/draft_eagle_chain.cc).
-  torch::Tensor subset_logits(const torch::Tensor& hidden, torch::Tensor* ids);
+  // The same logits over the draft vocabulary alone, without the -inf columns: (..., K), column
+  // j being token draft_vocab()[j]; with no draft vocabulary, logits(). Drafting reads these when
+  // it only needs a row's best tokens or its race (runtime/rollout/draft_eagle_chain.cc).
+  torch::Tensor subset_logits(const torch::Tensor& hidden);
+  // The draft vocabulary (K) int64 on the target's device; undefined when there is none.
+  const torch::Tensor& draft_vocab() const { return draft_vocab_; }
   // The LM-head rows the drafter drafts over, detached: (K, C) with a draft vocabulary (ids in
   // its order), else the whole head (V, C). Training's soft cross-entropy runs over these.
   torch::Tensor draft_head();

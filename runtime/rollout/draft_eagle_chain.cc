@@ -36,11 +36,10 @@ class EagleChainSource : public DraftSource {
     std::vector<uint64_t> ahead;  // coupled_drafts: the race keys the request will draw next
   };
   std::vector<Chain> start_chains(const std::vector<ActiveRequest>& batch) const;
-  // The drafter's logits of one level, (B, n) on the host: over the draft vocabulary alone
-  // (n = K, *ids its tokens) unless a request drafts by sampling (rejection needs the whole
-  // distribution) or there is none (n = V, *ids empty).
-  torch::Tensor level_logits(const std::vector<ActiveRequest>& batch, const torch::Tensor& h,
-                             std::vector<int64_t>* ids) const;
+  // Whether the drafter's logits must cover the whole vocabulary: a request that drafts by
+  // sampling needs its full distribution for rejection. Otherwise drafting reads them over the
+  // draft vocabulary alone (when there is one).
+  bool needs_full_vocabulary(const std::vector<ActiveRequest>& batch) const;
   // Drafts level k (1-based) of request `a`'s chain from the drafter's logits `row` (n values,
   // column j being token ids[j], or token j when ids is null); returns the drafted token, or the
   // row's best token when the chain ends or has ended.
@@ -65,22 +64,11 @@ std::vector<EagleChainSource::Chain> EagleChainSource::start_chains(
   return chains;
 }
 
-torch::Tensor EagleChainSource::level_logits(const std::vector<ActiveRequest>& batch,
-                                             const torch::Tensor& h,
-                                             std::vector<int64_t>* ids) const {
-  model::Drafter& drafter = drafter_->drafter();
-  bool any_sampled = false;
-  for (const ActiveRequest& a : batch)
-    any_sampled = any_sampled || (!a.req.sampling.greedy() && !settings_.reproducible);
-  ids->clear();
-  if (any_sampled) return host_logits(drafter->draft_logits(h));  // (B, V)
-  torch::Tensor vocab;
-  torch::Tensor logits = host_logits(drafter->subset_logits(h, &vocab));  // (B, K)
-  if (vocab.defined()) {
-    torch::Tensor c = vocab.to(torch::kCPU, torch::kInt64).contiguous();
-    ids->assign(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+bool EagleChainSource::needs_full_vocabulary(const std::vector<ActiveRequest>& batch) const {
+  for (const ActiveRequest& a : batch) {
+    if (!a.req.sampling.greedy() && !settings_.reproducible) return true;
   }
-  return logits;
+  return false;
 }
 
 // Under draft_confidence a chain ends before the node at which the product of the drafter's top
@@ -110,7 +98,7 @@ int64_t EagleChainSource::draft_node(ActiveRequest& a, const float* row, int64_t
     uint64_t key = chain.ahead[size_t(k - 1)];
     d = ids ? ids[race(dist, key, ids)] : race(dist, key);
   }
-  if (sampled) {  // (n = V here: level_logits)
+  if (sampled) {  // (n = V here: needs_full_vocabulary)
     draft.q.push_back(std::move(dist));
     d = sample(draft.q.back(), a.rng);
   }
@@ -128,11 +116,16 @@ std::vector<Draft> EagleChainSource::propose(std::vector<ActiveRequest>& batch) 
     drafts.push_back({DraftTree(a.pending()), !settings_.reproducible, {}});
   std::vector<Chain> chains = start_chains(batch);
   int64_t live = b;
+  // Columns of the host logits: token ids[j] over the draft vocabulary, else token j.
+  bool full = needs_full_vocabulary(batch);
+  torch::Tensor ids;
+  if (!full && drafter->draft_vocab().defined())
+    ids = drafter->draft_vocab().to(torch::kCPU, torch::kInt64).contiguous();  // (K)
+  const int64_t* id = ids.defined() ? ids.data_ptr<int64_t>() : nullptr;
   for (int32_t k = 1; k <= depth_ && live > 0; ++k) {
-    std::vector<int64_t> ids;
-    torch::Tensor logits = level_logits(batch, h, &ids);  // (B, K) or (B, V)
+    torch::Tensor logits =
+        host_logits(full ? drafter->draft_logits(h) : drafter->subset_logits(h));  // (B, V|K)
     int64_t n = logits.size(1);
-    const int64_t* id = ids.empty() ? nullptr : ids.data();
     std::vector<int64_t> toks(b), pos(b);
     for (int64_t i = 0; i < b; ++i) {
       bool was_ended = chains[i].ended;

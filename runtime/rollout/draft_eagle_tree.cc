@@ -53,9 +53,9 @@ class EagleTreeSource : public DraftSource {
 // the draft vocabulary alone when there is one (the other tokens' probability is 0).
 std::pair<torch::Tensor, torch::Tensor> top_log_probs(model::Drafter& drafter,
                                                       const torch::Tensor& h, int64_t k) {
-  torch::Tensor ids;
-  torch::Tensor logp = torch::log_softmax(drafter->subset_logits(h, &ids).to(torch::kFloat64), -1);
+  torch::Tensor logp = torch::log_softmax(drafter->subset_logits(h).to(torch::kFloat64), -1);
   auto [lp, ix] = logp.topk(k, -1);
+  const torch::Tensor& ids = drafter->draft_vocab();
   if (ids.defined()) ix = ids.index({ix});  // columns -> token ids
   return {lp.cpu().contiguous(), ix.cpu().contiguous()};
 }

@@ -248,7 +248,10 @@ double race_uniform(uint64_t key, int64_t i) {
   return unit_of<double>(race_hash<uint64_t>(key, uint64_t(i)));
 }
 
-int64_t race(const std::vector<double>& probs, uint64_t key) {
+namespace {
+
+// race() over index j's uniform keyed by ids[j], or by j when ids is null.
+int64_t race_keyed(const std::vector<double>& probs, uint64_t key, const int64_t* ids) {
   // The winner maximises s_i = log(U_i) / p_i (= -E_i / p_i). Start from the likeliest index:
   // its s sets a bar that almost no other index passes. Since log u <= u - 1, an index with
   // U_i <= 1 + bar * p_i has s_i <= bar, so only the rare U_i above that need a logarithm. Ties
@@ -256,16 +259,19 @@ int64_t race(const std::vector<double>& probs, uint64_t key) {
   int64_t v = int64_t(probs.size());
   double top = max_of(probs.data(), v);
   int64_t best = int64_t(std::find(probs.begin(), probs.end(), top) - probs.begin());
-  double bar = std::log(race_uniform(key, best)) / top;
-  return race_scan(probs.data(), v, key, best, bar);
+  double bar = std::log(race_uniform(key, ids ? ids[best] : best)) / top;
+  return ids ? race_scan(probs.data(), ids, v, key, best, bar)
+             : race_scan(probs.data(), v, key, best, bar);
+}
+
+}  // namespace
+
+int64_t race(const std::vector<double>& probs, uint64_t key) {
+  return race_keyed(probs, key, nullptr);
 }
 
 int64_t race(const std::vector<double>& probs, uint64_t key, const int64_t* ids) {
-  int64_t v = int64_t(probs.size());
-  double top = max_of(probs.data(), v);
-  int64_t best = int64_t(std::find(probs.begin(), probs.end(), top) - probs.begin());
-  double bar = std::log(race_uniform(key, ids[best])) / top;
-  return race_scan(probs.data(), ids, v, key, best, bar);
+  return race_keyed(probs, key, ids);
 }
 
 }  // namespace tlt::rollout
