@@ -105,7 +105,8 @@ torch::Tensor on_rows(const torch::Tensor& x, const torch::Tensor& rows,
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
                                      const Rope& rope, const torch::Tensor& mask, KVCache* cache,
-                                     int64_t layer, const torch::Tensor& rows) {
+                                     int64_t layer, const AttentionLayout& layout) {
+  const torch::Tensor& rows = layout.rows;
   int64_t b = x.size(0), t = x.size(1), g = n_heads_ / n_kv_heads_;
   // One gather of the real rows feeds all three projections.
   torch::Tensor xr = rows.defined() ? pack_rows(x, rows) : x;
@@ -122,6 +123,15 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   if (cache != nullptr) {
     cache->write(layer, k, v);
     std::tie(k, v) = cache->view(layer, s);  // (B,Hkv,S,D)
+  } else {
+    if (layout.record != nullptr) layout.record->k.push_back(k), layout.record->v.push_back(v);
+    if (layout.prefix != nullptr) {
+      // (1,Hkv,P,D) seen by every row, then the row's own: (B,Hkv,P+T,D); the expand's backward
+      // sums the rows' gradients into the prefix.
+      const SharedPrefix& p = *layout.prefix;
+      k = torch::cat({p.k[size_t(layer)].expand({b, -1, -1, -1}), k}, 2);
+      v = torch::cat({p.v[size_t(layer)].expand({b, -1, -1, -1}), v}, 2);
+    }
   }
   torch::Tensor out;  // (B,H,T,D)
   if (cache != nullptr && row_invariant_attention_applies(q, k)) {
@@ -158,9 +168,9 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& c) {
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
                                         const Rope& rope, const torch::Tensor& mask, KVCache* cache,
-                                        int64_t layer, const torch::Tensor& rows) {
-  torch::Tensor h = x + attn(attn_norm(x), positions, rope, mask, cache, layer, rows);
-  return h + on_rows(mlp_norm(h), rows, [&](const torch::Tensor& y) { return mlp(y); });
+                                        int64_t layer, const AttentionLayout& layout) {
+  torch::Tensor h = x + attn(attn_norm(x), positions, rope, mask, cache, layer, layout);
+  return h + on_rows(mlp_norm(h), layout.rows, [&](const torch::Tensor& y) { return mlp(y); });
 }
 
 TransformerImpl::TransformerImpl(const ModelConfig& c) : config_(c), rope_(c) {
@@ -207,14 +217,18 @@ torch::Tensor TransformerImpl::run_layers(torch::nn::ModuleList& stack, const to
                                           const AttentionLayout& layout) {
   int64_t b = x.size(0), t = x.size(1);
   auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
-  torch::Tensor lengths = cache ? cache->lengths_tensor() : torch::zeros({b}, long_opts);
+  TORCH_CHECK(!cache || (!layout.prefix && !layout.record),
+              "a shared prefix is for forwards without a KV cache");
+  // Without a cache the new tokens follow the shared prefix, if any (P positions, else 0).
+  int64_t p = layout.prefix ? layout.prefix->length() : 0;
+  torch::Tensor lengths = cache ? cache->lengths_tensor() : torch::full({b}, p, long_opts);
   // A static cache (CUDA graphs) spans every position; the mask hides the uncommitted ones.
-  int64_t s = !cache ? t : cache->static_span() ? cache->max_seq() : cache->max_length() + t;
+  int64_t s = !cache ? p + t : cache->static_span() ? cache->max_seq() : cache->max_length() + t;
   torch::Tensor mask = attention_mask(lengths, t, s, layout, x.scalar_type());
   torch::Tensor h = x;
   for (size_t l = 0; l < stack->size(); ++l) {
     h = stack[l]->as<DecoderLayerImpl>()->forward(h, positions, rope_, mask, cache, int64_t(l),
-                                                  layout.rows);
+                                                  layout);
   }
   return h;
 }

@@ -40,6 +40,16 @@ struct Rope {
   mutable torch::Tensor cos_on_device_, sin_on_device_;  // (max_seq, D/2) copies on x's device
 };
 
+// Keys and values of a prefix that several sequences share, one entry per layer, with their
+// autograd history: a training forward runs the prefix once (AttentionLayout::record) and then
+// every row of a batch attends to it (AttentionLayout::prefix), so a GRPO group's prompt costs one
+// forward and one backward instead of one per sample; the rows' gradients sum into it.
+// k[l], v[l]: (1, Hkv, P, D), the keys after RoPE at positions 0..P-1.
+struct SharedPrefix {
+  std::vector<torch::Tensor> k, v;
+  int64_t length() const { return k.empty() ? 0 : k.front().size(2); }
+};
+
 // Who attends to whom in one forward. New token t of slot b is written at cache position
 // lengths[b] + t. It sees the committed prefix, and the new tokens t' with tree[b, t, t'].
 // When spec_base is set, cache positions [spec_base[b], lengths[b]) hold speculative tokens
@@ -53,6 +63,11 @@ struct AttentionLayout {
   // The linear layers and the LM head then run on those R rows only (padding costs attention
   // and norms, no matmuls) and leave zeros in the padding rows' outputs, logits included.
   torch::Tensor rows;
+  // Forwards without a cache only (training, scoring). prefix: the new tokens (at positions from
+  // prefix->length() on) see the prefix's keys and values before their own, every row the same
+  // ones. record: each layer appends its new keys and values (a prefix's own forward, batch 1).
+  const SharedPrefix* prefix = nullptr;
+  SharedPrefix* record = nullptr;
 };
 
 // f applied to the rows of x (B, T, C) listed in `rows` (see AttentionLayout::rows), scattered
@@ -68,11 +83,11 @@ class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const ModelConfig& c);
   // x (B, T, C), mask (B, 1, 1, T, S). With a cache, writes this layer's new K/V into it and
-  // attends over the first S cached positions; without, S == T and K/V are the new ones.
-  // rows: see AttentionLayout::rows.
+  // attends over the first S cached positions; without, K/V are layout.prefix's (S - T of them)
+  // followed by the new ones. layout: its rows, prefix and record (see AttentionLayout).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const Rope& rope,
                         const torch::Tensor& mask, KVCache* cache, int64_t layer,
-                        const torch::Tensor& rows = {});
+                        const AttentionLayout& layout = {});
   torch::nn::Linear wq{nullptr}, wk{nullptr}, wv{nullptr}, wo{nullptr};
   // wq (H*D, C), wk/wv (Hkv*D, C), wo (C, H*D); with ModelConfig::qkv_bias, biases (H*D), (Hkv*D)
  private:
@@ -93,7 +108,7 @@ class DecoderLayerImpl : public torch::nn::Module {
   explicit DecoderLayerImpl(const ModelConfig& c);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const Rope& rope,
                         const torch::Tensor& mask, KVCache* cache, int64_t layer,
-                        const torch::Tensor& rows = {});
+                        const AttentionLayout& layout = {});
   RMSNorm attn_norm{nullptr}, mlp_norm{nullptr};
   Attention attn{nullptr};
   Mlp mlp{nullptr};

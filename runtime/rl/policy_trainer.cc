@@ -26,20 +26,25 @@ struct Chunk {
   torch::Tensor rows;                // (b,) int64 indices into the step's batch
   torch::Tensor advantages;          // (b,)
   torch::Tensor logp_old, logp_ref;  // (b, t-1), no grad; logp_old undefined: see update()
+  int64_t positions = 0;             // positions one forward runs: b * (t-1), less a shared prefix
 };
 
 // Minibatch k of m holds rows [B*k/m, B*(k+1)/m), micro-batched by the token budget.
 std::vector<std::vector<Chunk>> make_chunks(const SequenceBatch& batch,
                                             const torch::Tensor& advantages, int64_t m,
-                                            int64_t max_tokens) {
+                                            int64_t max_tokens, bool share_prompts) {
   int64_t b = batch.tokens.size(0);
   std::vector<std::vector<Chunk>> out(static_cast<size_t>(m));
   for (int64_t k = 0; k < m; ++k) {
-    for (const MicroBatch& mb : plan_microbatches(batch, b * k / m, b * (k + 1) / m, max_tokens)) {
+    for (const MicroBatch& mb :
+         plan_microbatches(batch, b * k / m, b * (k + 1) / m, max_tokens, share_prompts)) {
       Chunk c;
       c.rows = torch::tensor(mb.rows, torch::kInt64);     // (b,)
       c.advantages = advantages.index_select(0, c.rows);  // (b,)
       c.seq = gather_rows(batch, mb);
+      int64_t rows = c.seq.tokens.size(0), t1 = c.seq.targets.size(1);
+      int64_t q = share_prompts ? shared_prefix_length(c.seq) : 0;
+      c.positions = q >= kMinSharedPrefix ? q + rows * (t1 - q) : rows * t1;
       out[k].push_back(std::move(c));
     }
   }
@@ -71,7 +76,8 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
     torch::Tensor logp_new;  // (b, t-1)
     {
       model::Bfloat16Autocast mixed(policy->lm_head->weight.device(), o.bfloat16);
-      logp_new = sequence_logprobs(policy, c.seq, o.temperature);
+      logp_new =
+          sequence_logprobs(policy, c.seq, o.temperature, kMaxLogitsPerChunk, o.share_prompts);
     }
     // Undefined logp_old: this minibatch runs before any optimizer step of the update, so the
     // policy still has the rollout's weights and its own forward is logp_old (ratio 1).
@@ -83,7 +89,7 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
     st.kl += g.kl * w_tok;
     st.clip_fraction += g.clip_fraction * w_tok;
     st.microbatches += 1;
-    st.positions += c.seq.targets.numel();
+    st.positions += c.positions;
   }
   model::fold_tied_gradient(policy);
   torch::nn::utils::clip_grad_norm_(policy->parameters(), o.grad_clip);
@@ -105,7 +111,11 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
   int64_t b = batch.tokens.size(0);
   int64_t m = std::max<int64_t>(1, std::min(options_.minibatches, b));
   std::vector<std::vector<Chunk>> chunks =
-      make_chunks(batch, advantages, m, options_.max_tokens_per_microbatch);
+      make_chunks(batch, advantages, m, options_.max_tokens_per_microbatch, options_.share_prompts);
+  auto logprobs = [&](model::Transformer& m, const SequenceBatch& s) {
+    return sequence_logprobs(m, s, options_.temperature, kMaxLogitsPerChunk,
+                             options_.share_prompts);
+  };
   {
     // logp_old and logp_ref for every row before the first optimizer step.
     torch::NoGradGuard no_grad;
@@ -113,8 +123,8 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
     policy_->eval();
     torch::Tensor all_old, all_ref;  // (B, T-1): the unsplit layout only
     if (options_.max_tokens_per_microbatch <= 0) {
-      all_old = sequence_logprobs(policy_, batch, options_.temperature);
-      all_ref = sequence_logprobs(reference_, batch, options_.temperature);
+      all_old = logprobs(policy_, batch);
+      all_ref = logprobs(reference_, batch);
     }
     for (size_t k = 0; k < chunks.size(); ++k) {
       for (Chunk& c : chunks[k]) {
@@ -124,10 +134,10 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
         if (all_old.defined()) {
           c.logp_old = all_old.index_select(0, c.rows);
         } else if (k > 0) {
-          c.logp_old = sequence_logprobs(policy_, c.seq, options_.temperature);
+          c.logp_old = logprobs(policy_, c.seq);
         }
-        c.logp_ref = all_ref.defined() ? all_ref.index_select(0, c.rows)
-                                       : sequence_logprobs(reference_, c.seq, options_.temperature);
+        c.logp_ref =
+            all_ref.defined() ? all_ref.index_select(0, c.rows) : logprobs(reference_, c.seq);
       }
     }
   }

@@ -43,6 +43,12 @@ struct GrpoOptions {
   int64_t max_tokens_per_microbatch = 1024;
   // How the loss averages over response tokens (runtime/rl/grpo.h; spec.algorithm.lossAggregation).
   LossAggregation aggregation = LossAggregation::kTokenMean;
+  // Rows with the same prompt (a GRPO group) run it once per micro-batch and attend to its keys
+  // and values (plan_microbatches and sequence_logprobs with sharing): on a chat model whose
+  // prompts are longer than its answers most of an update's positions are prompt positions.
+  // The same loss and gradients up to floating-point summation order; false: every row runs its
+  // whole sequence (the layout before sharing, kept for tests).
+  bool share_prompts = true;
   // Mixed precision (runtime/model/precision.h; spec.model.dtype): the forwards of the update
   // run their matrix products in bfloat16, and so do their backwards; the policy's weights,
   // gradients and AdamW state stay in their own dtype.
@@ -57,7 +63,8 @@ struct UpdateStats {
   double loss = 0.0, kl = 0.0, clip_fraction = 0.0;  // means over minibatches
   double seconds = 0.0;
   int64_t microbatches = 0;  // policy forward/backward passes, over all minibatches
-  int64_t positions = 0;     // token positions those passes ran over, padding included
+  int64_t positions = 0;     // token positions those passes ran over, padding included (a
+                             // shared prompt counted once per pass)
   bool cancelled = false;    // stopped by GrpoOptions::cancelled before the update finished
 };
 

@@ -39,21 +39,115 @@ std::vector<int64_t> row_lengths(const SequenceBatch& batch) {
   return std::vector<int64_t>(len.data_ptr<int64_t>(), len.data_ptr<int64_t>() + b);
 }
 
+namespace {
+
+// Rows longest first (ties by row index), cut into micro-batches of rows * t <= max_tokens, t
+// the micro-batch's first (longest) row's length.
+void pack_longest_first(std::vector<int64_t> rows, const std::vector<int64_t>& len,
+                        int64_t max_tokens, std::vector<MicroBatch>& out) {
+  std::stable_sort(rows.begin(), rows.end(), [&](int64_t x, int64_t y) { return len[x] > len[y]; });
+  size_t first = out.size();
+  for (int64_t r : rows) {
+    if (out.size() == first || int64_t(out.back().rows.size() + 1) * out.back().t > max_tokens)
+      out.push_back(MicroBatch{{}, len[r]});
+    out.back().rows.push_back(r);
+  }
+}
+
+// The rows of one prompt group, longest first, cut into runs of consecutive rows that run the
+// fewest positions in all: a run of n rows whose first is t long runs q + n * (t - q) (its shared
+// prefix once, each row padded to t), at most max_tokens unless it is one row. Greedy filling
+// would pad a group's short samples to its one long sample; this splits where padding costs
+// more than running the prefix again.
+void pack_group(std::vector<int64_t> rows, const std::vector<int64_t>& len, int64_t q,
+                int64_t max_tokens, std::vector<MicroBatch>& out) {
+  std::stable_sort(rows.begin(), rows.end(), [&](int64_t x, int64_t y) { return len[x] > len[y]; });
+  size_t n = rows.size();
+  // best[i]: fewest positions for rows[i..n); cut[i]: where the run starting at i ends.
+  std::vector<int64_t> best(n + 1, 0), cut(n + 1, 0);
+  for (size_t i = n; i-- > 0;) {
+    int64_t t = len[size_t(rows[i])];
+    best[i] = -1;
+    for (size_t j = i + 1; j <= n; ++j) {
+      int64_t cost = q + int64_t(j - i) * (t - q);
+      if (j > i + 1 && cost > max_tokens) break;
+      if (best[i] < 0 || cost + best[j] < best[i]) best[i] = cost + best[j], cut[i] = int64_t(j);
+    }
+  }
+  for (size_t i = 0; i < n; i = size_t(cut[i]))
+    out.push_back(MicroBatch{std::vector<int64_t>(rows.begin() + int64_t(i), rows.begin() + cut[i]),
+                             len[size_t(rows[i])]});
+}
+
+// Position of each row's first response target (T-1 for a row without one), and the row's
+// prompt: its tokens up to and including that position.
+std::vector<int64_t> first_targets(const SequenceBatch& batch) {
+  int64_t b = batch.mask.size(0), t1 = batch.mask.size(1);
+  torch::Tensor j = torch::arange(t1, torch::kInt64).unsqueeze(0).expand({b, t1});  // (B, T-1)
+  torch::Tensor first = torch::where(batch.mask > 0, j, torch::full_like(j, t1)).amin(1);  // (B,)
+  first = first.contiguous();
+  return std::vector<int64_t>(first.data_ptr<int64_t>(), first.data_ptr<int64_t>() + b);
+}
+
+}  // namespace
+
 std::vector<MicroBatch> plan_microbatches(const SequenceBatch& batch, int64_t lo, int64_t hi,
-                                          int64_t max_tokens) {
+                                          int64_t max_tokens, bool share_prompts) {
   std::vector<int64_t> rows(static_cast<size_t>(hi - lo));
   std::iota(rows.begin(), rows.end(), lo);
   if (max_tokens <= 0) return {MicroBatch{rows, batch.tokens.size(1)}};
   std::vector<int64_t> len = row_lengths(batch);
-  std::stable_sort(rows.begin(), rows.end(), [&](int64_t x, int64_t y) { return len[x] > len[y]; });
   std::vector<MicroBatch> out;
-  for (int64_t r : rows) {
-    // Rows come longest first, so a micro-batch's t is its first row's length.
-    if (out.empty() || int64_t(out.back().rows.size() + 1) * out.back().t > max_tokens)
-      out.push_back(MicroBatch{{}, len[r]});
-    out.back().rows.push_back(r);
+  if (!share_prompts) {
+    pack_longest_first(rows, len, max_tokens, out);
+    return out;
   }
+  // Groups of rows with the same prompt, in order of their first row; rows whose prompt no other
+  // row has, or whose shared prefix is short, are planned together without sharing.
+  std::vector<int64_t> first = first_targets(batch);
+  torch::Tensor tokens = batch.tokens.contiguous();
+  const int64_t* tok = tokens.data_ptr<int64_t>();
+  int64_t t = tokens.size(1);
+  auto prompt = [&](int64_t r) {
+    int64_t n = std::min(first[size_t(r)] + 1, t);
+    return std::vector<int64_t>(tok + r * t, tok + r * t + n);
+  };
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> groups;  // prompt, rows
+  for (int64_t r : rows) {
+    std::vector<int64_t> p = prompt(r);
+    auto g =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == p; });
+    if (g == groups.end()) {
+      groups.push_back({std::move(p), {r}});
+    } else {
+      g->second.push_back(r);
+    }
+  }
+  std::vector<int64_t> alone;
+  std::vector<MicroBatch> shared;
+  for (const auto& [p, members] : groups) {
+    int64_t q = int64_t(p.size()) - 1;  // the prompt less its last token
+    if (members.size() < 2 || q < kMinSharedPrefix) {
+      alone.insert(alone.end(), members.begin(), members.end());
+    } else {
+      pack_group(members, len, q, max_tokens, shared);
+    }
+  }
+  pack_longest_first(alone, len, max_tokens, out);
+  out.insert(out.end(), shared.begin(), shared.end());
   return out;
+}
+
+int64_t shared_prefix_length(const SequenceBatch& batch) {
+  int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
+  if (b < 2) return 0;
+  std::vector<int64_t> first = first_targets(batch);
+  int64_t q = *std::min_element(first.begin(), first.end());  // first response target's position
+  // Columns where some row differs from row 0; the prefix ends at the first of them.
+  torch::Tensor differs = batch.tokens.ne(batch.tokens.narrow(0, 0, 1)).any(0);  // (T,)
+  torch::Tensor at = differs.nonzero();
+  if (at.size(0) > 0) q = std::min(q, at[0][0].item<int64_t>());
+  return std::min(q, t - 2);
 }
 
 SequenceBatch gather_rows(const SequenceBatch& batch, const MicroBatch& mb) {
@@ -163,28 +257,59 @@ torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::T
   return ChunkedLogprobs::apply(hidden, weight, targets, temperature, rows);
 }
 
-torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
-                                double temperature, int64_t max_logits) {
-  int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
-  torch::Tensor inputs = batch.tokens.narrow(1, 0, t - 1);  // (B, T-1)
-  torch::Tensor positions = torch::arange(t - 1, torch::kInt64).unsqueeze(0).expand({b, t - 1});
-  torch::Tensor x = model->embed(inputs);  // (B, T-1, C)
-  torch::Tensor hidden = model->norm(model->run_layers(model->layers, x, positions, nullptr, {}));
-  if (b * (t - 1) * model->config().vocab <= max_logits) {
+namespace {
+
+// Log-probabilities (B, N) of targets (B, N) at mask (B, N) from final hidden states (B, N, C),
+// 0 elsewhere (see sequence_logprobs).
+torch::Tensor logprobs_at(model::Transformer& model, const torch::Tensor& hidden,
+                          const torch::Tensor& targets, const torch::Tensor& mask,
+                          double temperature, int64_t max_logits) {
+  int64_t b = hidden.size(0), n = hidden.size(1);
+  if (b * n * model->config().vocab <= max_logits) {
     // All logits fit in one chunk (the presets' 128 symbols): the plain log_softmax, whose
     // floating-point results the presets' runs and their tests were measured with.
-    // (B, T-1, V); float32 even when the head's product ran in bfloat16 (mixed precision).
+    // (B, N, V); float32 even when the head's product ran in bfloat16 (mixed precision).
     torch::Tensor logits = model->lm_head(hidden).to(hidden.scalar_type());
     if (temperature != 1.0) logits = logits / temperature;
-    return token_logprobs(logits, batch.targets) * batch.mask;
+    return token_logprobs(logits, targets) * mask;
   }
-  // The LM head runs on response positions only (mask 1): R of the B*(T-1).
-  torch::Tensor at = batch.mask.reshape(-1).nonzero().squeeze(1);           // (R,)
-  torch::Tensor h = hidden.reshape({b * (t - 1), -1}).index_select(0, at);  // (R, C)
-  torch::Tensor target = batch.targets.reshape(-1).index_select(0, at);     // (R,)
+  // The LM head runs on response positions only (mask 1): R of the B*N.
+  torch::Tensor at = mask.reshape(-1).nonzero().squeeze(1);           // (R,)
+  torch::Tensor h = hidden.reshape({b * n, -1}).index_select(0, at);  // (R, C)
+  torch::Tensor target = targets.reshape(-1).index_select(0, at);     // (R,)
   torch::Tensor logp =
       chunked_token_logprobs(h, model->lm_head->weight, target, temperature, max_logits);  // (R,)
-  return torch::zeros({b * (t - 1)}, logp.options()).index_put({at}, logp).view({b, t - 1});
+  return torch::zeros({b * n}, logp.options()).index_put({at}, logp).view({b, n});
+}
+
+}  // namespace
+
+torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
+                                double temperature, int64_t max_logits, bool share_prefix) {
+  int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
+  int64_t q = share_prefix ? shared_prefix_length(batch) : 0;
+  if (q < kMinSharedPrefix) q = 0;
+  model::SharedPrefix prefix;
+  model::AttentionLayout layout;
+  if (q > 0) {
+    // The shared prefix once, batch 1: its keys and values, kept for every row to attend to.
+    model::AttentionLayout record;
+    record.record = &prefix;
+    torch::Tensor tokens = batch.tokens.narrow(0, 0, 1).narrow(1, 0, q);  // (1, q)
+    torch::Tensor positions = torch::arange(q, torch::kInt64).unsqueeze(0);
+    model->run_layers(model->layers, model->embed(tokens), positions, nullptr, record);
+    layout.prefix = &prefix;
+  }
+  int64_t n = t - 1 - q;                                // positions each row runs
+  torch::Tensor inputs = batch.tokens.narrow(1, q, n);  // (B, N)
+  torch::Tensor positions = (q + torch::arange(n, torch::kInt64)).unsqueeze(0).expand({b, n});
+  torch::Tensor x = model->embed(inputs);  // (B, N, C)
+  torch::Tensor hidden =
+      model->norm(model->run_layers(model->layers, x, positions, nullptr, layout));  // (B, N, C)
+  torch::Tensor logp = logprobs_at(model, hidden, batch.targets.narrow(1, q, n),
+                                   batch.mask.narrow(1, q, n), temperature, max_logits);  // (B, N)
+  if (q == 0) return logp;
+  return torch::cat({torch::zeros({b, q}, logp.options()), logp}, 1);  // (B, T-1)
 }
 
 }  // namespace tlt::rl

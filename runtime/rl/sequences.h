@@ -45,8 +45,23 @@ struct MicroBatch {
 // max_tokens runs alone. max_tokens <= 0: one micro-batch of rows lo..hi-1 in order with
 // t = T (the unsplit, fully padded layout). Every row of [lo, hi) lands in exactly one
 // micro-batch.
+// share_prompts (with max_tokens > 0): rows with the same prompt (a GRPO group) whose shared
+// prefix (its prompt less its last token) is at least kMinSharedPrefix tokens are planned apart
+// from other rows, so that sequence_logprobs runs that prefix once per micro-batch: a group's rows,
+// longest first, are cut where the fewest positions run in all, a micro-batch of n rows running
+// q + n * (t - q) <= max_tokens of them (q the shared prefix; a longer row runs alone). Other
+// rows are planned as above.
 std::vector<MicroBatch> plan_microbatches(const SequenceBatch& batch, int64_t lo, int64_t hi,
-                                          int64_t max_tokens);
+                                          int64_t max_tokens, bool share_prompts = false);
+
+// Shared prefixes shorter than this run with the rest of their rows (too little to save).
+constexpr int64_t kMinSharedPrefix = 16;
+
+// Tokens every row of `batch` shares before its first response target: the longest common
+// prefix of the rows' tokens, cut to the earliest position whose target is a response token (so
+// every log-probability that counts lies after it). For a GRPO group that is its prompt less
+// the last token. 0 for a batch of one row.
+int64_t shared_prefix_length(const SequenceBatch& batch);
 
 // The rows of `mb` cut to mb.t tokens: tokens (b, t), targets and mask (b, t-1), and
 // response_tokens their mask sum. New tensors; `batch` is not modified.
@@ -67,13 +82,18 @@ torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::T
 
 // Log-probabilities (B, T-1) of batch.targets under `model` with logits divided by
 // `temperature` (the rollouts' sampling distribution) at the response positions (mask 1), and 0
-// at the others. When the batch's B x (T-1) x V logits exceed max_logits, the LM head runs on
-// response positions only, through chunked_token_logprobs, so a micro-batch never materialises
-// its (b, t, V) logits; else (the presets' small vocabulary) one log_softmax over all of them.
-// Differentiable unless under NoGradGuard. Under a model::Bfloat16Autocast the matrix products
-// (the LM head's included, forward and backward) run in bfloat16 and the log-probabilities are
-// still computed and returned in the model's dtype.
+// at the others. When the rows share a prefix of at least kMinSharedPrefix tokens
+// (shared_prefix_length: a GRPO group's prompt), the prefix runs once (batch 1) and every row
+// attends to its keys and values (model::SharedPrefix): the same values up to floating-point
+// summation order, the gradients of all rows summed into the prefix's. share_prefix false: every
+// row runs its whole sequence. When the batch's B x (T-1) x V logits exceed max_logits, the LM head
+// runs on response positions only, through chunked_token_logprobs, so a micro-batch never
+// materialises its (b, t, V) logits; else (the presets' small vocabulary) one log_softmax over all
+// of them. Differentiable unless under NoGradGuard. Under a model::Bfloat16Autocast the matrix
+// products (the LM head's included, forward and backward) run in bfloat16 and the log-probabilities
+// are still computed and returned in the model's dtype.
 torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
-                                double temperature, int64_t max_logits = kMaxLogitsPerChunk);
+                                double temperature, int64_t max_logits = kMaxLogitsPerChunk,
+                                bool share_prefix = true);
 
 }  // namespace tlt::rl

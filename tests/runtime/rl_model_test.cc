@@ -359,6 +359,75 @@ TEST(RlFromModel, ChunkedLogprobsAndGradientsEqualTheFullLogSoftmax) {
   EXPECT_GT(g_full.back().abs().sum().item<double>(), 0.0);
 }
 
+// A GRPO group: 5 samples of one 24-token prompt (one of them empty) with responses of
+// different lengths, right-padded.
+SequenceBatch group_batch(int64_t vocab) {
+  torch::Tensor p = torch::randint(vocab, {24}, torch::kInt64);  // (24,)
+  std::vector<int64_t> prompt(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + 24);
+  std::vector<std::vector<int64_t>> prompts, responses;
+  for (int64_t n : {9, 3, 0, 14, 1}) {
+    torch::Tensor r = torch::randint(vocab, {n}, torch::kInt64);  // (n,)
+    prompts.push_back(prompt);
+    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + n);
+  }
+  return make_batch(prompts, responses);
+}
+
+// A group's prompt run once (batch 1) and attended to by every sample gives the log-probabilities
+// and gradients of running each sample's whole sequence, in float64 on the tiny llama (tied head,
+// chunked head), at a sampling temperature; in bfloat16 products it follows them to bfloat16's
+// precision.
+TEST(RlFromModel, SharedPromptLogprobsAndGradientsEqualTheWholeSequences) {
+  StatusOr<model::PretrainedModel> m = model::load_pretrained(kLlama);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  model::Transformer policy = m->model;
+  policy->to(torch::kFloat64);
+  int64_t v = policy->config().vocab;
+  torch::manual_seed(4);
+  SequenceBatch batch = group_batch(v);
+  EXPECT_EQ(shared_prefix_length(batch), 23) << "the prompt less its last token";
+  torch::Tensor weights = torch::randn(batch.mask.sizes(), torch::kFloat64);  // (B, T-1)
+  auto grads = [&](const torch::Tensor& logp) {
+    policy->zero_grad();
+    (logp * weights).sum().backward();
+    std::vector<torch::Tensor> out;
+    for (const auto& p : policy->parameters()) out.push_back(p.grad().clone());
+    return out;
+  };
+  const double temperature = 0.7;
+  torch::Tensor whole = sequence_logprobs(policy, batch, temperature, 3 * v, false);
+  std::vector<torch::Tensor> g_whole = grads(whole);
+  torch::Tensor shared = sequence_logprobs(policy, batch, temperature, 3 * v, true);
+  std::vector<torch::Tensor> g_shared = grads(shared);
+  double maxdiff = (shared - whole).abs().max().item<double>(), gdiff = 0.0;
+  for (size_t i = 0; i < g_whole.size(); ++i)
+    gdiff = std::max(gdiff, (g_shared[i] - g_whole[i]).abs().max().item<double>());
+  std::cout << "log-probs maxdiff " << maxdiff << ", gradients maxdiff " << gdiff << "\n";
+  EXPECT_LT(maxdiff, 1e-10);
+  EXPECT_LT(gdiff, 1e-10);
+  EXPECT_EQ((shared * (1 - batch.mask)).abs().sum().item<double>(), 0.0) << "0 off the mask";
+  EXPECT_GT(whole.abs().sum().item<double>(), 1.0);
+  // The prompt's gradients come from every sample: the embedding rows of prompt tokens moved.
+  EXPECT_GT(g_whole.front().abs().sum().item<double>(), 0.0);
+  // A prompt shorter than kMinSharedPrefix runs with each row (nothing to compare but equality).
+  SequenceBatch short_prompts = make_batch({{1, 2, 3}, {1, 2, 3}}, {{4, 5}, {6}});
+  EXPECT_EQ(shared_prefix_length(short_prompts), 2);
+  EXPECT_TRUE(sequence_logprobs(policy, short_prompts, 1.0, 3 * v, true)
+                  .equal(sequence_logprobs(policy, short_prompts, 1.0, 3 * v, false)));
+  // Mixed precision: the shared prefix's products run in bfloat16 too.
+  policy->to(torch::kFloat32);
+  torch::Tensor f32 = sequence_logprobs(policy, batch, temperature, 3 * v, false), bf16;
+  {
+    model::Bfloat16Autocast mixed(policy->lm_head->weight.device(), true);
+    bf16 = sequence_logprobs(policy, batch, temperature, 3 * v, true);
+  }
+  EXPECT_EQ(bf16.scalar_type(), torch::kFloat32);
+  double bdiff = (bf16 - f32).abs().max().item<double>();
+  std::cout << "bfloat16 shared vs float32 whole: maxdiff " << bdiff << "\n";
+  EXPECT_LT(bdiff, 0.1);
+  EXPECT_GT(bdiff, 0.0);
+}
+
 // Mixed precision (spec.model.dtype bfloat16): the same chunked log-probabilities and their
 // gradients with the products in bfloat16 follow the float32 ones to bfloat16's precision, come
 // back in float32, and differ from them (the products did run in bfloat16).

@@ -117,6 +117,66 @@ TEST(RlSequences, MicroBatchPlanSortsByLengthWithinTheTokenBudget) {
   for (int64_t i = 0; i < 48; ++i) ASSERT_EQ(seen[i], i);
 }
 
+// `groups` GRPO groups of 8 samples, one prompt of 18..23 tokens each, long-tailed responses
+// (one in eight 60..90 tokens, the others 0..12).
+SequenceBatch grouped_batch(int64_t groups, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<int64_t>> prompts, responses;
+  for (int64_t g = 0; g < groups; ++g) {
+    std::vector<int64_t> pr;
+    for (int64_t j = 0, p = 18 + int64_t(rng() % 6); j < p; ++j)
+      pr.push_back(32 + int64_t(rng() % 90));
+    for (int64_t i = 0; i < 8; ++i) {
+      int64_t r = i == int64_t(g % 8) ? 60 + int64_t(rng() % 31) : int64_t(rng() % 13);
+      std::vector<int64_t> re;
+      for (int64_t j = 0; j < r; ++j) re.push_back(32 + int64_t(rng() % 90));
+      prompts.push_back(pr), responses.push_back(re);
+    }
+  }
+  return make_batch(prompts, responses);
+}
+
+// With share_prompts, rows of one prompt are planned apart from other prompts' rows, longest
+// first, a micro-batch running q + rows * (t - q) positions at most; rows whose prompt is short
+// or has no sibling are planned as without sharing.
+TEST(RlSequences, MicroBatchPlanKeepsAGroupsSamplesTogether) {
+  SequenceBatch b = grouped_batch(3, 7);
+  std::vector<int64_t> len = row_lengths(b);
+  std::vector<MicroBatch> plan = plan_microbatches(b, 0, 24, 160, true);
+  std::vector<int64_t> seen;
+  for (const MicroBatch& mb : plan) {
+    int64_t group = mb.rows.front() / 8;
+    SequenceBatch g = gather_rows(b, mb);
+    int64_t q = shared_prefix_length(g);
+    if (mb.rows.size() > 1) {
+      EXPECT_GE(q, kMinSharedPrefix);
+      EXPECT_LE(q + int64_t(mb.rows.size()) * (mb.t - q), 160);
+    }
+    for (size_t i = 0; i < mb.rows.size(); ++i) {
+      EXPECT_EQ(mb.rows[i] / 8, group) << "a micro-batch holds one group's samples";
+      EXPECT_LE(len[mb.rows[i]], mb.t);
+      if (i > 0) {
+        EXPECT_LE(len[mb.rows[i]], len[mb.rows[i - 1]]);
+      }
+      seen.push_back(mb.rows[i]);
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  ASSERT_EQ(seen.size(), 24u);
+  for (int64_t i = 0; i < 24; ++i) ASSERT_EQ(seen[i], i);
+  // Without sharing, the same rows mix groups (sorted by length alone).
+  bool mixed = false;
+  for (const MicroBatch& mb : plan_microbatches(b, 0, 24, 160, false))
+    for (int64_t r : mb.rows) mixed = mixed || r / 8 != mb.rows.front() / 8;
+  EXPECT_TRUE(mixed);
+  // Short prompts are never planned apart: the long-tailed batch's plan is the same either way.
+  SequenceBatch lt = long_tailed_batch(48, 3);
+  std::vector<MicroBatch> a = plan_microbatches(lt, 0, 48, 200, false),
+                          c = plan_microbatches(lt, 0, 48, 200, true);
+  ASSERT_EQ(a.size(), c.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].rows, c[i].rows);
+}
+
 TEST(RlWarmStart, SupervisedLossFalls) {
   model::Transformer policy = micro_policy(1);
   std::unique_ptr<Task> task = arithmetic_task();
@@ -319,6 +379,43 @@ TEST(RlPolicyTrainer, MicroBatchedUpdateMatchesOnePaddedBatch) {
 
 TEST(RlPolicyTrainer, MicroBatchedSequenceMeanUpdateMatchesOnePaddedBatch) {
   expect_micro_batched_update_matches_one_padded_batch(LossAggregation::kSequenceMean);
+}
+
+// GRPO groups whose samples share their prompt's forward and backward (share_prompts) update the
+// policy as running every sample's whole sequence does, in float64: same loss, KL, clip fraction
+// and weights after two updates, with fewer positions run.
+TEST(RlPolicyTrainer, SharedPromptUpdateMatchesTheWholeSequences) {
+  auto make = [](uint64_t seed) {
+    model::Transformer m = micro_policy(seed);
+    m->to(torch::kFloat64);
+    return m;
+  };
+  model::Transformer whole = make(8), shared = make(8), reference = make(9);
+  GrpoOptions o;
+  o.learning_rate = 1e-2, o.minibatches = 2, o.kl_coef = 0.1, o.max_tokens_per_microbatch = 400;
+  o.share_prompts = false;
+  PolicyTrainer a_trainer(whole, reference, o);
+  o.share_prompts = true;
+  PolicyTrainer c_trainer(shared, reference, o);
+  SequenceBatch b = grouped_batch(4, 11);
+  torch::manual_seed(12);
+  torch::Tensor adv = torch::randn({32}, torch::kFloat64);  // (B,)
+  for (int step = 0; step < 2; ++step) {
+    UpdateStats a = a_trainer.update(b, adv), c = c_trainer.update(b, adv);
+    std::printf("step %d: loss %.12f vs %.12f, kl %.3e vs %.3e, positions %lld vs %lld\n", step,
+                a.loss, c.loss, a.kl, c.kl, (long long)a.positions, (long long)c.positions);
+    EXPECT_NEAR(a.loss, c.loss, 1e-11);
+    EXPECT_NEAR(a.kl, c.kl, 1e-12);
+    EXPECT_NEAR(a.clip_fraction, c.clip_fraction, 1e-12);
+    EXPECT_LT(c.positions, a.positions * 2 / 3) << "the prompts should run once per micro-batch";
+  }
+  double maxdiff = 0.0;
+  auto pa = whole->named_parameters(), pc = shared->named_parameters();
+  for (const auto& p : pa)
+    maxdiff = std::max(maxdiff, (p.value() - pc[p.key()]).abs().max().item<double>());
+  std::printf("weights after two updates: maxdiff %.3e\n", maxdiff);
+  EXPECT_LT(maxdiff, 1e-10);
+  EXPECT_GT((whole->lm_head->weight - make(8)->lm_head->weight).abs().max().item<double>(), 1e-3);
 }
 
 // GrpoOptions::cancelled is asked before every micro-batch: answering true stops the update there
