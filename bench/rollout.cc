@@ -13,7 +13,8 @@
 // With --model PATH (a llama/qwen2 GGUF file or Hugging Face directory, runtime/model/
 // pretrained.h): the pretrained model's load time and peak RSS, then its forward times of 1, 8
 // and 16 new tokens per request at each batch size over a 256-position KV cache, and
-// k x T(b,1)/T(b,k) at k = 8 (all with --ceiling-only). Then the drafter, warm-started on the
+// k x T(b,1)/T(b,k) at k = 8, and what bfloat16 products and a GRPO group's shared prompt buy
+// the policy update (all with --ceiling-only). Then the drafter, warm-started on the
 // model's own sampled answers to arithmetic-cot's training problems
 // (rl::load_or_train_drafter_on_generations, cached), and step 3 on the task's held-out prompts
 // rendered through the model's chat template, each response ending at the model's end token or
@@ -52,6 +53,7 @@
 #include "runtime/model/pretrained.h"
 #include "runtime/rl/drafter_on_generations.h"
 #include "runtime/rl/model_codec.h"
+#include "runtime/rl/policy_trainer.h"
 #include "runtime/rl/sequences.h"
 #include "runtime/rollout/generate_pretrained.h"
 #endif
@@ -479,6 +481,54 @@ void print_update_precision(model::Transformer target) {
       model::native_bfloat16(torch::kCPU) ? "yes" : "no");
 }
 
+// What sharing a GRPO group's prompt buys the policy update (rl::GrpoOptions::share_prompts): one
+// whole update (rl::PolicyTrainer::update: reference and old log-probabilities, two minibatch
+// steps) over one group of 8 answers to one prompt, each sample running its whole sequence
+// against the prompt run once per micro-batch, side by side, the fastest of 2 each. The shape is
+// bench/rl_e2e_model.yaml's: a ~200-token chat prompt, answers long-tailed around a median of
+// ~70 tokens (lengths below), products in bfloat16 where the CPU has them (spec.model.dtype auto).
+void print_update_sharing(const model::Transformer& target) {
+  const int64_t prompt = std::min<int64_t>(200, target->config().max_seq / 4);
+  std::vector<int64_t> lengths{330, 150, 90, 75, 65, 55, 45, 30};
+  torch::manual_seed(5);
+  torch::Tensor p = torch::randint(target->config().vocab, {prompt}, torch::kInt64);  // (P,)
+  std::vector<int64_t> ids(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + prompt);
+  std::vector<std::vector<int64_t>> prompts, responses;
+  int64_t positions = 0;
+  for (int64_t n : lengths) {
+    n = std::min<int64_t>(n, target->config().max_seq - prompt);
+    torch::Tensor r = torch::randint(target->config().vocab, {n}, torch::kInt64);  // (n,)
+    prompts.push_back(ids);
+    responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + n);
+    positions += prompt + n;
+  }
+  rl::SequenceBatch batch = rl::make_batch(prompts, responses);
+  torch::Tensor advantages = torch::randn({int64_t(lengths.size())});  // (B,)
+  auto seconds = [&](bool share, int64_t* run) {
+    rl::GrpoOptions o;
+    o.kl_coef = 0.01, o.temperature = 0.7, o.share_prompts = share;
+    o.bfloat16 = model::native_bfloat16(torch::kCPU);
+    double best = 1e30;
+    for (int rep = 0; rep < 2; ++rep) {
+      rl::PolicyTrainer trainer(target, target, o);  // the update moves target's weights a little
+      double t0 = now();
+      rl::UpdateStats st = trainer.update(batch, advantages);
+      best = std::min(best, now() - t0);
+      *run = st.positions;
+    }
+    return best;
+  };
+  int64_t whole_positions = 0, shared_positions = 0;
+  double whole = seconds(false, &whole_positions), shared = seconds(true, &shared_positions);
+  std::printf(
+      "\npolicy update of one GRPO group (8 answers of %lld-%lld tokens to one %lld-token prompt, "
+      "%lld tokens): whole sequences %.2f s (%lld positions per pass), prompt shared %.2f s (%lld) "
+      "= %.2fx\n",
+      (long long)lengths.back(), (long long)lengths.front(), (long long)prompt,
+      (long long)positions, whole, (long long)whole_positions, shared, (long long)shared_positions,
+      whole / shared);
+}
+
 // --model PATH --ceiling-only: load, report memory, print the table. The process's exit code.
 int model_ceiling(const std::string& path, const std::vector<int>& batches, int threads) {
   runtime::configure_threads(threads);
@@ -489,6 +539,7 @@ int model_ceiling(const std::string& path, const std::vector<int>& batches, int 
   }
   print_model_ceiling(m->model, batches);
   print_update_precision(m->model);
+  print_update_sharing(m->model);
   std::printf("peak_rss_mb=%lld\n", (long long)(rollout::peak_rss_bytes() >> 20));
   return 0;
 }

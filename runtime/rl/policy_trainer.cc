@@ -26,7 +26,24 @@ struct Chunk {
   torch::Tensor rows;                // (b,) int64 indices into the step's batch
   torch::Tensor advantages;          // (b,)
   torch::Tensor logp_old, logp_ref;  // (b, t-1), no grad; logp_old undefined: see update()
-  int64_t positions = 0;             // positions one forward runs: b * (t-1), less a shared prefix
+  int64_t shared = 0, group = -1;    // MicroBatch::shared and group: its group's prefix, run once
+  int64_t positions = 0;  // positions its own forward runs (b * (t-1), less any shared prefix)
+};
+
+// The prefix of the group the chunks in hand belong to, run once for all of them.
+struct GroupPrefix {
+  int64_t group = -1;
+  model::SharedPrefix prefix;
+  // The prefix's keys and values under `m` for chunk c's group: run when c starts another
+  // group. Null for a chunk outside any group.
+  const model::SharedPrefix* of(model::Transformer& m, const Chunk& c) {
+    if (c.group < 0) return nullptr;
+    if (c.group != group) {
+      prefix = run_prefix(m, c.seq.tokens[0].narrow(0, 0, c.shared));
+      group = c.group;
+    }
+    return &prefix;
+  }
 };
 
 // Minibatch k of m holds rows [B*k/m, B*(k+1)/m), micro-batched by the token budget.
@@ -42,14 +59,59 @@ std::vector<std::vector<Chunk>> make_chunks(const SequenceBatch& batch,
       c.rows = torch::tensor(mb.rows, torch::kInt64);     // (b,)
       c.advantages = advantages.index_select(0, c.rows);  // (b,)
       c.seq = gather_rows(batch, mb);
+      c.shared = mb.shared, c.group = mb.group;
       int64_t rows = c.seq.tokens.size(0), t1 = c.seq.targets.size(1);
-      int64_t q = share_prompts ? shared_prefix_length(c.seq) : 0;
-      c.positions = q >= kMinSharedPrefix ? q + rows * (t1 - q) : rows * t1;
+      // Outside a group, sequence_logprobs still shares whatever prefix all rows have.
+      int64_t q = c.group >= 0 ? c.shared : share_prompts ? shared_prefix_length(c.seq) : 0;
+      c.positions = c.group >= 0            ? rows * (t1 - q)
+                    : q >= kMinSharedPrefix ? q + rows * (t1 - q)
+                                            : rows * t1;
       out[k].push_back(std::move(c));
     }
   }
   return out;
 }
+
+// A group's prefix run once with its autograd history, and leaves detached from it that the
+// group's micro-batches attend to: each micro-batch's backward stops at the leaves, adding up
+// their gradients, and finish() takes the prefix's backward once with the sums.
+class PrefixForTraining {
+ public:
+  // The leaves for chunk c (null outside a group); runs the prefix when c starts another group,
+  // finishing the previous one first. Returns the prefix positions run (0 if none).
+  int64_t start(model::Transformer& policy, const Chunk& c, bool bfloat16) {
+    if (c.group == group_) return 0;
+    finish();
+    if (c.group < 0) return 0;
+    {
+      model::Bfloat16Autocast mixed(policy->lm_head->weight.device(), bfloat16);
+      prefix_ = run_prefix(policy, c.seq.tokens[0].narrow(0, 0, c.shared));
+    }
+    for (size_t l = 0; l < prefix_.k.size(); ++l) {
+      leaves_.k.push_back(prefix_.k[l].detach().requires_grad_());
+      leaves_.v.push_back(prefix_.v[l].detach().requires_grad_());
+    }
+    group_ = c.group;
+    return c.shared;
+  }
+  const model::SharedPrefix* leaves() const { return group_ >= 0 ? &leaves_ : nullptr; }
+  // Backpropagates the leaves' gradients through the prefix's forward (into the weights).
+  void finish() {
+    std::vector<torch::Tensor> outputs, grads;
+    for (size_t l = 0; l < prefix_.k.size(); ++l) {
+      for (auto [out, leaf] :
+           {std::pair{prefix_.k[l], leaves_.k[l]}, {prefix_.v[l], leaves_.v[l]}}) {
+        if (leaf.grad().defined()) outputs.push_back(out), grads.push_back(leaf.grad());
+      }
+    }
+    if (!outputs.empty()) torch::autograd::backward(outputs, grads);
+    prefix_ = {}, leaves_ = {}, group_ = -1;
+  }
+
+ private:
+  int64_t group_ = -1;
+  model::SharedPrefix prefix_, leaves_;
+};
 
 // One optimizer step over a minibatch's micro-batches, gradients accumulated across them.
 UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& optimizer,
@@ -66,18 +128,20 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
   optimizer.zero_grad();
   // The weights' bfloat16 casts serve every micro-batch until the optimizer step.
   model::AutocastCacheScope casts(o.bfloat16);
+  PrefixForTraining prefix;
   for (const auto& c : minibatch) {
     if (o.cancelled && o.cancelled()) {
       st.cancelled = true;
       return st;
     }
+    st.positions += prefix.start(policy, c, o.bfloat16);
     double w_tok = double(c.seq.response_tokens) / std::max(tokens, 1.0);
     double w = by_rows ? double(c.seq.tokens.size(0)) / std::max(rows, 1.0) : w_tok;
     torch::Tensor logp_new;  // (b, t-1)
     {
       model::Bfloat16Autocast mixed(policy->lm_head->weight.device(), o.bfloat16);
-      logp_new =
-          sequence_logprobs(policy, c.seq, o.temperature, kMaxLogitsPerChunk, o.share_prompts);
+      logp_new = sequence_logprobs(policy, c.seq, o.temperature, kMaxLogitsPerChunk,
+                                   o.share_prompts, prefix.leaves());
     }
     // Undefined logp_old: this minibatch runs before any optimizer step of the update, so the
     // policy still has the rollout's weights and its own forward is logp_old (ratio 1).
@@ -91,6 +155,7 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
     st.microbatches += 1;
     st.positions += c.positions;
   }
+  prefix.finish();
   model::fold_tied_gradient(policy);
   torch::nn::utils::clip_grad_norm_(policy->parameters(), o.grad_clip);
   optimizer.step();
@@ -112,9 +177,10 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
   int64_t m = std::max<int64_t>(1, std::min(options_.minibatches, b));
   std::vector<std::vector<Chunk>> chunks =
       make_chunks(batch, advantages, m, options_.max_tokens_per_microbatch, options_.share_prompts);
-  auto logprobs = [&](model::Transformer& m, const SequenceBatch& s) {
-    return sequence_logprobs(m, s, options_.temperature, kMaxLogitsPerChunk,
-                             options_.share_prompts);
+  auto logprobs = [&](model::Transformer& m, const SequenceBatch& s,
+                      const model::SharedPrefix* prefix = nullptr) {
+    return sequence_logprobs(m, s, options_.temperature, kMaxLogitsPerChunk, options_.share_prompts,
+                             prefix);
   };
   {
     // logp_old and logp_ref for every row before the first optimizer step.
@@ -127,6 +193,7 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
       all_ref = logprobs(reference_, batch);
     }
     for (size_t k = 0; k < chunks.size(); ++k) {
+      GroupPrefix old_prefix, ref_prefix;  // group ids are per minibatch's plan
       for (Chunk& c : chunks[k]) {
         if (options_.cancelled && options_.cancelled()) return cancelled_at(start);
         // The first minibatch takes logp_old from its own training forward (minibatch_step):
@@ -134,7 +201,7 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
         if (all_old.defined()) {
           c.logp_old = all_old.index_select(0, c.rows);
         } else if (k > 0) {
-          c.logp_old = logprobs(policy_, c.seq);
+          c.logp_old = logprobs(policy_, c.seq, old_prefix.of(policy_, c));
         }
         c.logp_ref =
             all_ref.defined() ? all_ref.index_select(0, c.rows) : logprobs(reference_, c.seq);

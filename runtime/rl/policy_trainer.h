@@ -43,9 +43,12 @@ struct GrpoOptions {
   int64_t max_tokens_per_microbatch = 1024;
   // How the loss averages over response tokens (runtime/rl/grpo.h; spec.algorithm.lossAggregation).
   LossAggregation aggregation = LossAggregation::kTokenMean;
-  // Rows with the same prompt (a GRPO group) run it once per micro-batch and attend to its keys
-  // and values (plan_microbatches and sequence_logprobs with sharing): on a chat model whose
-  // prompts are longer than its answers most of an update's positions are prompt positions.
+  // Rows with the same prompt (a GRPO group) run it once per pass (the reference's, the old
+  // policy's, the training forward and its backward) and every micro-batch of the group attends
+  // to its keys and values (plan_microbatches and sequence_logprobs with sharing): on a chat
+  // model whose prompts are longer than its answers most of an update's positions were prompt
+  // positions. The training pass detaches the prefix's keys and values, lets each micro-batch's
+  // backward add up their gradients, and backpropagates the sums through the prefix once.
   // The same loss and gradients up to floating-point summation order; false: every row runs its
   // whole sequence (the layout before sharing, kept for tests).
   bool share_prompts = true;

@@ -54,29 +54,28 @@ void pack_longest_first(std::vector<int64_t> rows, const std::vector<int64_t>& l
   }
 }
 
-// The rows of one prompt group, longest first, cut into runs of consecutive rows that run the
-// fewest positions in all: a run of n rows whose first is t long runs q + n * (t - q) (its shared
-// prefix once, each row padded to t), at most max_tokens unless it is one row. Greedy filling
-// would pad a group's short samples to its one long sample; this splits where padding costs
-// more than running the prefix again.
+// The rows of one prompt group (its shared prefix q, run once), longest first, cut into runs of
+// consecutive rows with the fewest positions in all: a run of n rows whose first is t long runs
+// n * (t - q), at most max_tokens unless it is one row, plus kMicroBatchOverhead per run.
 void pack_group(std::vector<int64_t> rows, const std::vector<int64_t>& len, int64_t q,
-                int64_t max_tokens, std::vector<MicroBatch>& out) {
+                int64_t group, int64_t max_tokens, std::vector<MicroBatch>& out) {
   std::stable_sort(rows.begin(), rows.end(), [&](int64_t x, int64_t y) { return len[x] > len[y]; });
   size_t n = rows.size();
-  // best[i]: fewest positions for rows[i..n); cut[i]: where the run starting at i ends.
+  // best[i]: the least cost of rows[i..n); cut[i]: where the run starting at i ends.
   std::vector<int64_t> best(n + 1, 0), cut(n + 1, 0);
   for (size_t i = n; i-- > 0;) {
     int64_t t = len[size_t(rows[i])];
     best[i] = -1;
     for (size_t j = i + 1; j <= n; ++j) {
-      int64_t cost = q + int64_t(j - i) * (t - q);
-      if (j > i + 1 && cost > max_tokens) break;
-      if (best[i] < 0 || cost + best[j] < best[i]) best[i] = cost + best[j], cut[i] = int64_t(j);
+      int64_t positions = int64_t(j - i) * (t - q);
+      if (j > i + 1 && positions > max_tokens) break;
+      int64_t cost = kMicroBatchOverhead + positions + best[j];
+      if (best[i] < 0 || cost < best[i]) best[i] = cost, cut[i] = int64_t(j);
     }
   }
   for (size_t i = 0; i < n; i = size_t(cut[i]))
     out.push_back(MicroBatch{std::vector<int64_t>(rows.begin() + int64_t(i), rows.begin() + cut[i]),
-                             len[size_t(rows[i])]});
+                             len[size_t(rows[i])], q, group});
 }
 
 // Position of each row's first response target (T-1 for a row without one), and the row's
@@ -109,11 +108,16 @@ std::vector<MicroBatch> plan_microbatches(const SequenceBatch& batch, int64_t lo
   const int64_t* tok = tokens.data_ptr<int64_t>();
   int64_t t = tokens.size(1);
   auto prompt = [&](int64_t r) {
-    int64_t n = std::min(first[size_t(r)] + 1, t);
+    int64_t n = first[size_t(r)] + 1;  // < t: the row has a response token
     return std::vector<int64_t>(tok + r * t, tok + r * t + n);
   };
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> groups;  // prompt, rows
+  std::vector<int64_t> alone;
   for (int64_t r : rows) {
+    if (first[size_t(r)] >= t - 1) {  // no response token: nothing to share a prompt for
+      alone.push_back(r);
+      continue;
+    }
     std::vector<int64_t> p = prompt(r);
     auto g =
         std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == p; });
@@ -123,14 +127,14 @@ std::vector<MicroBatch> plan_microbatches(const SequenceBatch& batch, int64_t lo
       g->second.push_back(r);
     }
   }
-  std::vector<int64_t> alone;
   std::vector<MicroBatch> shared;
-  for (const auto& [p, members] : groups) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& [p, members] = groups[g];
     int64_t q = int64_t(p.size()) - 1;  // the prompt less its last token
     if (members.size() < 2 || q < kMinSharedPrefix) {
       alone.insert(alone.end(), members.begin(), members.end());
     } else {
-      pack_group(members, len, q, max_tokens, shared);
+      pack_group(members, len, q, int64_t(g), max_tokens, shared);
     }
   }
   pack_longest_first(alone, len, max_tokens, out);
@@ -284,22 +288,32 @@ torch::Tensor logprobs_at(model::Transformer& model, const torch::Tensor& hidden
 
 }  // namespace
 
-torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
-                                double temperature, int64_t max_logits, bool share_prefix) {
-  int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
-  int64_t q = share_prefix ? shared_prefix_length(batch) : 0;
-  if (q < kMinSharedPrefix) q = 0;
+model::SharedPrefix run_prefix(model::Transformer& model, const torch::Tensor& tokens) {
+  int64_t q = tokens.size(0);
   model::SharedPrefix prefix;
-  model::AttentionLayout layout;
-  if (q > 0) {
+  model::AttentionLayout record;
+  record.record = &prefix;
+  torch::Tensor positions = torch::arange(q, torch::kInt64).unsqueeze(0);  // (1, q)
+  model->run_layers(model->layers, model->embed(tokens.unsqueeze(0)), positions, nullptr, record);
+  return prefix;
+}
+
+torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
+                                double temperature, int64_t max_logits, bool share_prefix,
+                                const model::SharedPrefix* prefix) {
+  int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
+  model::SharedPrefix own;
+  if (prefix == nullptr && share_prefix) {
+    int64_t q = shared_prefix_length(batch);
     // The shared prefix once, batch 1: its keys and values, kept for every row to attend to.
-    model::AttentionLayout record;
-    record.record = &prefix;
-    torch::Tensor tokens = batch.tokens.narrow(0, 0, 1).narrow(1, 0, q);  // (1, q)
-    torch::Tensor positions = torch::arange(q, torch::kInt64).unsqueeze(0);
-    model->run_layers(model->layers, model->embed(tokens), positions, nullptr, record);
-    layout.prefix = &prefix;
+    if (q >= kMinSharedPrefix) own = run_prefix(model, batch.tokens[0].narrow(0, 0, q));
+    prefix = &own;
   }
+  int64_t q = prefix ? prefix->length() : 0;
+  TORCH_CHECK(q <= t - 2, "a shared prefix of ", q, " tokens leaves no target of ", t,
+              "-token rows");
+  model::AttentionLayout layout;
+  if (q > 0) layout.prefix = prefix;
   int64_t n = t - 1 - q;                                // positions each row runs
   torch::Tensor inputs = batch.tokens.narrow(1, q, n);  // (B, N)
   torch::Tensor positions = (q + torch::arange(n, torch::kInt64)).unsqueeze(0).expand({b, n});

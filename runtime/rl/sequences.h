@@ -37,6 +37,11 @@ std::vector<int64_t> row_lengths(const SequenceBatch& batch);
 struct MicroBatch {
   std::vector<int64_t> rows;  // (b,) indices into the parent batch, longest first
   int64_t t = 0;              // tokens per row: the longest member's row_lengths value
+  // With prompt sharing (plan_microbatches): the rows' shared prefix length q (0: none) and
+  // which prompt group of the plan they belong to (-1: none). A group's micro-batches are
+  // consecutive in the plan and can all attend to one run of its prefix.
+  int64_t shared = 0;
+  int64_t group = -1;
 };
 
 // Splits rows [lo, hi) of `batch` (0 <= lo < hi <= B) into micro-batches of similar length:
@@ -46,16 +51,21 @@ struct MicroBatch {
 // t = T (the unsplit, fully padded layout). Every row of [lo, hi) lands in exactly one
 // micro-batch.
 // share_prompts (with max_tokens > 0): rows with the same prompt (a GRPO group) whose shared
-// prefix (its prompt less its last token) is at least kMinSharedPrefix tokens are planned apart
-// from other rows, so that sequence_logprobs runs that prefix once per micro-batch: a group's rows,
-// longest first, are cut where the fewest positions run in all, a micro-batch of n rows running
-// q + n * (t - q) <= max_tokens of them (q the shared prefix; a longer row runs alone). Other
-// rows are planned as above.
+// prefix q (its prompt less its last token) is at least kMinSharedPrefix tokens are planned apart
+// from other rows, their micro-batches marked with q and the group (MicroBatch::shared, group):
+// the prefix runs once for all of them (sequence_logprobs with a SharedPrefix), so a micro-batch
+// of n rows runs n * (t - q) <= max_tokens positions of its own. A group's rows, longest first,
+// are cut where the fewest positions run, counting kMicroBatchOverhead for each micro-batch
+// (greedy filling would pad a group's short samples to its one long sample). Other rows are
+// planned as above.
 std::vector<MicroBatch> plan_microbatches(const SequenceBatch& batch, int64_t lo, int64_t hi,
                                           int64_t max_tokens, bool share_prompts = false);
 
 // Shared prefixes shorter than this run with the rest of their rows (too little to save).
 constexpr int64_t kMinSharedPrefix = 16;
+// What planning a shared group counts for each further micro-batch, in positions: smaller matrix
+// products run less efficiently, so a long row and a short one are not split for a few positions.
+constexpr int64_t kMicroBatchOverhead = 32;
 
 // Tokens every row of `batch` shares before its first response target: the longest common
 // prefix of the rows' tokens, cut to the earliest position whose target is a response token (so
@@ -86,14 +96,21 @@ torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::T
 // (shared_prefix_length: a GRPO group's prompt), the prefix runs once (batch 1) and every row
 // attends to its keys and values (model::SharedPrefix): the same values up to floating-point
 // summation order, the gradients of all rows summed into the prefix's. share_prefix false: every
-// row runs its whole sequence. When the batch's B x (T-1) x V logits exceed max_logits, the LM head
-// runs on response positions only, through chunked_token_logprobs, so a micro-batch never
-// materialises its (b, t, V) logits; else (the presets' small vocabulary) one log_softmax over all
-// of them. Differentiable unless under NoGradGuard. Under a model::Bfloat16Autocast the matrix
-// products (the LM head's included, forward and backward) run in bfloat16 and the log-probabilities
-// are still computed and returned in the model's dtype.
+// row runs its whole sequence. prefix: that run of the rows' first prefix->length() tokens, done
+// already (run_prefix), so that several micro-batches of one group share one run (the caller
+// guarantees the rows start with those tokens). When the batch's B x (T-1) x V logits exceed
+// max_logits, the LM head runs on response positions only, through chunked_token_logprobs, so a
+// micro-batch never materialises its (b, t, V) logits; else (the presets' small vocabulary) one
+// log_softmax over all of them. Differentiable unless under NoGradGuard. Under a
+// model::Bfloat16Autocast the matrix products (the LM head's included, forward and backward) run in
+// bfloat16 and the log-probabilities are still computed and returned in the model's dtype.
 torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
                                 double temperature, int64_t max_logits = kMaxLogitsPerChunk,
-                                bool share_prefix = true);
+                                bool share_prefix = true,
+                                const model::SharedPrefix* prefix = nullptr);
+
+// The keys and values of tokens (q,) int64 at positions 0..q-1 under `model`, batch 1, with
+// their autograd history unless under NoGradGuard.
+model::SharedPrefix run_prefix(model::Transformer& model, const torch::Tensor& tokens);
 
 }  // namespace tlt::rl

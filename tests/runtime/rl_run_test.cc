@@ -137,23 +137,35 @@ SequenceBatch grouped_batch(int64_t groups, uint64_t seed) {
 }
 
 // With share_prompts, rows of one prompt are planned apart from other prompts' rows, longest
-// first, a micro-batch running q + rows * (t - q) positions at most; rows whose prompt is short
-// or has no sibling are planned as without sharing.
+// first, marked with their shared prefix q, a micro-batch running rows * (t - q) positions of its
+// own at most; rows whose prompt is short or has no sibling, or that have no response, are
+// planned as without sharing.
 TEST(RlSequences, MicroBatchPlanKeepsAGroupsSamplesTogether) {
   SequenceBatch b = grouped_batch(3, 7);
   std::vector<int64_t> len = row_lengths(b);
   std::vector<MicroBatch> plan = plan_microbatches(b, 0, 24, 160, true);
   std::vector<int64_t> seen;
+  // Each group's prompt less its last token: what all 8 of its samples share.
+  std::vector<int64_t> prompt_q;
+  for (int64_t g = 0; g < 3; ++g) {
+    MicroBatch all;
+    for (int64_t r = 8 * g; r < 8 * g + 8; ++r)
+      all.rows.push_back(r), all.t = std::max(all.t, len[r]);
+    prompt_q.push_back(shared_prefix_length(gather_rows(b, all)));
+  }
   for (const MicroBatch& mb : plan) {
-    int64_t group = mb.rows.front() / 8;
     SequenceBatch g = gather_rows(b, mb);
-    int64_t q = shared_prefix_length(g);
-    if (mb.rows.size() > 1) {
+    if (mb.group < 0) {
+      EXPECT_EQ(g.response_tokens, 0) << "only rows without a response leave their group";
+    } else {
+      int64_t group = mb.rows.front() / 8, q = prompt_q[size_t(group)];
+      EXPECT_EQ(mb.shared, q) << "the group's prompt less its last token";
       EXPECT_GE(q, kMinSharedPrefix);
-      EXPECT_LE(q + int64_t(mb.rows.size()) * (mb.t - q), 160);
+      EXPECT_TRUE(mb.rows.size() == 1u || int64_t(mb.rows.size()) * (mb.t - q) <= 160);
+      for (int64_t r : mb.rows)
+        EXPECT_EQ(r / 8, group) << "a micro-batch holds one group's samples";
     }
     for (size_t i = 0; i < mb.rows.size(); ++i) {
-      EXPECT_EQ(mb.rows[i] / 8, group) << "a micro-batch holds one group's samples";
       EXPECT_LE(len[mb.rows[i]], mb.t);
       if (i > 0) {
         EXPECT_LE(len[mb.rows[i]], len[mb.rows[i - 1]]);
@@ -402,8 +414,12 @@ TEST(RlPolicyTrainer, SharedPromptUpdateMatchesTheWholeSequences) {
   torch::Tensor adv = torch::randn({32}, torch::kFloat64);  // (B,)
   for (int step = 0; step < 2; ++step) {
     UpdateStats a = a_trainer.update(b, adv), c = c_trainer.update(b, adv);
-    std::printf("step %d: loss %.12f vs %.12f, kl %.3e vs %.3e, positions %lld vs %lld\n", step,
-                a.loss, c.loss, a.kl, c.kl, (long long)a.positions, (long long)c.positions);
+    std::printf(
+        "step %d: loss %.12f vs %.12f, kl %.3e vs %.3e, positions %lld vs %lld, micro-batches "
+        "%lld vs %lld\n",
+        step, a.loss, c.loss, a.kl, c.kl, (long long)a.positions, (long long)c.positions,
+        (long long)a.microbatches, (long long)c.microbatches);
+    EXPECT_GT(c.microbatches, 4) << "some group should span micro-batches (its prefix run once)";
     EXPECT_NEAR(a.loss, c.loss, 1e-11);
     EXPECT_NEAR(a.kl, c.kl, 1e-12);
     EXPECT_NEAR(a.clip_fraction, c.clip_fraction, 1e-12);
