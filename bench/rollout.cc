@@ -484,12 +484,13 @@ void print_update_precision(model::Transformer target) {
 // What sharing a GRPO group's prompt buys the policy update (rl::GrpoOptions::share_prompts): one
 // whole update (rl::PolicyTrainer::update: reference and old log-probabilities, two minibatch
 // steps) over one group of 8 answers to one prompt, each sample running its whole sequence
-// against the prompt run once per micro-batch, side by side, the fastest of 2 each. The shape is
-// bench/rl_e2e_model.yaml's: a ~200-token chat prompt, answers long-tailed around a median of
-// ~70 tokens (lengths below), products in bfloat16 where the CPU has them (spec.model.dtype auto).
+// against the prompt run once per pass, side by side, the fastest of 2 each. The shape is
+// bench/rl_e2e_model.yaml's first step on SmolLM2: a 96-token chat prompt (arithmetic-cot's
+// through SmolLM2's template: 90-100 tokens), answers long-tailed around a median of ~60 tokens
+// (lengths below), products in bfloat16 where the CPU has them (spec.model.dtype auto).
 void print_update_sharing(const model::Transformer& target) {
-  const int64_t prompt = std::min<int64_t>(200, target->config().max_seq / 4);
-  std::vector<int64_t> lengths{330, 150, 90, 75, 65, 55, 45, 30};
+  const int64_t prompt = std::min<int64_t>(96, target->config().max_seq / 4);
+  std::vector<int64_t> lengths{222, 120, 80, 65, 58, 50, 40, 30};
   torch::manual_seed(5);
   torch::Tensor p = torch::randint(target->config().vocab, {prompt}, torch::kInt64);  // (P,)
   std::vector<int64_t> ids(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + prompt);

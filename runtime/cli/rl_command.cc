@@ -109,9 +109,9 @@ class Progress {
     line << label_ << " step=" << r.step << "/" << steps_ << std::fixed << std::setprecision(3)
          << " reward=" << r.reward_mean << std::setprecision(2)
          << " rollout_s=" << r.rollout_seconds << " update_s=" << r.update_seconds
-         << " accept_len=" << r.accept_length << " reclaimed_ws=" << r.reclaimed_worker_seconds
-         << " idle_ws=" << r.idle_worker_seconds << " drafter=v" << r.drafter_version
-         << std::setprecision(0) << " eta_s=" << eta;
+         << " update_positions=" << r.update_positions << " accept_len=" << r.accept_length
+         << " reclaimed_ws=" << r.reclaimed_worker_seconds << " idle_ws=" << r.idle_worker_seconds
+         << " drafter=v" << r.drafter_version << std::setprecision(0) << " eta_s=" << eta;
     if (r.restarts) line << " restarts=" << r.restarts;
     if (tty_) {
       out_ << "\r" << line.str() << "   " << (r.step == steps_ ? "\n" : "") << std::flush;

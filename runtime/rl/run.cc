@@ -48,6 +48,8 @@ json to_json(const StepReport& r) {
           {"rolloutSeconds", r.rollout_seconds},
           {"updateSeconds", r.update_seconds},
           {"publishSeconds", r.publish_seconds},
+          {"updatePositions", r.update_positions},
+          {"updateMicrobatches", r.update_microbatches},
           {"stepSeconds", r.step_seconds},
           {"generatingWorkerSeconds", r.generating_worker_seconds},
           {"idleWorkerSeconds", r.idle_worker_seconds},
@@ -79,6 +81,8 @@ StepReport step_from_json(const json& j) {
   r.rollout_seconds = j.at("rolloutSeconds"), r.update_seconds = j.at("updateSeconds");
   r.step_seconds = j.at("stepSeconds");
   r.publish_seconds = j.value("publishSeconds", 0.0);  // absent from older reports
+  r.update_positions = j.value("updatePositions", int64_t(0));
+  r.update_microbatches = j.value("updateMicrobatches", int64_t(0));
   r.generating_worker_seconds = j.at("generatingWorkerSeconds");
   r.idle_worker_seconds = j.at("idleWorkerSeconds");
   r.reclaimed_worker_seconds = j.at("reclaimedWorkerSeconds");
@@ -802,6 +806,7 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   }
   r->update_seconds = us.seconds, r->kl = us.kl, r->clip_fraction = us.clip_fraction;
   r->loss = us.loss;
+  r->update_positions = us.positions, r->update_microbatches = us.microbatches;
   double t = now_s();
   Status saved =
       model::save_checkpoint(*policy_, policy_path(step), "policy v" + std::to_string(step));

@@ -154,6 +154,9 @@ struct StepReport {
   double len_p50 = 0, len_p90 = 0, len_p99 = 0, len_max = 0;  // response tokens
   double rollout_seconds = 0, update_seconds = 0, step_seconds = 0;
   double publish_seconds = 0;  // writing the updated policy for the workers (in step_seconds)
+  // The policy update's training forwards: token positions run (padding included, a group's
+  // shared prompt once per minibatch) and micro-batches (rl::UpdateStats).
+  int64_t update_positions = 0, update_microbatches = 0;
   double generating_worker_seconds = 0, idle_worker_seconds = 0, reclaimed_worker_seconds = 0;
   double accept_length = 0.0;  // mean tokens per request per speculative step (0: none)
   std::map<std::string, int64_t> arms;

@@ -53,6 +53,8 @@ if len(scratch) != 1: fail("the baseline's log does not name its scratch directo
 if scratch[0].startswith("/dev/shm/") and os.path.exists(scratch[0]):
     fail("the in-memory scratch %s outlived the run" % scratch[0])
 if not all(s["publishSeconds"] > 0 for s in full["steps"]): fail("a step without publishSeconds")
+if not all(s["updatePositions"] > 0 and s["updateMicrobatches"] > 0 for s in full["steps"]):
+    fail("a step without updatePositions / updateMicrobatches")
 keys = ["rewardMean", "responseTokens", "rolloutSeconds", "updateSeconds", "idleWorkerSeconds",
         "reclaimedWorkerSeconds", "acceptLength", "arms", "timeline", "drafterVersion"]
 for s in full["steps"]:
