@@ -28,6 +28,13 @@ model::Transformer micro_policy(uint64_t seed) {
   return model::Transformer(*model::preset_config("micro", kTextVocab));
 }
 
+// The same in float64, where only summation order separates two ways of computing an update.
+model::Transformer micro_policy64(uint64_t seed) {
+  model::Transformer m = micro_policy(seed);
+  m->to(torch::kFloat64);
+  return m;
+}
+
 std::unique_ptr<Task> arithmetic_task() {
   StatusOr<std::unique_ptr<Task>> made = make_task("arithmetic-cot", 3);
   if (!made.ok()) {
@@ -337,12 +344,8 @@ TEST(RlPolicyTrainer, MixedPrecisionUpdateFollowsTheFloat32One) {
 // weights after two updates (learning rate 1e-2 moves the ratios past the clip), under either
 // loss aggregation (micro-batches are weighted by tokens or by rows).
 void expect_micro_batched_update_matches_one_padded_batch(LossAggregation aggregation) {
-  auto make = [](uint64_t seed) {
-    model::Transformer m = micro_policy(seed);
-    m->to(torch::kFloat64);
-    return m;
-  };
-  model::Transformer padded = make(8), micro = make(8), reference = make(9);
+  model::Transformer padded = micro_policy64(8), micro = micro_policy64(8),
+                     reference = micro_policy64(9);
   GrpoOptions o;
   o.learning_rate = 1e-2, o.minibatches = 2, o.kl_coef = 0.1;
   o.aggregation = aggregation;
@@ -382,7 +385,9 @@ void expect_micro_batched_update_matches_one_padded_batch(LossAggregation aggreg
   std::printf("weights after two updates: maxdiff %.3e\n", maxdiff);
   EXPECT_LT(maxdiff, 1e-10);
   // And the update moved the weights well beyond that.
-  EXPECT_GT((padded->lm_head->weight - make(8)->lm_head->weight).abs().max().item<double>(), 1e-3);
+  EXPECT_GT(
+      (padded->lm_head->weight - micro_policy64(8)->lm_head->weight).abs().max().item<double>(),
+      1e-3);
 }
 
 TEST(RlPolicyTrainer, MicroBatchedUpdateMatchesOnePaddedBatch) {
@@ -397,12 +402,8 @@ TEST(RlPolicyTrainer, MicroBatchedSequenceMeanUpdateMatchesOnePaddedBatch) {
 // policy as running every sample's whole sequence does, in float64: same loss, KL, clip fraction
 // and weights after two updates, with fewer positions run.
 TEST(RlPolicyTrainer, SharedPromptUpdateMatchesTheWholeSequences) {
-  auto make = [](uint64_t seed) {
-    model::Transformer m = micro_policy(seed);
-    m->to(torch::kFloat64);
-    return m;
-  };
-  model::Transformer whole = make(8), shared = make(8), reference = make(9);
+  model::Transformer whole = micro_policy64(8), shared = micro_policy64(8),
+                     reference = micro_policy64(9);
   GrpoOptions o;
   o.learning_rate = 1e-2, o.minibatches = 2, o.kl_coef = 0.1, o.max_tokens_per_microbatch = 400;
   o.share_prompts = false;
@@ -431,7 +432,9 @@ TEST(RlPolicyTrainer, SharedPromptUpdateMatchesTheWholeSequences) {
     maxdiff = std::max(maxdiff, (p.value() - pc[p.key()]).abs().max().item<double>());
   std::printf("weights after two updates: maxdiff %.3e\n", maxdiff);
   EXPECT_LT(maxdiff, 1e-10);
-  EXPECT_GT((whole->lm_head->weight - make(8)->lm_head->weight).abs().max().item<double>(), 1e-3);
+  EXPECT_GT(
+      (whole->lm_head->weight - micro_policy64(8)->lm_head->weight).abs().max().item<double>(),
+      1e-3);
 }
 
 // GrpoOptions::cancelled is asked before every micro-batch: answering true stops the update there
