@@ -1,11 +1,13 @@
 #include "runtime/torch_env.h"
 
+#include <malloc.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -48,6 +50,14 @@ void limit_openmp_spinning(char** argv) {
   if (path.empty() || access(path.c_str(), X_OK) != 0) path = "/proc/self/exe";
   execv(path.c_str(), argv);
   unsetenv("GOMP_SPINCOUNT");  // not re-executed: libgomp keeps its defaults; say so truthfully
+}
+
+bool keep_freed_memory() {
+  if (env_set("MALLOC_TRIM_THRESHOLD_") || env_set("MALLOC_MMAP_THRESHOLD_")) return false;
+  constexpr int kLargestHeapBlock = 32 * 1024 * 1024;  // glibc's cap on M_MMAP_THRESHOLD (64-bit)
+  bool trim = mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max()) == 1;
+  bool mmap = mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock) == 1;
+  return trim || mmap;
 }
 
 std::vector<int> allowed_cpus() {

@@ -31,7 +31,10 @@ bool computes(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // libgomp's wait policy is read before main(): set it and re-execute, once (torch_env.h).
-  if (computes(argc, argv)) tlt::runtime::limit_openmp_spinning(argv);
+  if (computes(argc, argv)) {
+    tlt::runtime::limit_openmp_spinning(argv);
+    tlt::runtime::keep_freed_memory();  // freed activations stay for the next update (torch_env.h)
+  }
   CLI::App app{"tlt: RL (TLT) and token-superposition pretraining jobs that waste no GPU time"};
   app.require_subcommand(1);
   int threads = 0;

@@ -1,6 +1,7 @@
 #include "runtime/torch_env.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -9,6 +10,34 @@
 
 namespace tlt::runtime {
 namespace {
+
+// A 16 MB block touched, freed and allocated again: after keep_freed_memory() the second one reuses
+// the first's pages; with glibc's defaults both are mapped afresh (16 MB is above its starting
+// mmap threshold) and every page is zeroed again by a page fault.
+TEST(TorchEnv, FreedMemoryIsReusedWithoutPageFaults) {
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") || std::getenv("MALLOC_MMAP_THRESHOLD_"))
+    GTEST_SKIP() << "the malloc policy was set by the environment";
+  EXPECT_TRUE(keep_freed_memory());
+  constexpr size_t kBytes = size_t(16) << 20, kPage = 4096;
+  static char* volatile block = nullptr;  // the pointer escapes: malloc and free stay
+  auto touch = [&] {
+    block = static_cast<char*>(std::malloc(kBytes));
+    ASSERT_NE(block, nullptr);
+    for (size_t i = 0; i < kBytes; i += kPage) block[i] = 1;
+    std::free(block);
+  };
+  auto faults = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return long(u.ru_minflt);
+  };
+  touch();
+  long before = faults();
+  touch();
+  long again = faults() - before;
+  std::printf("page faults touching the block again: %ld of %zu pages\n", again, kBytes / kPage);
+  EXPECT_LT(again, long(kBytes / kPage / 10));
+}
 
 TEST(TorchEnv, ConfigureThreadsSetsLibTorchAndBlis) {
   int n = configure_threads(1);
