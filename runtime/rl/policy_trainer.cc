@@ -80,37 +80,36 @@ class PrefixForTraining {
   // The leaves for chunk c (null outside a group); runs the prefix when c starts another group,
   // finishing the previous one first. Returns the prefix positions run (0 if none).
   int64_t start(model::Transformer& policy, const Chunk& c, bool bfloat16) {
-    if (c.group == group_) return 0;
+    if (c.group == run_.group) return 0;
     finish();
     if (c.group < 0) return 0;
     {
       model::Bfloat16Autocast mixed(policy->lm_head->weight.device(), bfloat16);
-      prefix_ = run_prefix(policy, c.seq.tokens[0].narrow(0, 0, c.shared));
+      run_.of(policy, c);
     }
-    for (size_t l = 0; l < prefix_.k.size(); ++l) {
-      leaves_.k.push_back(prefix_.k[l].detach().requires_grad_());
-      leaves_.v.push_back(prefix_.v[l].detach().requires_grad_());
+    for (size_t l = 0; l < run_.prefix.k.size(); ++l) {
+      leaves_.k.push_back(run_.prefix.k[l].detach().requires_grad_());
+      leaves_.v.push_back(run_.prefix.v[l].detach().requires_grad_());
     }
-    group_ = c.group;
     return c.shared;
   }
-  const model::SharedPrefix* leaves() const { return group_ >= 0 ? &leaves_ : nullptr; }
+  const model::SharedPrefix* leaves() const { return run_.group >= 0 ? &leaves_ : nullptr; }
   // Backpropagates the leaves' gradients through the prefix's forward (into the weights).
   void finish() {
+    const model::SharedPrefix& p = run_.prefix;
     std::vector<torch::Tensor> outputs, grads;
-    for (size_t l = 0; l < prefix_.k.size(); ++l) {
-      for (auto [out, leaf] :
-           {std::pair{prefix_.k[l], leaves_.k[l]}, {prefix_.v[l], leaves_.v[l]}}) {
+    for (size_t l = 0; l < p.k.size(); ++l) {
+      for (auto [out, leaf] : {std::pair{p.k[l], leaves_.k[l]}, {p.v[l], leaves_.v[l]}}) {
         if (leaf.grad().defined()) outputs.push_back(out), grads.push_back(leaf.grad());
       }
     }
     if (!outputs.empty()) torch::autograd::backward(outputs, grads);
-    prefix_ = {}, leaves_ = {}, group_ = -1;
+    run_ = {}, leaves_ = {};
   }
 
  private:
-  int64_t group_ = -1;
-  model::SharedPrefix prefix_, leaves_;
+  GroupPrefix run_;  // the group's prefix with its autograd history
+  model::SharedPrefix leaves_;
 };
 
 // One optimizer step over a minibatch's micro-batches, gradients accumulated across them.
@@ -203,8 +202,8 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
         } else if (k > 0) {
           c.logp_old = logprobs(policy_, c.seq, old_prefix.of(policy_, c));
         }
-        c.logp_ref =
-            all_ref.defined() ? all_ref.index_select(0, c.rows) : logprobs(reference_, c.seq);
+        c.logp_ref = all_ref.defined() ? all_ref.index_select(0, c.rows)
+                                       : logprobs(reference_, c.seq, ref_prefix.of(reference_, c));
       }
     }
   }
