@@ -318,25 +318,45 @@ SequenceBatch random_batch(int64_t vocab, int64_t longest) {
   return make_batch(prompts, responses);
 }
 
+// The tiny llama in float64, where only summation order separates two ways of computing.
+model::Transformer float64_llama() {
+  StatusOr<model::PretrainedModel> m = model::load_pretrained(kLlama);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return model::Transformer(nullptr);
+  m->model->to(torch::kFloat64);
+  return m->model;
+}
+
+// The gradients of sum(logp * weights) with respect to every parameter of `policy`.
+std::vector<torch::Tensor> gradients(model::Transformer& policy, const torch::Tensor& logp,
+                                     const torch::Tensor& weights) {
+  policy->zero_grad();
+  (logp * weights).sum().backward();
+  std::vector<torch::Tensor> out;
+  for (const auto& p : policy->parameters()) out.push_back(p.grad().clone());
+  return out;
+}
+
+// The largest elementwise difference between two lists of gradients.
+double max_difference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double d = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
+  return d;
+}
+
 // The policy update's log-probabilities (LM head on response positions only, a few rows of logits
 // at a time, recomputed in the backward) equal the plain (B, T-1, V) log_softmax and its gradient,
 // in float64 on the tiny llama (tied head) at a sampling temperature.
 TEST(RlFromModel, ChunkedLogprobsAndGradientsEqualTheFullLogSoftmax) {
-  StatusOr<model::PretrainedModel> m = model::load_pretrained(kLlama);
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  model::Transformer policy = m->model;
-  policy->to(torch::kFloat64);
+  model::Transformer policy = float64_llama();
+  ASSERT_FALSE(policy.is_empty());
   int64_t v = policy->config().vocab;
   torch::manual_seed(3);
   SequenceBatch batch = random_batch(v, 7);
   torch::Tensor weights = torch::randn(batch.mask.sizes(), torch::kFloat64);  // (B, T-1)
   const double temperature = 0.7;
   auto grads = [&](const torch::Tensor& logp) {
-    policy->zero_grad();
-    (logp * batch.mask * weights).sum().backward();
-    std::vector<torch::Tensor> out;
-    for (const auto& p : policy->parameters()) out.push_back(p.grad().clone());
-    return out;
+    return gradients(policy, logp, batch.mask * weights);
   };
   int64_t t = batch.tokens.size(1);
   torch::Tensor positions = torch::arange(t - 1, torch::kInt64).unsqueeze(0).expand({4, t - 1});
@@ -346,9 +366,8 @@ TEST(RlFromModel, ChunkedLogprobsAndGradientsEqualTheFullLogSoftmax) {
   // 3 rows of logits per chunk: the 4 rows' 13 response positions take 5 chunks.
   torch::Tensor chunked = sequence_logprobs(policy, batch, temperature, 3 * v);
   std::vector<torch::Tensor> g_chunked = grads(chunked);
-  double maxdiff = (chunked - full).abs().max().item<double>(), gdiff = 0.0;
-  for (size_t i = 0; i < g_full.size(); ++i)
-    gdiff = std::max(gdiff, (g_chunked[i] - g_full[i]).abs().max().item<double>());
+  double maxdiff = (chunked - full).abs().max().item<double>();
+  double gdiff = max_difference(g_chunked, g_full);
   std::cout << "log-probs maxdiff " << maxdiff << ", gradients maxdiff " << gdiff << "\n";
   EXPECT_LT(maxdiff, 1e-10);
   EXPECT_LT(gdiff, 1e-10);
@@ -378,30 +397,21 @@ SequenceBatch group_batch(int64_t vocab) {
 // chunked head), at a sampling temperature; in bfloat16 products it follows them to bfloat16's
 // precision.
 TEST(RlFromModel, SharedPromptLogprobsAndGradientsEqualTheWholeSequences) {
-  StatusOr<model::PretrainedModel> m = model::load_pretrained(kLlama);
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  model::Transformer policy = m->model;
-  policy->to(torch::kFloat64);
+  model::Transformer policy = float64_llama();
+  ASSERT_FALSE(policy.is_empty());
   int64_t v = policy->config().vocab;
   torch::manual_seed(4);
   SequenceBatch batch = group_batch(v);
   EXPECT_EQ(shared_prefix_length(batch), 23) << "the prompt less its last token";
   torch::Tensor weights = torch::randn(batch.mask.sizes(), torch::kFloat64);  // (B, T-1)
-  auto grads = [&](const torch::Tensor& logp) {
-    policy->zero_grad();
-    (logp * weights).sum().backward();
-    std::vector<torch::Tensor> out;
-    for (const auto& p : policy->parameters()) out.push_back(p.grad().clone());
-    return out;
-  };
+  auto grads = [&](const torch::Tensor& logp) { return gradients(policy, logp, weights); };
   const double temperature = 0.7;
   torch::Tensor whole = sequence_logprobs(policy, batch, temperature, 3 * v, false);
   std::vector<torch::Tensor> g_whole = grads(whole);
   torch::Tensor shared = sequence_logprobs(policy, batch, temperature, 3 * v, true);
   std::vector<torch::Tensor> g_shared = grads(shared);
-  double maxdiff = (shared - whole).abs().max().item<double>(), gdiff = 0.0;
-  for (size_t i = 0; i < g_whole.size(); ++i)
-    gdiff = std::max(gdiff, (g_shared[i] - g_whole[i]).abs().max().item<double>());
+  double maxdiff = (shared - whole).abs().max().item<double>();
+  double gdiff = max_difference(g_shared, g_whole);
   std::cout << "log-probs maxdiff " << maxdiff << ", gradients maxdiff " << gdiff << "\n";
   EXPECT_LT(maxdiff, 1e-10);
   EXPECT_LT(gdiff, 1e-10);
