@@ -1,6 +1,7 @@
 #include "runtime/drafter/trainer.h"
 
 #include <algorithm>
+#include <exception>
 
 namespace tlt::drafter {
 namespace {
@@ -45,8 +46,15 @@ std::vector<torch::Tensor> unrolled_predictions(model::Drafter& drafter,
 torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& /*target*/,
                            const torch::Tensor& tokens, const torch::Tensor& hidden,
                            const torch::Tensor& mask, int64_t levels) {
+  return drafter_loss(drafter, tokens, hidden, mask, levels, nullptr);
+}
+
+torch::Tensor drafter_loss(model::Drafter& drafter, const torch::Tensor& tokens,
+                           const torch::Tensor& hidden, const torch::Tensor& mask, int64_t levels,
+                           std::vector<torch::Tensor>* predictions) {
   int64_t t = tokens.size(1);
   std::vector<torch::Tensor> preds = unrolled_predictions(drafter, tokens, hidden, levels);
+  if (predictions) *predictions = preds;
   // Over the draft vocabulary when one is set (K of V tokens: a SmolLM2 step's head shrinks
   // 24x at K = 2048), the target's distribution renormalised on it: the drafter can only draft
   // those tokens, so that is the distribution it should match.
@@ -118,10 +126,47 @@ DrafterTrainer::DrafterTrainer(model::Drafter drafter, model::Transformer target
 
 double DrafterTrainer::step(const torch::Tensor& tokens, const torch::Tensor& hidden,
                             const torch::Tensor& mask) {
+  return *try_step(tokens, hidden, mask, {});
+}
+
+namespace {
+
+// Thrown from a gradient hook to abandon a backward pass (the autograd engine hands a hook's
+// exception back to the caller of backward()).
+struct StepCancelled : std::exception {
+  const char* what() const noexcept override { return "drafter step cancelled"; }
+};
+
+}  // namespace
+
+std::optional<double> DrafterTrainer::try_step(const torch::Tensor& tokens,
+                                               const torch::Tensor& hidden,
+                                               const torch::Tensor& mask,
+                                               const std::function<bool()>& cancelled) {
+  auto stop = [&] { return cancelled && cancelled(); };
+  if (stop()) return std::nullopt;
   drafter_->train();
   optimizer_->zero_grad();
-  torch::Tensor loss = drafter_loss(drafter_, target_, tokens, hidden, mask, levels_);
-  loss.backward();
+  std::vector<torch::Tensor> preds;  // (B, T-d, C) per level
+  torch::Tensor loss = drafter_loss(drafter_, tokens, hidden, mask, levels_, &preds);
+  if (stop()) return std::nullopt;
+  bool hook_cancelled = false;
+  if (cancelled) {
+    for (torch::Tensor& p : preds)
+      p.register_hook([&](const torch::Tensor&) {
+        if (cancelled()) {
+          hook_cancelled = true;
+          throw StepCancelled();
+        }
+      });
+  }
+  try {
+    loss.backward();
+  } catch (const std::exception&) {
+    if (hook_cancelled) return std::nullopt;  // the hook's, as thrown or wrapped by the engine
+    throw;
+  }
+  if (stop()) return std::nullopt;
   torch::nn::utils::clip_grad_norm_(drafter_->parameters(), 1.0);
   optimizer_->step();
   ++steps_;

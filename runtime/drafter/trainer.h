@@ -24,7 +24,9 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "runtime/model/drafter.h"
@@ -46,6 +48,17 @@ class DrafterTrainer {
   // bool or float: 1 where position j+1 is a trained target (the first column is ignored).
   // Returns the loss before the step.
   double step(const torch::Tensor& tokens, const torch::Tensor& hidden, const torch::Tensor& mask);
+
+  // step() that gives up as soon as `cancelled()` returns true (a preempted spot trainer). It is
+  // asked before the forward, after it, during the backward (once per unrolled level, when that
+  // level's gradient is complete, before the backward runs through the drafter layer that made
+  // it) and before the optimizer step: levels() + 3 times in a step that runs to its end. Returns
+  // the loss, or nullopt when cancelled: the drafter's weights, the optimizer's state and steps()
+  // are then as before the call (parameters' .grad may hold a partial sum, which the next step
+  // zeroes). `cancelled` may be called from autograd's threads (a CUDA backward) and must be
+  // safe there, as an atomic load is; empty: as step().
+  std::optional<double> try_step(const torch::Tensor& tokens, const torch::Tensor& hidden,
+                                 const torch::Tensor& mask, const std::function<bool()>& cancelled);
   int64_t steps() const { return steps_; }
   int64_t levels() const { return levels_; }
 
@@ -62,6 +75,12 @@ class DrafterTrainer {
 torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& target,
                            const torch::Tensor& tokens, const torch::Tensor& hidden,
                            const torch::Tensor& mask, int64_t levels = 1);
+
+// drafter_loss that also returns each level's prediction (unrolled_predictions' element d-1),
+// for callers that watch the backward pass level by level.
+torch::Tensor drafter_loss(model::Drafter& drafter, const torch::Tensor& tokens,
+                           const torch::Tensor& hidden, const torch::Tensor& mask, int64_t levels,
+                           std::vector<torch::Tensor>* predictions);
 
 // The drafter's predictions level by level as drafting makes them (above): element d-1 is
 // (B, T-d, C), at index j the level-d prediction of h_{j+d} from base j. tokens (B, T), hidden

@@ -36,10 +36,14 @@ int SpotWork::current_thread_nice() {
 }
 
 SpotWork::SpotWork(std::function<void()> step)
+    : SpotWork(std::function<void(const std::atomic<bool>&)>(
+          [step = std::move(step)](const std::atomic<bool>&) { step(); })) {}
+
+SpotWork::SpotWork(std::function<void(const std::atomic<bool>&)> step)
     : step_(std::move(step)), thread_([this] {
         lowered_ = lower_this_thread();
         try {
-          while (!stop_.load(std::memory_order_acquire)) step_();
+          while (!stop_.load(std::memory_order_acquire)) step_(stop_);
         } catch (...) {
           error_ = std::current_exception();
         }

@@ -28,11 +28,15 @@ class SpotWork {
   // Starts a thread that lowers its own priority, then calls `step` until stop(); each call is
   // one unit of work, and the loop is preempted only between calls.
   explicit SpotWork(std::function<void()> step);
+  // As above, and `step` is handed the flag stop() sets, so that a long step can give up its
+  // work part-way (drafter::DrafterTrainer::try_step) instead of delaying stop() to its end.
+  explicit SpotWork(std::function<void(const std::atomic<bool>& stopping)> step);
   ~SpotWork();  // stop()s if still running
   SpotWork(const SpotWork&) = delete;
   SpotWork& operator=(const SpotWork&) = delete;
 
-  // Ends the loop after the current step and joins the thread. Internal with the message of what
+  // Ends the loop after the current step (or as soon as that step sees the flag) and joins the
+  // thread. Internal with the message of what
   // a step threw (the loop ends there), else Ok. Later calls return the same.
   Status stop();
 
@@ -44,7 +48,7 @@ class SpotWork {
   static int current_thread_nice();
 
  private:
-  std::function<void()> step_;
+  std::function<void(const std::atomic<bool>&)> step_;
   std::atomic<bool> stop_{false};
   bool lowered_ = false;
   std::exception_ptr error_;

@@ -229,12 +229,17 @@ Status Worker::train(const json& m) {
   int64_t steps = 0;
   double first = -1, last = -1, stop_latency = 0;
   // Optimizer steps run as spot work (runtime/rl/spot_work.h): on their own thread at the lowest
-  // CPU priority, preempted at a step boundary. This thread waits for the driver's stop.
+  // CPU priority, preempted within a step. This thread waits for the driver's stop.
   std::optional<SpotWork> spot;
   if (!train_data_.empty()) {
-    spot.emplace([&] {
+    spot.emplace([&](const std::atomic<bool>& stopping) {
       std::vector<torch::Tensor> b = drafter::sample_windows(train_data_, drafter_batch_, rng_);
-      last = trainer_->step(b[0], b[1], b[2]);
+      // A stop abandons the step under way (its update is not applied): the policy update waits
+      // for this thread, and a step of SmolLM2's drafter at 3 levels takes about a second.
+      std::optional<double> loss = trainer_->try_step(
+          b[0], b[1], b[2], [&] { return stopping.load(std::memory_order_acquire); });
+      if (!loss) return;
+      last = *loss;
       if (first < 0) first = last;
       ++steps;
     });
@@ -246,7 +251,7 @@ Status Worker::train(const json& m) {
     const json& s = **msg;
     if (s.value("op", "") != "stop")
       return Status::FailedPrecondition("expected stop while training, got " + s.dump());
-    if (spot) TLT_RETURN_IF_ERROR(spot->stop());  // the step under way finishes first
+    if (spot) TLT_RETURN_IF_ERROR(spot->stop());  // the step under way gives up part-way
     stop_latency = now_s() - s.value("sent_at", now_s());
     break;
   }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "runtime/drafter/trainer.h"
@@ -430,6 +431,61 @@ TEST(Drafter, UnrolledLossAddsLevelsAndTrainsWhatDraftingReads) {
   torch::Tensor same = drafter->draft_logits(level1).argmax(-1).eq(
       drafter->logits(hidden.narrow(1, 1, 7)).argmax(-1));  // (B, 7)
   EXPECT_EQ(a.agreed[0], same.narrow(1, 2, 5).sum().item<int64_t>()) << "by hand";
+}
+
+// A preempted spot trainer gives its step up part-way: whichever of the step's checkpoints sees
+// the cancel (before the forward, after it, each level's backward, before the optimizer), the
+// drafter and the optimizer are untouched, and the steps after it are exactly those of a trainer
+// that never started it.
+TEST(Drafter, ACancelledTrainingStepLeavesNoTrace) {
+  Transformer target = make_model(3);
+  auto fresh = [&] {
+    torch::manual_seed(7);
+    return Drafter(target, 1);
+  };
+  torch::manual_seed(11);
+  torch::Tensor tokens = torch::randint(0, 97, {2, 8}, torch::kInt64);  // (B, T)
+  torch::Tensor hidden = torch::randn({2, 8, 32}, torch::kFloat64);     // (B, T, C)
+  torch::Tensor mask = torch::ones({2, 8}, torch::kFloat64);            // (B, T)
+  constexpr int64_t kLevels = 3;
+  auto weights = [](Drafter& d) {
+    std::vector<torch::Tensor> w;
+    for (const torch::Tensor& p : d->parameters()) w.push_back(p.detach().clone());
+    return w;
+  };
+  auto max_change = [](const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, maxdiff(a[i], b[i]));
+    return m;
+  };
+  Drafter start = fresh();
+  std::vector<torch::Tensor> initial = weights(start);
+  // Uninterrupted: the predicate is asked levels + 3 times, and two steps move the weights.
+  Drafter ref = fresh();
+  drafter::DrafterTrainer ref_trainer(ref, target, 1e-2, kLevels);
+  int asks = 0;
+  std::optional<double> first = ref_trainer.try_step(tokens, hidden, mask, [&] {
+    ++asks;
+    return false;
+  });
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(asks, kLevels + 3);
+  double second = ref_trainer.step(tokens, hidden, mask);
+  std::vector<torch::Tensor> after_two = weights(ref);
+  ASSERT_GT(max_change(after_two, initial), 1e-4);
+  for (int k = 1; k <= kLevels + 3; ++k) {
+    SCOPED_TRACE("cancelled at ask " + std::to_string(k));
+    Drafter d = fresh();
+    drafter::DrafterTrainer trainer(d, target, 1e-2, kLevels);
+    int n = 0;
+    EXPECT_FALSE(trainer.try_step(tokens, hidden, mask, [&] { return ++n == k; }).has_value());
+    EXPECT_EQ(n, k) << "the step went on asking after it was cancelled";
+    EXPECT_EQ(trainer.steps(), 0);
+    EXPECT_EQ(max_change(weights(d), initial), 0.0) << "a cancelled step changed the drafter";
+    EXPECT_EQ(trainer.step(tokens, hidden, mask), *first);
+    EXPECT_EQ(trainer.step(tokens, hidden, mask), second);
+    EXPECT_EQ(max_change(weights(d), after_two), 0.0) << "the cancelled step left a trace";
+  }
 }
 
 TEST(Drafter, MostFrequentTokensBreakTiesByLowerId) {

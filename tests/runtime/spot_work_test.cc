@@ -47,6 +47,20 @@ TEST(SpotWork, StopWaitsForTheStepUnderWay) {
   EXPECT_TRUE(finished.load()) << "stop() returned in the middle of a step";
 }
 
+TEST(SpotWork, AStepSeesStopAndCanGiveUpPartWay) {
+  std::atomic<bool> in_step{false}, saw_stop{false};
+  SpotWork spot([&](const std::atomic<bool>& stopping) {
+    in_step = true;
+    // A step far longer than the test: only the flag ends it.
+    for (int i = 0; i < 60000 && !stopping.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    saw_stop = stopping.load();
+  });
+  while (!in_step.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(spot.stop().ok());
+  EXPECT_TRUE(saw_stop.load()) << "the step under way never saw stop()";
+}
+
 TEST(SpotWork, AThrowingStepEndsTheLoopAndStopReportsIt) {
   std::atomic<int> steps{0};
   SpotWork spot([&] {
