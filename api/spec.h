@@ -93,7 +93,8 @@ struct ModelSpec {
       Rule()
           .values({"auto", "float32", "bfloat16"})
           .doc("Precision of the model's matrix products in training (the RLJob policy "
-               "update, TST training) and in RLJob rollouts: bfloat16 is mixed precision "
+               "update and drafter training, TST training) and in RLJob rollouts: bfloat16 is "
+               "mixed precision "
                "(weights, gradients, optimizer state, activations, the KV cache and logits stay "
                "float32). Rollouts on CPUs decode with bfloat16 products through a row-invariant "
                "forward, so speculation still equals plain decoding token for token (a worker "

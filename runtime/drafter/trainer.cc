@@ -1,5 +1,7 @@
 #include "runtime/drafter/trainer.h"
 
+#include "runtime/model/precision.h"
+
 #include <algorithm>
 #include <exception>
 
@@ -66,14 +68,17 @@ torch::Tensor drafter_loss(model::Drafter& drafter, const torch::Tensor& tokens,
     const torch::Tensor& pred = preds[k];                           // (B, T-d, C)
     torch::Tensor want = hidden.narrow(1, d, t - d).detach();       // (B, T-d, C): h_{j+d}
     torch::Tensor w = level_weight(mask, d, hidden.scalar_type());  // (B, T-d)
-    torch::Tensor reg = torch::smooth_l1_loss(pred, want, at::Reduction::None).mean(-1);
+    torch::Tensor reg =
+        torch::smooth_l1_loss(pred.to(want.scalar_type()), want, at::Reduction::None).mean(-1);
     torch::Tensor target_p;
     {
       torch::NoGradGuard no_grad;
-      target_p = torch::softmax(torch::matmul(want, rows.t()), -1);  // (B, T-d, K); no head bias
+      // (B, T-d, K); no head bias; the softmax in the hidden states' dtype whatever the product's.
+      target_p = torch::softmax(torch::matmul(want, rows.t()).to(want.scalar_type()), -1);
     }
-    torch::Tensor ce =
-        -(target_p * torch::log_softmax(torch::matmul(pred, rows.t()), -1)).sum(-1);  // (B,T-d)
+    // Logits in the hidden states' dtype (bfloat16 products under autocast are cast back).
+    torch::Tensor logits = torch::matmul(pred, rows.t()).to(want.scalar_type());  // (B, T-d, K)
+    torch::Tensor ce = -(target_p * torch::log_softmax(logits, -1)).sum(-1);      // (B, T-d)
     torch::Tensor per = 0.5 * reg + 0.5 * ce;
     torch::Tensor level = scale * (per * w).sum() / w.sum().clamp_min(1.0);
     total = total.defined() ? total + level : level;
@@ -116,10 +121,11 @@ LevelAgreement greedy_agreement(model::Drafter& drafter, const torch::Tensor& to
 }
 
 DrafterTrainer::DrafterTrainer(model::Drafter drafter, model::Transformer target,
-                               double learning_rate, int64_t levels)
+                               double learning_rate, int64_t levels, bool bfloat16)
     : drafter_(std::move(drafter)),
       target_(std::move(target)),
-      levels_(std::clamp<int64_t>(levels, 1, kMaxLevels)) {
+      levels_(std::clamp<int64_t>(levels, 1, kMaxLevels)),
+      bfloat16_(bfloat16) {
   optimizer_ = std::make_unique<torch::optim::AdamW>(
       drafter_->parameters(), torch::optim::AdamWOptions(learning_rate).weight_decay(0.0));
 }
@@ -148,7 +154,11 @@ std::optional<double> DrafterTrainer::try_step(const torch::Tensor& tokens,
   drafter_->train();
   optimizer_->zero_grad();
   std::vector<torch::Tensor> preds;  // (B, T-d, C) per level
-  torch::Tensor loss = drafter_loss(drafter_, tokens, hidden, mask, levels_, &preds);
+  torch::Tensor loss;                // () float32
+  {
+    model::Bfloat16Autocast mixed(hidden.device(), bfloat16_);
+    loss = drafter_loss(drafter_, tokens, hidden, mask, levels_, &preds);
+  }
   if (stop()) return std::nullopt;
   bool hook_cancelled = false;
   if (cancelled) {

@@ -40,9 +40,12 @@ constexpr int64_t kMaxLevels = 8;
 
 class DrafterTrainer {
  public:
-  // levels in [1, kMaxLevels]: 1 trains on the target's features only (EAGLE-1).
+  // levels in [1, kMaxLevels]: 1 trains on the target's features only (EAGLE-1). `bfloat16`:
+  // the loss's matrix products run in bfloat16 (model::Bfloat16Autocast; weights, gradients and
+  // AdamW's state stay float32, the logits and the loss are float32), as the policy update does
+  // under spec.model.dtype. Only the drafter's training changes; its drafts are verified as ever.
   DrafterTrainer(model::Drafter drafter, model::Transformer target, double learning_rate,
-                 int64_t levels = 1);
+                 int64_t levels = 1, bool bfloat16 = false);
 
   // One optimizer step. tokens (B, T) int64, hidden (B, T, C) target hidden states, mask (B, T)
   // bool or float: 1 where position j+1 is a trained target (the first column is ignored).
@@ -61,12 +64,14 @@ class DrafterTrainer {
                                  const torch::Tensor& mask, const std::function<bool()>& cancelled);
   int64_t steps() const { return steps_; }
   int64_t levels() const { return levels_; }
+  bool bfloat16() const { return bfloat16_; }
 
  private:
   model::Drafter drafter_;
   model::Transformer target_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   int64_t levels_ = 1;
+  bool bfloat16_ = false;
   int64_t steps_ = 0;
 };
 

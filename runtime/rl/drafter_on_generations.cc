@@ -111,6 +111,7 @@ std::string GenerationsWarmStartOptions::key() const {
     << " max_seq=" << max_seq;
   if (train_levels != 1) k << " train_levels=" << train_levels;  // older keys stay valid
   if (bfloat16) k << " bfloat16=1";
+  if (train_bfloat16) k << " train_bfloat16=1";
   return k.str();
 }
 
@@ -153,7 +154,8 @@ StatusOr<GenerationsWarmStart> drafter_warm_start_on_generations(
   result.draft_vocab = model::most_frequent_tokens(*counts, subset_size(o, target->config().vocab));
   TLT_RETURN_IF_ERROR(drafter->set_draft_vocab(result.draft_vocab));
   std::vector<std::vector<torch::Tensor>> data{buffer.tensors()};
-  drafter::DrafterTrainer trainer(drafter, target, o.learning_rate, o.train_levels);
+  drafter::DrafterTrainer trainer(drafter, target, o.learning_rate, o.train_levels,
+                                  o.train_bfloat16);
   std::mt19937_64 rng(o.seed);
   std::vector<double> losses;
   for (int64_t s = 0; s < o.steps; ++s) {

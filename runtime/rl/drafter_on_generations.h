@@ -76,6 +76,9 @@ struct GenerationsWarmStartOptions {
   // Generate as the rollouts will decode, with bfloat16 products (rollout::EngineOptions::
   // bfloat16): the drafter then learns the target features it will be given.
   bool bfloat16 = false;
+  // Train with bfloat16 matrix products (drafter::DrafterTrainer's `bfloat16`: float32 weights and
+  // optimizer state), as the job's spot trainers do under the same spec.model.dtype.
+  bool train_bfloat16 = false;
   // How prompts become ids (borrowed; must outlive the call); nullptr: the ASCII codec.
   const Codec* codec = nullptr;
 

@@ -254,8 +254,9 @@ Status Driver::init_models() {
   drafter_ = model::Drafter(policy_, plan_.drafter_layers);
   // spec.model.dtype for the policy update and for decoding (a worker's engine still falls back
   // to float32 where its probe finds bfloat16 decoding not row-invariant,
-  // rollout::EngineOptions::bfloat16); the drafter's warm start learns the features decoding
-  // will hand it.
+  // rollout::EngineOptions::bfloat16), and for the drafter's training (warm start and spot
+  // trainers: drafter::DrafterTrainer, 1.7x faster a step on SmolLM2); the drafter's warm start
+  // learns the features decoding will hand it.
   bfloat16_ = model::use_bfloat16(plan_.model_dtype, !plan_.model_path.empty(),
                                   policy_->lm_head->weight.device());
   if (!plan_.baseline && plan_.drafter_warm_start_steps > 0)
@@ -405,7 +406,7 @@ Status Driver::warm_start_drafter_on_generations() {
   o.train_levels = plan_.drafter_train_levels;
   o.max_seq = max_seq_;
   o.codec = codec_;
-  o.bfloat16 = bfloat16_;
+  o.bfloat16 = o.train_bfloat16 = bfloat16_;
   // The target is the policy as RL starts: the model file, and its own warm start if it had one.
   std::string model_key = model_key_ + (result_.warm_start.empty() ? "" : " " + warm_start_key_);
   StatusOr<GenerationsWarmStart> r = load_or_train_drafter_on_generations(
@@ -454,7 +455,8 @@ json Driver::setup_message(int w) const {
           {"drafter_lr", plan_.drafter_learning_rate},
           {"drafter_levels", plan_.drafter_train_levels},
           {"drafter_batch", plan_.drafter_batch},
-          {"decode_bfloat16", bfloat16_}};
+          {"decode_bfloat16", bfloat16_},
+          {"drafter_bfloat16", bfloat16_}};
 }
 
 Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts) {

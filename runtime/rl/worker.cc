@@ -104,7 +104,8 @@ Status Worker::setup(const json& m) {
   engine_ = std::move(*e);
   trainer_ = std::make_unique<drafter::DrafterTrainer>(
       drafter_, target_, m.at("drafter_lr").get<double>(),
-      m.value("drafter_levels", int64_t(1)));  // absent from older trainers
+      m.value("drafter_levels", int64_t(1)),  // absent from older trainers
+      m.value("drafter_bfloat16", false));
   drafter_batch_ = m.at("drafter_batch").get<int64_t>();
   drafter_vocab_ = m.value("drafter_vocab", int64_t(0));  // absent from older trainers
   token_counts_.assign(size_t(cfg->vocab), 0);

@@ -488,6 +488,36 @@ TEST(Drafter, ACancelledTrainingStepLeavesNoTrace) {
   }
 }
 
+// The drafter's training with bfloat16 products (spec.model.dtype) follows float32's: the same
+// loss to bfloat16's precision and an update pointing the same way, and it does run in bfloat16
+// (the loss is not float32's to the bit).
+TEST(Drafter, Bfloat16TrainingFollowsFloat32) {
+  Transformer target = make_model(3);
+  target->to(torch::kFloat32);  // autocast leaves float64 alone
+  torch::manual_seed(11);
+  torch::Tensor tokens = torch::randint(0, 97, {4, 16}, torch::kInt64);  // (B, T)
+  torch::Tensor hidden = torch::randn({4, 16, 32});                      // (B, T, C)
+  torch::Tensor mask = torch::ones({4, 16});                             // (B, T)
+  auto one_step = [&](bool bf16, double* loss) {
+    torch::manual_seed(7);
+    Drafter d(target, 1);
+    std::vector<torch::Tensor> before;
+    for (const torch::Tensor& p : d->parameters()) before.push_back(p.detach().clone());
+    drafter::DrafterTrainer trainer(d, target, 1e-3, 2, bf16);
+    *loss = trainer.step(tokens, hidden, mask);
+    std::vector<torch::Tensor> delta;
+    auto ps = d->parameters();
+    for (size_t i = 0; i < ps.size(); ++i) delta.push_back((ps[i].detach() - before[i]).flatten());
+    return torch::cat(delta);  // (P,)
+  };
+  double f32_loss = 0, bf16_loss = 0;
+  torch::Tensor f32 = one_step(false, &f32_loss), bf16 = one_step(true, &bf16_loss);
+  EXPECT_NE(bf16_loss, f32_loss) << "the bfloat16 step ran in float32";
+  EXPECT_NEAR(bf16_loss, f32_loss, 0.005 * std::abs(f32_loss));  // 2e-5 relative here
+  double cosine = (f32 * bf16).sum().item<double>() / (f32.norm() * bf16.norm()).item<double>();
+  EXPECT_GT(cosine, 0.9) << "the bfloat16 update points elsewhere";  // 0.997 here
+}
+
 TEST(Drafter, MostFrequentTokensBreakTiesByLowerId) {
   torch::Tensor top = most_frequent_tokens({3, 9, 0, 9, 1}, 3);
   ASSERT_TRUE(top.defined());
