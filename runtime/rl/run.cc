@@ -466,8 +466,8 @@ Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>
   if (total == 0) return Status::Ok();
   std::vector<torch::Tensor> sum;
   for (auto& p : drafter_->parameters()) sum.push_back(torch::zeros_like(p));
+  model::Drafter d(policy_, plan_.drafter_layers);  // each part's weights, loaded in turn
   for (const auto& [path, steps] : parts) {
-    model::Drafter d(policy_, plan_.drafter_layers);
     StatusOr<std::string> meta = model::load_checkpoint(*d, path);
     if (!meta.ok()) return meta.status();
     auto ps = d->parameters();
