@@ -1,9 +1,9 @@
 #include "runtime/drafter/trainer.h"
 
-#include "runtime/model/precision.h"
-
 #include <algorithm>
 #include <exception>
+
+#include "runtime/model/precision.h"
 
 namespace tlt::drafter {
 namespace {
