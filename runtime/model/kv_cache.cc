@@ -30,14 +30,17 @@ int64_t KVCache::add_slot() {
 void KVCache::remove_slot(int64_t slot) {
   int64_t last = n_slots() - 1;
   if (slot != last) {
-    int64_t n = lengths_[last];
-    for (size_t l = 0; l < k_.size(); ++l) {
-      k_[l][slot].narrow(1, 0, n).copy_(k_[l][last].narrow(1, 0, n));
-      v_[l][slot].narrow(1, 0, n).copy_(v_[l][last].narrow(1, 0, n));
-    }
-    lengths_[slot] = n;
+    copy_positions(last, slot, lengths_[last]);
+    lengths_[slot] = lengths_[last];
   }
   lengths_.pop_back();
+}
+
+void KVCache::copy_positions(int64_t from, int64_t to, int64_t n) {
+  for (size_t l = 0; l < k_.size(); ++l) {
+    k_[l][to].narrow(1, 0, n).copy_(k_[l][from].narrow(1, 0, n));
+    v_[l][to].narrow(1, 0, n).copy_(v_[l][from].narrow(1, 0, n));
+  }
 }
 
 torch::Tensor KVCache::lengths_tensor() const {

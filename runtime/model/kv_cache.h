@@ -71,6 +71,9 @@ class KVCache {
   void commit_prefix(int64_t slot, int64_t n) { lengths_[slot] += n; }
   // Drops committed positions past `length` (length <= length(slot)).
   void truncate(int64_t slot, int64_t length) { lengths_[slot] = length; }
+  // Copies positions [0, n) of every layer's keys and values from slot `from` to slot `to`
+  // (written, committed or not); lengths are not touched. Requires n <= max_seq().
+  void copy_positions(int64_t from, int64_t to, int64_t n);
 
  private:
   const int64_t max_batch_, max_seq_;

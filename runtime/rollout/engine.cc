@@ -222,42 +222,62 @@ void Engine::step(std::vector<ActiveRequest>& active) {
 
 // Prefills requests [first, first + n) together: prompts padded to the longest, each slot
 // committing only its own prompt (padding lands past the committed length, never attended to).
+// With share_prompts each distinct prompt runs once; the requests that repeat one take slots
+// after the distinct ones and copy their keys and values.
 Status Engine::admit(const std::vector<Request>& requests, size_t first, size_t n,
                      std::vector<ActiveRequest>* active) {
   PhaseClock clock(&stats_.phases.prefill, &stats_.phases);
-  int64_t b = int64_t(n), p_max = 1;
-  for (size_t i = first; i < first + n; ++i)
-    p_max = std::max<int64_t>(p_max, int64_t(requests[i].prompt.size()));
+  std::vector<size_t> rows;       // offsets in [0, n) of the requests whose prompt runs
+  std::vector<size_t> source(n);  // per request: the row it takes its prefill from
+  std::vector<size_t> placed;     // offsets in slot order: the rows, then the repeats
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<int64_t>& prompt = requests[first + i].prompt;
+    size_t r = 0;
+    while (r < rows.size() &&
+           !(options_.share_prompts && requests[first + rows[r]].prompt == prompt))
+      ++r;
+    if (r == rows.size()) rows.push_back(i);
+    source[i] = r;
+  }
+  placed = rows;
+  for (size_t i = 0; i < n; ++i)
+    if (rows[source[i]] != i) placed.push_back(i);
+  int64_t b = int64_t(rows.size()), p_max = 1;
+  for (size_t i : rows)
+    p_max = std::max<int64_t>(p_max, int64_t(requests[first + i].prompt.size()));
   std::vector<int64_t> toks(size_t(b * p_max), 0), last(static_cast<size_t>(b));
-  for (int64_t i = 0; i < b; ++i) {
-    const std::vector<int64_t>& prompt = requests[first + size_t(i)].prompt;
-    std::copy(prompt.begin(), prompt.end(), toks.begin() + i * p_max);
-    last[size_t(i)] = int64_t(prompt.size()) - 1;
+  for (int64_t r = 0; r < b; ++r) {
+    const std::vector<int64_t>& prompt = requests[first + rows[size_t(r)]].prompt;
+    std::copy(prompt.begin(), prompt.end(), toks.begin() + r * p_max);
+    last[size_t(r)] = int64_t(prompt.size()) - 1;
   }
   int64_t slot0 = int64_t(active->size());
-  for (int64_t i = 0; i < b; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     cache_tgt_->add_slot();
     if (drafter_ctx_) drafter_ctx_->add_slot();
   }
   torch::Device dev = target_->lm_head->weight.device();
-  torch::Tensor positions = torch::arange(p_max, torch::kInt64).repeat({b, 1}).to(dev);  // (B, P)
+  torch::Tensor positions = torch::arange(p_max, torch::kInt64).repeat({b, 1}).to(dev);  // (b, P)
   cache_tgt_->focus(slot0, b);
   model::ForwardResult r =
       target_->forward(long_tensor(toks, dev).view({b, p_max}), positions, cache_tgt_.get());
   cache_tgt_->unfocus();
+  stats_.prefill_positions += b * p_max;
   torch::Tensor at = long_tensor(last, dev).view({b, 1, 1});
   torch::Tensor logits =
       host_logits(r.logits.gather(1, at.expand({b, 1, r.logits.size(2)})).squeeze(1));  // (b, V)
   int64_t v = logits.size(1);
-  for (int64_t i = 0; i < b; ++i) {
-    const Request& request = requests[first + size_t(i)];
-    int64_t p = int64_t(request.prompt.size());
-    cache_tgt_->commit_prefix(slot0 + i, p);
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = placed[k], row = source[i];
+    const Request& request = requests[first + i];
+    int64_t p = int64_t(request.prompt.size()), slot = slot0 + int64_t(k);
+    if (k >= rows.size()) cache_tgt_->copy_positions(slot0 + int64_t(row), slot, p);
+    cache_tgt_->commit_prefix(slot, p);
     ActiveRequest a{request, Rng(request.seed), request.prompt, 0, false, false, {}, 0, 0, 0, 0, 0};
-    int64_t t = pick(logits.data_ptr<float>() + i * v, v, request.sampling, a.rng);
-    a.order = first + size_t(i);
+    int64_t t = pick(logits.data_ptr<float>() + int64_t(row) * v, v, request.sampling, a.rng);
+    a.order = first + i;
     active->push_back(std::move(a));
-    emit(active->back(), 0, {t}, r.hidden[i].narrow(0, 0, p));
+    emit(active->back(), 0, {t}, r.hidden[int64_t(row)].narrow(0, 0, p));
   }
   return Status::Ok();
 }

@@ -101,6 +101,11 @@ struct EngineOptions {
   // The rule for sampled requests' deterministic drafts (trees, n-gram, history, copies and
   // reproducible chains); tests swap in a wrong one to prove they notice.
   TreeRule tree_rule = accept_by_sampling;
+  // Requests admitted together whose prompts are equal (a GRPO group's samples) prefill the
+  // prompt once: the others copy its keys and values and draw their first token from its logits
+  // with their own seeds. The same tokens as prefilling each (a forward's rows do not depend on
+  // the batch: decode_attention.h), at a fraction of the prompt forwards. false: each runs.
+  bool share_prompts = true;
   // Drafter arms copy a request's draft from its own context instead of running the drafter
   // when its last `ngram_shortcut` tokens (or more, up to 4) occurred before: the tokens that
   // followed then (at most the arm's verify_tokens - 1) become the draft, verified by sampling at
@@ -159,6 +164,7 @@ struct EngineStats {
   int64_t plain_steps = 0, spec_steps = 0;
   int64_t plain_chosen = 0;        // plain steps the bandit chose below the threshold
   int64_t tokens = 0;              // generated tokens
+  int64_t prefill_positions = 0;   // positions the prefill forwards ran (padding included)
   int64_t request_spec_steps = 0;  // sum over spec steps of the batch size
   int64_t accepted = 0;            // drafted tokens accepted
   std::vector<int64_t> arm_steps;  // spec steps per arm

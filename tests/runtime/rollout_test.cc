@@ -168,6 +168,37 @@ TEST_F(GreedyExactness, BatchedRaggedPrefillHandsTheSameHiddenStatesAsOneAtATime
   EXPECT_GT(__builtin_popcountll(lengths), 2) << "the prompts should be ragged";
 }
 
+// A GRPO group's samples share their prompt: the engine prefills each distinct prompt once and
+// the others copy its keys and values (EngineOptions::share_prompts). Sampled tokens are those
+// of prefilling each, in plain decoding and with speculation, and the prompt forwards run a
+// quarter of the positions.
+TEST_F(GreedyExactness, RequestsSharingAPromptPrefillItOnce) {
+  std::vector<Request> groups;  // 3 prompts x 4 samples, interleaved: g0 g1 g2 g0 g1 g2 ...
+  for (int s = 0; s < 4; ++s)
+    for (int g = 0; g < 3; ++g) {
+      Request r = (*reqs_)[size_t(g)];
+      r.id = int64_t(groups.size());
+      r.sampling.temperature = 1.0;
+      r.seed = 100 + uint64_t(r.id);
+      groups.push_back(r);
+    }
+  EngineOptions each = plain_options(12);
+  each.share_prompts = false;
+  EngineStats each_st, shared_st;
+  std::vector<Completion> plain_each = run(*target_, Drafter(nullptr), each, groups, &each_st);
+  std::vector<Completion> plain_shared =
+      run(*target_, Drafter(nullptr), plain_options(12), groups, &shared_st);
+  expect_same_tokens(plain_shared, plain_each, "plain, prompts shared");
+  EXPECT_EQ(each_st.prefill_positions, 4 * shared_st.prefill_positions);
+  EXPECT_NE(plain_each[0].tokens, plain_each[3].tokens) << "a group's samples should differ";
+  torch::manual_seed(5);
+  Drafter drafter(*target_, 1);
+  EngineOptions spec = spec_options(12, {"4_1_5", "ngram", "history"});
+  spec.reproducible = true;
+  expect_same_tokens(run(*target_, drafter, spec, groups), plain_each,
+                     "speculative, prompts shared");
+}
+
 // "ngram_D" drafts at most D tokens a request ("ngram": 8), and stays exact.
 TEST_F(GreedyExactness, NgramDepthCapsTheDraft) {
   auto drafted_per_request_step = [&](const char* arm) {
