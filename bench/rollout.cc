@@ -497,7 +497,11 @@ void print_drafter_precision(model::Transformer target) {
   auto seconds = [&](bool bf16) {
     torch::manual_seed(1);
     model::Drafter drafter(target, 1);
-    if (!drafter->set_draft_vocab(torch::arange(vocab, torch::kInt64)).ok()) return -1.0;
+    Status st = drafter->set_draft_vocab(torch::arange(vocab, torch::kInt64));
+    if (!st.ok()) {
+      std::cerr << "drafter training step: " << st.to_string() << "\n";
+      std::exit(1);
+    }
     drafter::DrafterTrainer trainer(drafter, target, 1e-3, 3, bf16);
     trainer.step(tokens, hidden, mask);
     double best = 1e30;

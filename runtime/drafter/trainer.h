@@ -64,7 +64,6 @@ class DrafterTrainer {
                                  const torch::Tensor& mask, const std::function<bool()>& cancelled);
   int64_t steps() const { return steps_; }
   int64_t levels() const { return levels_; }
-  bool bfloat16() const { return bfloat16_; }
 
  private:
   model::Drafter drafter_;

@@ -229,7 +229,6 @@ Status Engine::admit(const std::vector<Request>& requests, size_t first, size_t 
   PhaseClock clock(&stats_.phases.prefill, &stats_.phases);
   std::vector<size_t> rows;       // offsets in [0, n) of the requests whose prompt runs
   std::vector<size_t> source(n);  // per request: the row it takes its prefill from
-  std::vector<size_t> placed;     // offsets in slot order: the rows, then the repeats
   for (size_t i = 0; i < n; ++i) {
     const std::vector<int64_t>& prompt = requests[first + i].prompt;
     size_t r = 0;
@@ -239,7 +238,7 @@ Status Engine::admit(const std::vector<Request>& requests, size_t first, size_t 
     if (r == rows.size()) rows.push_back(i);
     source[i] = r;
   }
-  placed = rows;
+  std::vector<size_t> placed = rows;  // offsets in slot order: the rows, then the repeats
   for (size_t i = 0; i < n; ++i)
     if (rows[source[i]] != i) placed.push_back(i);
   int64_t b = int64_t(rows.size()), p_max = 1;
