@@ -309,6 +309,7 @@ struct SelectorSpec {
   int32_t window = 32;
   std::string value = "throughput";
   std::string exploration = "uniform";
+  bool pooled = true;
 
   template <class V>
   void fields(V& v) {
@@ -334,6 +335,11 @@ struct SelectorSpec {
           .doc("Which arm an exploration step (a share epsilon of steps) tries: any arm alike "
                "(uniform), or arms in proportion to their value, so an arm at half the best "
                "one's throughput is tried half as often (weighted)."));
+    v("pooled", pooled,
+      Rule().doc("Rollout workers share what their bandits measured: before each step a worker "
+                 "counts the other workers' steps of the previous one, so N workers try each "
+                 "arm once between them instead of once each. Turn it off where workers run on "
+                 "unlike hardware, whose step times do not compare."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
 };

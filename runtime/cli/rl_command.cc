@@ -68,6 +68,7 @@ rl::RLRunPlan plan_from(const api::RLJob& job, bool baseline) {
   p.buckets = s.speculative.selector.buckets, p.window = s.speculative.selector.window;
   p.selector_value = s.speculative.selector.value;
   p.selector_exploration = s.speculative.selector.exploration;
+  p.selector_pooled = s.speculative.selector.pooled;
   p.drafter_layers = s.drafter.layers;
   p.drafter_train_levels = s.drafter.train_levels;
   p.drafter_vocab_subset = s.drafter.vocab_subset;

@@ -58,6 +58,7 @@ json to_json(const StepReport& r) {
           {"arms", r.arms},
           {"phaseSeconds", r.phase_seconds},
           {"copiedDrafts", r.copied_drafts},
+          {"banditStepsAbsorbed", r.bandit_absorbed},
           {"draftVocabulary", r.draft_vocabulary},
           {"tokens", r.tokens},
           {"drafterVersion", r.drafter_version},
@@ -90,6 +91,7 @@ StepReport step_from_json(const json& j) {
   r.arms = j.at("arms").get<std::map<std::string, int64_t>>();
   r.phase_seconds = j.value("phaseSeconds", std::map<std::string, double>{});  // (older reports)
   r.copied_drafts = j.value("copiedDrafts", int64_t(0));  // absent from older reports
+  r.bandit_absorbed = j.value("banditStepsAbsorbed", int64_t(0));
   r.draft_vocabulary = j.value("draftVocabulary", int64_t(0));
   r.tokens = j.at("tokens");
   r.drafter_version = j.at("drafterVersion"), r.drafter_steps = j.at("drafterSteps");
@@ -237,6 +239,8 @@ class Driver {
   int64_t last_saved_ = -1;
   bool killed_once_ = false;
   bool update_cancelled_ = false;          // a signal stopped a policy update part-way
+  // Per worker: the bandit steps it measured in the last step, for the others (plan_step).
+  std::vector<json> bandit_steps_;
   std::vector<int> last_drafter_workers_;  // as last logged
 };
 
@@ -577,8 +581,18 @@ StatusOr<StepRun> Driver::plan_step(int64_t step, StepReport* r) {
               {"requests", reqs}};
     if (speculate)
       m["drafter"] = drafter_path(drafter_version_), m["drafter_version"] = drafter_version_;
+    if (speculate && plan_.selector_pooled) {
+      // What the other workers' bandits measured in the last step (each step is passed on once).
+      json peers = json::array();
+      for (size_t v = 0; v < bandit_steps_.size(); ++v)
+        if (v != size_t(w))
+          for (const json& o : bandit_steps_[v]) peers.push_back(o);
+      m["pool_bandit"] = true;
+      m["bandit_peers"] = std::move(peers);
+    }
     s.gen_msgs[size_t(w)] = std::move(m);
   }
+  bandit_steps_.assign(size_t(n), json::array());
   return s;
 }
 
@@ -737,6 +751,8 @@ Status Driver::on_generated(StepRun& s, int w, const json& m, double t) {
   if (st.contains("phases"))  // absent from older workers
     for (auto& [phase, sec] : st.at("phases").items()) r->phase_seconds[phase] += sec.get<double>();
   r->copied_drafts += st.value("copied", int64_t(0));
+  r->bandit_absorbed += st.value("bandit_absorbed", int64_t(0));
+  if (st.contains("bandit") && size_t(w) < bandit_steps_.size()) bandit_steps_[size_t(w)] = st.at("bandit");
   r->draft_vocabulary = std::max(r->draft_vocabulary, st.value("draft_vocab", int64_t(0)));
   s.done[w] = true;
   r->generating_worker_seconds += t;

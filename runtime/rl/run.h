@@ -104,6 +104,9 @@ struct RLRunPlan {
   int32_t window = 32;
   std::string selector_value = "throughput";     // rollout::EngineOptions::selector_value
   std::string selector_exploration = "uniform";  // rollout::EngineOptions::selector_exploration
+  // The workers' bandits count each other's steps of the previous step (rollout::ArmSelector's
+  // pooling; spec.speculative.selector.pooled).
+  bool selector_pooled = true;
   int64_t drafter_layers = 1;
   int64_t drafter_train_levels = 3;  // drafter::DrafterTrainer's levels, warm start and online
   // Drafter warm start (rl::drafter_warm_start) before step 1, cached next to the policy's;
@@ -164,6 +167,7 @@ struct StepReport {
   // "verify", ..., "other"), summed over the workers.
   std::map<std::string, double> phase_seconds;
   int64_t copied_drafts = 0;     // drafts copied from context (spec.speculative.ngramShortcut)
+  int64_t bandit_absorbed = 0;   // bandit steps the workers took over from each other
   int64_t draft_vocabulary = 0;  // largest draft vocabulary among the workers (0: none ran)
   int64_t tokens = 0;
   int64_t drafter_version = 0, drafter_steps = 0;

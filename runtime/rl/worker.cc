@@ -168,6 +168,27 @@ Status Worker::generate(const json& m) {
     TLT_RETURN_IF_ERROR(
         drafter_->set_draft_vocab(model::most_frequent_tokens(token_counts_, drafter_vocab_)));
   }
+  // The bandit pools what the workers measured (spec.speculative.selector.pooled): it counts the
+  // other workers' steps of the last step, and keeps its own for them.
+  rollout::ArmSelector& bandit = engine_->selector();
+  bool pool = m.value("pool_bandit", false);
+  bandit.keep_observations(pool);
+  if (pool) bandit.set_trial_offset(int32_t(index_));  // the workers try different arms first
+  (void)bandit.take_observations();  // none are left from an earlier call; drop any
+  int64_t absorbed = 0;
+  for (const json& o : m.value("bandit_peers", json::array())) {
+    rollout::ArmSelector::Observation step;
+    if (o.is_array() && o.size() == 6) {
+      step.batch_size = o[0].get<int64_t>(), step.arm = o[1].get<int32_t>();
+      step.context = o[2].get<int32_t>(), step.tokens = o[3].get<double>();
+      step.seconds = o[4].get<double>(), step.explore_cost = o[5].get<double>();
+    }
+    if (!o.is_array() || o.size() != 6 || !bandit.absorb(step))
+      return Status::InvalidArgument("bandit_peers: step " + o.dump() +
+                                     " is not [batch, arm, context, tokens, seconds, explore "
+                                     "cost] of this worker's arms");
+    ++absorbed;
+  }
   engine_->reset_stats();
   torch::NoGradGuard no_grad;
   StatusOr<std::vector<rollout::Completion>> out = engine_->generate(reqs);
@@ -201,6 +222,13 @@ Status Worker::generate(const json& m) {
                    {"copied", st.copied_drafts},
                    {"phases", phases},
                    {"draft_vocab", st.spec_steps > 0 ? drafter_->draft_vocab_size() : 0}};
+  done["stats"]["bandit_absorbed"] = absorbed;
+  if (pool) {
+    json kept = json::array();
+    for (const rollout::ArmSelector::Observation& o : bandit.take_observations())
+      kept.push_back({o.batch_size, o.arm, o.context, o.tokens, o.seconds, o.explore_cost});
+    done["stats"]["bandit"] = std::move(kept);
+  }
   if (collect) {
     std::string path =
         dir_ + "/buffer/step-" + std::to_string(step) + "-w" + std::to_string(index_) + ".pt";

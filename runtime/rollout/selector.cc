@@ -256,10 +256,13 @@ bool ArmSelector::ruled_out(int32_t cell, int32_t arm) const {
 
 int32_t ArmSelector::best(int32_t cell) const {
   if (reference_ >= 0) {
-    // Trial order: the reference, then the others; an arm ruled out skips its round.
-    for (int32_t i = -1; i < n_arms_; ++i) {
-      int32_t a = i < 0 ? reference_ : i;
-      if ((i < 0 || a != reference_) && needs_trial(cell, a) && !ruled_out(cell, a)) return a;
+    // Trial order: the reference, then the others from the trial offset on; an arm ruled out
+    // skips its round.
+    int32_t others = n_arms_ - 1;
+    for (int32_t i = -1; i < others; ++i) {
+      int32_t k = i < 0 ? 0 : (i + trial_offset_) % others;  // the k-th arm besides the reference
+      int32_t a = i < 0 ? reference_ : k + (k >= reference_ ? 1 : 0);
+      if (needs_trial(cell, a) && !ruled_out(cell, a)) return a;
     }
     // An arm displaces plain when it looks faster and, one standard error down, loses at most
     // kTolerance to it; among those, the best pessimistic value wins.
@@ -275,8 +278,11 @@ int32_t ArmSelector::best(int32_t cell) const {
   }
   int32_t best = 0;
   double best_value = -2.0;
+  for (int32_t i = 0; i < n_arms_; ++i) {  // not explored enough yet, from the trial offset on
+    int32_t a = (i + trial_offset_) % n_arms_;
+    if (steps_[cell][a].size() < min_samples_) return a;
+  }
   for (int32_t a = 0; a < n_arms_; ++a) {
-    if (steps_[cell][a].size() < min_samples_) return a;  // not explored enough yet
     double v = value(cell, a);
     if (v > best_value) best_value = v, best = a;
   }
@@ -349,11 +355,31 @@ void ArmSelector::report_step(int64_t batch_size, int32_t arm, double tokens, do
   int32_t cell = cell_of(batch_size, context);
   Step step{std::max<int64_t>(1, batch_size), tokens, std::max(seconds, 1e-9)};
   CellTotals& totals = cells_[size_t(cell)];
-  totals.seconds += seconds;
   // What the leader would have taken for this step's worth, at its value when it was passed over.
+  double explore_cost = 0.0;
   if (totals.explored_arm == arm && totals.leader_value > 0.0)
-    totals.explore_cost += std::max(0.0, seconds - worth(step) / totals.leader_value);
+    explore_cost = std::max(0.0, seconds - worth(step) / totals.leader_value);
   totals.explored_arm = -1;
+  count(cell, arm, step, explore_cost);
+  if (keep_)
+    kept_.push_back({step.batch, arm, std::clamp(context, 0, contexts_ - 1), tokens, seconds,
+                     explore_cost});
+}
+
+bool ArmSelector::absorb(const Observation& o) {
+  if (o.arm < 0 || o.arm >= n_arms_ || o.context < 0 || o.context >= contexts_ ||
+      !(o.seconds > 0.0) || !std::isfinite(o.seconds) || !std::isfinite(o.tokens) ||
+      !(o.explore_cost >= 0.0) || !std::isfinite(o.explore_cost))
+    return false;
+  Step step{std::max<int64_t>(1, o.batch_size), o.tokens, o.seconds};
+  count(cell_of(step.batch, o.context), o.arm, step, o.explore_cost);
+  return true;
+}
+
+void ArmSelector::count(int32_t cell, int32_t arm, const Step& step, double explore_cost) {
+  CellTotals& totals = cells_[size_t(cell)];
+  totals.seconds += step.seconds;
+  totals.explore_cost += explore_cost;
   ++generation_;
   std::deque<Step>& r = steps_[cell][arm];
   r.push_back(step);

@@ -66,6 +66,15 @@
 //     costs nothing against the floor).
 // Without one, the plain epsilon-greedy rules above hold.
 //
+// Pooling: selectors of the same arms, buckets and contexts (the rollout workers of one job) can
+// share what they measured. One keeps the steps reported to it (keep_observations), hands them
+// out (take_observations), and another absorbs them: its values, intervals, P(b) and exploration
+// budget then count them as if it had made those steps itself. Given different trial offsets (a
+// worker's index), pooled selectors also try different arms first, so what one tried the others
+// need not try again once its steps arrive, and every verdict rests on all the workers' steps.
+// Measured in a simulation of two workers whose tails are 8 bandit steps a rollout step
+// (speculative_test.cc): 0.62-0.76 of the drafting steps on arms that lose.
+//
 // Optionally the statistics are kept per (bucket, context) cell, `contexts` of them per bucket:
 // the engine passes whether most requests can copy their draft from their own context, where
 // the arms' values differ from the rest of a response (a repeating stretch favours long drafts).
@@ -122,6 +131,28 @@ class ArmSelector {
   void report(int64_t batch_size, int32_t arm, double reward, int32_t context = 0) {
     report_step(batch_size, arm, reward, 1.0, context);
   }
+
+  // One reported step, as another selector absorbs it (pooling, see the top).
+  struct Observation {
+    int64_t batch_size = 1;
+    int32_t arm = 0, context = 0;
+    double tokens = 0.0, seconds = 0.0;
+    double explore_cost = 0.0;  // what the step cost over the leader when it was explored, else 0
+  };
+  // From now on, keeps every step report_step() records (not absorbed ones) for
+  // take_observations(); off by default.
+  void keep_observations(bool keep) { keep_ = keep; }
+  // The steps kept since the last call, oldest first (none unless keep_observations(true)).
+  std::vector<Observation> take_observations() { return std::exchange(kept_, {}); }
+  // Arms are tried in index order from this one on (the reference still first): pooled selectors
+  // given different offsets (a worker's index) try different arms first and share the results.
+  void set_trial_offset(int32_t offset) {
+    trial_offset_ = n_arms_ > 0 ? ((offset % n_arms_) + n_arms_) % n_arms_ : 0;
+  }
+  // Counts a step that another selector of the same arms, buckets and contexts recorded, as
+  // report_step() counts this one's own, its exploration cost included. False, and nothing
+  // changes, when the arm or context is outside this selector's or the step has no time.
+  bool absorb(const Observation& step);
 
   // Seconds plain decoding costs a token at `batch_size` (P(b) above), from the reference
   // arm's steps; -1 without a reference arm or before its first step.
@@ -186,8 +217,14 @@ class ArmSelector {
     double leader_value = 0.0;  // the leader's value when it did
   };
   std::vector<CellTotals> cells_;
+  bool keep_ = false;
+  int32_t trial_offset_ = 0;
+  std::vector<Observation> kept_;  // report_step()'s steps since take_observations()
 
   int32_t explore(int32_t cell);
+  // The statistics' half of report_step() and absorb(): the step's seconds and exploration cost
+  // into its cell's totals, the step into its arm's window and, for the reference, P(b)'s.
+  void count(int32_t cell, int32_t arm, const Step& step, double explore_cost);
   // choose() with a reference arm.
   int32_t choose_bounded(int64_t batch_size, int32_t cell);
   // What a step is worth: its tokens times P(b) with a reference arm and plain steps (plain

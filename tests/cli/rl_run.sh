@@ -66,13 +66,19 @@ if not any(s["drafterSteps"] > 0 for s in full["steps"]): fail("the drafter neve
 if full["steps"][-1]["drafterVersion"] < 1: fail("no new drafter version was pushed")
 if full["reclaimedWorkerSeconds"] <= 0: fail("no idle worker time was reclaimed")
 if not any(s["acceptLength"] > 1 for s in full["steps"]): fail("speculation never ran")
+# spec.speculative.selector.pooled (default on): from step 2 on each worker's bandit counts the
+# other's steps of the step before; nothing in step 1, and nothing in the baseline.
+pooled = [s["banditStepsAbsorbed"] for s in full["steps"]]
+if pooled[0] != 0 or not any(p > 0 for p in pooled[1:]):
+    fail("bandit steps absorbed by step %s; expected 0 in step 1, then some" % pooled)
 # spec.drafter.vocabSubset 48: from step 2 on (step 1 has no generated tokens to rank yet)
 # every worker that speculated drafted over 48 tokens, and the rollouts still equal the baseline.
 vocab = [s["draftVocabulary"] for s in full["steps"]]
 if not any(v == 48 for v in vocab[1:]) or any(v not in (0, 48) for v in vocab[1:]):
     fail("draft vocabulary by step %s; expected 48 after step 1" % vocab)
 for s in base["steps"]:
-    if s["drafterSteps"] != 0 or s["acceptLength"] != 0: fail("baseline drafted or trained: %s" % s)
+    if s["drafterSteps"] != 0 or s["acceptLength"] != 0 or s["banditStepsAbsorbed"] != 0:
+        fail("baseline drafted, trained or pooled bandit steps: %s" % s)
 # Lossless and seeded: the same responses, hence the same rewards, lengths and token counts.
 for a, b in zip(full["steps"], base["steps"]):
     for k in ("rewardMean", "responseTokens", "tokens"):

@@ -623,6 +623,135 @@ TEST(Selector, PlainFloorDoesNotExploreAStepItsBudgetCannotPayFor) {
   EXPECT_GT(s.explorations(), explored) << "still rechecked once affordable";
 }
 
+// A rollout worker's tail as the pooling tests simulate it: bandit steps at batch sizes 4, 3, 2, 1
+// in turn, in context i % 2; arm a emits accept[a] tokens a request at cost[a] plain steps of
+// 10 ms, times a 10% spread. Arm 3 is plain (1 and 1). Returns the steps that drafted.
+struct SimArms {
+  double accept[4], cost[4];
+};
+int sim_tail(ArmSelector& s, const SimArms& arms, int steps, std::mt19937_64& noise) {
+  std::normal_distribution<double> spread(1.0, 0.1);
+  int drafted = 0;
+  for (int i = 0; i < steps; ++i) {
+    int64_t b = 4 - i % 4;
+    int32_t context = i % 2;
+    int32_t arm = s.choose(b, context);
+    drafted += arm != 3;
+    s.report_step(b, arm, double(b) * arms.accept[arm],
+                  0.010 * arms.cost[arm] * std::max(0.5, spread(noise)), context);
+  }
+  return drafted;
+}
+
+ArmSelector pooling_selector(uint64_t seed, double epsilon = 0.3) {
+  return ArmSelector({1, 2, 3}, 4, epsilon, 16, seed, 3, /*contexts=*/2,
+                     ArmSelector::Value::kThroughput, ArmSelector::Explore::kUniform,
+                     /*reference=*/3);
+}
+
+// What one selector kept and another absorbed counts exactly as if the other had made those steps:
+// the same values, intervals, P(b) and cell seconds, and the exploration cost travels along.
+TEST(Selector, AbsorbedStepsCountAsTheSelectorsOwn) {
+  const SimArms arms{{2.0, 1.5, 3.0, 1.0}, {1.6, 1.3, 2.5, 1.0}};
+  ArmSelector a = pooling_selector(1), b = pooling_selector(2);
+  a.keep_observations(true);
+  b.keep_observations(true);
+  std::mt19937_64 noise(3);
+  sim_tail(a, arms, 300, noise);
+  sim_tail(b, arms, 300, noise);
+  std::vector<ArmSelector::Observation> oa = a.take_observations(), ob = b.take_observations();
+  ASSERT_EQ(oa.size(), 300u);
+  ASSERT_EQ(ob.size(), 300u);
+  EXPECT_TRUE(a.take_observations().empty()) << "each step is handed out once";
+  // A kept what it counted, its exploration cost included.
+  const int32_t cells = 3 * 2;
+  double explored = 0.0;
+  for (int32_t c = 0; c < cells; ++c) {
+    double cost = 0.0, seconds = 0.0;
+    for (const auto& o : oa)
+      if (a.cell_of(o.batch_size, o.context) == c) cost += o.explore_cost, seconds += o.seconds;
+    EXPECT_NEAR(a.exploration_cost(c), cost, 1e-12) << "cell " << c;
+    EXPECT_NEAR(a.cell_seconds(c), seconds, 1e-12) << "cell " << c;
+    explored += cost;
+  }
+  ASSERT_GT(explored, 0.0) << "no explored step: the test would not see exploration cost travel";
+
+  ArmSelector pooled = pooling_selector(4), seen = pooling_selector(4);
+  for (const auto* list : {&oa, &ob})
+    for (const ArmSelector::Observation& o : *list) {
+      EXPECT_TRUE(pooled.absorb(o));
+      seen.report_step(o.batch_size, o.arm, o.tokens, o.seconds, o.context);
+    }
+  double pooled_cost = 0.0;
+  for (int32_t c = 0; c < cells; ++c) {
+    for (int32_t arm = 0; arm < 4; ++arm) {
+      EXPECT_EQ(pooled.value(c, arm), seen.value(c, arm)) << "cell " << c << " arm " << arm;
+      EXPECT_EQ(pooled.standard_error(c, arm), seen.standard_error(c, arm));
+      EXPECT_EQ(pooled.ruled_out(c, arm), seen.ruled_out(c, arm));
+    }
+    EXPECT_EQ(pooled.cell_seconds(c), seen.cell_seconds(c));
+    EXPECT_EQ(seen.exploration_cost(c), 0.0);
+    pooled_cost += pooled.exploration_cost(c);
+  }
+  double both = 0.0;
+  for (const auto* list : {&oa, &ob})
+    for (const auto& o : *list) both += o.explore_cost;
+  EXPECT_NEAR(pooled_cost, both, 1e-12);
+  for (int64_t batch = 1; batch <= 4; ++batch)
+    EXPECT_EQ(pooled.plain_seconds_per_token(batch), seen.plain_seconds_per_token(batch));
+  EXPECT_TRUE(pooled.take_observations().empty()) << "absorbed steps are not kept, nor own ones "
+                                                     "unless asked";
+
+  // A step no selector of these arms could have made is refused and changes nothing.
+  double before = pooled.cell_seconds(0), value = pooled.value(0, 0);
+  EXPECT_FALSE(pooled.absorb({1, 4, 0, 1.0, 0.01, 0.0})) << "arm out of range";
+  EXPECT_FALSE(pooled.absorb({1, -1, 0, 1.0, 0.01, 0.0})) << "arm out of range";
+  EXPECT_FALSE(pooled.absorb({1, 0, 2, 1.0, 0.01, 0.0})) << "context out of range";
+  EXPECT_FALSE(pooled.absorb({1, 0, 0, 1.0, 0.0, 0.0})) << "no time";
+  EXPECT_FALSE(pooled.absorb({1, 0, 0, std::nan(""), 0.01, 0.0})) << "no tokens";
+  EXPECT_FALSE(pooled.absorb({1, 0, 0, 1.0, 0.01, -1.0})) << "negative exploration cost";
+  EXPECT_EQ(pooled.cell_seconds(0), before);
+  EXPECT_EQ(pooled.value(0, 0), value);
+}
+
+// Two workers whose bandits absorb each other's steps between rollout steps draft less on arms
+// that lose (every arm slower than plain: the micro policy's case) than two that learn alone,
+// and still find the arm that wins where one does.
+TEST(Selector, PooledWorkersSpendLessOnTrialsThanWorkersAlone) {
+  const SimArms losing{{1.2, 1.1, 1.3, 1.0}, {2.0, 1.8, 2.6, 1.0}};
+  const SimArms winning{{2.4, 1.1, 1.3, 1.0}, {1.3, 1.8, 2.6, 1.0}};  // arm 0 at 1.85x
+  auto run = [](const SimArms& arms, bool pool, int* best_picks) {
+    ArmSelector w[2] = {pooling_selector(10, 0.1), pooling_selector(11, 0.1)};
+    for (int k = 0; k < 2; ++k) {
+      w[k].keep_observations(pool);
+      if (pool) w[k].set_trial_offset(k);
+    }
+    std::mt19937_64 noise(12);
+    int drafted = 0;
+    for (int round = 0; round < 24; ++round) {  // rollout steps of 8 tail steps per worker
+      for (ArmSelector& s : w) drafted += sim_tail(s, arms, 8, noise);
+      if (!pool) continue;
+      std::vector<ArmSelector::Observation> o0 = w[0].take_observations();
+      std::vector<ArmSelector::Observation> o1 = w[1].take_observations();
+      for (const auto& o : o1) EXPECT_TRUE(w[0].absorb(o));
+      for (const auto& o : o0) EXPECT_TRUE(w[1].absorb(o));
+    }
+    *best_picks = 0;
+    for (ArmSelector& s : w)
+      for (int64_t b = 1; b <= 4; ++b) *best_picks += s.choose(b, 0) == 0;
+    return drafted;
+  };
+  int best = 0;
+  int alone = run(losing, false, &best), pooled = run(losing, true, &best);
+  std::printf("losing arms: drafted %d steps pooled vs %d alone (of 384)\n", pooled, alone);
+  EXPECT_LT(pooled, 0.85 * alone);  // 0.62-0.76 over 20 seeds
+  int alone_best = 0, pooled_best = 0;
+  int alone_w = run(winning, false, &alone_best), pooled_w = run(winning, true, &pooled_best);
+  std::printf("winning arm: drafted %d pooled vs %d alone; arm 0 chosen at %d vs %d of 8\n",
+              pooled_w, alone_w, pooled_best, alone_best);
+  EXPECT_GE(pooled_best, 6) << "pooled bandits must still settle on the arm that wins";
+}
+
 TEST(Selector, ValueNames) {
   ArmSelector::Value v = ArmSelector::Value::kMedianRate;
   EXPECT_TRUE(ArmSelector::parse_value("throughput", &v));
