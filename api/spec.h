@@ -337,9 +337,10 @@ struct SelectorSpec {
                "one's throughput is tried half as often (weighted)."));
     v("pooled", pooled,
       Rule().doc("Rollout workers share what their bandits measured: before each step a worker "
-                 "counts the other workers' steps of the previous one, so N workers try each "
-                 "arm once between them instead of once each. Turn it off where workers run on "
-                 "unlike hardware, whose step times do not compare."));
+                 "counts the other workers' steps of the previous one as its own, and the "
+                 "workers try different arms first, so a trial one made need not be repeated by "
+                 "the others. Turn it off where workers run on unlike hardware, whose step "
+                 "times do not compare."));
   }
   void check(const std::string& path, FieldErrors* errors) const;
 };

@@ -238,7 +238,7 @@ class Driver {
   int64_t drafter_version_ = 0;
   int64_t last_saved_ = -1;
   bool killed_once_ = false;
-  bool update_cancelled_ = false;          // a signal stopped a policy update part-way
+  bool update_cancelled_ = false;  // a signal stopped a policy update part-way
   // Per worker: the bandit steps it measured in the last step, for the others (plan_step).
   std::vector<json> bandit_steps_;
   std::vector<int> last_drafter_workers_;  // as last logged
@@ -752,7 +752,8 @@ Status Driver::on_generated(StepRun& s, int w, const json& m, double t) {
     for (auto& [phase, sec] : st.at("phases").items()) r->phase_seconds[phase] += sec.get<double>();
   r->copied_drafts += st.value("copied", int64_t(0));
   r->bandit_absorbed += st.value("bandit_absorbed", int64_t(0));
-  if (st.contains("bandit") && size_t(w) < bandit_steps_.size()) bandit_steps_[size_t(w)] = st.at("bandit");
+  if (st.contains("bandit") && size_t(w) < bandit_steps_.size())
+    bandit_steps_[size_t(w)] = st.at("bandit");
   r->draft_vocabulary = std::max(r->draft_vocabulary, st.value("draft_vocab", int64_t(0)));
   s.done[w] = true;
   r->generating_worker_seconds += t;

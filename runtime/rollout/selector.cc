@@ -362,8 +362,8 @@ void ArmSelector::report_step(int64_t batch_size, int32_t arm, double tokens, do
   totals.explored_arm = -1;
   count(cell, arm, step, explore_cost);
   if (keep_)
-    kept_.push_back({step.batch, arm, std::clamp(context, 0, contexts_ - 1), tokens, seconds,
-                     explore_cost});
+    kept_.push_back(
+        {step.batch, arm, std::clamp(context, 0, contexts_ - 1), tokens, seconds, explore_cost});
 }
 
 bool ArmSelector::absorb(const Observation& o) {
