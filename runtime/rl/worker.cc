@@ -175,18 +175,25 @@ Status Worker::generate(const json& m) {
   bandit.keep_observations(pool);
   if (pool) bandit.set_trial_offset(int32_t(index_));  // the workers try different arms first
   (void)bandit.take_observations();  // none are left from an earlier call; drop any
-  int64_t absorbed = 0;
+  std::vector<rollout::ArmSelector::Observation> peers;  // all read before any is counted
   for (const json& o : m.value("bandit_peers", json::array())) {
-    rollout::ArmSelector::Observation step;
-    if (o.is_array() && o.size() == 6) {
-      step.batch_size = o[0].get<int64_t>(), step.arm = o[1].get<int32_t>();
-      step.context = o[2].get<int32_t>(), step.tokens = o[3].get<double>();
-      step.seconds = o[4].get<double>(), step.explore_cost = o[5].get<double>();
-    }
-    if (!o.is_array() || o.size() != 6 || !bandit.absorb(step))
-      return Status::InvalidArgument("bandit_peers: step " + o.dump() +
-                                     " is not [batch, arm, context, tokens, seconds, explore "
-                                     "cost] of this worker's arms");
+    bool shaped = o.is_array() && o.size() == 6 &&
+                  std::all_of(o.begin(), o.end(), [](const json& x) { return x.is_number(); });
+    if (!shaped)
+      return Status::InvalidArgument(
+          "bandit_peers: step " + o.dump() +
+          " is not [batch, arm, context, tokens, seconds, explore cost]");
+    peers.push_back({o[0].get<int64_t>(), o[1].get<int32_t>(), o[2].get<int32_t>(),
+                     o[3].get<double>(), o[4].get<double>(), o[5].get<double>()});
+  }
+  int64_t absorbed = 0;
+  for (const rollout::ArmSelector::Observation& step : peers) {
+    // From the driver: only a bug or mismatched arms get here, and the error ends this worker
+    // process (the driver restarts it with a fresh bandit), so no half-counted list survives.
+    if (!bandit.absorb(step))
+      return Status::Internal("bandit_peers: a step of arm " + std::to_string(step.arm) +
+                              " in context " + std::to_string(step.context) +
+                              " does not fit this worker's bandit");
     ++absorbed;
   }
   engine_->reset_stats();
