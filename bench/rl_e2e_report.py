@@ -81,6 +81,9 @@ def report(o, repeats, goal, reclaim_goal, with_frozen):
         "step %d: %s" % (a["step"], ", ".join("%s %d" % kv for kv in sorted(
             a.get("arms", {}).items(), key=lambda kv: -kv[1])) or "none")
         for a in tlt["steps"]))
+    # spec.speculative.selector.pooled: the other workers' bandit steps each worker counted.
+    print("bandit steps pooled between workers (TLT, per step): " + ", ".join(
+        "%d" % a.get("banditStepsAbsorbed", 0) for a in tlt["steps"]))
     # Where the rollout engines' generating worker-seconds went, per phase.
     pt, pb = tlt.get("generatingPhaseSeconds", {}), base.get("generatingPhaseSeconds", {})
     if pt or pb:
