@@ -174,7 +174,7 @@ Status Worker::generate(const json& m) {
   bool pool = m.value("pool_bandit", false);
   bandit.keep_observations(pool);
   if (pool) bandit.set_trial_offset(int32_t(index_));  // the workers try different arms first
-  (void)bandit.take_observations();  // none are left from an earlier call; drop any
+  (void)bandit.take_observations();  // the reply below carries this call's steps only
   std::vector<rollout::ArmSelector::Observation> peers;  // all read before any is counted
   for (const json& o : m.value("bandit_peers", json::array())) {
     bool shaped = o.is_array() && o.size() == 6 &&
