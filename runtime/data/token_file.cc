@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "api/fnv.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::data {
 namespace {
@@ -53,19 +54,9 @@ Status write_token_file(const std::string& path, const TokenizedCorpus& corpus) 
   }
   uint64_t sum = fnv1a64(out);
   out.append(reinterpret_cast<const char*>(&sum), 8);
-  // A name of this process's own: two processes caching the same corpus at once (tests run in
-  // parallel) each rename a whole file into place, never one half-written by the other.
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return Status::Unavailable(tmp + ": cannot write");
-    f.write(out.data(), std::streamsize(out.size()));
-    if (!f) return Status::Unavailable(tmp + ": write failed (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::Unavailable(path + ": cannot rename into place");
-  }
-  return Status::Ok();
+  // Two processes caching the same corpus at once (tests run in parallel) each rename a whole
+  // file into place, never one half-written by the other. A cache: rebuilt if lost, no sync.
+  return io::atomic_write(path, out, io::Sync::kNone);
 }
 
 StatusOr<TokenizedCorpus> read_token_file(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "api/fnv.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::model {
 namespace {
@@ -74,54 +75,40 @@ StatusOr<Parsed> read_file(const std::string& path) {
 
 Status save_checkpoint(const torch::nn::Module& module, const std::string& path,
                        const std::string& metadata) {
-  // A name of this writer's own: two processes saving the same path at once (two jobs
-  // training the same cached warm start) must not interleave their bytes in one file. Each
-  // renames a complete file into place; the last one wins.
-  static std::atomic<uint64_t> serial{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial++);
-  std::string head(kMagic, sizeof kMagic);
-  put(&head, static_cast<uint32_t>(metadata.size()));
-  head += metadata;
-  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  if (!f) return Status::Unavailable(tmp + ": cannot write; check the directory exists");
-  f.write(head.data(), static_cast<std::streamsize>(head.size()));
-  std::string lengths(2 * sizeof(uint64_t), '\0');  // payload size and checksum, once known
-  f.write(lengths.data(), static_cast<std::streamsize>(lengths.size()));
-  // The payload streams to the file as the archive writes it (no copy of it in memory),
-  // hashed on the way.
-  uint64_t size = 0, checksum = kFnv1a64Offset;
-  try {
-    torch::serialize::OutputArchive archive;
-    for (const auto& p : module.named_parameters())
-      archive.write(p.key(), p.value().detach().cpu());
-    for (const auto& b : module.named_buffers()) archive.write(b.key(), b.value().cpu(), true);
-    archive.save_to([&](const void* data, size_t n) -> size_t {
-      f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-      checksum = fnv1a64(data, n, checksum);
-      size += n;
-      return f ? n : 0;
-    });
-  } catch (const c10::Error& e) {
-    f.close();
-    std::remove(tmp.c_str());
-    if (!f) return Status::Unavailable(tmp + ": write failed (disk full?)");
-    return Status::Internal("serialising checkpoint: " + std::string(e.what_without_backtrace()));
-  }
-  lengths.clear();
-  put(&lengths, size);
-  put(&lengths, checksum);
-  f.seekp(static_cast<std::streamoff>(head.size()));
-  f.write(lengths.data(), static_cast<std::streamsize>(lengths.size()));
-  f.close();
-  if (!f) {
-    std::remove(tmp.c_str());
-    return Status::Unavailable(tmp + ": write failed (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::Unavailable(path + ": cannot rename " + tmp + " into place");
-  }
-  return Status::Ok();
+  // Two processes saving the same path at once (two jobs training the same cached warm start)
+  // each rename a complete file into place; the last one wins (io::atomic_write).
+  return io::atomic_write(path, [&](std::ostream& f) -> Status {
+    std::string head(kMagic, sizeof kMagic);
+    put(&head, static_cast<uint32_t>(metadata.size()));
+    head += metadata;
+    f.write(head.data(), static_cast<std::streamsize>(head.size()));
+    std::string lengths(2 * sizeof(uint64_t), '\0');  // payload size and checksum, once known
+    f.write(lengths.data(), static_cast<std::streamsize>(lengths.size()));
+    // The payload streams to the file as the archive writes it (no copy of it in memory),
+    // hashed on the way.
+    uint64_t size = 0, checksum = kFnv1a64Offset;
+    try {
+      torch::serialize::OutputArchive archive;
+      for (const auto& p : module.named_parameters())
+        archive.write(p.key(), p.value().detach().cpu());
+      for (const auto& b : module.named_buffers()) archive.write(b.key(), b.value().cpu(), true);
+      archive.save_to([&](const void* data, size_t n) -> size_t {
+        f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+        checksum = fnv1a64(data, n, checksum);
+        size += n;
+        return f ? n : 0;
+      });
+    } catch (const c10::Error& e) {
+      if (!f) return Status::Unavailable(path + ": write failed (disk full?)");
+      return Status::Internal("serialising checkpoint: " + std::string(e.what_without_backtrace()));
+    }
+    lengths.clear();
+    put(&lengths, size);
+    put(&lengths, checksum);
+    f.seekp(static_cast<std::streamoff>(head.size()));
+    f.write(lengths.data(), static_cast<std::streamsize>(lengths.size()));
+    return Status::Ok();
+  });
 }
 
 StatusOr<std::string> read_checkpoint_metadata(const std::string& path) {

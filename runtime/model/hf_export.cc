@@ -10,6 +10,7 @@
 #include "runtime/model/pretrained.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/tokenizer/hf_tokenizer.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::model {
 namespace {
@@ -18,15 +19,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 Status write_text(const fs::path& path, const std::string& text, ExportResult* result) {
-  std::string tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << text;
-    if (!f) return Status::Unavailable(tmp + ": cannot write");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::Unavailable(path.string() + ": " + ec.message());
+  TLT_RETURN_IF_ERROR(io::atomic_write(path.string(), text));
   result->files.push_back(path.string());
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 
 #include "runtime/model/gguf.h"
 #include "runtime/model/mapped_file.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::model {
 namespace {
@@ -129,15 +130,7 @@ StatusOr<ModelCard> model_card_from_json(const std::string& text, const std::str
 Status write_model_card(const std::string& dir, const ModelCard& card) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  std::string path = dir + "/" + kModelCard, tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << model_card_json(card);
-    if (!f) return Status::Unavailable(tmp + ": cannot write; check the directory");
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::Unavailable(path + ": " + ec.message());
-  return Status::Ok();
+  return io::atomic_write(dir + "/" + kModelCard, model_card_json(card));
 }
 
 StatusOr<ModelCard> find_model_card(const std::string& checkpoint) {

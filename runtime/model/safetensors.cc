@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/gguf_quant.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::model {
 namespace {
@@ -139,9 +140,7 @@ Status write_safetensors(const std::string& path, const std::vector<Float32Tenso
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+  return io::atomic_write(path, [&](std::ostream& f) {
     uint64_t len = text.size();
     f.write(reinterpret_cast<const char*>(&len), 8);
     f.write(text.data(), std::streamsize(text.size()));
@@ -150,16 +149,8 @@ Status write_safetensors(const std::string& path, const std::vector<Float32Tenso
       for (int64_t d : t.shape) n *= uint64_t(d);
       f.write(reinterpret_cast<const char*>(t.data), std::streamsize(4 * n));
     }
-    if (!f) {
-      std::remove(tmp.c_str());
-      return Status::Unavailable(tmp + ": cannot write (directory missing or disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::Unavailable(path + ": cannot rename " + tmp + " into place");
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 }  // namespace tlt::model

@@ -1,4 +1,5 @@
 #include "runtime/rl/channel.h"
+#include "runtime/io/atomic_file.h"
 
 #include <poll.h>
 #include <unistd.h>
@@ -110,13 +111,9 @@ Status Channel::split_lines() {
       fs::path path = fs::path(mirror_dir_) / rel;
       std::error_code ec;
       fs::create_directories(path.parent_path(), ec);
-      {
-        std::ofstream out(path.string() + ".part", std::ios::binary);
-        out.write(partial_.data(), std::streamsize(size));
-        if (!out) return Status::Unavailable(path.string() + ": cannot write");
-      }
-      fs::rename(path.string() + ".part", path, ec);
-      if (ec) return Status::Unavailable(path.string() + ": " + ec.message());
+      // A mirror of the sender's file, re-sent after a reconnect: no sync.
+      TLT_RETURN_IF_ERROR(io::atomic_write(
+          path.string(), std::string_view(partial_.data(), size), io::Sync::kNone));
       partial_.erase(0, size);
       file_header_.reset();
       continue;

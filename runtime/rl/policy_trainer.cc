@@ -7,6 +7,7 @@
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/precision.h"
 #include "runtime/rl/grpo.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::rl {
 
@@ -230,16 +231,12 @@ Status PolicyTrainer::save(const std::string& dir, const std::string& metadata) 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   TLT_RETURN_IF_ERROR(model::save_checkpoint(*policy_, dir + "/policy.ckpt", metadata));
-  try {
+  return io::atomic_write(dir + "/optimizer.pt", [&](std::ostream& out) {
     torch::serialize::OutputArchive archive;
     optimizer_->save(archive);
-    archive.save_to(dir + "/optimizer.pt.tmp");
-  } catch (const c10::Error& e) {
-    return Status::Unavailable(dir + "/optimizer.pt: " + e.what_without_backtrace());
-  }
-  std::filesystem::rename(dir + "/optimizer.pt.tmp", dir + "/optimizer.pt", ec);
-  if (ec) return Status::Unavailable(dir + "/optimizer.pt: " + ec.message());
-  return Status::Ok();
+    archive.save_to(out);
+    return Status::Ok();
+  });
 }
 
 StatusOr<std::string> PolicyTrainer::load(const std::string& dir) {

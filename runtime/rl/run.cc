@@ -32,6 +32,7 @@
 #include "runtime/rl/warm_start.h"
 #include "runtime/rl/worker_pool.h"
 #include "runtime/torch_env.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::rl {
 namespace fs = std::filesystem;
@@ -854,19 +855,11 @@ Status Driver::save_checkpoint(int64_t step) {
                 {"heldOutBeforePerProblem", result_.held_out_before_per_problem},
                 {"heldOutMarkedBefore", result_.held_out_marked_before},
                 {"steps", steps}};
-  {
-    std::ofstream f(dir + "/state.json.tmp");
-    f << state.dump() << "\n";
-    if (!f) return Status::Unavailable(dir + "/state.json: cannot write");
-  }
+  TLT_RETURN_IF_ERROR(io::atomic_write(dir + "/state.json", state.dump() + "\n"));
+  // `latest` names a complete step directory only once everything in it is in place.
+  TLT_RETURN_IF_ERROR(
+      io::atomic_write(plan_.checkpoint_dir + "/latest", "step-" + std::to_string(step) + "\n"));
   std::error_code ec;
-  fs::rename(dir + "/state.json.tmp", dir + "/state.json", ec);
-  {
-    std::ofstream f(plan_.checkpoint_dir + "/latest.tmp");
-    f << "step-" << step << "\n";
-  }
-  fs::rename(plan_.checkpoint_dir + "/latest.tmp", plan_.checkpoint_dir + "/latest", ec);
-  if (ec) return Status::Unavailable(plan_.checkpoint_dir + "/latest: " + ec.message());
   last_saved_ = step;
   // Keep the newest `keep` checkpoints.
   std::vector<int64_t> have;

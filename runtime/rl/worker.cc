@@ -17,6 +17,7 @@
 #include "runtime/rl/spot_work.h"
 #include "runtime/rollout/engine.h"
 #include "runtime/torch_env.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::rl {
 namespace {
@@ -239,8 +240,14 @@ Status Worker::generate(const json& m) {
   if (collect) {
     std::string path =
         dir_ + "/buffer/step-" + std::to_string(step) + "-w" + std::to_string(index_) + ".pt";
-    torch::save(buffer.tensors(), path + ".tmp");
-    std::rename((path + ".tmp").c_str(), path.c_str());
+    // Read once by the driver in the same step: a crash loses the step anyway, so no sync.
+    TLT_RETURN_IF_ERROR(io::atomic_write(
+        path,
+        [&](std::ostream& out) {
+          torch::save(buffer.tensors(), out);
+          return Status::Ok();
+        },
+        io::Sync::kNone));
     done["buffer"] = path;
   }
   done["seconds"] = now_s() - start;

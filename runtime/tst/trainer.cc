@@ -9,6 +9,7 @@
 #include "runtime/model/precision.h"
 #include "runtime/tst/flops.h"
 #include "runtime/tst/superposition.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::tst {
 
@@ -196,14 +197,12 @@ Status TSTTrainer::save(const std::string& dir) const {
   std::string meta = "step=" + std::to_string(step_) + " flops=" + std::to_string(flops_) +
                      " stream=" + train_.state();
   TLT_RETURN_IF_ERROR(model::save_checkpoint(*model_, dir + "/model.ckpt", meta));
-  try {
+  return io::atomic_write(dir + "/optimizer.pt", [&](std::ostream& out) {
     torch::serialize::OutputArchive archive;
     optimizer_->save(archive);
-    archive.save_to(dir + "/optimizer.pt");
-  } catch (const c10::Error& e) {
-    return Status::Unavailable(dir + "/optimizer.pt: " + e.what_without_backtrace());
-  }
-  return Status::Ok();
+    archive.save_to(out);
+    return Status::Ok();
+  });
 }
 
 Status TSTTrainer::load(const std::string& dir) {
