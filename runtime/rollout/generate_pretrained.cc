@@ -55,7 +55,11 @@ Status run_generate_pretrained(const GenerateOptions& o, std::ostream& out, std:
   EngineOptions eo;
   eo.max_batch = 1;
   eo.max_seq = std::min<int64_t>(c.max_seq, int64_t(ids->size()) + o.max_tokens + 64);
-  eo.speculative = false;
+  // No drafter is trained for the model here, so Engine::create leaves out the arms that need
+  // one: --speculative runs the drafter-free arms (ngram, ngram_D). The tokens stay plain's.
+  eo.speculative = o.speculative;
+  eo.activation_threshold = 1;
+  eo.arms = o.arms;
   eo.seed = o.seed;
   StatusOr<std::unique_ptr<Engine>> engine = Engine::create(m->model, model::Drafter(nullptr), eo);
   if (!engine.ok()) return engine.status();
@@ -74,7 +78,9 @@ Status run_generate_pretrained(const GenerateOptions& o, std::ostream& out, std:
   log << "generated=" << st.tokens << " seconds=" << st.seconds
       << " tokens_per_s=" << (st.seconds > 0 ? st.tokens / st.seconds : 0.0)
       << " stopped=" << ((*done)[0].stopped ? "end-token" : "max-tokens")
-      << " peak_rss_mb=" << peak_rss_bytes() / (1 << 20) << "\n";
+      << " plain_steps=" << st.plain_steps << " spec_steps=" << st.spec_steps
+      << " accept_length=" << st.accept_length() << " peak_rss_mb=" << peak_rss_bytes() / (1 << 20)
+      << "\n";
   return Status::Ok();
 }
 

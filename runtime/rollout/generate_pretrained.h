@@ -14,8 +14,10 @@ namespace tlt::rollout {
 
 // Loads options.model and its tokenizer, generates from options.chat (one user turn) or
 // options.prompt, and writes the completion's text to `out`; a summary line (tokens, seconds,
-// tokens/s) and, with verbose, the load time and peak RSS go to `log`. InvalidArgument when the
-// tokenizer's vocabulary is larger than the model's embedding; the loaders' errors otherwise.
+// tokens/s, plain and speculative steps, accept length) and, with verbose, the load time and peak
+// RSS go to `log`. With options.speculative only the drafter-free arms run (ngram, ngram_D); the
+// tokens are plain decoding's either way. InvalidArgument when the tokenizer's vocabulary is
+// larger than the model's embedding; the loaders' errors otherwise.
 Status run_generate_pretrained(const GenerateOptions& options, std::ostream& out,
                                std::ostream& log);
 

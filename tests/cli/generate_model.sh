@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `tlt generate --model` on a real model: SmolLM2-135M-Instruct (scripts/setup.sh fetches it)
 # answers "What is the capital of France?" with a sentence naming Paris, and loading it peaks
-# below 1.2 GB RSS. `tlt models` lists it; a missing or damaged model is a one-line error.
+# below 1.2 GB RSS; with --speculative (n-gram arm) the answer is the same. `tlt models` lists it;
+# a missing or damaged model is a one-line error.
 # Usage: generate_model.sh TLT_BINARY SOURCE_DIR
 set -u
 tlt=$1; src=$2; fail=0
@@ -22,6 +23,13 @@ end_rss=$(sed -n 's/^generated=.* peak_rss_mb=\([0-9]*\).*/\1/p' "$log" | head -
   { echo "FAIL: loading peaked at '${load_rss}' MB RSS, want < 1200"; fail=1; }
 { [ -n "$end_rss" ] && [ "$end_rss" -lt 1200 ]; } ||
   { echo "FAIL: the run peaked at '${end_rss}' MB RSS, want < 1200"; fail=1; }
+# Speculation with the drafter-free n-gram arm: the same greedy answer, and the summary counts
+# its steps.
+spec=$("$tlt" generate --model "$model" --chat "What is the capital of France?" \
+       --max-tokens 48 --speculative --arms ngram 2>"$log") || { cat "$log"; echo "FAIL: --speculative exited $?"; fail=1; }
+[ "$spec" = "$answer" ] || { echo "FAIL: the speculative answer '$spec' differs from the plain one"; fail=1; }
+grep -q '^generated=.* spec_steps=[0-9]* accept_length=' "$log" ||
+  { cat "$log"; echo "FAIL: no spec_steps and accept_length in the summary"; fail=1; }
 TLT_MODELS_DIR=$(dirname "$model") "$tlt" models | grep -q "^$(basename "$model")  " ||
   { echo "FAIL: tlt models does not list $(basename "$model")"; fail=1; }
 err=$("$tlt" generate --model /nonexistent/x.gguf 2>&1) && { echo "FAIL: a missing model ran"; fail=1; }
