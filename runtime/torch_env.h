@@ -15,9 +15,9 @@ namespace tlt::runtime {
 
 // libgomp's spin count that tlt runs with unless the user chose a wait policy: a waiting
 // OpenMP thread spins about 10 us, then sleeps. With libgomp's default (300000 spins, about a
-// millisecond), two tlt processes sharing two cores spent most of their time spinning: a 4-step
-// RLJob that takes 6 s alone did not finish in 150 s next to a second one; with 300 the pair
-// takes 16 s and a run alone is as fast as before (README, "Threads").
+// millisecond), tlt processes sharing cores (a job's workers, two jobs on one machine) spend
+// most of their time spinning on each other's cores; a short spin costs a process alone
+// nothing measurable (docs/benchmarks.md, "Threads and memory", bench/openmp_wait.sh).
 inline constexpr const char* kOpenMpSpinCount = "300";
 
 struct ComputeInfo {

@@ -1,6 +1,6 @@
 // Mixed precision for training: float32 weights, gradients and optimizer state, matrix
-// products in bfloat16 (LibTorch autocast). On a CPU with AMX, SmolLM2-135M's policy-update
-// forward and backward over 1024 tokens ran 2.5x faster this way (README, "Mixed precision").
+// products in bfloat16 (LibTorch autocast), which CPUs with AMX and GPUs multiply several times
+// faster than float32 (docs/benchmarks.md has the measured policy-update speed-up).
 // Decoding (Bfloat16Inference) multiplies by bfloat16 copies of the weights and keeps
 // activations, the cache and the logits in float32; it is lossless only because the CPU forward
 // is row-invariant (runtime/model/decode_attention.h): bfloat16 rounding would otherwise turn

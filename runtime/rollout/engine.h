@@ -118,9 +118,9 @@ struct EngineOptions {
   // and the next drafter step would feed them all in one forward. Older ones are skipped
   // instead; the drafter then attends to the pairs it has (a gap in its context), which can
   // only change what it drafts, never what is accepted. 0 keeps every pair. 8 by default: where
-  // n-gram or copied drafts stretch between drafter steps, catching up on every pair cost the
-  // adaptive engine 16% of its time on bench/rollout's tiny target at batch 16, while the
-  // accepted length did not change with 8 (README, "The drafter's catch-up").
+  // n-gram or copied drafts stretch between drafter steps, catching up on every pair costs a
+  // forward over all of them, while the pairs older than the last few hardly change the draft
+  // (docs/benchmarks.md, bench/rollout's --catch-up-limit).
   int32_t drafter_catch_up_limit = 8;
   // Drafter arms verify a drafted node only when the drafter's own estimate that its whole path
   // is accepted reaches this: the product of the top probabilities along a chain, the path's

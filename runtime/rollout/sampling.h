@@ -54,7 +54,7 @@ int64_t sample(const std::vector<double>& probs, Rng& rng);
 // come in; this is what lets a drafter predict the token a reproducible request will draw
 // (draft_eagle_chain.cc). Deterministic in (probs, key), on every machine. Cost: one hash per
 // index (~1 ns) and a logarithm for the few that could still win. The source (Gumbel-max,
-// exponential races and their coupling bound) is cited in the README.
+// exponential races and their coupling bound) is cited in docs/lossless.md.
 int64_t race(const std::vector<double>& probs, uint64_t key);
 // race() over the tokens ids[0, n) of a subset of the vocabulary, probs[j] being token ids[j]'s
 // probability (n = probs.size()): index j's uniform is race_uniform(key, ids[j]), so the winner
