@@ -110,9 +110,9 @@ Status PolicyBuilder::load_model_policy() {
   p_.reference = model::Transformer(p_.cfg);
   p_.model_key = model::model_identity(source->path) + "-" + plan_.model_format;
   log("policy: " + source->path + " (" + p_.card.config.architecture + ", " +
-      std::to_string(p_.cfg.n_layers) + " layers, width " + std::to_string(p_.cfg.dim) + ", vocab " +
-      std::to_string(p_.cfg.vocab) + ", " + (p_.codec->has_chat() ? "chat template" : "plain prompts") +
-      ")");
+      std::to_string(p_.cfg.n_layers) + " layers, width " + std::to_string(p_.cfg.dim) +
+      ", vocab " + std::to_string(p_.cfg.vocab) + ", " +
+      (p_.codec->has_chat() ? "chat template" : "plain prompts") + ")");
   return Status::Ok();
 }
 
@@ -126,7 +126,7 @@ Status PolicyBuilder::warm_start_policy() {
       << wo.max_prompt_chars << "-" << wo.seed;
   if (wo.unmarked_answers > 0) key << "-unmarked" << wo.unmarked_answers;  // older keys unchanged
   p_.warm_start_key = plan_.cache_dir + "/rl/warm-start-" +
-                    std::to_string(fnv1a64(key.str()) % 1000000007ull) + ".ckpt";
+                      std::to_string(fnv1a64(key.str()) % 1000000007ull) + ".ckpt";
   if (!plan_.model_path.empty() && wo.steps == 0) {
     log("warm start: none (spec.model.path is a trained model; set "
         "spec.algorithm.warmStartSteps to imitate the task's worked solutions first)");
@@ -173,8 +173,8 @@ Status PolicyBuilder::warm_start_drafter() {
   dw.max_response_tokens =
       std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
   std::ostringstream dkey;
-  dkey << plan_.worker.drafter_layers << "-" << dw.steps << "-" << dw.learning_rate << "-" << dw.batch
-       << "-" << dw.max_response_tokens << "-" << dw.seed;
+  dkey << plan_.worker.drafter_layers << "-" << dw.steps << "-" << dw.learning_rate << "-"
+       << dw.batch << "-" << dw.max_response_tokens << "-" << dw.seed;
   if (dw.drafter_levels != 1) dkey << "-levels" << dw.drafter_levels;  // older keys stay valid
   std::string path =
       p_.warm_start_key + ".drafter-" + std::to_string(fnv1a64(dkey.str()) % 1000000007ull);
@@ -202,8 +202,8 @@ Status PolicyBuilder::warm_start_drafter_on_generations() {
   // The target is the policy as RL starts: the model file, and its own warm start if it had one.
   std::string model_key = p_.model_key + (p_.warm_start.empty() ? "" : " " + p_.warm_start_key);
   StatusOr<GenerationsWarmStart> r = load_or_train_drafter_on_generations(
-      p_.policy, p_.drafter, *p_.task, o, model_key, plan_.task + "-" + std::to_string(plan_.task_seed),
-      plan_.cache_dir, cb_.drafter_warm_start);
+      p_.policy, p_.drafter, *p_.task, o, model_key,
+      plan_.task + "-" + std::to_string(plan_.task_seed), plan_.cache_dir, cb_.drafter_warm_start);
   if (!r.ok()) return r.status();
   if (r->draft_vocab.defined()) {
     const int64_t* ids = r->draft_vocab.data_ptr<int64_t>();
@@ -219,8 +219,8 @@ Status PolicyBuilder::warm_start_drafter_on_generations() {
 
 }  // namespace
 
-Status set_up_policy(const RLRunPlan& plan, const RunCallbacks& cb,
-                     std::function<bool()> cancelled, PolicySetup* out) {
+Status set_up_policy(const RLRunPlan& plan, const RunCallbacks& cb, std::function<bool()> cancelled,
+                     PolicySetup* out) {
   return PolicyBuilder(plan, cb, std::move(cancelled), *out).build();
 }
 

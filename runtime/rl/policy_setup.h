@@ -40,11 +40,11 @@ constexpr int64_t kPromptBudget = 768;
 struct PolicySetup {
   std::unique_ptr<Task> task;
   model::ModelConfig cfg;
-  model::ModelCard card;  // written beside checkpoints (model.json) so that they export
-  std::unique_ptr<Codec> own_codec;      // a pretrained model's tokenizer
+  model::ModelCard card;             // written beside checkpoints (model.json) so that they export
+  std::unique_ptr<Codec> own_codec;  // a pretrained model's tokenizer
   const Codec* codec = &ascii_codec();  // own_codec, or the presets' ASCII codec
   int64_t max_seq = 0;                  // positions the rollout engines are sized for
-  bool bfloat16 = false;  // spec.model.dtype: update and rollouts multiply in bfloat16
+  bool bfloat16 = false;       // spec.model.dtype: update and rollouts multiply in bfloat16
   std::string model_key;       // the preset, or the model file's identity
   std::string warm_start_key;  // the cached warm start's path (the drafter's cache key base)
   std::string warm_start;      // RLRunResult::warm_start: "" when the policy has none
@@ -58,7 +58,7 @@ struct PolicySetup {
 
 // Sets up *out for `plan`; progress and log lines go to cb.warm_start, cb.drafter_warm_start
 // and cb.log.
-Status set_up_policy(const RLRunPlan& plan, const RunCallbacks& cb,
-                     std::function<bool()> cancelled, PolicySetup* out);
+Status set_up_policy(const RLRunPlan& plan, const RunCallbacks& cb, std::function<bool()> cancelled,
+                     PolicySetup* out);
 
 }  // namespace tlt::rl

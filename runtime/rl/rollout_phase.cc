@@ -65,7 +65,12 @@ struct RolloutPhase::StepRun {
 RolloutPhase::RolloutPhase(const RLRunPlan& plan, const RunCallbacks& cb,
                            const std::atomic<bool>* stop, WorkerPool& pool, const Task& task,
                            const Codec& codec, int64_t max_seq)
-    : plan_(plan), cb_(cb), stop_(stop), pool_(pool), task_(task), codec_(codec),
+    : plan_(plan),
+      cb_(cb),
+      stop_(stop),
+      pool_(pool),
+      task_(task),
+      codec_(codec),
       max_seq_(max_seq) {}
 
 RolloutPhase::~RolloutPhase() = default;
@@ -121,8 +126,8 @@ Status RolloutPhase::plan_step(StepRun& s, int64_t drafter_version) {
   // This step's problems: a window of the training stream, so a resumed run sees the same.
   for (int64_t i = 0; i < p_count; ++i) {
     StatusOr<FittedProblem> f =
-        fitting_problem(task_, codec_, kRlProblemOffset + uint64_t((step - 1) * p_count + i),
-                        false, max_seq_ - plan_.max_response_tokens - kDraftHeadroom);
+        fitting_problem(task_, codec_, kRlProblemOffset + uint64_t((step - 1) * p_count + i), false,
+                        max_seq_ - plan_.max_response_tokens - kDraftHeadroom);
     if (!f.ok()) return f.status().with_context("step " + std::to_string(step));
     s.problems.push_back(std::move(f->problem));
     s.prompts.push_back(std::move(f->prompt));
@@ -161,8 +166,10 @@ Status RolloutPhase::plan_step(StepRun& s, int64_t drafter_version) {
               {"speculative", speculate},
               {"collect_hidden", s.train_drafter},
               {"requests", reqs}};
-    if (speculate)
-      m["drafter"] = drafter_path(plan_.run_dir, drafter_version), m["drafter_version"] = drafter_version;
+    if (speculate) {
+      m["drafter"] = drafter_path(plan_.run_dir, drafter_version);
+      m["drafter_version"] = drafter_version;
+    }
     if (speculate && plan_.selector_pooled) {
       // What the other workers' bandits measured in the last step (each step is passed on once).
       json peers = json::array();

@@ -75,7 +75,8 @@ class Driver {
 };
 
 Status Driver::init_models() {
-  Status set_up = set_up_policy(plan_, cb_, [this] { return stopping(); }, &m_);
+  Status set_up = set_up_policy(
+      plan_, cb_, [this] { return stopping(); }, &m_);
   result_.warm_start = m_.warm_start;
   result_.warm_start_trained = m_.warm_start_trained;
   TLT_RETURN_IF_ERROR(set_up);
@@ -267,8 +268,8 @@ Status Driver::start_workers() {
   pool_ = std::make_unique<WorkerPool>(
       po, [this](int w) { return setup_message(w); }, [this](const std::string& m) { log(m); });
   TLT_RETURN_IF_ERROR(pool_->start(start_step_ + 1));
-  rollout_ = std::make_unique<RolloutPhase>(plan_, cb_, stop_, *pool_, *m_.task, *m_.codec,
-                                            m_.max_seq);
+  rollout_ =
+      std::make_unique<RolloutPhase>(plan_, cb_, stop_, *pool_, *m_.task, *m_.codec, m_.max_seq);
   return Status::Ok();
 }
 

@@ -11,6 +11,7 @@
 
 #include "runtime/drafter/buffer.h"
 #include "runtime/drafter/trainer.h"
+#include "runtime/io/atomic_file.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
 #include "runtime/model/model_source.h"
@@ -20,7 +21,6 @@
 #include "runtime/rl/worker_options.h"
 #include "runtime/rollout/engine.h"
 #include "runtime/torch_env.h"
-#include "runtime/io/atomic_file.h"
 
 namespace tlt::rl {
 namespace {
@@ -108,8 +108,8 @@ Status Worker::setup(const json& m) {
   StatusOr<std::unique_ptr<rollout::Engine>> e = rollout::Engine::create(target_, drafter_, eo);
   if (!e.ok()) return e.status();
   engine_ = std::move(*e);
-  trainer_ = std::make_unique<drafter::DrafterTrainer>(
-      drafter_, target_, w.drafter_learning_rate, w.drafter_train_levels, o.drafter_bfloat16);
+  trainer_ = std::make_unique<drafter::DrafterTrainer>(drafter_, target_, w.drafter_learning_rate,
+                                                       w.drafter_train_levels, o.drafter_bfloat16);
   drafter_batch_ = w.drafter_batch;
   drafter_vocab_ = w.drafter_vocab_subset;
   token_counts_.assign(size_t(cfg->vocab), 0);

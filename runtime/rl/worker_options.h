@@ -58,9 +58,9 @@ struct WorkerOptions {
   std::string preset;
   int64_t vocab = 0;
   std::string model_card;
-  int64_t max_seq = 0;    // positions the engine is sized for (capped by the model's)
-  int64_t max_batch = 0;  // rows the engine is sized for
-  uint64_t seed = 0;      // the engines' base seed
+  int64_t max_seq = 0;            // positions the engine is sized for (capped by the model's)
+  int64_t max_batch = 0;          // rows the engine is sized for
+  uint64_t seed = 0;              // the engines' base seed
   bool decode_bfloat16 = false;   // rollout::EngineOptions::bfloat16
   bool drafter_bfloat16 = false;  // the spot trainer's matrix products
   // The drafter warm start's draft vocabulary (a pretrained model's); empty: none.

@@ -80,15 +80,13 @@ TEST(WorkerOptions, MalformedMessagesNameTheField) {
   mistyped["max_batch"] = "twelve";
   r = worker_options_from_json(mistyped);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("\"max_batch\""), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("\"max_batch\""), std::string::npos) << r.status().message();
 
   json bad_element = to_json(sample());
   bad_element["buckets"] = json::array({1, "two"});
   r = worker_options_from_json(bad_element);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("\"buckets\""), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("\"buckets\""), std::string::npos) << r.status().message();
 
   json negative_seed = to_json(sample());
   negative_seed["seed"] = -1;
