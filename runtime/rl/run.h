@@ -13,9 +13,14 @@
 //   4. the trainer computes rewards and group advantages and takes the GRPO update, then writes
 //      the next policy version, which workers load before generating again.
 // With `baseline` set, speculation and drafter training are off and nothing else changes: same
-// prompts, same seeds, same update. (run.cc's run_step reads as these four: plan_step and
-// start_rollout, run_rollout, finish_rollout, update_policy. The worker processes and pods
-// themselves are runtime/rl/worker_pool.h's; the job's metrics, run_metrics.h's.)
+// prompts, same seeds, same update.
+//
+// Rooms: run.cc keeps the step loop (run_step: the rollout phase, the drafters merged, the
+// policy update). Steps 1-3 are runtime/rl/rollout_phase.h's; the models the run starts from,
+// runtime/rl/policy_setup.h's; the workers' setup message, runtime/rl/worker_options.h's; the
+// checkpoints, runtime/rl/checkpoint.h's; a step's report, runtime/rl/step_report.h's; the worker
+// processes and pods, runtime/rl/worker_pool.h's; the job's metrics, run_metrics.h's; the plans
+// of a job's runs from its spec, runtime/rl/job_setup.h's.
 //
 // The policy is a preset (the ASCII codec of runtime/rl/text.h, warm-started on the task's worked
 // solutions) or spec.model.path's model (its own tokenizer and chat template, no warm start by
