@@ -13,9 +13,14 @@
 //   4. the trainer computes rewards and group advantages and takes the GRPO update, then writes
 //      the next policy version, which workers load before generating again.
 // With `baseline` set, speculation and drafter training are off and nothing else changes: same
-// prompts, same seeds, same update. (run.cc's run_step reads as these four: plan_step and
-// start_rollout, run_rollout, finish_rollout, update_policy. The worker processes and pods
-// themselves are runtime/rl/worker_pool.h's; the job's metrics, run_metrics.h's.)
+// prompts, same seeds, same update.
+//
+// Rooms: run.cc keeps the step loop (run_step: the rollout phase, the drafters merged, the
+// policy update). Steps 1-3 are runtime/rl/rollout_phase.h's; the models the run starts from,
+// runtime/rl/policy_setup.h's; the workers' setup message, runtime/rl/worker_options.h's; the
+// checkpoints, runtime/rl/checkpoint.h's; a step's report, runtime/rl/step_report.h's; the worker
+// processes and pods, runtime/rl/worker_pool.h's; the job's metrics, run_metrics.h's; the plans
+// of a job's runs from its spec, runtime/rl/job_setup.h's.
 //
 // The policy is a preset (the ASCII codec of runtime/rl/text.h, warm-started on the task's worked
 // solutions) or spec.model.path's model (its own tokenizer and chat template, no warm start by
@@ -58,6 +63,8 @@
 
 #include "api/status.h"
 #include "runtime/rl/paired.h"
+#include "runtime/rl/step_report.h"
+#include "runtime/rl/worker_options.h"
 
 namespace tlt::rl {
 
@@ -93,22 +100,12 @@ struct RLRunPlan {
   int drafter_role_workers = 0;
   bool baseline = false;  // speculation and drafter training off
   bool speculative = true;
-  int64_t activation_threshold = 8;
-  std::vector<std::string> arms{"4_1_5", "ngram"};
-  int32_t ngram_shortcut = 3;          // rollout::EngineOptions::ngram_shortcut
-  double draft_confidence = 0.0;       // rollout::EngineOptions::draft_confidence
-  int32_t drafter_catch_up_limit = 8;  // rollout::EngineOptions::drafter_catch_up_limit
-  std::string selector = "bucketed-epsilon-greedy";
-  std::vector<int32_t> buckets{1, 2, 5};
-  double epsilon = 0.1;
-  int32_t window = 32;
-  std::string selector_value = "throughput";     // rollout::EngineOptions::selector_value
-  std::string selector_exploration = "uniform";  // rollout::EngineOptions::selector_exploration
+  // The workers' engines and drafter trainers (spec.speculative, spec.drafter): every worker's
+  // setup message carries them (runtime/rl/worker_options.h).
+  WorkerSpec worker;
   // The workers' bandits count each other's steps of the previous step (rollout::ArmSelector's
   // pooling; spec.speculative.selector.pooled).
   bool selector_pooled = true;
-  int64_t drafter_layers = 1;
-  int64_t drafter_train_levels = 3;  // drafter::DrafterTrainer's levels, warm start and online
   // Drafter warm start (rl::drafter_warm_start) before step 1, cached next to the policy's;
   // 0: the drafter starts untrained. Skipped with `baseline`.
   int64_t drafter_warm_start_steps = 200;
@@ -116,13 +113,9 @@ struct RLRunPlan {
   double drafter_warm_start_learning_rate = 1e-3;
   int64_t drafter_warm_start_batch = 16;
   int32_t drafter_warm_start_max_tokens = 256;  // solutions cut to this (and max_response_tokens)
-  // Workers draft over the this-many tokens they have generated most often (0: all).
-  int64_t drafter_vocab_subset = 0;
   bool drafter_training = true;
-  double drafter_learning_rate = 3e-4;
   int min_idle_workers = 1;
   int buffer_steps = 2;
-  int64_t drafter_batch = 16;
   // Drafter frozen after this many steps of training (-1: never): the benchmark's control.
   int64_t freeze_drafter_after = -1;
   std::string run_dir;         // scratch: weights pushed to workers, buffers (required)
@@ -144,43 +137,6 @@ struct RLRunPlan {
   int drafter_start_grace_s = 60;
   std::string cache_dir;  // where the warm start is cached
 };
-
-struct Interval {
-  int worker = 0;
-  std::string state;          // generating | released (done, not training) | training
-  double start = 0, end = 0;  // seconds since the step began
-};
-
-struct StepReport {
-  int64_t step = 0;  // 1-based
-  double reward_mean = 0.0;
-  double len_p50 = 0, len_p90 = 0, len_p99 = 0, len_max = 0;  // response tokens
-  double rollout_seconds = 0, update_seconds = 0, step_seconds = 0;
-  double publish_seconds = 0;  // writing the updated policy for the workers (in step_seconds)
-  // The policy update's training forwards: token positions run (padding included, a group's
-  // shared prompt once per minibatch) and micro-batches (rl::UpdateStats).
-  int64_t update_positions = 0, update_microbatches = 0;
-  double generating_worker_seconds = 0, idle_worker_seconds = 0, reclaimed_worker_seconds = 0;
-  double accept_length = 0.0;  // mean tokens per request per speculative step (0: none)
-  std::map<std::string, int64_t> arms;
-  // Generating worker-seconds by rollout engine phase (rollout::EnginePhases: "plain",
-  // "verify", ..., "other"), summed over the workers.
-  std::map<std::string, double> phase_seconds;
-  int64_t copied_drafts = 0;     // drafts copied from context (spec.speculative.ngramShortcut)
-  int64_t bandit_absorbed = 0;   // bandit steps the workers took over from each other
-  int64_t draft_vocabulary = 0;  // largest draft vocabulary among the workers (0: none ran)
-  int64_t tokens = 0;
-  int64_t drafter_version = 0, drafter_steps = 0;
-  double drafter_loss = -1;    // last training loss this step (-1: no training)
-  double stop_latency_ms = 0;  // slowest preemption of a drafter trainer
-  double kl = 0, clip_fraction = 0, loss = 0;
-  int64_t restarts = 0;
-  std::vector<int> drafter_workers;  // dedicated to drafter training this step (rebalancer)
-  std::vector<Interval> timeline;
-};
-
-nlohmann::json to_json(const StepReport& r);
-StepReport step_from_json(const nlohmann::json& j);
 
 struct RLRunResult {
   std::vector<StepReport> steps;

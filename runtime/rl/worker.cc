@@ -5,19 +5,22 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <random>
 
 #include "runtime/drafter/buffer.h"
 #include "runtime/drafter/trainer.h"
+#include "runtime/io/atomic_file.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
 #include "runtime/model/model_source.h"
 #include "runtime/rl/channel.h"
+#include "runtime/rl/rendezvous.h"
 #include "runtime/rl/spot_work.h"
+#include "runtime/rl/worker_options.h"
 #include "runtime/rollout/engine.h"
 #include "runtime/torch_env.h"
-#include "runtime/io/atomic_file.h"
 
 namespace tlt::rl {
 namespace {
@@ -58,61 +61,61 @@ class Worker {
 
 // The policy's architecture: the model card a pretrained policy's driver sends (its weights come
 // with the first generate message, as a preset's do), else the preset.
-StatusOr<model::ModelConfig> model_config(const json& m) {
-  std::string card = m.value("model_card", "");
-  if (card.empty())
-    return model::preset_config(m.at("preset").get<std::string>(), m.at("vocab").get<int64_t>());
-  StatusOr<model::ModelCard> c = model::model_card_from_json(card, "the setup message's model");
+StatusOr<model::ModelConfig> model_config(const WorkerOptions& o) {
+  if (o.model_card.empty()) return model::preset_config(o.preset, o.vocab);
+  StatusOr<model::ModelCard> c =
+      model::model_card_from_json(o.model_card, "the setup message's model");
   if (!c.ok()) return c.status();
   return c->config.config;
 }
 
 Status Worker::setup(const json& m) {
-  index_ = m.at("index").get<int>();
-  dir_ = m.at("dir").get<std::string>();
-  int core = m.value("core", -1);
-  if (core >= 0) {
+  StatusOr<WorkerOptions> opts = worker_options_from_json(m);
+  if (!opts.ok()) return opts.status();
+  const WorkerOptions& o = *opts;
+  const WorkerSpec& w = o.spec;
+  index_ = o.index;
+  dir_ = o.dir;
+  if (o.core >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(core, &set);
+    CPU_SET(o.core, &set);
     sched_setaffinity(0, sizeof set, &set);  // best effort: a cgroup may forbid it
     runtime::configure_threads(1);
   }
-  StatusOr<model::ModelConfig> cfg = model_config(m);
+  StatusOr<model::ModelConfig> cfg = model_config(o);
   if (!cfg.ok()) return cfg.status();
   target_ = model::Transformer(*cfg);
   target_->eval();
-  drafter_ = model::Drafter(target_, m.at("drafter_layers").get<int64_t>());
+  drafter_ = model::Drafter(target_, w.drafter_layers);
   rollout::EngineOptions eo;
-  eo.max_batch = m.at("max_batch").get<int64_t>();
-  eo.max_seq = std::min(cfg->max_seq, m.value("max_seq", cfg->max_seq));
-  eo.activation_threshold = m.at("activation_threshold").get<int64_t>();
-  eo.arms = m.at("arms").get<std::vector<std::string>>();
-  eo.ngram_shortcut = m.value("ngram_shortcut", eo.ngram_shortcut);  // absent from older trainers
-  eo.draft_confidence = m.value("draft_confidence", eo.draft_confidence);  // (as are these)
-  eo.drafter_catch_up_limit = m.value("drafter_catch_up_limit", eo.drafter_catch_up_limit);
-  eo.selector = m.at("selector").get<std::string>();
-  eo.buckets = m.at("buckets").get<std::vector<int32_t>>();
-  eo.epsilon = m.at("epsilon").get<double>();
-  eo.window = m.at("window").get<int32_t>();
-  eo.selector_value = m.value("selector_value", eo.selector_value);  // absent from older trainers
-  eo.selector_exploration = m.value("selector_exploration", eo.selector_exploration);
-  eo.seed = m.at("seed").get<uint64_t>() + uint64_t(index_);
-  eo.bfloat16 = m.value("decode_bfloat16", false);  // absent from older trainers
+  eo.max_batch = o.max_batch;
+  eo.max_seq = std::min(cfg->max_seq, o.max_seq);
+  eo.activation_threshold = w.activation_threshold;
+  eo.arms = w.arms;
+  eo.ngram_shortcut = w.ngram_shortcut;
+  eo.draft_confidence = w.draft_confidence;
+  eo.drafter_catch_up_limit = w.drafter_catch_up_limit;
+  eo.selector = w.selector;
+  eo.buckets = w.buckets;
+  eo.epsilon = w.epsilon;
+  eo.window = w.window;
+  eo.selector_value = w.selector_value;
+  eo.selector_exploration = w.selector_exploration;
+  eo.seed = o.seed + uint64_t(index_);
+  eo.bfloat16 = o.decode_bfloat16;
   eo.reproducible = true;  // a request's tokens depend on its seed only (restarts, --resume)
   StatusOr<std::unique_ptr<rollout::Engine>> e = rollout::Engine::create(target_, drafter_, eo);
   if (!e.ok()) return e.status();
   engine_ = std::move(*e);
-  trainer_ = std::make_unique<drafter::DrafterTrainer>(
-      drafter_, target_, m.at("drafter_lr").get<double>(),
-      m.value("drafter_levels", int64_t(1)),  // absent from older trainers
-      m.value("drafter_bfloat16", false));
-  drafter_batch_ = m.at("drafter_batch").get<int64_t>();
-  drafter_vocab_ = m.value("drafter_vocab", int64_t(0));  // absent from older trainers
+  trainer_ = std::make_unique<drafter::DrafterTrainer>(drafter_, target_, w.drafter_learning_rate,
+                                                       w.drafter_train_levels, o.drafter_bfloat16);
+  drafter_batch_ = w.drafter_batch;
+  drafter_vocab_ = w.drafter_vocab_subset;
   token_counts_.assign(size_t(cfg->vocab), 0);
   // The drafter warm start's draft vocabulary (a pretrained model's) ranks first until this
   // worker's own generations outnumber it.
-  for (int64_t id : m.value("drafter_vocab_ids", std::vector<int64_t>{}))
+  for (int64_t id : o.drafter_vocab_ids)
     if (id >= 0 && id < cfg->vocab) token_counts_[size_t(id)] = 1;
   rng_.seed(eo.seed);
   return Status::Ok();
@@ -346,6 +349,29 @@ int run_worker(int in_fd, int out_fd, const std::string& mirror_dir) {
   Worker w(in_fd, out_fd);
   if (!mirror_dir.empty()) w.mirror_files(mirror_dir);
   return w.loop();
+}
+
+int run_remote_worker(const std::string& host, int port, int index, const std::string& work_dir,
+                      std::ostream& out, std::ostream& err) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(work_dir) / "buffer", ec);
+  if (ec) {
+    err << "tlt run-role: " << work_dir << ": " << ec.message() << " (set TLT_WORK_DIR)\n";
+    return 1;
+  }
+  out << "tlt run-role: rollout " << index << " connecting to the trainer at " << host << ":"
+      << port << "\n"
+      << std::flush;
+  StatusOr<int> fd = connect_worker(host, port, index, 600 * 1000);
+  if (!fd.ok()) {
+    err << "tlt run-role: " << fd.status().message() << "\n";
+    return 1;
+  }
+  out << "tlt run-role: rollout " << index << " connected; files under " << work_dir << "\n"
+      << std::flush;
+  int rc = run_worker(*fd, *fd, work_dir);
+  ::close(*fd);
+  return rc;
 }
 
 }  // namespace tlt::rl

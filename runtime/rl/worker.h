@@ -17,6 +17,7 @@
 // Thread safety: single-threaded process (LibTorch intra-op threads set to 1 when pinned).
 #pragma once
 
+#include <iosfwd>
 #include <string>
 
 namespace tlt::rl {
@@ -25,5 +26,13 @@ namespace tlt::rl {
 // `mirror_dir` set (a remote worker on its own machine: one socket, in_fd == out_fd), files the
 // messages name travel over the channel and live under mirror_dir (runtime/rl/channel.h).
 int run_worker(int in_fd, int out_fd, const std::string& mirror_dir = "");
+
+// A cluster job's rollout pod (`tlt run-role`): creates work_dir/buffer, connects to the
+// trainer at host:port as worker `index` (runtime/rl/rendezvous.h; retrying for up to 10
+// minutes while the trainer starts) and serves it until it says exit or hangs up; the files it
+// is sent live under work_dir. Progress lines go to `out`, errors to `err`. Returns the process
+// exit code (1 when the directory or the connection fails).
+int run_remote_worker(const std::string& host, int port, int index, const std::string& work_dir,
+                      std::ostream& out, std::ostream& err);
 
 }  // namespace tlt::rl

@@ -1,0 +1,126 @@
+#include "runtime/rl/job_setup.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+
+#include "runtime/data/token_file.h"
+#include "runtime/rl/worker_options.h"
+
+namespace tlt::rl {
+namespace {
+namespace fs = std::filesystem;
+
+// Writing SmolLM2's 540 MB policy to disk took 4-10 s a step against 1.0 s to /dev/shm, so
+// scratch goes to memory when this much is free there.
+constexpr uint64_t kScratchRoom = 4ull << 30;
+constexpr const char* kShm = "/dev/shm";
+
+// Removes /dev/shm/tlt-run-PID-* left by processes that no longer exist.
+void remove_orphaned_scratch() {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(kShm, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("tlt-run-", 0) != 0) continue;
+    long pid = std::atol(name.c_str() + 8);
+    if (pid > 0 && pid != long(::getpid()) && !fs::exists("/proc/" + std::to_string(pid), ec))
+      fs::remove_all(e.path(), ec);
+  }
+}
+
+// The plan of one run (`label`: "tlt" or "baseline") of the job.
+RLRunPlan run_plan(const api::RLJob& job, const JobRunOptions& options, const std::string& base,
+                   const std::string& label, bool baseline) {
+  const api::RLJobSpec& spec = job.spec;
+  RLRunPlan plan = plan_from_spec(job, baseline);
+  plan.run_dir = base + "/" + label + "/run";
+  if (!spec.checkpoint.path.empty()) plan.checkpoint_dir = spec.checkpoint.path + "/" + label;
+  plan.resume = options.resume;
+  plan.listen_port = options.listen_port;
+  if (plan.listen_port > 0) {
+    // A cluster job's drafter pods come and go with the rebalancer: a worker slot for every
+    // pod maxReplicas allows; at the start only the spec's replicas are awaited.
+    int slots = std::max(spec.roles.drafter.replicas, spec.roles.drafter.max_replicas);
+    plan.drafter_pods_at_start = plan.drafter_role_workers;
+    plan.workers += slots - plan.drafter_role_workers;
+    plan.drafter_role_workers = slots;
+  }
+  return plan;
+}
+
+}  // namespace
+
+RLRunPlan plan_from_spec(const api::RLJob& job, bool baseline) {
+  const api::RLJobSpec& s = job.spec;
+  RLRunPlan p;
+  p.job = job.metadata.name;
+  p.preset = s.model.effective_preset();
+  p.model_path = s.model.path, p.model_format = s.model.format, p.model_dtype = s.model.dtype;
+  p.task = s.task.name, p.task_seed = uint64_t(s.task.seed), p.held_out = s.task.held_out;
+  p.task_free_text = s.task.free_text_answer(!s.model.path.empty());
+  const api::AlgorithmSpec& a = s.algorithm;
+  p.steps = a.steps, p.prompts_per_step = a.prompts_per_step, p.group_size = a.group_size;
+  p.max_response_tokens = a.max_response_tokens;
+  p.temperature = a.temperature, p.top_p = a.top_p, p.learning_rate = a.learning_rate;
+  p.kl_coef = a.kl_coef, p.clip = a.clip_ratio, p.seed = uint64_t(a.seed);
+  p.loss_aggregation = a.loss_aggregation;
+  p.warm_start_steps = a.effective_warm_start_steps(!s.model.path.empty());
+  p.warm_start_learning_rate = a.warm_start_learning_rate;
+  p.warm_start_max_prompt_chars = a.warm_start_max_prompt_chars;
+  p.warm_start_unmarked_answers = a.warm_start_unmarked_answers;
+  p.drafter_role_workers = s.roles.drafter.replicas;
+  p.workers = std::max(1, s.roles.rollout.replicas) + p.drafter_role_workers;
+  p.baseline = baseline;
+  p.speculative = s.speculative.enabled;
+  p.worker = worker_spec_from(s);
+  p.selector_pooled = s.speculative.selector.pooled;
+  p.drafter_warm_start_steps = s.drafter.warm_start_steps;
+  p.drafter_warm_start_prompts = s.drafter.warm_start_prompts;
+  p.drafter_training = s.drafter.training.enabled;
+  p.min_idle_workers = s.drafter.training.min_idle_workers;
+  p.buffer_steps = s.drafter.training.buffer_steps;
+  p.checkpoint_every = s.checkpoint.every_steps, p.checkpoint_keep = s.checkpoint.keep;
+  p.cache_dir = data::cache_root();
+  std::error_code ec;
+  p.worker_exe = fs::read_symlink("/proc/self/exe", ec).string();
+  if (const char* f = std::getenv("TLT_FREEZE_DRAFTER_AFTER"))
+    p.freeze_drafter_after = std::atoll(f);
+  return p;
+}
+
+std::string job_base_dir(const api::RLJob& job) {
+  const std::string& path = job.spec.checkpoint.path;
+  return path.empty() ? ".tlt/" + job.metadata.name : path;
+}
+
+std::vector<JobRun> job_runs(const api::RLJob& job, const JobRunOptions& options) {
+  std::vector<std::pair<std::string, bool>> runs;  // (label, baseline)
+  if (!options.baseline) runs.push_back({"tlt", false});
+  if (options.baseline || options.compare) runs.push_back({"baseline", true});
+  std::string base = job_base_dir(job);
+  std::vector<JobRun> out;
+  for (const auto& [label, baseline] : runs)
+    out.push_back({label, run_plan(job, options, base, label, baseline)});
+  return out;
+}
+
+ScratchDir::ScratchDir(const std::string& fallback, const std::string& label) : path_(fallback) {
+  const char* where = std::getenv("TLT_RUN_SCRATCH");
+  if (where != nullptr && std::string(where) == "job") return;
+  std::error_code ec;
+  fs::space_info room = fs::space(kShm, ec);
+  if (ec || room.available < kScratchRoom) return;
+  remove_orphaned_scratch();
+  std::string dir = std::string(kShm) + "/tlt-run-" + std::to_string(::getpid()) + "-" + label;
+  if (fs::create_directories(dir, ec) || fs::is_directory(dir, ec)) path_ = dir, owned_ = true;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  if (owned_) fs::remove_all(path_, ec);
+}
+
+}  // namespace tlt::rl

@@ -1,0 +1,391 @@
+#include "runtime/rl/rollout_phase.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+
+#include "runtime/cluster/coordinator.h"
+#include "runtime/rl/seeds.h"
+
+namespace tlt::rl {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// RL draws training problems from this index of the training stream on, past those the warm
+// start imitated (it reads the stream from 0), so rewards measure solving, not recall.
+constexpr uint64_t kRlProblemOffset = uint64_t(1) << 32;
+
+// Positions a rollout engine keeps free past prompt + response for drafted tokens (the largest
+// arm's tree; the engine refuses requests without it).
+constexpr int64_t kDraftHeadroom = 64;
+
+}  // namespace
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string policy_path(const std::string& run_dir, int64_t v) {
+  return run_dir + "/policy-v" + std::to_string(v) + ".ckpt";
+}
+
+std::string drafter_path(const std::string& run_dir, int64_t v) {
+  return run_dir + "/drafter-v" + std::to_string(v) + ".ckpt";
+}
+
+// One step's rollout phase as the driver tracks it (steps 1-3 of run.h's header).
+struct RolloutPhase::StepRun {
+  int64_t step = 0;
+  StepReport* report = nullptr;
+  std::vector<Problem> problems;
+  std::vector<std::vector<int64_t>> prompts;  // one per problem
+  bool train_drafter = false;
+  std::vector<json> gen_msgs;  // per worker: its generate message
+  std::unique_ptr<cluster::Coordinator> coord;
+  double t0 = 0;              // now_s() when the step began
+  std::vector<double> since;  // per worker: when its current timeline state began
+  std::vector<std::string> state;
+  std::vector<std::vector<int64_t>> responses;  // per request id (prompt * G + k)
+  std::vector<bool> done, awaiting_trained;
+  // A worker without requests (dedicated to the drafter, or more workers than prompts) is
+  // released at once: loading the new weights is not generating. Its reply only confirms them.
+  std::vector<bool> no_requests;
+  std::vector<std::pair<std::string, int64_t>> drafter_parts;  // (checkpoint, steps trained)
+  int64_t accepted = 0, req_spec = 0;
+  double rollout_end = -1;
+  bool stop_sent = false;
+};
+
+RolloutPhase::RolloutPhase(const RLRunPlan& plan, const RunCallbacks& cb,
+                           const std::atomic<bool>* stop, WorkerPool& pool, const Task& task,
+                           const Codec& codec, int64_t max_seq)
+    : plan_(plan),
+      cb_(cb),
+      stop_(stop),
+      pool_(pool),
+      task_(task),
+      codec_(codec),
+      max_seq_(max_seq) {}
+
+RolloutPhase::~RolloutPhase() = default;
+
+StatusOr<Rollouts> RolloutPhase::run(int64_t step, int64_t drafter_version, StepReport* r) {
+  StepRun s;
+  s.step = step, s.report = r;
+  TLT_RETURN_IF_ERROR(plan_step(s, drafter_version));
+  TLT_RETURN_IF_ERROR(start_rollout(s));
+  TLT_RETURN_IF_ERROR(run_rollout(s));
+  TLT_RETURN_IF_ERROR(finish_rollout(s));
+  Rollouts out;
+  out.problems = std::move(s.problems), out.prompts = std::move(s.prompts);
+  out.responses = std::move(s.responses), out.drafter_parts = std::move(s.drafter_parts);
+  out.t0 = s.t0;
+  return out;
+}
+
+// Workers dedicated to the drafter this step (true) and those that generate. The last
+// plan_.drafter_role_workers are drafter slots: always dedicated. Among the rollout workers,
+// those the rebalancer assigned, keeping at least one generating (highest index dropped first).
+// Present dedicated workers are listed in r->drafter_workers.
+std::vector<bool> RolloutPhase::dedicated_workers(int64_t step, StepReport* r) {
+  int64_t n = plan_.workers, rollout_n = n - plan_.drafter_role_workers;
+  std::vector<bool> dedicated(size_t(n), false);
+  if (cb_.drafter_assignments) {
+    for (int w : cb_.drafter_assignments(step))
+      if (w >= 0 && w < rollout_n) dedicated[size_t(w)] = true;
+  }
+  for (int64_t w = rollout_n - 1;
+       w >= 0 && std::count(dedicated.begin(), dedicated.begin() + rollout_n, false) == 0; --w)
+    dedicated[size_t(w)] = false;
+  std::vector<int> assigned;
+  for (int64_t w = 0; w < rollout_n; ++w)
+    if (dedicated[size_t(w)]) assigned.push_back(int(w));
+  if (assigned != last_drafter_workers_) {
+    std::string ws;
+    for (int w : assigned) ws += (ws.empty() ? "" : ", ") + std::to_string(w);
+    log("step " + std::to_string(step) + ": workers dedicated to drafter training by the " +
+        "rebalancer: " + (ws.empty() ? "none" : ws));
+    last_drafter_workers_ = assigned;
+  }
+  for (int64_t w = rollout_n; w < n; ++w) dedicated[size_t(w)] = true;
+  for (int64_t w = 0; w < n; ++w)
+    if (dedicated[size_t(w)] && pool_.present(w)) r->drafter_workers.push_back(int(w));
+  return dedicated;
+}
+
+Status RolloutPhase::plan_step(StepRun& s, int64_t drafter_version) {
+  int64_t step = s.step;
+  StepReport* r = s.report;
+  int64_t p_count = plan_.prompts_per_step, g = plan_.group_size, n = plan_.workers;
+  // This step's problems: a window of the training stream, so a resumed run sees the same.
+  for (int64_t i = 0; i < p_count; ++i) {
+    StatusOr<FittedProblem> f =
+        fitting_problem(task_, codec_, kRlProblemOffset + uint64_t((step - 1) * p_count + i), false,
+                        max_seq_ - plan_.max_response_tokens - kDraftHeadroom);
+    if (!f.ok()) return f.status().with_context("step " + std::to_string(step));
+    s.problems.push_back(std::move(f->problem));
+    s.prompts.push_back(std::move(f->prompt));
+  }
+  bool speculate = !plan_.baseline && plan_.speculative;
+  s.train_drafter = !plan_.baseline && plan_.drafter_training &&
+                    (plan_.freeze_drafter_after < 0 || step <= plan_.freeze_drafter_after);
+  std::vector<bool> dedicated = dedicated_workers(step, r);
+  std::vector<int64_t> generators;
+  for (int64_t w = 0; w < n; ++w)
+    if (!dedicated[size_t(w)]) generators.push_back(w);
+  // Prompts go round-robin over the generating workers, each with its whole group.
+  s.gen_msgs.resize(size_t(n));
+  for (int64_t w = 0; w < n; ++w) {
+    json reqs = json::array();
+    int64_t slot = std::find(generators.begin(), generators.end(), w) - generators.begin();
+    int64_t n_gen = int64_t(generators.size());
+    for (int64_t pi = slot; slot < n_gen && pi < p_count; pi += n_gen) {
+      for (int64_t k = 0; k < g; ++k) {
+        int64_t id = pi * g + k;
+        reqs.push_back({{"id", id},
+                        {"prompt", s.prompts[pi]},
+                        {"max_new", plan_.max_response_tokens},
+                        {"stop", codec_.end_ids().front()},
+                        {"more_stop", std::vector<int64_t>(codec_.end_ids().begin() + 1,
+                                                           codec_.end_ids().end())},
+                        {"seed", mix_seeds(mix_seeds(plan_.seed, uint64_t(step)), uint64_t(id))},
+                        {"temperature", plan_.temperature},
+                        {"top_p", plan_.top_p}});
+      }
+    }
+    json m = {{"op", "generate"},
+              {"step", step},
+              {"policy", policy_path(plan_.run_dir, step - 1)},
+              {"policy_version", step - 1},
+              {"speculative", speculate},
+              {"collect_hidden", s.train_drafter},
+              {"requests", reqs}};
+    if (speculate) {
+      m["drafter"] = drafter_path(plan_.run_dir, drafter_version);
+      m["drafter_version"] = drafter_version;
+    }
+    if (speculate && plan_.selector_pooled) {
+      // What the other workers' bandits measured in the last step (each step is passed on once).
+      json peers = json::array();
+      for (size_t v = 0; v < bandit_steps_.size(); ++v)
+        if (v != size_t(w))
+          for (const json& o : bandit_steps_[v]) peers.push_back(o);
+      m["pool_bandit"] = true;
+      m["bandit_peers"] = std::move(peers);
+    }
+    s.gen_msgs[size_t(w)] = std::move(m);
+  }
+  bandit_steps_.assign(size_t(n), json::array());
+  return Status::Ok();
+}
+
+Status RolloutPhase::start_rollout(StepRun& s) {
+  int64_t n = plan_.workers;
+  StepReport* r = s.report;
+  s.coord = std::make_unique<cluster::Coordinator>(
+      int(n), s.train_drafter ? plan_.min_idle_workers : std::numeric_limits<int>::max());
+  // Without drafter training (--baseline, frozen drafter) a dedicated worker just sits idle.
+  TLT_RETURN_IF_ERROR(
+      s.coord->set_dedicated(s.train_drafter ? r->drafter_workers : std::vector<int>{}));
+  std::vector<int> absent;
+  for (int64_t w = 0; w < n; ++w)
+    if (!pool_.present(w)) absent.push_back(int(w));
+  TLT_RETURN_IF_ERROR(s.coord->set_absent(absent));
+  s.t0 = now_s();
+  TLT_RETURN_IF_ERROR(s.coord->begin_step(s.step, 0.0));
+  s.since.assign(size_t(n), 0.0);
+  s.state.assign(size_t(n), "generating");
+  for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(pool_.send(w, s.gen_msgs[w]));
+  s.responses.resize(size_t(plan_.prompts_per_step * plan_.group_size));
+  s.done.assign(size_t(n), false);
+  s.awaiting_trained.assign(size_t(n), false);
+  s.no_requests.assign(size_t(n), false);
+  for (int64_t w = 0; w < n; ++w) {
+    if (!pool_.present(w) || !s.gen_msgs[size_t(w)].at("requests").empty()) continue;
+    s.no_requests[size_t(w)] = s.done[size_t(w)] = true;
+    mark(s, int(w), "released", 0.0);
+    StatusOr<std::vector<int>> train = s.coord->worker_done(int(w), 0.0);
+    if (!train.ok()) return train.status();
+    if (!s.coord->rollout_finished()) TLT_RETURN_IF_ERROR(start_training(s, *train, 0.0));
+  }
+  return Status::Ok();
+}
+
+void RolloutPhase::mark(StepRun& s, int w, const std::string& state, double t) {
+  if (t > s.since[w]) s.report->timeline.push_back({w, s.state[w], s.since[w], t});
+  s.state[w] = state, s.since[w] = t;
+  if (cb_.worker_state) cb_.worker_state(w, state);
+}
+
+// Buffers available to drafter trainers: previous steps' and this step's finished workers.
+json RolloutPhase::buffers(const StepRun& s) const {
+  json files = json::array();
+  for (int64_t st = std::max<int64_t>(1, s.step - plan_.buffer_steps + 1); st <= s.step; ++st)
+    for (int64_t w = 0; w < plan_.workers; ++w) {
+      std::string f =
+          plan_.run_dir + "/buffer/step-" + std::to_string(st) + "-w" + std::to_string(w) + ".pt";
+      if (fs::exists(f)) files.push_back(f);
+    }
+  return files;
+}
+
+Status RolloutPhase::start_training(StepRun& s, const std::vector<int>& ws, double t) {
+  for (int w : ws) {
+    mark(s, w, "training", t);
+    s.awaiting_trained[w] = true;
+    TLT_RETURN_IF_ERROR(
+        pool_.send(w, {{"op", "train"}, {"step", s.step}, {"buffers", buffers(s)}}));
+  }
+  return Status::Ok();
+}
+
+Status RolloutPhase::run_rollout(StepRun& s) {
+  const char* fault = std::getenv("TLT_FAULT_KILL_WORKER");
+  int64_t kill_step = fault ? std::atoll(fault) : -1;
+  auto any = [](const std::vector<bool>& v) {
+    return std::find(v.begin(), v.end(), true) != v.end();
+  };
+  for (;;) {
+    if (stopping()) return Status::Aborted("stopped by signal");
+    double t = now_s() - s.t0;
+    if (s.step == kill_step && !killed_once_ && !s.done[0] && pool_.pid(0) > 0) {  // mid-step
+      killed_once_ = true;
+      log("fault injection: killing rollout worker 0 (pid " + std::to_string(pool_.pid(0)) +
+          ") mid-step");
+      kill(pool_.pid(0), SIGKILL);
+    }
+    StatusOr<std::vector<int>> ready = pool_.wait_readable(20);
+    if (!ready.ok()) return ready.status();
+    t = now_s() - s.t0;
+    for (int w : *ready) TLT_RETURN_IF_ERROR(handle_worker(s, w, t));
+    if (!s.stop_sent && s.coord->rollout_finished()) {
+      s.rollout_end = t;
+      s.stop_sent = true;
+      for (int64_t w = 0; w < plan_.workers; ++w)
+        if (s.awaiting_trained[w])
+          TLT_RETURN_IF_ERROR(pool_.send(w, {{"op", "stop"}, {"sent_at", now_s()}}));
+    }
+    // The step ends once every trainer stopped and every worker without requests confirmed the
+    // step's weights (its reply must not spill into the next step).
+    if (s.stop_sent && !any(s.awaiting_trained) && !any(s.no_requests)) return Status::Ok();
+  }
+}
+
+Status RolloutPhase::handle_worker(StepRun& s, int w, double t) {
+  Status st = pool_.channel(w).pump();
+  if (!st.ok() && !pool_.channel(w).has_buffered()) return worker_died(s, w, st, t);
+  while (std::optional<json> m = pool_.channel(w).pop()) {
+    std::string op = m->value("op", "");
+    if (op == "generated") {
+      TLT_RETURN_IF_ERROR(on_generated(s, w, *m, t));
+    } else if (op == "trained") {
+      on_trained(s, w, *m, t);
+    } else {
+      return Status::Internal("unexpected worker message " + m->dump().substr(0, 120));
+    }
+  }
+  return Status::Ok();
+}
+
+Status RolloutPhase::worker_died(StepRun& s, int w, const Status& why, double t) {
+  if (pool_.optional(w)) {
+    // A drafter pod went away (deleted by a scale-down, or failed): the step goes on without
+    // it; the training it had not handed back is lost.
+    pool_.drop(w, why.message());
+    TLT_RETURN_IF_ERROR(s.coord->worker_left(w, t));
+    s.awaiting_trained[size_t(w)] = false;
+    s.no_requests[size_t(w)] = false;
+    mark(s, w, "idle", t);
+    return Status::Ok();
+  }
+  // The worker died: restart it (remote: wait for it to connect again) and rerun what it had
+  // not finished.
+  ++s.report->restarts;
+  log("rollout worker " + std::to_string(w) + " died (" + why.message() + "); restarting");
+  TLT_RETURN_IF_ERROR(pool_.restart(w));
+  bool was_generating = s.coord->state(w) == cluster::WorkerState::kGenerating;
+  StatusOr<std::vector<int>> again = s.coord->worker_restarted(w, t);
+  if (!again.ok()) return again.status();
+  if (was_generating) return pool_.send(w, s.gen_msgs[w]);
+  // A worker without requests that had not confirmed the weights yet: ask again.
+  if (s.no_requests[size_t(w)]) TLT_RETURN_IF_ERROR(pool_.send(w, s.gen_msgs[w]));
+  if (s.awaiting_trained[w]) mark(s, w, "released", t);
+  s.awaiting_trained[w] = false;
+  if (!s.stop_sent) TLT_RETURN_IF_ERROR(start_training(s, *again, t));
+  return Status::Ok();
+}
+
+Status RolloutPhase::on_generated(StepRun& s, int w, const json& m, double t) {
+  if (m.at("policy_version").get<int64_t>() != s.step - 1)
+    return Status::Internal("worker generated with policy version " +
+                            m.at("policy_version").dump());
+  if (s.no_requests[size_t(w)]) {  // released at the start of the step: only the reply
+    s.no_requests[size_t(w)] = false;
+    return Status::Ok();
+  }
+  StepReport* r = s.report;
+  for (const json& c : m.at("completions"))
+    s.responses[c.at("id").get<size_t>()] = c.at("tokens").get<std::vector<int64_t>>();
+  const json& st = m.at("stats");
+  r->tokens += st.at("tokens").get<int64_t>();
+  s.accepted += st.at("accepted").get<int64_t>();
+  s.req_spec += st.at("request_spec_steps").get<int64_t>();
+  for (auto& [arm, c] : st.at("arms").items()) r->arms[arm] += c.get<int64_t>();
+  if (st.contains("phases"))  // absent from older workers
+    for (auto& [phase, sec] : st.at("phases").items()) r->phase_seconds[phase] += sec.get<double>();
+  r->copied_drafts += st.value("copied", int64_t(0));
+  r->bandit_absorbed += st.value("bandit_absorbed", int64_t(0));
+  if (st.contains("bandit") && size_t(w) < bandit_steps_.size())
+    bandit_steps_[size_t(w)] = st.at("bandit");
+  r->draft_vocabulary = std::max(r->draft_vocabulary, st.value("draft_vocab", int64_t(0)));
+  s.done[w] = true;
+  r->generating_worker_seconds += t;
+  mark(s, w, "released", t);
+  StatusOr<std::vector<int>> train = s.coord->worker_done(w, t);
+  if (!train.ok()) return train.status();
+  // The last worker to finish ends the rollout phase: nobody starts training then.
+  if (!s.stop_sent && !s.coord->rollout_finished())
+    TLT_RETURN_IF_ERROR(start_training(s, *train, t));
+  return Status::Ok();
+}
+
+void RolloutPhase::on_trained(StepRun& s, int w, const json& m, double t) {
+  StepReport* r = s.report;
+  s.awaiting_trained[w] = false;
+  mark(s, w, "released", t);
+  int64_t steps = m.at("steps").get<int64_t>();
+  r->drafter_steps += steps;
+  if (steps > 0) {
+    s.drafter_parts.push_back({m.at("drafter").get<std::string>(), steps});
+    r->drafter_loss = m.at("loss_last").get<double>();
+  }
+  r->stop_latency_ms = std::max(r->stop_latency_ms, 1000.0 * m.at("stop_latency_s").get<double>());
+}
+
+Status RolloutPhase::finish_rollout(StepRun& s) {
+  StepReport* r = s.report;
+  int64_t n = plan_.workers;
+  StatusOr<std::vector<int>> preempted = s.coord->end_step(s.rollout_end);
+  if (!preempted.ok()) return preempted.status();
+  r->idle_worker_seconds = s.coord->idle_seconds();
+  r->reclaimed_worker_seconds = s.coord->reclaimed_seconds();
+  for (int64_t w = 0; w < n; ++w)
+    if (pool_.present(w)) mark(s, int(w), "idle", now_s() - s.t0);
+  r->rollout_seconds = s.rollout_end;
+  r->accept_length = s.req_spec ? double(s.accepted + s.req_spec) / double(s.req_spec) : 0.0;
+  // Old buffers rotate out.
+  std::error_code ec;
+  for (int64_t w = 0; w < n; ++w)
+    fs::remove(plan_.run_dir + "/buffer/step-" + std::to_string(s.step - plan_.buffer_steps) +
+                   "-w" + std::to_string(w) + ".pt",
+               ec);
+  return Status::Ok();
+}
+
+}  // namespace tlt::rl

@@ -1,0 +1,101 @@
+// The rollout phase of one RL step (steps 1-3 of runtime/rl/run.h's header): the step's
+// prompts split over the generating workers, the workers' results, deaths and restarts, the
+// drafter trainers started as workers are released and stopped when the last one is done, and
+// the step's worker timeline and rollout figures in its StepReport.
+//
+// Between steps it keeps what carries over: each worker's bandit steps of the last step (passed
+// on to the others when spec.speculative.selector.pooled), the rebalancer's assignment as last
+// logged, and whether the fault injection (TLT_FAULT_KILL_WORKER=<step>: SIGKILL worker 0
+// mid-step, once) has fired.
+//
+// Errors: Aborted when the stop flag is set mid-phase; the pool's errors (a remote worker that
+// does not come back, a send that fails after restarts); Internal for a worker message that
+// breaks the protocol (an unknown op, a wrong policy version).
+//
+// Ownership: the plan, callbacks, pool, task and codec are the caller's and outlive this.
+// Thread safety: one thread (the driver's).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/status.h"
+#include "runtime/rl/run.h"
+#include "runtime/rl/tasks.h"
+#include "runtime/rl/text.h"
+#include "runtime/rl/worker_pool.h"
+
+namespace tlt::rl {
+
+// Seconds on the steady clock (the driver's timelines and durations).
+double now_s();
+
+// Where the driver publishes policy and drafter version v for the workers to load.
+std::string policy_path(const std::string& run_dir, int64_t v);
+std::string drafter_path(const std::string& run_dir, int64_t v);
+
+// One step's rollouts, as the policy update and the drafter merge take them.
+struct Rollouts {
+  std::vector<Problem> problems;
+  std::vector<std::vector<int64_t>> prompts;    // one per problem
+  std::vector<std::vector<int64_t>> responses;  // per request id (problem * G + k)
+  // The drafter trainers' results: (checkpoint, optimizer steps), those with steps only.
+  std::vector<std::pair<std::string, int64_t>> drafter_parts;
+  double t0 = 0;  // now_s() when the step began
+};
+
+class RolloutPhase {
+ public:
+  RolloutPhase(const RLRunPlan& plan, const RunCallbacks& cb, const std::atomic<bool>* stop,
+               WorkerPool& pool, const Task& task, const Codec& codec, int64_t max_seq);
+  ~RolloutPhase();
+
+  // Runs step `step`'s rollout phase with policy version step - 1 and drafter version
+  // `drafter_version`; fills r's rollout fields (tokens, arms, phases, drafter steps and loss,
+  // idle and reclaimed worker-seconds, restarts, drafter workers, timeline). Old buffers
+  // (step - buffer_steps) are removed on the way out.
+  StatusOr<Rollouts> run(int64_t step, int64_t drafter_version, StepReport* r);
+
+ private:
+  struct StepRun;
+  // 1. The step's prompts and every worker's generate message.
+  Status plan_step(StepRun& s, int64_t drafter_version);
+  std::vector<bool> dedicated_workers(int64_t step, StepReport* r);
+  // 1-2. Sends the requests; workers without any are released (and may train) at once.
+  Status start_rollout(StepRun& s);
+  // 2-3. Until every worker is done and every trainer stopped: results, deaths, training.
+  Status run_rollout(StepRun& s);
+  Status handle_worker(StepRun& s, int w, double t);
+  Status worker_died(StepRun& s, int w, const Status& why, double t);
+  Status on_generated(StepRun& s, int w, const nlohmann::json& m, double t);
+  void on_trained(StepRun& s, int w, const nlohmann::json& m, double t);
+  Status start_training(StepRun& s, const std::vector<int>& ws, double t);
+  nlohmann::json buffers(const StepRun& s) const;
+  void mark(StepRun& s, int w, const std::string& state, double t);
+  // 3. Ends the phase: idle accounting, accept length, old buffers rotated out.
+  Status finish_rollout(StepRun& s);
+  bool stopping() const { return stop_ && stop_->load(); }
+  void log(const std::string& s) const {
+    if (cb_.log) cb_.log(s);
+  }
+
+  const RLRunPlan& plan_;
+  const RunCallbacks& cb_;
+  const std::atomic<bool>* stop_;
+  WorkerPool& pool_;
+  const Task& task_;
+  const Codec& codec_;
+  int64_t max_seq_;
+  bool killed_once_ = false;
+  // Per worker: the bandit steps it measured in the last step, for the others (plan_step).
+  std::vector<nlohmann::json> bandit_steps_;
+  std::vector<int> last_drafter_workers_;  // as last logged
+};
+
+}  // namespace tlt::rl

@@ -1,0 +1,60 @@
+// The report of one RL step (runtime/rl/run.h): what the progress line, /metrics, the job's
+// report directory and the RL checkpoint's state.json carry, and its JSON form.
+//
+// to_json writes camelCase keys; step_from_json reads them back and throws nlohmann::json's
+// exceptions on a missing or mistyped field (fields added after the first reports default to
+// zero/empty when absent). The caller turns those into a Status naming the file.
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tlt::rl {
+
+struct Interval {
+  int worker = 0;
+  std::string state;          // generating | released (done, not training) | training
+  double start = 0, end = 0;  // seconds since the step began
+};
+
+struct StepReport {
+  int64_t step = 0;  // 1-based
+  double reward_mean = 0.0;
+  double len_p50 = 0, len_p90 = 0, len_p99 = 0, len_max = 0;  // response tokens
+  double rollout_seconds = 0, update_seconds = 0, step_seconds = 0;
+  double publish_seconds = 0;  // writing the updated policy for the workers (in step_seconds)
+  // The policy update's training forwards: token positions run (padding included, a group's
+  // shared prompt once per minibatch) and micro-batches (rl::UpdateStats).
+  int64_t update_positions = 0, update_microbatches = 0;
+  double generating_worker_seconds = 0, idle_worker_seconds = 0, reclaimed_worker_seconds = 0;
+  double accept_length = 0.0;  // mean tokens per request per speculative step (0: none)
+  std::map<std::string, int64_t> arms;
+  // Generating worker-seconds by rollout engine phase (rollout::EnginePhases: "plain",
+  // "verify", ..., "other"), summed over the workers.
+  std::map<std::string, double> phase_seconds;
+  int64_t copied_drafts = 0;     // drafts copied from context (spec.speculative.ngramShortcut)
+  int64_t bandit_absorbed = 0;   // bandit steps the workers took over from each other
+  int64_t draft_vocabulary = 0;  // largest draft vocabulary among the workers (0: none ran)
+  int64_t tokens = 0;
+  int64_t drafter_version = 0, drafter_steps = 0;
+  double drafter_loss = -1;    // last training loss this step (-1: no training)
+  double stop_latency_ms = 0;  // slowest preemption of a drafter trainer
+  double kl = 0, clip_fraction = 0, loss = 0;
+  int64_t restarts = 0;
+  std::vector<int> drafter_workers;  // dedicated to drafter training this step (rebalancer)
+  std::vector<Interval> timeline;
+};
+
+nlohmann::json to_json(const StepReport& r);
+StepReport step_from_json(const nlohmann::json& j);
+
+// The q-quantile (0..1, nearest rank) of v; 0 for an empty v.
+double percentile(std::vector<double> v, double q);
+
+}  // namespace tlt::rl
