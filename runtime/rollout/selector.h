@@ -1,9 +1,9 @@
 // Choosing a drafting strategy (an "arm") per step: an epsilon-greedy bandit per batch-size
 // bucket, optionally per (bucket, context) cell. Each step reports the tokens it emitted
 // (accepted tokens x batch size, plus the target's own) and its wall time; choose() names the
-// arm for the next step. The rooms: this file (trials, exploitation, exploration, pooling),
-// selector_floor.cc (the floor under a reference arm), plain_cost.h (P(b)) and arm_stats.h
-// (ratio estimates and their intervals).
+// arm for the next step. Where each part lives: selector.cc (trials, values, exploration,
+// pooling), selector_floor.cc (the floor under a reference arm), plain_cost.h (P(b)) and
+// arm_stats.h (ratio estimates and their intervals).
 //
 // What the selector promises:
 //   - choose() returns an arm in [0, n_arms); its only randomness is the selector's own stream,
@@ -18,7 +18,8 @@
 //     and intervals read only those windows and, with a reference arm, P(b).
 //   - absorb() counts another selector's step exactly as report_step() counts one's own.
 //
-// Values (Value): an arm's value comes from its last `window` steps in its cell:
+// Values (Value): an arm's value comes from its last `window` steps in its cell (with a floor,
+// in its cell's context and bucket: below):
 //   kThroughput  tokens over seconds summed across those steps, leaving out steps slower than
 //                4x their median time (one-off costs: allocation, a drafter catching up). The
 //                arm that maximises this maximises the engine's tokens/s. The default.
