@@ -163,4 +163,32 @@ Json make_condition(const Json& stored_status, const std::string& type, bool is_
           {"observedGeneration", generation}};
 }
 
+Json merge_conditions(const Json& stored,
+                      const std::vector<std::pair<std::string, Json>>& replace) {
+  Json conditions = Json::array();
+  std::vector<bool> placed(replace.size(), false);
+  for (const Json& c : stored) {
+    std::string type = c.value("type", "");
+    size_t k = 0;
+    while (k < replace.size() && (replace[k].first != type || replace[k].second.is_null())) ++k;
+    if (k < replace.size() && !placed[k]) {
+      placed[k] = true;
+      conditions.push_back(replace[k].second);
+    } else if (k == replace.size()) {
+      conditions.push_back(c);
+    }
+  }
+  for (size_t k = 0; k < replace.size(); ++k) {
+    if (!placed[k] && !replace[k].second.is_null()) conditions.push_back(replace[k].second);
+  }
+  return conditions;
+}
+
+bool same_conditions(Json a, Json b) {
+  for (Json* x : {&a, &b}) {
+    for (Json& c : *x) c.erase("lastTransitionTime");
+  }
+  return a == b;
+}
+
 }  // namespace tlt::controller

@@ -21,6 +21,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -69,5 +71,17 @@ nlohmann::json make_condition(const nlohmann::json& stored_status, const std::st
 
 // Whether writing `computed` would change `old`'s operator-owned fields.
 bool status_changed(const nlohmann::json& old, const nlohmann::json& computed);
+
+// The conditions array `stored` with `replace` merged in by type, for a writer that owns some
+// condition types (the rebalancer's): a replacement takes the place of the first stored condition
+// of its type and drops later ones of that type; one whose type is not stored is appended, in
+// `replace`'s order; a null replacement keeps whatever is stored for its type. Conditions of
+// other types keep their place.
+nlohmann::json merge_conditions(const nlohmann::json& stored,
+                                const std::vector<std::pair<std::string, nlohmann::json>>& replace);
+
+// Whether two conditions arrays are equal apart from lastTransitionTime (which only changes with a
+// condition's status, so writing the one would not change the other).
+bool same_conditions(nlohmann::json a, nlohmann::json b);
 
 }  // namespace tlt::controller

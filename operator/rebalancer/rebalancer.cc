@@ -1,55 +1,26 @@
-// Idle rollout pods -> drafter training, from Prometheus utilisation, with hysteresis.
+// The rebalancer's pass over its jobs (rebalancer.h): which jobs to look at, the Prometheus URL
+// and queries, degradation, and the conditions it writes. Pod assignment is in
+// pod_assignment.cc, drafter scaling in drafter_scaling.cc, the queries in promql.cc.
 #include "operator/rebalancer/rebalancer.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <sstream>
 
 #include "api/manifest.h"
 #include "operator/controller/desired.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/log.h"
+#include "operator/rebalancer/common.h"
 
 namespace tlt::rebalancer {
 
 using controller::log_error;
 using controller::log_info;
 using controller::log_warning;
-using controller::LogFields;
 using controller::ObservedJob;
 using controller::WallTime;
 using Json = nlohmann::json;
-using std::chrono::seconds;
 
 namespace {
-
-seconds window_of(const api::RebalancingSpec& spec) {
-  return seconds(std::max<int64_t>(1, std::llround(spec.window.seconds)));
-}
-seconds interval_of(const api::RebalancingSpec& spec) {
-  return seconds(std::max<int64_t>(1, std::llround(spec.interval.seconds)));
-}
-
-// A name as a PromQL regex (names are DNS subdomains: only '.' is special) inside a string
-// literal, where the backslash itself must be escaped.
-std::string regex_literal(const std::string& name) {
-  std::string out;
-  for (char c : name) out += c == '.' ? std::string("\\\\.") : std::string(1, c);
-  return out;
-}
-
-std::string ratio(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-
-LogFields fields(const ObservedJob& job, LogFields more) {
-  LogFields f = {{"job", job.namespace_ + "/" + job.name}};
-  f.insert(f.end(), more.begin(), more.end());
-  return f;
-}
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -57,30 +28,7 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-std::string pods_word(int n) {
-  return std::to_string(n) + (n == 1 ? " dedicated drafter pod" : " dedicated drafter pods");
-}
-
 }  // namespace
-
-UtilisationQueries utilisation_queries(const api::RebalancingSpec& spec,
-                                       const std::string& namespace_, const std::string& job) {
-  UtilisationQueries q;
-  q.pod_label = spec.pod_label.empty() ? "pod" : spec.pod_label;
-  std::string pods = q.pod_label + "=~\"" + regex_literal(job) + "-rollout-[0-9]+\"";
-  std::string sel;
-  if (spec.metric.rfind("DCGM_", 0) == 0) {
-    std::string ns_label = q.pod_label == "exported_pod" ? "exported_namespace" : "namespace";
-    sel = "{" + ns_label + "=\"" + namespace_ + "\"," + pods + "}";
-    q.scale = spec.metric == "DCGM_FI_DEV_GPU_UTIL" ? 0.01 : 1.0;
-  } else {
-    sel = "{job=\"" + job + "\"," + pods + "}";
-  }
-  std::string range = "[" + std::to_string(window_of(spec).count()) + "s]";
-  q.idle = "max by (" + q.pod_label + ") (max_over_time(" + spec.metric + sel + range + "))";
-  q.busy = "max by (" + q.pod_label + ") (min_over_time(" + spec.metric + sel + range + "))";
-  return q;
-}
 
 Rebalancer::Rebalancer(kube::KubeClient* kube, const controller::Cache* cache,
                        PrometheusClient* prometheus, const controller::Clock* clock,
@@ -133,28 +81,9 @@ std::chrono::milliseconds Rebalancer::tick() {
   return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(next - now));
 }
 
-StatusOr<std::vector<Rebalancer::Pod>> Rebalancer::running_rollout_pods(const ObservedJob& job) {
-  std::vector<Pod> pods;
-  for (const Json& p : cache_->by_job(controller::pod_resource(job.namespace_), job.name)) {
-    const Json& meta = p["metadata"];
-    if (meta.value("labels", Json::object()).value(controller::kRoleLabel, "") != "rollout")
-      continue;
-    if (!controller::owned_by(p, job.uid) || meta.contains("deletionTimestamp")) continue;
-    if (!p.contains("status") || p["status"].value("phase", "") != "Running") continue;
-    Pod pod;
-    pod.name = meta.value("name", "");
-    std::string index = meta.value("labels", Json::object()).value(controller::kIndexLabel, "");
-    pod.index = std::atoi(index.c_str());
-    pod.assigned = meta.value("annotations", Json::object()).value(kAssignmentAnnotation, "") ==
-                   kAssignedToDrafter;
-    pods.push_back(pod);
-  }
-  return pods;
-}
-
-StatusOr<Rebalancer::Utilisation> Rebalancer::utilisation(const ObservedJob& job,
-                                                          const api::RebalancingSpec& spec,
-                                                          const std::string& url) {
+StatusOr<Utilisation> Rebalancer::utilisation(const ObservedJob& job,
+                                              const api::RebalancingSpec& spec,
+                                              const std::string& url) {
   if (url.empty()) {
     return Status::FailedPrecondition(
         "no Prometheus URL: set spec.rebalancing.prometheusURL (or the operator's "
@@ -165,94 +94,7 @@ StatusOr<Rebalancer::Utilisation> Rebalancer::utilisation(const ObservedJob& job
   if (!idle.ok()) return idle.status();
   StatusOr<std::vector<Sample>> busy = prometheus_->query(url, q.busy);
   if (!busy.ok()) return busy.status();
-  Utilisation out;
-  std::map<std::string, int> seen;  // 1 idle, 2 busy
-  for (const auto& [samples, which] : {std::make_pair(&*idle, 1), std::make_pair(&*busy, 2)}) {
-    for (const Sample& s : *samples) {
-      auto it = s.labels.find(q.pod_label);
-      if (it == s.labels.end()) continue;
-      (which == 1 ? out[it->second].first : out[it->second].second) = s.value * q.scale;
-      seen[it->second] |= which;
-    }
-  }
-  for (auto it = out.begin(); it != out.end();) {  // only pods both queries know
-    it = seen[it->first] == 3 ? std::next(it) : out.erase(it);
-  }
-  return out;
-}
-
-std::vector<Rebalancer::Decision> Rebalancer::decide(const api::RebalancingSpec& spec,
-                                                     const std::vector<Pod>& pods,
-                                                     const Utilisation& values, JobState* state) {
-  WallTime now = clock_->now();
-  int unassigned = 0;
-  for (const Pod& p : pods) unassigned += !p.assigned;
-  std::vector<Decision> out;
-  // Rollout capacity: the lowest utilisation over the window among the pods still generating.
-  // An assigned pod's own utilisation says nothing (it is busy training the drafter).
-  double capacity = -1;
-  for (const Pod& p : pods) {
-    auto v = values.find(p.name);
-    if (p.assigned || v == values.end()) continue;
-    capacity = capacity < 0 ? v->second.second : std::min(capacity, v->second.second);
-  }
-  bool returned_one = false;
-  std::vector<const Pod*> idle;
-  for (const Pod& p : pods) {
-    const PodState& ps = state->pods[p.name];
-    auto v = values.find(p.name);
-    if (now < ps.hold_until || v == values.end()) continue;
-    if (p.assigned && !returned_one && capacity > 1 - spec.idle_below) {
-      out.push_back({p.name, false, capacity});  // one per pass: the lowest index
-      returned_one = true;
-    } else if (!p.assigned && v->second.first < spec.idle_below) {
-      idle.push_back(&p);
-    }
-  }
-  std::sort(idle.begin(), idle.end(),
-            [](const Pod* a, const Pod* b) { return a->index > b->index; });
-  for (const Pod* p : idle) {
-    if (unassigned - 1 < spec.min_rollout_replicas) {
-      log_info("An idle rollout pod stays in rollout: minRolloutReplicas would be broken.",
-               {{"pod", p->name},
-                {"idle", ratio(values.at(p->name).first)},
-                {"unassignedRollout", std::to_string(unassigned)},
-                {"minRolloutReplicas", std::to_string(spec.min_rollout_replicas)}});
-      continue;
-    }
-    --unassigned;
-    out.push_back({p->name, true, values.at(p->name).first});
-  }
-  return out;
-}
-
-bool Rebalancer::apply(const ObservedJob& job, const api::RebalancingSpec& spec,
-                       const Decision& d) {
-  Json value = d.assign ? Json(kAssignedToDrafter) : Json(nullptr);
-  Json patch = {{"metadata", {{"annotations", {{kAssignmentAnnotation, value}}}}}};
-  StatusOr<Json> out = kube_->patch(controller::pod_resource(job.namespace_), d.pod, patch);
-  std::string action = d.assign ? "assign_drafter" : "return_rollout";
-  if (!out.ok()) {
-    log_error(
-        "Could not annotate the pod; the decision waits for the next interval.",
-        fields(job, {{"pod", d.pod}, {"action", action}, {"error", out.status().to_string()}}));
-    return false;
-  }
-  cache_->written(controller::pod_resource(job.namespace_), *out);  // the next tick sees it
-  std::string w = std::to_string(window_of(spec).count()) + "s";
-  std::string message =
-      d.assign ? "Pod " + d.pod + " trains the drafter: its GPU utilisation stayed below " +
-                     ratio(spec.idle_below) + " for " + w + " (highest " + ratio(d.value) + ")."
-               : "Pod " + d.pod + " returns to rollout: the job's other rollout pods stayed " +
-                     "above " + ratio(1 - spec.idle_below) + " busy for " + w + " (lowest " +
-                     ratio(d.value) + "): rollout capacity is short.";
-  log_info(
-      d.assign ? "Assigned an idle rollout pod to drafter training."
-               : "Returned a drafter pod to rollout: the rollout pods are saturated.",
-      fields(job, {{"pod", d.pod}, {"action", action}, {"value", ratio(d.value)}, {"window", w}}));
-  event(job, "Normal", d.assign ? "PodAssignedToDrafter" : "PodReturnedToRollout", message);
-  metrics_->add_rebalancer_decision(job.namespace_, job.name, action);
-  return true;
+  return read_utilisation(q, *idle, *busy);
 }
 
 void Rebalancer::rebalance(const ObservedJob& job, const Json& object, const api::RLJobSpec& rl,
@@ -327,243 +169,6 @@ void Rebalancer::rebalance(const ObservedJob& job, const Json& object, const api
       {{kDegradedCondition, deg}, {kAssignedCondition, asg}, {kDrafterScaledCondition, scaled}});
 }
 
-Rebalancer::DrafterRecord Rebalancer::drafter_record(const ObservedJob& job, const Json& object,
-                                                     JobState* state) const {
-  std::string text = object.value("metadata", Json::object())
-                         .value("annotations", Json::object())
-                         .value(kDrafterScalingAnnotation, std::string());
-  DrafterRecord rec;
-  if (text.empty()) return rec;
-  Json j = Json::parse(text, nullptr, false);
-  std::optional<WallTime> time;
-  if (j.is_object() && j.contains("time") && j["time"].is_string())
-    time = controller::parse_time(j["time"].get<std::string>());
-  if (!j.is_object() || !j.contains("replicas") || !j["replicas"].is_number_integer() ||
-      !j.contains("added") || !j["added"].is_number_integer() || !time) {
-    if (state->bad_record != text) {
-      log_warning(
-          "The drafter-scaling record on the job is unreadable; every drafter pod counts "
-          "as the user's.",
-          fields(job, {{"annotation", kDrafterScalingAnnotation}, {"value", text}}));
-      state->bad_record = text;
-    }
-    return rec;
-  }
-  rec.present = true;
-  rec.replicas = j["replicas"].get<int32_t>();
-  rec.added = j["added"].get<int32_t>();
-  rec.action = j.value("action", "");
-  rec.time = time;
-  return rec;
-}
-
-Rebalancer::DrafterSignal Rebalancer::drafter_signal(const api::RLJobSpec& rl,
-                                                     const std::vector<Pod>& pods,
-                                                     const Utilisation& values,
-                                                     const JobState& state) const {
-  const api::RebalancingSpec& spec = rl.rebalancing;
-  WallTime now = clock_->now();
-  std::string w = std::to_string(window_of(spec).count()) + "s";
-  DrafterSignal out;
-  bool all_busy = !pods.empty();
-  double lowest = 1.0;
-  for (const Pod& p : pods) {
-    auto ps = state.pods.find(p.name);
-    bool assigned = ps != state.pods.end() ? ps->second.assigned : p.assigned;
-    auto v = values.find(p.name);
-    if (assigned) {
-      out.idle = true;
-      out.why = "rollout pod " + p.name + " is assigned to drafter training";
-      all_busy = false;
-      continue;
-    }
-    if (v == values.end() || ps == state.pods.end() || now < ps->second.hold_until) {
-      all_busy = false;  // not a whole window of data about this pod yet
-      continue;
-    }
-    lowest = std::min(lowest, v->second.second);
-    if (v->second.second <= 1 - spec.idle_below) all_busy = false;
-    if (v->second.first < spec.idle_below && !out.idle) {
-      out.idle = true;
-      out.why = "rollout pod " + p.name + " stayed below " + ratio(spec.idle_below) + " for " + w;
-    }
-  }
-  if (!rl.drafter.training.enabled) {
-    out.idle = true;
-    out.why = "drafter training is off (spec.drafter.training.enabled)";
-    return out;
-  }
-  out.starving = all_busy;
-  if (out.starving) {
-    out.why = "no rollout pod was idle or assigned for " + w + ": every one stayed above " +
-              ratio(1 - spec.idle_below) + " busy (lowest " + ratio(lowest) +
-              "), so only dedicated pods can train the drafter";
-  }
-  return out;
-}
-
-Json Rebalancer::scale_drafters(const ObservedJob& job, const Json& object,
-                                const api::RLJobSpec& rl, const std::vector<Pod>& pods,
-                                const Utilisation& values, JobState* state) {
-  const api::DrafterRoleSpec& role = rl.roles.drafter;
-  WallTime now = clock_->now();
-  DrafterRecord rec = drafter_record(job, object, state);
-  int32_t replicas = role.replicas;
-  // A user's edit (or a record that does not match for another reason): adopt, do not fight.
-  if (rec.present && rec.replicas != replicas) return adopt_drafter_replicas(job, object, rec, rl);
-
-  int32_t added =
-      rec.present ? std::clamp(rec.added, 0, std::max(0, replicas - role.min_replicas)) : 0;
-  DrafterSignal sig = drafter_signal(rl, pods, values, *state);
-  bool may_change = !rec.time || now >= *rec.time + window_of(rl.rebalancing);
-  int32_t want = replicas;
-  if (sig.starving && replicas < role.max_replicas && may_change) {
-    want = replicas + 1;
-  } else if (!sig.starving && sig.idle && added > 0 && replicas > role.min_replicas && may_change) {
-    want = replicas - 1;
-  }
-  bool capped = sig.starving && replicas >= role.max_replicas;
-  if (capped && !state->capped) {
-    log_info("The drafter starves but the job is at maxReplicas dedicated drafter pods.",
-             fields(job, {{"replicas", std::to_string(replicas)},
-                          {"maxReplicas", std::to_string(role.max_replicas)}}));
-  }
-  state->capped = capped;
-  if (want != replicas) {
-    DrafterRecord next{true, want, added + (want > replicas ? 1 : -1),
-                       want > replicas ? "add" : "remove", now};
-    if (!change_drafter_replicas(job, object, rl, sig, replicas, next)) {
-      for (const Json& c : job.status.value("conditions", Json::array())) {
-        if (c.value("type", "") == kDrafterScaledCondition) return c;  // as it is
-      }
-      return Json();
-    }
-    rec = next;
-  }
-  return drafter_condition(job, rl, sig, rec, capped);
-}
-
-Json Rebalancer::adopt_drafter_replicas(const ObservedJob& job, const Json& object,
-                                        const DrafterRecord& rec, const api::RLJobSpec& rl) {
-  int32_t replicas = rl.roles.drafter.replicas;
-  DrafterRecord adopted{true, replicas, 0, "adopt", clock_->now()};
-  Status s = write_drafter_replicas(job, object, replicas, adopted);
-  if (!s.ok()) {
-    log_error("Could not record the adopted drafter replicas; trying again next interval.",
-              fields(job, {{"action", "adopt"}, {"error", s.to_string()}}));
-    return Json();  // the stored condition stays
-  }
-  std::string message = "spec.roles.drafter.replicas was changed to " + std::to_string(replicas) +
-                        " (the rebalancer had set " + std::to_string(rec.replicas) +
-                        "): the rebalancer keeps it as the user's count and removes only pods it "
-                        "adds from now on.";
-  log_info("Adopted a user's edit of the drafter replicas.",
-           fields(job, {{"replicas", std::to_string(replicas)},
-                        {"was", std::to_string(rec.replicas)},
-                        {"action", "adopt"}}));
-  event(job, "Normal", "DrafterReplicasAdopted", message);
-  return drafter_condition(job, rl, DrafterSignal{}, adopted, false);
-}
-
-bool Rebalancer::change_drafter_replicas(const ObservedJob& job, const Json& object,
-                                         const api::RLJobSpec& rl, const DrafterSignal& sig,
-                                         int32_t was, const DrafterRecord& next) {
-  const api::DrafterRoleSpec& role = rl.roles.drafter;
-  bool add = next.replicas > was;
-  std::string action = add ? "add_drafter" : "remove_drafter";
-  Status s = write_drafter_replicas(job, object, next.replicas, next);
-  if (!s.ok()) {
-    log_error(
-        "Could not change the job's drafter replicas; the decision waits for the next "
-        "interval.",
-        fields(job, {{"action", action}, {"error", s.to_string()}}));
-    return false;
-  }
-  std::string pod = controller::pod_name(job.name, "drafter", add ? was : next.replicas);
-  std::string message = (add ? "Added dedicated drafter pod " : "Removed dedicated drafter pod ") +
-                        pod + ": " + sig.why + ". spec.roles.drafter.replicas " +
-                        std::to_string(was) + " -> " + std::to_string(next.replicas) +
-                        " (minReplicas " + std::to_string(role.min_replicas) + ", maxReplicas " +
-                        std::to_string(role.max_replicas) + ").";
-  log_info(add ? "Added a dedicated drafter pod: the drafter starves."
-               : "Removed a dedicated drafter pod the rebalancer had added: rollout pods are "
-                 "idle again.",
-           fields(job, {{"pod", pod},
-                        {"action", action},
-                        {"replicas", std::to_string(next.replicas)},
-                        {"was", std::to_string(was)},
-                        {"added", std::to_string(next.added)}}));
-  event(job, "Normal", add ? "DrafterPodAdded" : "DrafterPodRemoved", message);
-  metrics_->add_rebalancer_decision(job.namespace_, job.name, action);
-  return true;
-}
-
-Json Rebalancer::drafter_condition(const ObservedJob& job, const api::RLJobSpec& rl,
-                                   const DrafterSignal& sig, const DrafterRecord& rec,
-                                   bool capped) const {
-  const api::DrafterRoleSpec& role = rl.roles.drafter;
-  int32_t replicas = rec.present ? rec.replicas : role.replicas;
-  int32_t added =
-      rec.present ? std::clamp(rec.added, 0, std::max(0, replicas - role.min_replicas)) : 0;
-  std::string counts = "spec.roles.drafter.replicas is " + std::to_string(replicas) + ", " +
-                       std::to_string(replicas - added) + " of them the user's (minReplicas " +
-                       std::to_string(role.min_replicas) + ", maxReplicas " +
-                       std::to_string(role.max_replicas) + ")";
-  bool is_true = added > 0 || capped;
-  std::string reason = "NoDrafterPodsAdded", message;
-  if (capped) {
-    reason = "MaxReplicasReached";
-    message = "The drafter starves (" + sig.why + ") but " + counts + ": no pod is added.";
-  } else if (added > 0) {
-    reason = rec.action == "remove" ? "DrafterPodRemoved" : "DrafterPodAdded";
-    message = pods_word(added) + " added by the rebalancer run; " + counts + ".";
-  } else if (rec.present && rec.action == "remove") {
-    reason = "DrafterPodRemoved";
-    message = "The rebalancer removed the dedicated drafter pods it had added; " + counts + ".";
-  } else if (rec.present && rec.action == "adopt") {
-    reason = "DrafterReplicasAdopted";
-    message = "A user set spec.roles.drafter.replicas; the rebalancer added no pod since; " +
-              counts + ".";
-  } else {
-    message = "No dedicated drafter pod added by the rebalancer; " + counts + ".";
-  }
-  return controller::make_condition(job.status, kDrafterScaledCondition, is_true, reason, message,
-                                    job.generation, controller::format_time(clock_->now()));
-}
-
-Status Rebalancer::write_drafter_replicas(const ObservedJob& job, const Json& listed,
-                                          int32_t replicas, const DrafterRecord& record) {
-  kube::Resource r = controller::job_resource(job.kind, job.namespace_);
-  StatusOr<Json> fresh = kube_->get(r, job.name);
-  if (!fresh.ok()) return fresh.status();
-  auto drafter_replicas = [](const Json& o) {
-    const Json& spec = o.value("spec", Json::object());
-    return spec.value("roles", Json::object())
-        .value("drafter", Json::object())
-        .value("replicas", 0);
-  };
-  auto annotation = [](const Json& o) {
-    return o.value("metadata", Json::object())
-        .value("annotations", Json::object())
-        .value(kDrafterScalingAnnotation, std::string());
-  };
-  if (drafter_replicas(*fresh) != drafter_replicas(listed) ||
-      annotation(*fresh) != annotation(listed))
-    return Status::Aborted("the job's drafter replicas changed since it was listed");
-  Json value = {{"replicas", record.replicas},
-                {"added", record.added},
-                {"action", record.action},
-                {"time", controller::format_time(record.time.value_or(clock_->now()))}};
-  Json patch = {{"metadata",
-                 {{"resourceVersion", (*fresh)["metadata"].value("resourceVersion", "")},
-                  {"annotations", {{kDrafterScalingAnnotation, value.dump()}}}}}};
-  if (replicas != drafter_replicas(listed))
-    patch["spec"] = {{"roles", {{"drafter", {{"replicas", replicas}}}}}};
-  StatusOr<Json> out = kube_->patch(r, job.name, patch);
-  if (out.ok()) cache_->written(r, *out);
-  return out.ok() ? Status::Ok() : out.status();
-}
-
 bool prometheus_url_allowed(const std::string& url, const std::vector<std::string>& allowed) {
   for (std::string a : allowed) {
     while (!a.empty() && a.back() == '/') a.pop_back();
@@ -621,29 +226,8 @@ void Rebalancer::write_conditions(const ObservedJob& listed,
   }
   ObservedJob job = controller::observe_job(listed.kind, *fresh);
   Json old = job.status.value("conditions", Json::array());
-  Json conditions = Json::array();
-  std::vector<bool> placed(replace.size(), false);
-  for (const Json& c : old) {
-    std::string type = c.value("type", "");
-    size_t k = 0;
-    while (k < replace.size() && (replace[k].first != type || replace[k].second.is_null())) ++k;
-    if (k < replace.size() && !placed[k]) {
-      placed[k] = true;
-      conditions.push_back(replace[k].second);
-    } else if (k == replace.size()) {
-      conditions.push_back(c);
-    }
-  }
-  for (size_t k = 0; k < replace.size(); ++k) {
-    if (!placed[k] && !replace[k].second.is_null()) conditions.push_back(replace[k].second);
-  }
-  auto same = [](Json a, Json b) {  // lastTransitionTime aside (kept while status is unchanged)
-    for (Json* x : {&a, &b}) {
-      for (Json& c : *x) c.erase("lastTransitionTime");
-    }
-    return a == b;
-  };
-  if (same(old, conditions)) return;
+  Json conditions = controller::merge_conditions(old, replace);
+  if (controller::same_conditions(old, conditions)) return;
   StatusOr<Json> out = kube_->patch_status(controller::job_resource(job.kind, job.namespace_),
                                            job.name, {{"conditions", conditions}});
   if (!out.ok()) {

@@ -86,6 +86,10 @@
 // The runtime's side: the trainer takes a drafter pod that connects at its next step boundary
 // and carries on without one that leaves (runtime/rl/run.h).
 //
+// Where each part lives: rebalancer.cc (the pass over jobs, degradation, conditions),
+// pod_assignment.cc (assigning and returning rollout pods), drafter_scaling.cc (dedicated drafter
+// pods), promql.h (the queries and how their answers are read).
+//
 // Thread safety: not thread-safe; one thread calls tick() (RebalancerLoop in loop.h).
 #pragma once
 
@@ -99,12 +103,13 @@
 
 #include "api/labels.h"
 #include "api/spec.h"
+#include "kube/client.h"
 #include "operator/controller/cache.h"
 #include "operator/controller/clock.h"
 #include "operator/controller/job.h"
 #include "operator/controller/metrics.h"
-#include "kube/client.h"
 #include "operator/rebalancer/prometheus_client.h"
+#include "operator/rebalancer/promql.h"
 
 namespace tlt::rebalancer {
 
@@ -134,22 +139,6 @@ struct RebalancerOptions {
 // "http://prom:9090.evil.example" nor "http://prom:9090@evil.example"). Trailing slashes of the
 // entries are ignored; empty entries allow nothing.
 bool prometheus_url_allowed(const std::string& url, const std::vector<std::string>& allowed);
-
-// The two queries for a job, and how to read their answers.
-struct UtilisationQueries {
-  std::string idle;       // per pod: the highest utilisation over the window
-  std::string busy;       // per pod: the lowest utilisation over the window
-  std::string pod_label;  // the label that names the pod in the answers
-  double scale = 1.0;     // multiplies a value into a ratio (DCGM_FI_DEV_GPU_UTIL is percent)
-};
-
-// For the runtime's tlt_gpu_busy_ratio: the selector {job="<job>", L=~"<job>-rollout-[0-9]+"}
-// (the runtime labels its series with the job's name; Prometheus scrapes it with honor_labels).
-// For DCGM metrics, which know pods but not jobs: {N="<namespace>", L=~"<job>-rollout-[0-9]+"}
-// where N is exported_namespace when L is exported_pod, else namespace; DCGM_FI_DEV_GPU_UTIL is
-// scaled from percent to a ratio.
-UtilisationQueries utilisation_queries(const api::RebalancingSpec& spec,
-                                       const std::string& namespace_, const std::string& job);
 
 class Rebalancer {
  public:
@@ -193,8 +182,6 @@ class Rebalancer {
     int index = -1;
     bool assigned = false;
   };
-  // Per pod: (idle, busy) as ratios.
-  using Utilisation = std::map<std::string, std::pair<double, double>>;
   // The annotation tlt.dev/drafter-scaling as read back (see the top).
   struct DrafterRecord {
     bool present = false;  // false: the rebalancer never changed this job's drafter pods
@@ -210,16 +197,26 @@ class Rebalancer {
     std::string why;        // a sentence for Events and logs
   };
 
+  // One pass over a job (rebalancer.cc): pods, queries, pod decisions, drafter scaling, then
+  // the conditions.
   void rebalance(const controller::ObservedJob& job, const nlohmann::json& object,
                  const api::RLJobSpec& spec, JobState* state);
-  StatusOr<std::vector<Pod>> running_rollout_pods(const controller::ObservedJob& job);
-  // Runs both queries.
+  // Runs both queries (promql.h).
   StatusOr<Utilisation> utilisation(const controller::ObservedJob& job,
                                     const api::RebalancingSpec& spec, const std::string& url);
+
+  // Pod assignment (pod_assignment.cc).
+  // The job's running rollout pods, from the cache, with their assignment annotation.
+  StatusOr<std::vector<Pod>> running_rollout_pods(const controller::ObservedJob& job);
+  // The pods to assign and to return this pass (the rules at the top).
   std::vector<Decision> decide(const api::RebalancingSpec& spec, const std::vector<Pod>& pods,
                                const Utilisation& values, JobState* state);
+  // Annotates the pod, then the Event, metric and log line; false (logged) when the patch
+  // failed: the decision waits for the next interval.
   bool apply(const controller::ObservedJob& job, const api::RebalancingSpec& spec,
              const Decision& d);
+
+  // Drafter scaling (drafter_scaling.cc).
   // Adds or removes a dedicated drafter pod when the signal says so and the record allows;
   // returns the DrafterScaled condition to store.
   nlohmann::json scale_drafters(const controller::ObservedJob& job, const nlohmann::json& object,
@@ -248,6 +245,7 @@ class Rebalancer {
   // record, on the job as it is now, provided neither changed since `object` was listed.
   Status write_drafter_replicas(const controller::ObservedJob& job, const nlohmann::json& object,
                                 int32_t replicas, const DrafterRecord& record);
+  // Shared by both (rebalancer.cc).
   // RebalancerDegraded True with `reason` (PrometheusQueryFailed, PrometheusURLNotAllowed).
   void degraded(const controller::ObservedJob& job, const std::string& url, const Status& why,
                 JobState* state, const std::string& reason);
@@ -255,8 +253,9 @@ class Rebalancer {
   // refused spec URL is one Warning Event PrometheusURLNotAllowed per URL. "" when none.
   std::string prometheus_url_for(const controller::ObservedJob& job, const std::string& spec_url,
                                  JobState* state);
-  // Replaces the given conditions (by type) in the stored status when they differ; a null
-  // condition keeps the stored one of its type.
+  // Replaces the given conditions (by type) in the job's status as read again now, when that
+  // changes them (controller::merge_conditions); a null condition keeps the stored one of its
+  // type.
   void write_conditions(const controller::ObservedJob& job,
                         const std::vector<std::pair<std::string, nlohmann::json>>& conditions);
   void event(const controller::ObservedJob& job, const std::string& type, const std::string& reason,

@@ -90,14 +90,17 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
   // With copied drafts the bandit keeps separate statistics for steps where most requests can
   // copy (a repeating stretch) and the rest: the best arm differs between the two.
   int32_t contexts = options_.ngram_shortcut > 0 ? 2 : 1;
-  ArmSelector::Value value = ArmSelector::Value::kThroughput;
-  ArmSelector::parse_value(options_.selector_value, &value);  // create() checked the names
-  ArmSelector::Explore explore = ArmSelector::Explore::kUniform;
-  ArmSelector::parse_explore(options_.selector_exploration, &explore);
-  int32_t reference = !fixed && options_.plain_arm && options_.plain_floor ? n - 1 : -1;
-  selector_ = std::make_unique<ArmSelector>(options_.buckets, n, fixed ? 0.0 : options_.epsilon,
-                                            options_.window, options_.seed, 3, contexts, value,
-                                            explore, reference);
+  ArmSelector::Options selector;
+  selector.buckets = options_.buckets;
+  selector.n_arms = n;
+  selector.epsilon = fixed ? 0.0 : options_.epsilon;
+  selector.window = options_.window;
+  selector.seed = options_.seed;
+  selector.contexts = contexts;
+  ArmSelector::parse_value(options_.selector_value, &selector.value);  // create() checked it
+  ArmSelector::parse_explore(options_.selector_exploration, &selector.explore);
+  selector.reference = !fixed && options_.plain_arm && options_.plain_floor ? n - 1 : -1;
+  selector_ = std::make_unique<ArmSelector>(std::move(selector));
   cache_tgt_ = target_->make_cache(options_.max_batch, options_.max_seq);
   if (!drafter.is_empty()) {
     drafter_ctx_ = std::make_unique<DrafterContext>(

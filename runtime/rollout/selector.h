@@ -1,83 +1,87 @@
-// Choosing a drafting strategy (an "arm") per batch: an epsilon-greedy bandit per batch-size
-// bucket. Each step reports the tokens it emitted (accepted tokens x batch size, plus the
-// target's own) and its wall time. An arm's value comes from its last `window` steps, in one of
-// two ways (Value):
+// Choosing a drafting strategy (an "arm") per step: an epsilon-greedy bandit per batch-size
+// bucket, optionally per (bucket, context) cell. Each step reports the tokens it emitted
+// (accepted tokens x batch size, plus the target's own) and its wall time; choose() names the
+// arm for the next step. Where each part lives: selector.cc (trials, values, exploration,
+// pooling), selector_floor.cc (the floor under a reference arm), plain_cost.h (P(b)) and
+// arm_stats.h (ratio estimates and their intervals).
+//
+// What the selector promises:
+//   - choose() returns an arm in [0, n_arms); its only randomness is the selector's own stream,
+//     seeded by Options::seed: one seed and one sequence of calls give the same choices.
+//   - Every cell tries every arm (min_samples steps each, from the trial offset on) before it
+//     exploits one: one step is too noisy, since an arm's first step may carry one-off costs.
+//     After that, exploration (probability epsilon) keeps refreshing the other arms' values.
+//   - With a reference arm, exploitation does not leave the reference for an arm that may be
+//     slower than it by more than kTolerance (the floor, below), and exploration stops while
+//     explored steps have cost more than kExploreBudget of the cell's time over its leader.
+//   - A step is kept in its cell's window for its arm (the last `window` steps there); values
+//     and intervals read only those windows and, with a reference arm, P(b).
+//   - absorb() counts another selector's step exactly as report_step() counts one's own.
+//
+// Values (Value): an arm's value comes from its last `window` steps in its cell (with a floor,
+// in its cell's context and bucket: below):
 //   kThroughput  tokens over seconds summed across those steps, leaving out steps slower than
 //                4x their median time (one-off costs: allocation, a drafter catching up). The
 //                arm that maximises this maximises the engine's tokens/s. The default.
 //   kMedianRate  the median of the steps' tokens/s, which shrugs off the odd slow step but
 //                undervalues an arm whose acceptance is all-or-nothing (an n-gram draft that
-//                either copies 8 tokens or none has a median near 1 token/step, whatever its
-//                mean): measured on bench/rollout, it kept the bandit off the best arm.
-// Each bucket tries every arm `min_samples` times before exploiting (one sample is too noisy: an
-// arm's first step may carry one-off costs), then explores with probability epsilon, picking the
-// arm in one of two ways (Explore):
+//                either copies a long run or nothing has a median near one token a step,
+//                whatever its mean), which keeps the bandit off such an arm when it is the best.
+// Exploration (Explore), once a cell's trials are done:
 //   kUniform   every arm alike.
-//   kWeighted  in proportion to the arm's value: an arm at half the best one's throughput is
-//              explored half as often, so exploring arms that lose (speculation at a batch size
-//              where verification costs more than it saves) costs less, while every arm is
-//              still tried and a stale value still gets refreshed.
+//   kWeighted  in proportion to the arm's value: an arm at half the best one's value is explored
+//              half as often, so exploring arms that lose costs less, while every arm is still
+//              tried.
 //
-// With a reference arm (the engine's "decode plainly", `reference` >= 0) the bandit keeps a
-// floor under it, from each arm's confidence interval: its value plus or minus kZ standard
-// errors (the standard error of tokens over seconds across the window's steps):
-//   - A new cell tries the reference first, then the others min_samples times each; an arm whose
-//     interval lies wholly below another arm's is ruled out and skips the rest of its round.
+// The floor (a reference arm, the engine's "decode plainly", Options::reference >= 0). Each arm's
+// confidence interval is its value plus or minus kZ standard errors (arm_stats.h):
+//   - A cell tries the reference first, then the others; an arm whose interval lies wholly below
+//     another arm's is ruled out and skips the rest of its trials.
 //   - Exploitation leaves the reference only for an arm whose value is above the reference's and
 //     whose pessimistic value (its value less one standard error) is at least 1 - kTolerance of
 //     it; among those, the best pessimistic value wins. So an arm that may be slower than plain
-//     by more than the floor's 3% does not displace it, while one that is probably faster does
-//     even before its interval clears plain's. (Demanding that, value - error > plain's, kept
-//     SmolLM2 at batch 4 on plain in its drafting steps, where 4_1_5 stood at 1.07 +- 0.10:
-//     the plain steps between drafter steps then cost the drafter its catch-up, which held
-//     4_1_5 there; the engine reached 0.92-0.96 of 4_1_5 alone.)
+//     by more than kTolerance does not displace it, while one that is probably faster does before
+//     its interval clears plain's: demanding that would keep plain on through a drafter's steps,
+//     and plain steps between drafting steps make the drafter catch up, which costs the arm the
+//     margin it would have shown.
 //   - Exploration (probability epsilon) picks, among the arms not ruled out and the exploited
 //     one left out, the one with the highest upper bound (the likeliest to overtake); when every
-//     other arm is ruled out, the verdict is known and it explores only with probability
-//     epsilon * kRecheck, then uniformly (a stale verdict still gets refreshed: the drafter
-//     improves between calls).
-//   - Exploration has a budget: what explored steps cost over the leader (their seconds less
-//     the seconds the leader would have taken for their tokens, at its value then) stays within
+//     other arm is ruled out the verdict is known, and it explores only with probability
+//     epsilon * kRecheck, then uniformly (a verdict may go stale: the drafter improves).
+//   - Exploration has a budget: what explored steps cost over the leader (their seconds less the
+//     seconds the leader would have taken for their tokens, at its value then) stays within
 //     kExploreBudget of the cell's time, counting the step about to be explored at its expected
-//     cost (with decomposed values, below). Where timing noise keeps every interval wide (a shared
-//     machine), epsilon-exploration of arms that lose would otherwise cost epsilon times their
-//     loss: measured on bench/rl_e2e, 10% of tail steps at about twice a plain step's time.
-//   - Steps are valued against plain decoding at their own batch size: a step of n tokens over
-//     b requests in s seconds is worth n * P(b) / s, where P(b) is what plain decoding costs a
-//     token at batch size b, learned from the reference arm's own steps. An arm's value is then
-//     its speedup over plain decoding (the reference's is about 1), and steps at different
-//     batch sizes in one bucket compare fairly. Counting tokens/s alone does not: a bucket's
-//     trials run in order while its tail shrinks, so plain was measured at the bucket's largest
-//     batch (its fastest tokens/s) and the arms after it at smaller ones, which biased every
-//     verdict against them (SmolLM2 at batch 4: plain chosen 70 of 110 steps, while the best
-//     arm alone ran 1.34x).
-//   - That speedup has two factors, estimated from different steps: the tokens a step emits per
-//     request (acceptance: how well the arm drafts, which depends on the context but hardly on
-//     the batch size) from the arm's steps in every bucket of the cell's context, and the plain
-//     steps one of its steps costs, sum(s) / sum(P(b) * b) (which depends on the batch size,
-//     hardly on the context, and varies little from step to step) from its steps in both
-//     contexts of the cell's bucket. value = acceptance / cost, its standard error by the delta
-//     method. A cell then needs min_samples steps of an arm in its context and kCostSteps in its
-//     bucket, not min_samples of its own: with 4 buckets x 2 contexts, the trials that a short
-//     tail left unfinished were what lost to plain decoding at batch 64.
-//   - P(b) comes from plain steps at b itself, else from those at the nearest batch sizes on
-//     either side (linear in b). Where no batch size within a quarter of b has
-//     kCalibrationSteps plain steps, the bandit decodes plainly first (a calibration step: it
-//     costs nothing against the floor).
-// Without one, the plain epsilon-greedy rules above hold.
+//     cost. Where timing noise keeps every interval wide (a shared machine), epsilon-exploration
+//     of arms that lose would otherwise cost epsilon times their loss on every step.
+//   - Steps are valued against plain decoding at their own batch size: n tokens over b requests
+//     in s seconds are worth n * P(b) / s (plain_cost.h). An arm's value is then its speedup over
+//     plain decoding (the reference's is about 1). Tokens/s alone would bias every verdict
+//     against the drafting arms: a bucket's trials run in order while its tail shrinks, so plain
+//     is measured at the bucket's largest batch sizes (its fastest tokens/s) and the arms after
+//     it at smaller ones.
+//   - That speedup has two factors, estimated from different steps ("decomposed" values, with
+//     kThroughput and once plain steps were reported): the tokens a step emits per request
+//     (acceptance: how well the arm drafts, which depends on the context but hardly on the batch
+//     size) from the arm's steps in every bucket of the cell's context, and the plain steps one
+//     of its steps costs, sum(s) / sum(P(b) * b) (which depends on the batch size, hardly on the
+//     context) from its steps in every context of the cell's bucket. value = acceptance / cost,
+//     its standard error by the delta method. A cell then needs min_samples steps of an arm in
+//     its context and min(min_samples, kCostSteps) in its bucket, not min_samples of its own, so
+//     short tails that leave a cell's trials unfinished still reach a verdict.
+//   - Where P(b) is not yet known near a batch size (PlainCost::needs_calibration), the bandit
+//     decodes plainly first (a calibration step: it costs nothing against the floor).
+// Without a reference arm the plain epsilon-greedy rules above hold.
+//
+// Contexts: with Options::contexts > 1 the statistics are kept per (bucket, context) cell. The
+// engine passes whether most requests can copy their draft from their own context: there the
+// arms' values differ from the rest of a response (a repeating stretch favours long drafts).
 //
 // Pooling: selectors of the same arms, buckets and contexts (the rollout workers of one job) can
 // share what they measured. One keeps the steps reported to it (keep_observations), hands them
 // out (take_observations), and another absorbs them: its values, intervals, P(b) and exploration
 // budget then count them as if it had made those steps itself. Given different trial offsets (a
-// worker's index), pooled selectors also try different arms first, so what one tried the others
-// need not try again once its steps arrive, and every verdict rests on all the workers' steps.
-// Measured in a simulation of two workers whose tails are 8 bandit steps a rollout step
-// (speculative_test.cc): 0.62-0.76 of the drafting steps on arms that lose.
-//
-// Optionally the statistics are kept per (bucket, context) cell, `contexts` of them per bucket:
-// the engine passes whether most requests can copy their draft from their own context, where
-// the arms' values differ from the rest of a response (a repeating stretch favours long drafts).
+// worker's index), pooled selectors try different arms first, so what one tried the others need
+// not try again once its steps arrive, and every verdict rests on all the workers' steps.
 //
 // Thread safety: none; one engine thread owns a selector.
 #pragma once
@@ -90,6 +94,9 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/rollout/arm_stats.h"
+#include "runtime/rollout/plain_cost.h"
+
 namespace tlt::rollout {
 
 class ArmSelector {
@@ -97,12 +104,37 @@ class ArmSelector {
   enum class Value { kThroughput, kMedianRate };
   enum class Explore { kUniform, kWeighted };
 
-  // buckets: lower bounds of batch-size buckets, strictly increasing from 1 (api validates).
-  // reference: the arm that decodes plainly, in [0, n_arms), or -1 for none.
-  ArmSelector(std::vector<int32_t> buckets, int32_t n_arms, double epsilon, int32_t window,
-              uint64_t seed, int32_t min_samples = 3, int32_t contexts = 1,
-              Value value = Value::kThroughput, Explore explore = Explore::kUniform,
-              int32_t reference = -1);
+  // How a selector is set up; each field's comment gives an example and why. The constructor
+  // clamps what is out of range (see each field) rather than failing: api validates the spec.
+  struct Options {
+    // Lower bounds of the batch-size buckets, strictly increasing from 1, e.g. {1, 2, 5, 21}:
+    // the best arm changes with the batch size (verification costs more at larger batches).
+    std::vector<int32_t> buckets{1};
+    // Arms, e.g. 4 (three drafting arms and plain decoding); arms are indices [0, n_arms).
+    int32_t n_arms = 1;
+    // Probability of an exploration step once trials are done, e.g. 0.1: a verdict can go stale
+    // (the drafter improves), so some steps keep checking the other arms.
+    double epsilon = 0.1;
+    // Steps kept per arm and cell, e.g. 32: recent enough to follow a drafter that improves,
+    // many enough for a standard error.
+    int32_t window = 32;
+    // Seed of the selector's random stream (exploration draws), e.g. the engine's seed.
+    uint64_t seed = 0;
+    // Trial steps per arm before exploiting, e.g. 3 (clamped to [1, window]): one step is too
+    // noisy, since an arm's first step may carry one-off costs.
+    int32_t min_samples = 3;
+    // Contexts per bucket, e.g. 2 with copied drafts (can most requests copy, or not); at least 1.
+    int32_t contexts = 1;
+    // How an arm's steps are valued (see the top); kThroughput maximises tokens/s.
+    Value value = Value::kThroughput;
+    // How exploration picks an arm without a reference arm (see the top).
+    Explore explore = Explore::kUniform;
+    // The arm that decodes plainly, e.g. n_arms - 1, for the floor (see the top); -1 (or any
+    // value outside [0, n_arms)) for none.
+    int32_t reference = -1;
+  };
+
+  explicit ArmSelector(Options options);
 
   static constexpr double kZ = 2.0;           // half-width of a confidence interval, in errors
   static constexpr double kRecheck = 0.1;     // share of exploration left once a verdict is known
@@ -110,9 +142,9 @@ class ArmSelector {
   // Exploration's cost over the leader, as a share of a cell's time (with a reference arm).
   static constexpr double kExploreBudget = 0.01;
   // Plain steps near a batch size before its steps are valued against plain decoding there.
-  static constexpr int32_t kCalibrationSteps = 2;
+  static constexpr int32_t kCalibrationSteps = PlainCost::kCalibrationSteps;
   // Plain steps kept per batch size for P(b).
-  static constexpr size_t kPlainWindow = 16;
+  static constexpr size_t kPlainWindow = PlainCost::kWindow;
   // Steps of an arm in a bucket before its cost there counts as measured (decomposed values).
   static constexpr size_t kCostSteps = 2;
 
@@ -184,6 +216,21 @@ class ArmSelector {
   double cell_seconds(int32_t cell) const { return cells_[size_t(cell)].seconds; }
 
  private:
+  using Step = ArmStep;
+  struct Estimate {
+    double value = -1.0, error = std::numeric_limits<double>::infinity();
+    double accept = -1.0;                     // tokens a step emits per request
+    size_t accept_steps = 0, cost_steps = 0;  // the steps behind each factor
+    uint64_t generation = 0;                  // generation_ when computed; 0: never
+  };
+  struct CellTotals {
+    double seconds = 0.0;       // every step reported in the cell
+    double explore_cost = 0.0;  // explored steps' seconds over the leader's (see the top)
+    int32_t explored_arm = -1;  // the arm choose() explored last (-1: it exploited)
+    double leader_value = 0.0;  // the leader's value when it did
+  };
+
+  // Constant after construction.
   const std::vector<int32_t> buckets_;
   const int32_t n_arms_;
   const double epsilon_;
@@ -193,60 +240,45 @@ class ArmSelector {
   const Value value_;
   const Explore explore_;
   const int32_t reference_;
+
   std::mt19937_64 rng_;
-  struct Step {
-    int64_t batch;
-    double tokens, seconds;
-  };
   std::vector<std::vector<std::deque<Step>>> steps_;  // [cell][arm] -> recent steps
-  std::vector<std::deque<Step>> plain_;               // [batch size] -> recent plain steps
-  mutable std::vector<double> plain_cost_;            // [batch size] -> P(b); 0: not computed
-  struct Estimate {
-    double value = -1.0, error = std::numeric_limits<double>::infinity();
-    double accept = -1.0;                     // tokens a step emits per request
-    size_t accept_steps = 0, cost_steps = 0;  // the steps behind each factor
-    uint64_t generation = 0;                  // generation_ when computed; 0: never
-  };
+  PlainCost plain_;                                   // P(b), from the reference arm's steps
   mutable std::vector<Estimate> estimates_;  // [cell * n_arms + arm], recomputed after a report
   uint64_t generation_ = 1;
   int64_t explorations_ = 0;
-  struct CellTotals {
-    double seconds = 0.0;       // every step reported in the cell
-    double explore_cost = 0.0;  // explored steps' seconds over the leader's (see the top)
-    int32_t explored_arm = -1;  // the arm choose() explored last (-1: it exploited)
-    double leader_value = 0.0;  // the leader's value when it did
-  };
   std::vector<CellTotals> cells_;
   bool keep_ = false;
   int32_t trial_offset_ = 0;
   std::vector<Observation> kept_;  // report_step()'s steps since take_observations()
 
+  // choose() without a reference arm, exploring (Explore).
   int32_t explore(int32_t cell);
   // The statistics' half of report_step() and absorb(): the step's seconds and exploration cost
   // into its cell's totals, the step into its arm's window and, for the reference, P(b)'s.
   void count(int32_t cell, int32_t arm, const Step& step, double explore_cost);
-  // choose() with a reference arm.
-  int32_t choose_bounded(int64_t batch_size, int32_t cell);
   // What a step is worth: its tokens times P(b) with a reference arm and plain steps (plain
   // seconds), else its tokens.
   double worth(const Step& s) const;
-  // Seconds of a plain step at `batch` measured from the plain steps there; -1 without them.
-  double measured_plain_seconds(int64_t batch) const;
   // Whether values are decomposed (see the top): the throughput value, a reference arm, and
   // plain steps reported.
   bool decomposed() const;
   Estimate estimate(int32_t cell, int32_t arm) const;
-  // Seconds an explored step of `arm` at `batch_size` is expected to cost over `leader`
-  // (decomposed values; else 0).
-  double expected_explore_cost(int64_t batch_size, int32_t cell, int32_t arm, int32_t leader) const;
   // Whether `arm` still needs trial steps in `cell` (min_samples; decomposed: per factor).
   bool needs_trial(int32_t cell, int32_t arm) const;
   // Steps of `cell` that value() counts for `arm` (the throughput value leaves out outliers).
   std::vector<Step> counted(int32_t cell, int32_t arm) const;
-  // `steps` less those slower than 4x their median time (one-off costs).
-  static std::vector<Step> without_slow(const std::deque<Step>& steps);
   // (worth, seconds) of the steps counted(cell, arm).
   std::vector<std::pair<double, double>> worth_pairs(int32_t cell, int32_t arm) const;
+
+  // The floor under the reference arm (selector_floor.cc; see the top).
+  // choose() with a reference arm.
+  int32_t choose_bounded(int64_t batch_size, int32_t cell);
+  // best() with a reference arm.
+  int32_t best_bounded(int32_t cell) const;
+  // Seconds an explored step of `arm` at `batch_size` is expected to cost over `leader`
+  // (decomposed values; else 0).
+  double expected_explore_cost(int64_t batch_size, int32_t cell, int32_t arm, int32_t leader) const;
 };
 
 }  // namespace tlt::rollout

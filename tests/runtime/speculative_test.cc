@@ -290,8 +290,28 @@ TEST(Ngram, ProposesContinuationOfLatestMatch) {
   EXPECT_EQ(ngram_propose({4, 7, 4}, 2), (std::vector<int64_t>{7, 4}));
 }
 
+// A selector's options over `buckets` and `n_arms` arms; the rest at their defaults.
+ArmSelector::Options selector_options(std::vector<int32_t> buckets, int32_t n_arms, double epsilon,
+                                      int32_t window, uint64_t seed) {
+  ArmSelector::Options o;
+  o.buckets = std::move(buckets);
+  o.n_arms = n_arms;
+  o.epsilon = epsilon;
+  o.window = window;
+  o.seed = seed;
+  return o;
+}
+
+// The same with a floor under arm `reference` (plain decoding).
+ArmSelector::Options floor_options(std::vector<int32_t> buckets, int32_t n_arms, double epsilon,
+                                   int32_t window, uint64_t seed, int32_t reference) {
+  ArmSelector::Options o = selector_options(std::move(buckets), n_arms, epsilon, window, seed);
+  o.reference = reference;
+  return o;
+}
+
 TEST(Selector, BucketsByBatchSize) {
-  ArmSelector s({1, 2, 5, 21}, 2, 0.1, 8, 0);
+  ArmSelector s(selector_options({1, 2, 5, 21}, 2, 0.1, 8, 0));
   EXPECT_EQ(s.bucket_of(1), 0);
   EXPECT_EQ(s.bucket_of(4), 1);
   EXPECT_EQ(s.bucket_of(5), 2);
@@ -300,7 +320,7 @@ TEST(Selector, BucketsByBatchSize) {
 
 TEST(Selector, ConvergesToBestArmAndKeepsExploring) {
   const double eps = 0.1;
-  ArmSelector s({1, 8}, 4, eps, 16, 42);
+  ArmSelector s(selector_options({1, 8}, 4, eps, 16, 42));
   std::mt19937_64 noise(5);
   std::normal_distribution<double> n01(0.0, 0.5);
   // The best arm differs per bucket: arm 3 for small batches, arm 0 for large ones.
@@ -327,8 +347,9 @@ TEST(Selector, WeightedExplorationTriesArmsInProportionToTheirValue) {
   // Constant rates 100, 50 and 10 tokens/s: once each arm has its min_samples steps, an
   // exploration step picks them in the ratio 10 : 5 : 1, while exploring at rate epsilon still.
   const double eps = 0.3;
-  ArmSelector s({1}, 3, eps, 16, 11, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kWeighted);
+  ArmSelector::Options weighted = selector_options({1}, 3, eps, 16, 11);
+  weighted.explore = ArmSelector::Explore::kWeighted;
+  ArmSelector s(weighted);
   const double rate[3] = {100.0, 50.0, 10.0};
   for (int i = 0; i < 9; ++i) {  // the min_samples round: each arm three times
     int arm = s.choose(1);
@@ -354,7 +375,9 @@ TEST(Selector, WeightedExplorationTriesArmsInProportionToTheirValue) {
 }
 
 TEST(Selector, TriesEveryArmMinSamplesTimesFirst) {
-  ArmSelector s({1}, 3, 0.0, 8, 0, /*min_samples=*/3);
+  ArmSelector::Options o = selector_options({1}, 3, 0.0, 8, 0);
+  o.min_samples = 3;
+  ArmSelector s(o);
   std::vector<int> count(3);
   for (int i = 0; i < 9; ++i) {
     int arm = s.choose(1);
@@ -368,7 +391,9 @@ TEST(Selector, TriesEveryArmMinSamplesTimesFirst) {
 TEST(Selector, ContextsKeepSeparateStatistics) {
   // Same batch size, two contexts with opposite best arms (as copying and drafting stretches
   // have): each context converges to its own; one shared statistic could only pick one.
-  ArmSelector s({1}, 3, 0.05, 16, 7, 3, /*contexts=*/2);
+  ArmSelector::Options o = selector_options({1}, 3, 0.05, 16, 7);
+  o.contexts = 2;
+  ArmSelector s(o);
   std::mt19937_64 noise(3);
   std::normal_distribution<double> n01(0.0, 0.3);
   std::map<int, int> picks[2];
@@ -388,7 +413,9 @@ TEST(Selector, ContextsKeepSeparateStatistics) {
 }
 
 TEST(Selector, MedianIgnoresOutliers) {
-  ArmSelector s({1}, 2, 0.0, 5, 0, 3, 1, ArmSelector::Value::kMedianRate);
+  ArmSelector::Options o = selector_options({1}, 2, 0.0, 5, 0);
+  o.value = ArmSelector::Value::kMedianRate;
+  ArmSelector s(o);
   for (double r : {1.0, 1.0, 100.0, 1.0, 1.0}) s.report(1, 0, r);
   for (double r : {2.0, 2.0, 2.0}) s.report(1, 1, r);
   EXPECT_DOUBLE_EQ(s.value(0, 0), 1.0);
@@ -405,20 +432,23 @@ void report_steady_and_all_or_nothing(ArmSelector& s) {
 }
 
 TEST(Selector, ThroughputValuesAllOrNothingArmsByTheirMean) {
-  ArmSelector tput({1}, 2, 0.0, 20, 0, 3, 1, ArmSelector::Value::kThroughput);
+  ArmSelector::Options o = selector_options({1}, 2, 0.0, 20, 0);
+  o.value = ArmSelector::Value::kThroughput;
+  ArmSelector tput(o);
   report_steady_and_all_or_nothing(tput);
   EXPECT_NEAR(tput.value(0, 0), 250.0, 1e-9);
   EXPECT_NEAR(tput.value(0, 1), 525.0, 1e-9);
   EXPECT_EQ(tput.best(0), 1);
   // The median of per-step rates prefers the steady arm, at half the tokens/s.
-  ArmSelector med({1}, 2, 0.0, 20, 0, 3, 1, ArmSelector::Value::kMedianRate);
+  o.value = ArmSelector::Value::kMedianRate;
+  ArmSelector med(o);
   report_steady_and_all_or_nothing(med);
   EXPECT_NEAR(med.value(0, 1), 125.0, 1e-9);
   EXPECT_EQ(med.best(0), 0);
 }
 
 TEST(Selector, ThroughputLeavesOutStepsSlowerThanFourTimesTheMedian) {
-  ArmSelector s({1}, 1, 0.0, 8, 0);
+  ArmSelector s(selector_options({1}, 1, 0.0, 8, 0));
   for (int i = 0; i < 6; ++i) s.report_step(1, 0, 2.0, 0.010);
   s.report_step(1, 0, 2.0, 0.035);  // 3.5x the median: a real cost, counted
   EXPECT_NEAR(s.value(0, 0), 14.0 / 0.095, 1e-9);
@@ -445,8 +475,7 @@ std::vector<int> run_floor(ArmSelector& s, const double mean[3], int rounds, uin
 
 TEST(Selector, PlainFloorTriesPlainFirstAndStopsExploringArmsRuledOut) {
   const double eps = 0.1;
-  ArmSelector s({1}, 3, eps, 32, 1, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, /*reference=*/2);
+  ArmSelector s(floor_options({1}, 3, eps, 32, 1, /*reference=*/2));
   EXPECT_EQ(s.choose(1), 2) << "plain first";
   const double mean[3] = {50.0, 60.0, 100.0};
   std::vector<int> picks = run_floor(s, mean, 4000, 3);
@@ -462,8 +491,7 @@ TEST(Selector, PlainFloorTriesPlainFirstAndStopsExploringArmsRuledOut) {
 }
 
 TEST(Selector, PlainFloorLeavesPlainForAClearlyFasterArm) {
-  ArmSelector s({1}, 3, 0.1, 32, 2, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, 2);
+  ArmSelector s(floor_options({1}, 3, 0.1, 32, 2, /*reference=*/2));
   const double mean[3] = {150.0, 60.0, 100.0};
   std::vector<int> picks = run_floor(s, mean, 2000, 4);
   EXPECT_EQ(s.best(0), 0);
@@ -472,13 +500,12 @@ TEST(Selector, PlainFloorLeavesPlainForAClearlyFasterArm) {
 
 TEST(Selector, PlainFloorKeepsPlainAgainstAnArmWithinItsNoise) {
   // Arm 0 is 2% faster on average, well within the noise of 32 steps: no reason to leave plain.
-  ArmSelector s({1}, 3, 0.1, 32, 5, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, 2);
+  ArmSelector s(floor_options({1}, 3, 0.1, 32, 5, /*reference=*/2));
   const double mean[3] = {102.0, 60.0, 100.0};
   std::vector<int> picks = run_floor(s, mean, 2000, 6);
   EXPECT_GT(picks[2], picks[0]);
   // Without the floor, epsilon-greedy follows whichever mean is ahead at the moment.
-  ArmSelector plain({1}, 3, 0.1, 32, 5);
+  ArmSelector plain(selector_options({1}, 3, 0.1, 32, 5));
   std::vector<int> greedy = run_floor(plain, mean, 2000, 6);
   std::printf("within the noise: plain chosen %d (floor) vs %d (epsilon-greedy) of 2000\n",
               picks[2], greedy[2]);
@@ -490,8 +517,7 @@ TEST(Selector, PlainFloorKeepsExplorationWithinItsBudgetWhenNoiseHidesTheVerdict
   // 32-step intervals overlap: no arm is ruled out, and epsilon-exploration alone would spend
   // about eps of the steps on arms that lose. The budget caps what exploration costs instead.
   const double eps = 0.1;
-  ArmSelector s({1}, 3, eps, 32, 7, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, 2);
+  ArmSelector s(floor_options({1}, 3, eps, 32, 7, /*reference=*/2));
   std::mt19937_64 noise(11);
   std::lognormal_distribution<double> spread(0.0, 0.8);
   const double mean[3] = {75.0, 75.0, 100.0};
@@ -513,8 +539,7 @@ TEST(Selector, PlainFloorKeepsExplorationWithinItsBudgetWhenNoiseHidesTheVerdict
 }
 
 TEST(Selector, PlainCostIsLearnedPerBatchSizeAndInterpolated) {
-  ArmSelector s({1}, 2, 0.1, 32, 0, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, /*reference=*/1);
+  ArmSelector s(floor_options({1}, 2, 0.1, 32, 0, /*reference=*/1));
   EXPECT_LT(s.plain_seconds_per_token(4), 0) << "nothing measured yet";
   EXPECT_TRUE(s.needs_calibration(4));
   for (int i = 0; i < 2; ++i) {
@@ -543,8 +568,7 @@ TEST(Selector, PlainCostIsLearnedPerBatchSizeAndInterpolated) {
 // compared with plain steps taken at other batch sizes (valued so, arm 0 got 69% of the steps
 // and arm 1 4%); against plain at their own, they can.
 TEST(Selector, PlainFloorComparesArmsWithPlainAtTheirOwnBatchSize) {
-  ArmSelector s({1}, 3, 0.1, 32, 9, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, /*reference=*/2);
+  ArmSelector s(floor_options({1}, 3, 0.1, 32, 9, /*reference=*/2));
   std::mt19937_64 noise(4);
   std::normal_distribution<double> spread(1.0, 0.1);
   const double speedup[3] = {1.15, 0.8, 1.0};
@@ -575,8 +599,7 @@ TEST(Selector, PlainFloorComparesArmsWithPlainAtTheirOwnBatchSize) {
 // at batch 2, the first steps at batch 16 need only each arm's cost there: how many tokens each
 // emits is known from batch 2, so the cell settles after kCostSteps trial steps per arm.
 TEST(Selector, PlainFloorCarriesAcceptanceAcrossBucketsAndMeasuresCostPerBucket) {
-  ArmSelector s({1, 8}, 3, 0.0, 32, 3, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, /*reference=*/2);
+  ArmSelector s(floor_options({1, 8}, 3, 0.0, 32, 3, /*reference=*/2));
   std::mt19937_64 noise(8);
   std::normal_distribution<double> accept(1.0, 0.2), time(1.0, 0.02);
   auto step = [&](int64_t b) {
@@ -604,8 +627,7 @@ TEST(Selector, PlainFloorCarriesAcceptanceAcrossBucketsAndMeasuresCostPerBucket)
 // even epsilon = 1 rechecks it only when the budget can pay for the step (0.08 s over plain;
 // 1% of the cell's time grows by 0.1 ms a plain step), so the budget is never overdrawn.
 TEST(Selector, PlainFloorDoesNotExploreAStepItsBudgetCannotPayFor) {
-  ArmSelector s({1}, 2, /*epsilon=*/1.0, 32, 5, 3, 1, ArmSelector::Value::kThroughput,
-                ArmSelector::Explore::kUniform, /*reference=*/1);
+  ArmSelector s(floor_options({1}, 2, /*epsilon=*/1.0, 32, 5, /*reference=*/1));
   auto step = [&s] {
     if (s.choose(1) == 0)
       s.report_step(1, 0, 2.0, 0.100);
@@ -644,9 +666,9 @@ int sim_tail(ArmSelector& s, const SimArms& arms, int steps, std::mt19937_64& no
 }
 
 ArmSelector pooling_selector(uint64_t seed, double epsilon = 0.3) {
-  return ArmSelector({1, 2, 3}, 4, epsilon, 16, seed, 3, /*contexts=*/2,
-                     ArmSelector::Value::kThroughput, ArmSelector::Explore::kUniform,
-                     /*reference=*/3);
+  ArmSelector::Options o = floor_options({1, 2, 3}, 4, epsilon, 16, seed, /*reference=*/3);
+  o.contexts = 2;
+  return ArmSelector(o);
 }
 
 // What one selector kept and another absorbed counts exactly as if the other had made those steps:
