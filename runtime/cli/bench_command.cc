@@ -8,7 +8,7 @@
 #include <iostream>
 
 #include "runtime/cli/commands.h"
-#include "runtime/cli/tst_command.h"
+#include "runtime/tst/job_corpus.h"
 
 namespace tlt::cli {
 namespace fs = std::filesystem;
@@ -71,7 +71,7 @@ int bench_rollout_command(const std::vector<std::string>& args, std::ostream& ou
   }
   // The target trains on the State of the Union corpus with a 4096-token BPE tokenizer and a 5%
   // held-out split: a TSTPretrainJob's default data, tokenized and cached the same way.
-  StatusOr<std::string> tokens = tokenized_corpus_file(api::TSTPretrainJobSpec(), out);
+  StatusOr<std::string> tokens = tst::tokenized_corpus_file(api::TSTPretrainJobSpec(), out);
   if (!tokens.ok()) {
     err << "tlt bench rollout: " << tokens.status().message() << "\n";
     return kExitInvalid;

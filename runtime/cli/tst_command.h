@@ -1,21 +1,19 @@
-// `tlt run` for a TSTPretrainJob: corpus, tokenizer, pretraining with progress, held-out
-// evaluations, checkpoints, and a report (with --compare, the next-token baseline too).
+// `tlt run` for a TSTPretrainJob: pretraining with progress, held-out evaluations, checkpoints,
+// /metrics and a report (with --compare, the next-token baseline too). The job's set-up (its
+// corpus, the plan of each run, the data-parallel group and local worker processes) is
+// runtime/tst/job_setup.h; this command turns flags into its options and presents the runs.
 //
-// Data parallel (spec.workers.replicas = R > 1): R ranks, each training on its shard of every
-// global batch (runtime/tst/trainer.h). On one machine `tlt run` is rank 0 and starts ranks
-// 1..R-1 as worker processes of this binary (`tlt run-role` with TLT_* env, stdout in
-// <checkpoint dir>/workers/worker-<r>.log); they meet at a TCPStore on 127.0.0.1 that rank 0
-// hosts, each rank with max(1, cores / R) compute threads. In a cluster each worker pod is one
-// rank (run_tst_role). Only rank 0 prints progress and writes checkpoints, reports and metrics.
-// A worker that dies fails the run (its peers' collectives fail at once; a stalled one after
-// the collective timeout, 300 s) and rank 0 names it.
+// Data parallel (spec.workers.replicas = R > 1): on one machine `tlt run` is rank 0 and starts
+// ranks 1..R-1 as `tlt run-role` worker processes (runtime/tst/local_workers.h); in a cluster
+// each worker pod is one rank (run_tst_role). Only rank 0 prints progress and writes
+// checkpoints, reports and metrics. A worker that dies fails the run (its peers' collectives
+// fail at once; a stalled one after the collective timeout, 300 s) and rank 0 names it.
 #pragma once
 
 #include <iosfwd>
 #include <string>
 
 #include "api/spec.h"
-#include "api/status.h"
 
 namespace tlt::cli {
 
@@ -31,22 +29,6 @@ struct TSTRunFlags {
   std::string rendezvous_host;
   int rendezvous_port = 29500;
 };
-
-// The tokenizer of a TSTPretrainJob's data: spec.data.tokenizer.path when given (a path ending in
-// .json is a Hugging Face tokenizer.json, anything else a sentencepiece model); else the model's
-// own when spec.model.path names one with a tokenizer (model_source.h; a GGUF without one is
-// InvalidArgument); else none (path "": a BPE of spec.data.tokenizer.vocabSize is trained on the
-// corpus and cached). Errors of
-// resolve_model_source and model_tokenizer_source, prefixed with spec.model.path.
-struct DataTokenizer {
-  std::string path;
-  bool hf = false;  // a model's own tokenizer (tokenizer.json, HF directory or GGUF)
-};
-StatusOr<DataTokenizer> data_tokenizer(const api::TSTPretrainJobSpec& spec);
-
-// The path of spec.data's tokenized corpus in the cache, made first (by the tlt-data binary
-// beside this one, with a progress line on `out`) when missing. Unavailable when that fails.
-StatusOr<std::string> tokenized_corpus_file(const api::TSTPretrainJobSpec& spec, std::ostream& out);
 
 // Returns the process exit code (0 ok, 1 bad input or failure).
 int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::ostream& out,

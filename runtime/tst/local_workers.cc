@@ -1,0 +1,118 @@
+#include "runtime/tst/local_workers.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+extern char** environ;
+
+namespace tlt::tst {
+namespace {
+
+std::string exit_text(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+  return "stopped";
+}
+
+// This process's environment without the variables a worker is given anew.
+std::vector<std::string> inherited_env() {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("TLT_", 0) != 0 && kv.rfind("OMP_NUM_THREADS=", 0) != 0 &&
+        kv.rfind("BLIS_NUM_THREADS=", 0) != 0)
+      env.push_back(kv);
+  }
+  return env;
+}
+
+}  // namespace
+
+Status LocalWorkers::start(const std::string& job_file, const std::string& dir, int world, int port,
+                           const LocalWorkerEnv& worker) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return Status::Unavailable("cannot find this binary: " + ec.message());
+  std::string threads = std::to_string(worker.threads);
+  for (int r = 1; r < world; ++r) {
+    std::vector<std::string> env = inherited_env();
+    for (std::string kv :
+         {"TLT_JOB_FILE=" + job_file, std::string("TLT_ROLE=worker"),
+          "TLT_INDEX=" + std::to_string(r), std::string("TLT_RENDEZVOUS_ADDRESS=127.0.0.1"),
+          "TLT_RENDEZVOUS_PORT=" + std::to_string(port), "TLT_TST_RUNS=" + worker.runs,
+          std::string("TLT_RESUME=") + (worker.resume ? "1" : "0"), "TLT_THREADS=" + threads,
+          "OMP_NUM_THREADS=" + threads, "BLIS_NUM_THREADS=" + threads})
+      env.push_back(kv);
+    std::string log = (fs::path(dir) / ("worker-" + std::to_string(r) + ".log")).string();
+    TLT_RETURN_IF_ERROR(spawn(self.string(), env, log));
+  }
+  return Status::Ok();
+}
+
+std::string LocalWorkers::wait(int timeout_s) {
+  std::string failed;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    if (pids_[i] <= 0) continue;
+    int status = 0;
+    pid_t got = 0;
+    while ((got = waitpid(pids_[i], &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::string who = "data-parallel worker " + std::to_string(i + 1) + " (pid " +
+                      std::to_string(pids_[i]) + ") ";
+    if (got == 0) {
+      failed += who + "did not finish in " + std::to_string(timeout_s) + " s\n";
+      continue;
+    }
+    pids_[i] = -1;
+    if (got < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      failed += who + (got < 0 ? "was lost" : exit_text(status)) + "\n";
+  }
+  stop();
+  return failed;
+}
+
+void LocalWorkers::stop() {
+  for (pid_t p : pids_)
+    if (p > 0) kill(p, SIGTERM);
+  for (pid_t& p : pids_) {
+    if (p <= 0) continue;
+    for (int i = 0; i < 250 && waitpid(p, nullptr, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (kill(p, 0) == 0) kill(p, SIGKILL), waitpid(p, nullptr, 0);
+    p = -1;
+  }
+}
+
+Status LocalWorkers::spawn(const std::string& exe, std::vector<std::string>& env,
+                           const std::string& log) {
+  std::vector<char*> envp;
+  for (std::string& kv : env) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  char arg0[] = "tlt", arg1[] = "run-role";
+  char* argv[] = {arg0, arg1, nullptr};
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) return Status::Unavailable("cannot fork a data-parallel worker");
+  if (pid == 0) {  // only async-signal-safe calls until execve
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) dup2(fd, STDOUT_FILENO);
+    execve(exe.c_str(), argv, envp.data());
+    _exit(127);
+  }
+  pids_.push_back(pid);
+  return Status::Ok();
+}
+
+}  // namespace tlt::tst
