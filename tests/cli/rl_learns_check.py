@@ -47,8 +47,9 @@ def main(report_path, seed, out_path):
         fail("a per-problem reward is outside [0, 1]")
     m, lo, hi = interval([a - b for a, b in zip(after, before)])
     rep_lo, rep_hi = h["ci95"]
-    if (abs(m - h["difference"]) > 1e-9 or abs(lo - rep_lo) > 1e-9 or abs(hi - rep_hi) > 1e-9
-            or abs(sum(before) / n - h["before"]) > 1e-9 or abs(sum(after) / n - h["after"]) > 1e-9):
+    reported = [h["difference"], rep_lo, rep_hi, h["before"], h["after"]]
+    recomputed = [m, lo, hi, sum(before) / n, sum(after) / n]
+    if any(abs(a - b) > 1e-9 for a, b in zip(reported, recomputed)):
         fail("the report's difference %+.6f, 95%% CI [%+.6f, %+.6f] disagree with its per-problem "
              "rewards: %+.6f, [%+.6f, %+.6f]" % (h["difference"], rep_lo, rep_hi, m, lo, hi))
     if not 0 <= h["markedBefore"] <= 1 or not 0 <= h["markedAfter"] <= 1:
@@ -56,8 +57,8 @@ def main(report_path, seed, out_path):
     print("rljob-tiny seed %s: held-out reward %.3f -> %.3f after %d steps, difference %+.3f, "
           "95%% CI [%+.3f, %+.3f] (recomputed from %d problems x %d samples)"
           % (seed, h["before"], h["after"], len(r["steps"]), m, lo, hi, n, h["samplesPerProblem"]))
-    print("  checked: the reward (a marked, correct answer) rose; marking: answers marked "
-          "%.1f%% -> %.1f%%; correctness, not checked: reward per marked answer %.3f -> %.3f"
+    print("  checks that the reward (paid for a marked, correct answer) rose; marking: answers "
+          "marked %.1f%% -> %.1f%%; correctness, not checked: reward per marked answer %.3f -> %.3f"
           % (100 * h["markedBefore"], 100 * h["markedAfter"],
              h["before"] / max(h["markedBefore"], 1e-9), h["after"] / max(h["markedAfter"], 1e-9)))
     if not lo > 0:
