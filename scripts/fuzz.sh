@@ -2,7 +2,11 @@
 # Builds the manifest-parser fuzz target with clang/libFuzzer (ASan + UBSan) into build-fuzz/ and
 # runs it for a bounded time from the examples and the malformed-manifest corpus. Fails on a
 # crash, a leak, a hang (one input > 10 s) or a broken round trip. Then the same for the GGUF and
-# safetensors parsers (model_files_fuzz), from the tiny checkpoints in tests/models/fixtures.
+# safetensors parsers (model_files_fuzz), from the tiny checkpoints in tests/models/fixtures and
+# the model-file regression corpus. Each regression corpus (tests/fuzz/regressions for manifests,
+# tests/fuzz/model-regressions for model files: first byte odd for safetensors, even for GGUF,
+# then the file) keeps inputs that broke a parser or probe a refusal; an input that breaks one
+# goes there (model_files_test replays the model-file corpus without the fuzzer).
 # Usage: scripts/fuzz.sh [SECONDS [MODEL_SECONDS]]   (defaults 60 and 30)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +37,7 @@ for f in tests/models/fixtures/*/*.safetensors; do
   { printf '\1'; cat "$f"; } >"$seeds/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 echo "fuzz: GGUF and safetensors parsers for ${model_seconds}s"
-if ! build-fuzz/bin/model_files_fuzz build-fuzz/model-corpus "$seeds" \
+if ! build-fuzz/bin/model_files_fuzz build-fuzz/model-corpus "$seeds" tests/fuzz/model-regressions \
     -max_total_time="$model_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=100000 \
     -artifact_prefix=build-fuzz/artifacts/ >/tmp/tlt-fuzz-model.log 2>&1; then
   tail -40 /tmp/tlt-fuzz-model.log

@@ -52,7 +52,11 @@ Status parse_entry(const std::string& path, const std::string& name, const json&
     if (n > (unsigned __int128)(uint64_t(1) << 48)) return bad("has too many elements");
   }
   uint64_t begin = (*offsets)[0].get<uint64_t>(), end = (*offsets)[1].get<uint64_t>();
-  if (begin > end || end > data_size) {
+  if (begin > end) {
+    return bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+               "] begin after their end");
+  }
+  if (end > data_size) {
     return bad("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                "] run past the end of the file (" + std::to_string(data_size) +
                " bytes of tensor data)");
@@ -89,8 +93,10 @@ StatusOr<SafetensorsFile> parse_safetensors(const uint8_t* data, size_t size,
                               " bytes)");
   }
   json header = json::parse(data + 8, data + 8 + n, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object()) {
-    return Status::Corruption(name + ": safetensors header is not a JSON object");
+  if (header.is_discarded()) return Status::Corruption(name + ": safetensors header is not JSON");
+  if (!header.is_object()) {
+    return Status::Corruption(name + ": safetensors header is a JSON " + header.type_name() +
+                              ", not an object of tensors");
   }
   const uint8_t* tensor_data = data + 8 + n;
   uint64_t data_size = size - 8 - n;

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # GRPO on the embedded default improves the held-out reward: over the seeds that rl_learns.sh
 # ran, each held-out problem's difference (after - before) is averaged over seeds, and the paired
-# 95% interval of the mean over problems (normal approximation, as runtime/rl/paired.h) must lie
-# above 0. The interval is over problems for these runs; with three seeds it says little about
-# the spread between training runs, which the per-seed lines show.
+# 95% interval of the mean over problems (normal approximation, as runtime/rl/paired.h, computed
+# by rl_learns_check.py's interval()) must lie above 0. Like each seed's, it checks the reward (a
+# marked, correct answer), which this default raises by marking answers. The interval is over
+# problems for these runs; with three seeds it says little about the spread between training
+# runs, which the per-seed lines show.
 # Usage: rl_learns_pooled.sh OUT_DIR SEED...
 set -u
 out=$1; shift
-python3 - "$out" "$@" <<'PY'
-import json, math, sys
-out, seeds = sys.argv[1], sys.argv[2:]
+python3 - "$(dirname "$0")" "$out" "$@" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from rl_learns_check import interval
+out, seeds = sys.argv[2], sys.argv[3:]
 runs = []
 for s in seeds:
     try:
@@ -19,11 +23,7 @@ for s in seeds:
 n = len(runs[0]["before"])
 if any(len(r["before"]) != n or len(r["after"]) != n for r in runs):
     print("FAIL: the seeds evaluated different numbers of problems"); sys.exit(1)
-def interval(d):
-    m = sum(d) / len(d)
-    se = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d))
-    return m, m - 1.959964 * se, m + 1.959964 * se
-for r in runs:  # each run's own interval, as its report gave it
+for r in runs:  # each run's interval, recomputed from its per-problem rewards (rl_learns_check.py)
     lo, hi = r["ci95"]
     print("seed %d: before %.3f after %.3f difference %+.3f, 95%% CI [%+.3f, %+.3f]%s"
           % (r["seed"], sum(r["before"]) / n, sum(r["after"]) / n, r["difference"], lo, hi,

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -152,6 +153,104 @@ TEST(Safetensors, OffsetsPastTheFileNameTensorAndFile) {
   EXPECT_NE(m.find("past the end"), std::string::npos) << m;
   EXPECT_FALSE(parse_st(good.substr(0, 20), "cut.safetensors").ok());
   EXPECT_FALSE(parse_st(safetensors_bytes(0, 12, 4), "short.safetensors").ok());
+}
+
+StatusOr<SafetensorsFile> parse_st(const std::string& bytes, size_t size, const std::string& name) {
+  return parse_safetensors(reinterpret_cast<const uint8_t*>(bytes.data()), size, name);
+}
+
+// A header length past the end of the file is refused before the header is read. The bytes
+// given are a valid file's prefix inside a valid file's buffer, so a parser that trusted the
+// length would read a whole header and hand out tensors past the end, not crash.
+TEST(Safetensors, HeaderPastTheEndOfFileIsRefused) {
+  std::string whole = safetensors_bytes(0, 16, 4);
+  uint64_t header = 0;
+  std::memcpy(&header, whole.data(), 8);
+  for (size_t size : {size_t(8), size_t(8 + header - 1)}) {
+    StatusOr<SafetensorsFile> f = parse_st(whole, size, "cut.safetensors");
+    ASSERT_FALSE(f.ok()) << size << " bytes";
+    EXPECT_EQ(f.status().code(), StatusCode::kCorruption);
+    const std::string& m = f.status().message();
+    EXPECT_NE(m.find("cut.safetensors"), std::string::npos) << m;
+    EXPECT_NE(m.find("header of " + std::to_string(header) + " bytes runs past the end"),
+              std::string::npos)
+        << m;
+  }
+  std::string huge = whole;  // a length whose 8 + N overflows
+  uint64_t max = ~uint64_t(0);
+  std::memcpy(&huge[0], &max, 8);
+  EXPECT_EQ(parse_st(huge, huge.size(), "huge.safetensors").status().code(),
+            StatusCode::kCorruption);
+}
+
+// data_offsets [BEGIN, END] with BEGIN > END: an error naming the field, not a span that wraps.
+TEST(Safetensors, OffsetsBeginningAfterTheirEndAreRefused) {
+  std::string bytes = safetensors_bytes(16, 0, 4);
+  StatusOr<SafetensorsFile> f = parse_st(bytes, bytes.size(), "backwards.safetensors");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kCorruption);
+  const std::string& m = f.status().message();
+  EXPECT_NE(m.find("backwards.safetensors: tensor w: data_offsets [16, 0] begin after their end"),
+            std::string::npos)
+      << m;
+}
+
+// The header must be a JSON object of tensors: an array, a string, a number or null is refused
+// with what it is, and text that is not JSON as such.
+TEST(Safetensors, HeaderThatIsNotAnObjectIsRefused) {
+  auto with_header = [](const std::string& header) {
+    uint64_t len = header.size();
+    return std::string(reinterpret_cast<const char*>(&len), 8) + header;
+  };
+  for (const auto& [header, type] : std::vector<std::pair<std::string, std::string>>{
+           {R"([{"dtype":"F32","shape":[1],"data_offsets":[0,4]}])", "array"},
+           {R"("w")", "string"},
+           {"8", "number"},
+           {"null", "null"}}) {
+    std::string bytes = with_header(header) + std::string(4, '\0');
+    StatusOr<SafetensorsFile> f = parse_st(bytes, bytes.size(), "list.safetensors");
+    ASSERT_FALSE(f.ok()) << header;
+    EXPECT_EQ(f.status().code(), StatusCode::kCorruption) << header;
+    EXPECT_EQ(f.status().message(), "list.safetensors: safetensors header is a JSON " + type +
+                                        ", not an object of tensors");
+  }
+  std::string bytes = with_header(R"({"w":{"dtype":)");
+  StatusOr<SafetensorsFile> f = parse_st(bytes, bytes.size(), "text.safetensors");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().message(), "text.safetensors: safetensors header is not JSON");
+}
+
+// The model-file fuzzer's regression corpus (tests/fuzz/model-regressions, see scripts/fuzz.sh)
+// replayed here too, without the fuzzer's sanitizers: the first byte picks the parser (odd:
+// safetensors, even: GGUF), and every input gives an error or a file whose tensors lie inside it.
+// The files named safetensors-* are damaged headers that must be refused.
+TEST(ModelFiles, FuzzRegressionCorpusGivesErrorsOrFilesInsideTheInput) {
+  std::string dir = std::string(TLT_SOURCE_DIR) + "/tests/fuzz/model-regressions";
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  ASSERT_GE(names.size(), 4u) << dir;
+  for (const std::string& name : names) {
+    std::string bytes = read_bytes(dir + "/" + name);
+    ASSERT_FALSE(bytes.empty()) << name;
+    const uint8_t* begin = reinterpret_cast<const uint8_t*>(bytes.data()) + 1;
+    const uint8_t* end = reinterpret_cast<const uint8_t*>(bytes.data()) + bytes.size();
+    auto inside = [&](const uint8_t* p, uint64_t n) {
+      return n == 0 || (p >= begin && p <= end && n <= uint64_t(end - p));
+    };
+    if (bytes[0] & 1) {
+      StatusOr<SafetensorsFile> f = parse_safetensors(begin, bytes.size() - 1, name);
+      if (name.rfind("safetensors-", 0) == 0) {
+        EXPECT_FALSE(f.ok()) << name << " parsed";
+      }
+      if (!f.ok()) continue;
+      for (const SafeTensor& t : f->tensors) EXPECT_TRUE(inside(t.data, t.n_bytes)) << name;
+    } else {
+      StatusOr<GgufFile> f = parse_gguf(begin, bytes.size() - 1, name);
+      if (!f.ok()) continue;
+      for (const GgufTensor& t : f->tensors) EXPECT_TRUE(inside(t.data, t.n_bytes)) << name;
+    }
+  }
 }
 
 TEST(Safetensors, TinyQwen2ShardsAreBf16) {

@@ -229,12 +229,34 @@ TEST_F(GreedyExactness, UntrainedDrafterEveryArmAndBatchSize) {
   }
 }
 
+// GRPO groups at every batch size: 8 prompts x 8 samples, queued sample by sample (g0 g1 .. g7
+// g0 g1 ..), sample s of a group stopping 2s tokens short of the group's first. Greedy siblings
+// write the same tokens, so a finished sibling's response holds all of a shorter one's: the
+// history arm drafts from it and gets tokens accepted, and the output stays plain decoding's.
 TEST_F(GreedyExactness, HistoryArmEveryBatchSize) {
+  std::vector<Request> groups;
+  for (int s = 0; s < 8; ++s) {
+    for (int g = 0; g < 8; ++g) {
+      Request r = (*reqs_)[size_t(g)];
+      r.id = int64_t(groups.size());
+      r.max_new_tokens -= 2 * s;
+      groups.push_back(r);
+    }
+  }
+  std::vector<Completion> plain = run(*target_, Drafter(nullptr), plain_options(32), groups);
   for (int64_t batch : {1, 5, 32}) {
+    std::string what = "history batch " + std::to_string(batch);
     EngineStats st;
-    auto out = run(*target_, Drafter(nullptr), spec_options(batch, {"history"}), *reqs_, &st);
-    expect_same_tokens(out, *plain_, "history batch " + std::to_string(batch));
-    EXPECT_GT(st.spec_steps, 0);
+    auto out = run(*target_, Drafter(nullptr), spec_options(batch, {"history"}), groups, &st);
+    expect_same_tokens(out, plain, what);
+    std::printf("%s: accept length %.2f (%lld of %lld drafted accepted)\n", what.c_str(),
+                st.accept_length(), (long long)st.accepted, (long long)st.drafted);
+    EXPECT_GT(st.spec_steps, 0) << what;
+    EXPECT_GT(st.accepted, 0) << what << ": no drafted token accepted";
+    if (batch != 1) continue;
+    // One at a time, every sample after a group's first has a longer sibling's response whole.
+    for (size_t i = 8; i < groups.size(); ++i)
+      EXPECT_GT(out[i].accepted, out[i].spec_steps) << what << ", request " << i;
   }
 }
 

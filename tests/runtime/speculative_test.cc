@@ -671,58 +671,105 @@ ArmSelector pooling_selector(uint64_t seed, double epsilon = 0.3) {
   return ArmSelector(o);
 }
 
-// What one selector kept and another absorbed counts exactly as if the other had made those steps:
-// the same values, intervals, P(b) and cell seconds, and the exploration cost travels along.
+// What another selector absorbed counts exactly as if it had made those steps: a hand-made pool of
+// steps, whose P(b), values, intervals, cell seconds and exploration budget are worked out here
+// from the rules in selector.h (not through the selector), is absorbed by one selector and
+// reported by another (report_step), and both must give those numbers.
 TEST(Selector, AbsorbedStepsCountAsTheSelectorsOwn) {
-  const SimArms arms{{2.0, 1.5, 3.0, 1.0}, {1.6, 1.3, 2.5, 1.0}};
-  ArmSelector a = pooling_selector(1), b = pooling_selector(2);
-  a.keep_observations(true);
-  b.keep_observations(true);
-  std::mt19937_64 noise(3);
-  sim_tail(a, arms, 300, noise);
-  sim_tail(b, arms, 300, noise);
-  std::vector<ArmSelector::Observation> oa = a.take_observations(), ob = b.take_observations();
-  ASSERT_EQ(oa.size(), 300u);
-  ASSERT_EQ(ob.size(), 300u);
-  EXPECT_TRUE(a.take_observations().empty()) << "each step is handed out once";
-  // A kept what it counted, its exploration cost included.
-  const int32_t cells = 3 * 2;
-  double explored = 0.0;
-  for (int32_t c = 0; c < cells; ++c) {
-    double cost = 0.0, seconds = 0.0;
-    for (const auto& o : oa)
-      if (a.cell_of(o.batch_size, o.context) == c) cost += o.explore_cost, seconds += o.seconds;
-    EXPECT_NEAR(a.exploration_cost(c), cost, 1e-12) << "cell " << c;
-    EXPECT_NEAR(a.cell_seconds(c), seconds, 1e-12) << "cell " << c;
-    explored += cost;
-  }
-  ASSERT_GT(explored, 0.0) << "no explored step: the test would not see exploration cost travel";
-
+  // pooling_selector: buckets {1, 2, 3} (batch 4 is bucket 2), 2 contexts, cell = bucket * 2 +
+  // context; arm 3 decodes plainly. Steps {batch, arm, context, tokens, seconds, explore_cost}:
+  const std::vector<ArmSelector::Observation> steps = {
+      {2, 3, 0, 2.0, 0.010, 0.0},   {2, 3, 0, 2.0, 0.010, 0.0},     // plain, cell 2
+      {4, 3, 1, 4.0, 0.012, 0.0},   {4, 3, 1, 4.0, 0.016, 0.0},     // plain, cell 5
+      {4, 0, 0, 8.0, 0.021, 0.0},   {3, 0, 0, 9.0, 0.018, 0.0},     // arm 0, cell 4
+      {2, 0, 0, 4.0, 0.012, 0.0},   {4, 0, 1, 12.0, 0.030, 0.004},  // arm 0, cells 2 and 5
+      {4, 2, 0, 4.0, 0.056, 0.040}, {4, 2, 0, 4.0, 0.056, 0.0}};    // arm 2, cell 4
   ArmSelector pooled = pooling_selector(4), seen = pooling_selector(4);
-  for (const auto* list : {&oa, &ob})
-    for (const ArmSelector::Observation& o : *list) {
-      EXPECT_TRUE(pooled.absorb(o));
-      seen.report_step(o.batch_size, o.arm, o.tokens, o.seconds, o.context);
-    }
-  double pooled_cost = 0.0;
-  for (int32_t c = 0; c < cells; ++c) {
-    for (int32_t arm = 0; arm < 4; ++arm) {
-      EXPECT_EQ(pooled.value(c, arm), seen.value(c, arm)) << "cell " << c << " arm " << arm;
-      EXPECT_EQ(pooled.standard_error(c, arm), seen.standard_error(c, arm));
-      EXPECT_EQ(pooled.ruled_out(c, arm), seen.ruled_out(c, arm));
-    }
-    EXPECT_EQ(pooled.cell_seconds(c), seen.cell_seconds(c));
-    EXPECT_EQ(seen.exploration_cost(c), 0.0);
-    pooled_cost += pooled.exploration_cost(c);
+  for (const ArmSelector::Observation& o : steps) {
+    EXPECT_TRUE(pooled.absorb(o));
+    seen.report_step(o.batch_size, o.arm, o.tokens, o.seconds, o.context);
   }
-  double both = 0.0;
-  for (const auto* list : {&oa, &ob})
-    for (const auto& o : *list) both += o.explore_cost;
-  EXPECT_NEAR(pooled_cost, both, 1e-12);
-  for (int64_t batch = 1; batch <= 4; ++batch)
-    EXPECT_EQ(pooled.plain_seconds_per_token(batch), seen.plain_seconds_per_token(batch));
+  auto sq = [](double x) { return x * x; };
+  // P(b) = T(b) / b, T(b) a plain step's seconds at b: b * plain seconds / plain tokens there;
+  // between measured batch sizes linear, below them extrapolated from the two nearest and kept
+  // within [T(2) * b / 2, T(2)].
+  const double t2 = 2 * (0.010 + 0.010) / (2.0 + 2.0), t4 = 4 * (0.012 + 0.016) / (4.0 + 4.0);
+  const double t3 = t2 + (t4 - t2) * (3 - 2) / (4 - 2);
+  const double t1 = std::clamp(t2 - (t4 - t2) / (4 - 2) * (2 - 1), t2 * 1 / 2, t2);
+  const double plain_time[] = {0.0, t1, t2, t3, t4};  // 0.008, 0.010, 0.012, 0.014 s
+  // Decomposed values: acceptance R_a = sum(tokens) / sum(b) over the arm's steps in the cell's
+  // context (any bucket), cost R_c = sum(seconds) / sum(T(b)) over its steps in the cell's bucket
+  // (either context); each ratio R = sum(x) / sum(y) has the error
+  // sqrt(sum((x - R y)^2) / (n - 1) * n) / sum(y); value = R_a / R_c, its error
+  // value * sqrt((err_a / R_a)^2 + (err_c / R_c)^2).
+  struct Pair {
+    double x, y;
+  };
+  auto ratio = [&sq](const std::vector<Pair>& pairs) {
+    double x = 0, y = 0, squares = 0;
+    for (const Pair& p : pairs) x += p.x, y += p.y;
+    for (const Pair& p : pairs) squares += sq(p.x - x / y * p.y);
+    double n = double(pairs.size());
+    return std::make_pair(x / y, std::sqrt(squares / (n - 1) * n) / y);
+  };
+  auto [acc0, acc0_err] = ratio({{8, 4}, {9, 3}, {4, 2}});                   // 2.333, 0.339
+  auto [cost0, cost0_err] = ratio({{0.021, t4}, {0.018, t3}, {0.030, t4}});  // 1.725, 0.220
+  auto [acc_plain, acc_plain_err] = ratio({{2, 2}, {2, 2}});                 // 1, 0
+  auto [cost_plain, cost_plain_err] = ratio({{0.012, t4}, {0.016, t4}});     // 1, 1/7
+  auto [acc2, acc2_err] = ratio({{4, 4}, {4, 4}});                           // 1, 0
+  auto [cost2, cost2_err] = ratio({{0.056, t4}, {0.056, t4}});               // 4, 0
+  auto error = [&sq](double acc, double acc_err, double cost, double cost_err) {
+    return acc / cost * std::sqrt(sq(acc_err / acc) + sq(cost_err / cost));
+  };
+  const int32_t cell = 4;  // batch sizes 3 and 4, context 0
+  const double value0 = acc0 / cost0, error0 = error(acc0, acc0_err, cost0, cost0_err);  // 1.353
+  const double plain = acc_plain / cost_plain;                                           // 1
+  const double plain_error = error(acc_plain, acc_plain_err, cost_plain, cost_plain_err);
+  const double value2 = acc2 / cost2, error2 = error(acc2, acc2_err, cost2, cost2_err);  // 0.25
+  // Cells' seconds, and the exploration cost the steps carried (cells 4 and 5).
+  const double cell_seconds[] = {
+      0, 0, 0.010 + 0.010 + 0.012, 0, 0.021 + 0.018 + 0.056 + 0.056, 0.012 + 0.016 + 0.030};
+  const double explore_cost[] = {0, 0, 0, 0, 0.040, 0.004};
+  for (const ArmSelector* s : {&pooled, &seen}) {
+    const char* who = s == &pooled ? "absorbed" : "reported";
+    for (int64_t b = 1; b <= 4; ++b)
+      EXPECT_NEAR(s->plain_seconds_per_token(b), plain_time[b] / double(b), 1e-15)
+          << who << ": P(" << b << ")";
+    EXPECT_NEAR(s->value(cell, 0), value0, 1e-12) << who;
+    EXPECT_NEAR(s->standard_error(cell, 0), error0, 1e-12) << who;
+    EXPECT_NEAR(s->value(cell, 3), plain, 1e-12) << who;
+    EXPECT_NEAR(s->standard_error(cell, 3), plain_error, 1e-12) << who;
+    EXPECT_NEAR(s->value(cell, 2), value2, 1e-12) << who;
+    EXPECT_NEAR(s->standard_error(cell, 2), error2, 1e-12) << who;
+    EXPECT_EQ(s->value(cell, 1), -1.0) << who << ": arm 1 has no steps";
+    // Intervals value +- kZ * error: arm 2's (0.25 +- 0) lies below plain's (1 +- 0.29), so it
+    // is ruled out; arm 0's (1.35 +- 0.52) overlaps plain's, so neither of those is.
+    const double z = ArmSelector::kZ;
+    ASSERT_GT(plain - z * plain_error, value2 + z * error2);
+    ASSERT_LT(value0 - z * error0, plain + z * plain_error);
+    EXPECT_TRUE(s->ruled_out(cell, 2)) << who;
+    EXPECT_FALSE(s->ruled_out(cell, 0)) << who;
+    EXPECT_FALSE(s->ruled_out(cell, 3)) << who;
+    // Arm 0 at batch 2 (cell 2): context 0's acceptance over the cost of its one step there.
+    EXPECT_NEAR(s->value(2, 0), acc0 / (0.012 / t2), 1e-12) << who;
+    for (int32_t c = 0; c < 6; ++c) {
+      EXPECT_NEAR(s->cell_seconds(c), cell_seconds[c], 1e-15) << who << ": cell " << c;
+      EXPECT_NEAR(s->exploration_cost(c), s == &pooled ? explore_cost[c] : 0.0, 1e-15)
+          << who << ": cell " << c << " (only absorbed steps carry a cost)";
+    }
+  }
   EXPECT_TRUE(pooled.take_observations().empty()) << "absorbed steps are not kept, nor own ones "
                                                      "unless asked";
+  // The budget: cell 4 spent 0.040 s exploring, past kExploreBudget (1%) of its 0.151 s, so it
+  // only exploits (the reference, which still needs trials); cell 2 spent nothing and explores
+  // (epsilon 0.3).
+  ASSERT_GT(explore_cost[4], ArmSelector::kExploreBudget * cell_seconds[4]);
+  int explored_in_2 = 0;
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(pooled.choose(4, 0), 3) << "cell 4's budget is spent";
+    explored_in_2 += pooled.choose(2, 0) != 3;
+  }
+  EXPECT_GT(explored_in_2, 0) << "cell 2's budget is not spent";
 
   // A step no selector of these arms could have made is refused and changes nothing.
   double before = pooled.cell_seconds(0), value = pooled.value(0, 0);
@@ -734,6 +781,28 @@ TEST(Selector, AbsorbedStepsCountAsTheSelectorsOwn) {
   EXPECT_FALSE(pooled.absorb({1, 0, 0, 1.0, 0.01, -1.0})) << "negative exploration cost";
   EXPECT_EQ(pooled.cell_seconds(0), before);
   EXPECT_EQ(pooled.value(0, 0), value);
+}
+
+// The steps a selector kept come out once each, as it counted them, exploration cost included.
+TEST(Selector, KeptStepsComeOutOnceWithTheirExplorationCost) {
+  const SimArms arms{{2.0, 1.5, 3.0, 1.0}, {1.6, 1.3, 2.5, 1.0}};
+  ArmSelector a = pooling_selector(1);
+  a.keep_observations(true);
+  std::mt19937_64 noise(3);
+  sim_tail(a, arms, 300, noise);
+  std::vector<ArmSelector::Observation> oa = a.take_observations();
+  ASSERT_EQ(oa.size(), 300u);
+  EXPECT_TRUE(a.take_observations().empty()) << "each step is handed out once";
+  double explored = 0.0;
+  for (int32_t c = 0; c < 3 * 2; ++c) {
+    double cost = 0.0, seconds = 0.0;
+    for (const auto& o : oa)
+      if (a.cell_of(o.batch_size, o.context) == c) cost += o.explore_cost, seconds += o.seconds;
+    EXPECT_NEAR(a.exploration_cost(c), cost, 1e-12) << "cell " << c;
+    EXPECT_NEAR(a.cell_seconds(c), seconds, 1e-12) << "cell " << c;
+    explored += cost;
+  }
+  EXPECT_GT(explored, 0.0) << "no explored step: the kept steps would carry no exploration cost";
 }
 
 // Two workers whose bandits absorb each other's steps between rollout steps draft less on arms
