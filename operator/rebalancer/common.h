@@ -11,10 +11,19 @@
 #include <string>
 
 #include "api/spec.h"
+#include "operator/controller/clock.h"
 #include "operator/controller/job.h"
 #include "operator/controller/log.h"
 
 namespace tlt::rebalancer {
+
+// The controller's names the rebalancer's files use throughout.
+using controller::log_error;
+using controller::log_info;
+using controller::log_warning;
+using controller::ObservedJob;
+using controller::WallTime;
+using Json = nlohmann::json;
 
 // spec.rebalancing.window in whole seconds, at least 1.
 inline std::chrono::seconds window_of(const api::RebalancingSpec& spec) {

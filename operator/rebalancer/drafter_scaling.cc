@@ -11,13 +11,6 @@
 
 namespace tlt::rebalancer {
 
-using controller::log_error;
-using controller::log_info;
-using controller::log_warning;
-using controller::ObservedJob;
-using controller::WallTime;
-using Json = nlohmann::json;
-
 namespace {
 
 std::string pods_word(int n) {

@@ -9,13 +9,6 @@
 
 namespace tlt::rebalancer {
 
-using controller::log_error;
-using controller::log_info;
-using controller::log_warning;
-using controller::ObservedJob;
-using controller::WallTime;
-using Json = nlohmann::json;
-
 StatusOr<std::vector<Rebalancer::Pod>> Rebalancer::running_rollout_pods(const ObservedJob& job) {
   std::vector<Pod> pods;
   for (const Json& p : cache_->by_job(controller::pod_resource(job.namespace_), job.name)) {

@@ -13,13 +13,6 @@
 
 namespace tlt::rebalancer {
 
-using controller::log_error;
-using controller::log_info;
-using controller::log_warning;
-using controller::ObservedJob;
-using controller::WallTime;
-using Json = nlohmann::json;
-
 namespace {
 
 std::string join(const std::vector<std::string>& items) {
