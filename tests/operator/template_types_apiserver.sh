@@ -119,8 +119,8 @@ spec:
     rollout: {replicas: 2}
     trainer: {replicas: 1}
 YAML
-pods_of() { kc get pods -n research -l "tlt.dev/job=$1" -o name | wc -l; }
-wait_until 60 "good did not get its 3 pods" test "$(pods_of good)" -eq 3
+has_pods() { [[ $(kc get pods -n research -l "tlt.dev/job=$1" -o name | wc -l) -eq $2 ]]; }
+wait_until 60 "good did not get its 3 pods" has_pods good 3
 wait_until 30 "good did not turn Pending" phase_is rljob/good Pending
 [[ -z $(owned broken) && -z $(owned broken2) ]] ||
   fail "a refused job got children: $(owned broken) $(owned broken2)"
