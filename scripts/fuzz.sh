@@ -6,15 +6,17 @@
 # the model-file regression corpus. Each regression corpus (tests/fuzz/regressions for manifests,
 # tests/fuzz/model-regressions for model files: first byte odd for safetensors, even for GGUF,
 # then the file) keeps inputs that broke a parser or probe a refusal; an input that breaks one
-# goes there (model_files_test replays the model-file corpus without the fuzzer).
-# Usage: scripts/fuzz.sh [SECONDS [MODEL_SECONDS]]   (defaults 60 and 30)
+# goes there (model_files_test replays the model-file corpus without the fuzzer). Then the
+# operator's reading of a job author's podTemplate (pod_template_fuzz: type check, pod policy,
+# desired pod), from the templates in tests/fuzz/pod-templates, where an input that breaks it goes.
+# Usage: scripts/fuzz.sh [SECONDS [MODEL_SECONDS [POD_SECONDS]]]   (defaults 60, 30 and 30)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tlt/ccache}
 cmake -S . -B build-fuzz -G Ninja -DTLT_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/tmp/tlt-cmake-fuzz.log 2>&1 || { cat /tmp/tlt-cmake-fuzz.log; exit 1; }
-ninja -C build-fuzz manifest_fuzz model_files_fuzz >/tmp/tlt-ninja-fuzz.log 2>&1 || { cat /tmp/tlt-ninja-fuzz.log; exit 1; }
+ninja -C build-fuzz manifest_fuzz model_files_fuzz pod_template_fuzz >/tmp/tlt-ninja-fuzz.log 2>&1 || { cat /tmp/tlt-ninja-fuzz.log; exit 1; }
 mkdir -p build-fuzz/corpus build-fuzz/artifacts
 echo "fuzz: manifest parser for ${seconds}s"
 if ! build-fuzz/bin/manifest_fuzz build-fuzz/corpus examples tests/manifests/bad tests/fuzz/regressions \
@@ -46,3 +48,18 @@ if ! build-fuzz/bin/model_files_fuzz build-fuzz/model-corpus "$seeds" tests/fuzz
 fi
 grep -E '^#[0-9]+.*(DONE|pulse)' /tmp/tlt-fuzz-model.log | tail -1 | sed 's/^/fuzz: /'
 echo "fuzz: no crash, leak or hang in the model-file parsers"
+
+# The operator's reading of podTemplates: any JSON, through the type check, policy and desired pod.
+pod_seconds=${3:-30}
+mkdir -p build-fuzz/pod-corpus
+echo "fuzz: podTemplate reading (type check, pod policy, desired pod) for ${pod_seconds}s"
+if ! build-fuzz/bin/pod_template_fuzz build-fuzz/pod-corpus tests/fuzz/pod-templates \
+    -max_total_time="$pod_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+    -dict=tests/fuzz/pod_template.dict -artifact_prefix=build-fuzz/artifacts/ \
+    >/tmp/tlt-fuzz-pod.log 2>&1; then
+  tail -40 /tmp/tlt-fuzz-pod.log
+  echo "fuzz: FAILED; the input that broke it is in build-fuzz/artifacts/"
+  exit 1
+fi
+grep -E '^#[0-9]+.*(DONE|pulse)' /tmp/tlt-fuzz-pod.log | tail -1 | sed 's/^/fuzz: /'
+echo "fuzz: no crash, leak, throw or hang in the operator's podTemplate reading"

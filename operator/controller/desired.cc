@@ -52,11 +52,32 @@ Json object_meta(const JobView& job, const std::string& name) {
           {"ownerReferences", Json::array({owner_reference(job.meta)})}};
 }
 
+// &object[key] when `object` is an object whose `key` holds a value of JSON type `type`; nullptr
+// otherwise. Never throws.
+const Json* typed(const Json& object, const char* key, Json::value_t type) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  if (it == object.end()) return nullptr;
+  return it->type() == type ? &*it : nullptr;
+}
+
+// object[key] when it has fallback's JSON type, `fallback` otherwise. The template's types are
+// checked before it is read (pod_template.h); here a wrong one reads as absent.
+Json member(const Json& object, const char* key, const Json& fallback) {
+  const Json* v = typed(object, key, fallback.type());
+  return v ? *v : fallback;
+}
+
+// The `name` of a list entry: "" unless it is an object with a string name.
+std::string name_of(const Json& entry) {
+  return member(entry, "name", "").get<std::string>();
+}
+
 // Replaces the entry of `list` (an array of objects) whose `name` equals item's, or appends.
 void upsert_named(Json* list, const Json& item) {
   if (!list->is_array()) *list = Json::array();
   for (Json& e : *list) {
-    if (e.is_object() && e.value("name", "") == item["name"]) {
+    if (e.is_object() && name_of(e) == name_of(item)) {
       e = item;
       return;
     }
@@ -75,7 +96,7 @@ Json tlt_container(const JobView& job, const RoleView& role, int index, const Js
   c["name"] = kContainerName;
   if (!c.contains("image")) c["image"] = options.runtime_image;
   c["command"] = {"tlt", "run-role"};
-  Json env = c.value("env", Json::array());
+  Json env = member(c, "env", Json::array());
   const std::string& ns = job.meta.namespace_;
   for (const Json& e :
        {env_var("TLT_JOB", job.meta.name), env_var("TLT_ROLE", role.name),
@@ -87,7 +108,7 @@ Json tlt_container(const JobView& job, const RoleView& role, int index, const Js
   }
   c["env"] = env;
   if (!role.resources.empty()) c["resources"] = role.resources;
-  Json mounts = c.value("volumeMounts", Json::array());
+  Json mounts = member(c, "volumeMounts", Json::array());
   upsert_named(&mounts, {{"name", kSpecVolume}, {"mountPath", kSpecDir}, {"readOnly", true}});
   upsert_named(&mounts, {{"name", kTmpVolume}, {"mountPath", "/tmp"}});
   c["volumeMounts"] = mounts;
@@ -132,9 +153,13 @@ std::string pod_selector(const std::string& job) {
 }
 
 bool owned_by(const Json& object, const std::string& uid) {
-  if (!object.contains("metadata")) return false;
-  for (const Json& ref : object["metadata"].value("ownerReferences", Json::array())) {
-    if (ref.value("controller", false) && ref.value("uid", "") == uid) return true;
+  const Json* meta = typed(object, "metadata", Json::value_t::object);
+  const Json* refs = meta ? typed(*meta, "ownerReferences", Json::value_t::array) : nullptr;
+  if (!refs) return false;
+  for (const Json& ref : *refs) {
+    const Json* controller = typed(ref, "controller", Json::value_t::boolean);
+    const Json* ref_uid = typed(ref, "uid", Json::value_t::string);
+    if (controller && controller->get<bool>() && ref_uid && *ref_uid == uid) return true;
   }
   return false;
 }
@@ -170,8 +195,8 @@ Json desired_service(const JobView& job, const PodOptions& options) {
 Json desired_pod(const JobView& job, const RoleView& role, int index, const PodOptions& options) {
   const Json& tmpl = role.pod_template;
   std::string name = pod_name(job.meta.name, role.name, index);
-  Json meta = tmpl.value("metadata", Json::object());
-  Json labels = meta.value("labels", Json::object());
+  Json meta = member(tmpl, "metadata", Json::object());
+  Json labels = member(meta, "labels", Json::object());
   for (const auto& [k, v] : job.labels) labels[k] = v;
   labels[kJobLabel] = job.meta.name;
   labels[kKindLabel] = job.meta.kind;
@@ -183,16 +208,16 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
   meta["ownerReferences"] = Json::array({owner_reference(job.meta)});
   meta.erase("generateName");
 
-  Json spec = tmpl.value("spec", Json::object());
-  Json containers = spec.value("containers", Json::array());
+  Json spec = member(tmpl, "spec", Json::object());
+  Json containers = member(spec, "containers", Json::array());
   Json base = Json::object();
   for (const Json& c : containers) {
-    if (c.is_object() && c.value("name", "") == kContainerName) base = c;
+    if (c.is_object() && name_of(c) == kContainerName) base = c;
   }
   Json ours = tlt_container(job, role, index, base, options);
   Json merged = Json::array({ours});
   for (const Json& c : containers) {
-    if (c.is_object() && c.value("name", "") != kContainerName) merged.push_back(c);
+    if (c.is_object() && name_of(c) != kContainerName) merged.push_back(c);
   }
   spec["containers"] = merged;
   for (const char* list : {"containers", "initContainers"}) {
@@ -202,7 +227,7 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
     }
   }
   restrict_pod(&spec);
-  Json volumes = spec.value("volumes", Json::array());
+  Json volumes = member(spec, "volumes", Json::array());
   upsert_named(&volumes, {{"name", kSpecVolume},
                           {"configMap", {{"name", configmap_name(job.meta.kind, job.meta.name)}}}});
   upsert_named(&volumes, {{"name", kTmpVolume}, {"emptyDir", Json::object()}});

@@ -39,7 +39,9 @@ void check_containers(const PodPolicy& policy, const Json& spec, const std::stri
         const Json& add = sc["capabilities"].value("add", Json::array());
         if (add.is_array() && !add.empty())
           out->push_back(
-              refused(field + ".capabilities.add", "adding " + add.dump(), "capabilities"));
+              refused(field + ".capabilities.add",
+                      "adding " + add.dump(-1, ' ', false, Json::error_handler_t::replace),
+                      "capabilities"));
       }
     }
   }

@@ -46,7 +46,8 @@ const std::vector<std::string>& pod_policy_rules();
 // job, e.g. "spec.roles.rollout.podTemplate") breaks `policy`, one line each:
 //   "spec.roles.rollout.podTemplate.spec.hostNetwork: true is refused by the operator's pod
 //    policy (rule hostNetwork); a cluster admin may allow it with --pod-policy-allow=hostNetwork"
-// Empty when the template is allowed. Fields of the wrong JSON type are left to the apiserver.
+// Empty when the template is allowed. Fields of the wrong JSON type are skipped here; the
+// reconciler refuses them first (pod_template.h).
 std::vector<std::string> check_pod_template(const PodPolicy& policy,
                                             const nlohmann::json& pod_template,
                                             const std::string& path);

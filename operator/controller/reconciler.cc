@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <exception>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "api/spec.h"
 #include "operator/controller/log.h"
+#include "operator/controller/pod_template.h"
 
 namespace tlt::controller {
 namespace {
@@ -59,7 +62,17 @@ bool terminal_phase(const std::string& p) {
 // Failed for a reason that an edit of the spec (or of the admin's policy) can take away: such a
 // job is looked at again on every pass instead of being kept as finished.
 bool refused_reason(const std::string& reason) {
-  return reason == kInvalidSpec || reason == kForbiddenByPodPolicy;
+  return reason == kInvalidSpec || reason == kForbiddenByPodPolicy || reason == kReconcileError;
+}
+
+// Every field of the job's podTemplates whose JSON type is wrong (pod_template.h), one line each.
+std::vector<std::string> template_type_errors(const JobView& job) {
+  std::vector<std::string> out;
+  for (const RoleView& role : job.roles) {
+    for (std::string& e : check_template_types(role.pod_template, role.path + ".podTemplate"))
+      out.push_back(std::move(e));
+  }
+  return out;
 }
 
 // Every way the job's podTemplates break `policy` (pod_policy.h), one line each.
@@ -79,12 +92,22 @@ std::string join(const std::vector<std::string>& lines, const std::string& separ
 }
 
 // Runs fn(0) ... fn(n-1) with up to `width` calls in flight (the calling thread is one of them)
-// and returns their statuses by index.
+// and returns their statuses by index. An exception thrown by a call is rethrown on the calling
+// thread once every call has ended (the first one caught), never left to end the process.
 std::vector<Status> run_parallel(int n, int width, const std::function<Status(int)>& fn) {
   std::vector<Status> out(static_cast<size_t>(std::max(n, 0)));
   std::atomic<int> next{0};
+  std::mutex thrown_mu;
+  std::exception_ptr thrown;  // guarded by thrown_mu
   auto work = [&] {
-    for (int i = next++; i < n; i = next++) out[static_cast<size_t>(i)] = fn(i);
+    for (int i = next++; i < n; i = next++) {
+      try {
+        out[static_cast<size_t>(i)] = fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(thrown_mu);
+        if (!thrown) thrown = std::current_exception();
+      }
+    }
   };
   std::vector<std::thread> threads;
   for (int t = 1; t < std::min(n, width); ++t) {
@@ -96,6 +119,7 @@ std::vector<Status> run_parallel(int n, int width, const std::function<Status(in
   }
   work();
   for (std::thread& t : threads) t.join();
+  if (thrown) std::rethrow_exception(thrown);
   return out;
 }
 
@@ -115,7 +139,34 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
     return {Status::InvalidArgument("malformed key \"" + key + "\""), std::nullopt, ""};
   std::optional<Json> object = cache_->get(job_resource(kind, ns), name);
   if (!object) return {Status::Ok(), std::nullopt, ""};
-  return reconcile_job(kind, *object);
+  std::string what;
+  try {
+    return reconcile_job(kind, *object);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an unknown exception";
+  }
+  return contain(key, kind, *object, what);
+}
+
+ReconcileResult Reconciler::contain(const std::string& key, const std::string& kind,
+                                    const Json& object, const std::string& what) {
+  log_error("Reconciling a job threw; the job is marked Failed and the other jobs go on.",
+            {{"key", key}, {"error", what}});
+  try {
+    ObservedJob meta = observe_job(kind, object);
+    return refuse(meta, kReconcileError,
+                  "The operator could not reconcile " + kind + " " + id(meta) + ": " + what +
+                      "; it is looked at again when the job changes.",
+                  "The job could not be reconciled; no pods will be created.");
+  } catch (const std::exception& e) {
+    return {Status::Internal("reconciling " + key + " threw: " + what +
+                             "; recording it threw: " + e.what()),
+            std::nullopt, ""};
+  } catch (...) {
+    return {Status::Internal("reconciling " + key + " threw: " + what), std::nullopt, ""};
+  }
 }
 
 ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& object) {
@@ -128,6 +179,10 @@ ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& o
     std::string message = job.status().message();
     std::replace(message.begin(), message.end(), '\n', ';');
     return refuse(meta, kInvalidSpec, "The spec is invalid: " + message,
+                  "The spec is invalid; no pods will be created.");
+  }
+  if (std::vector<std::string> wrong = template_type_errors(*job); !wrong.empty()) {
+    return refuse(meta, kInvalidSpec, "The spec is invalid: " + join(wrong, "; "),
                   "The spec is invalid; no pods will be created.");
   }
   if (std::vector<std::string> violations = policy_violations(*job, options_.pod.policy);

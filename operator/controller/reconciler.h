@@ -9,8 +9,9 @@
 //             Service, ConfigMap, RoleBinding, Role, ServiceAccount: no garbage collector is
 //             assumed), drop the finalizer, done.
 //   finalizer add tlt.dev/cleanup (a merge patch guarded by resourceVersion).
-//   validate  decode + validate with api/; invalid -> status Failed, reason InvalidSpec, the
-//             message naming the fields; no pods; no requeue (retrying cannot fix it).
+//   validate  decode + validate with api/, then the JSON types of every podTemplate
+//             (pod_template.h); invalid -> status Failed, reason InvalidSpec, the message naming
+//             the fields; no pods; no requeue (retrying cannot fix it).
 //   policy    every role's podTemplate against the admin's pod policy (options.pod.policy,
 //             pod_policy.h); refused -> Failed, reason ForbiddenByPodPolicy, the condition and a
 //             Warning Event naming each field and rule; no pods; no requeue. A job refused for
@@ -39,7 +40,10 @@
 //             retries with backoff.
 //   status    computed on a copy (job_status.h), patched only when it changed.
 // Each decision is one log line and one Event; the first error stops the pass and is returned
-// (the caller retries with backoff).
+// (the caller retries with backoff). A pass that throws (std::exception or other) is contained:
+// the job is Failed with reason ReconcileError, naming the job and the exception, in its
+// condition and a Warning Event, and is looked at again when it changes; reconcile() never
+// throws, so one job never stops the others or the process.
 //
 // Thread safety: reconcile() may run concurrently for different keys (the work queue never hands
 // one key to two workers), on one Reconciler; the client, cache and recorder must be
@@ -55,13 +59,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kube/client.h"
 #include "operator/controller/cache.h"
 #include "operator/controller/clock.h"
 #include "operator/controller/desired.h"
 #include "operator/controller/events.h"
 #include "operator/controller/job.h"
 #include "operator/controller/job_status.h"
-#include "kube/client.h"
 
 namespace tlt::controller {
 
@@ -69,6 +73,9 @@ namespace tlt::controller {
 // validate, or its podTemplate breaks the admin's pod policy (pod_policy.h).
 inline constexpr const char* kInvalidSpec = "InvalidSpec";
 inline constexpr const char* kForbiddenByPodPolicy = "ForbiddenByPodPolicy";
+// The Failed reason of a job whose reconcile threw (a defect of the operator that this job's
+// object reaches): the job is refused, as above, and every other job goes on.
+inline constexpr const char* kReconcileError = "ReconcileError";
 // The apiserver's message of a refused write is cut to this many bytes in status and Events.
 inline constexpr size_t kMaxRefusalMessage = 400;
 
@@ -104,6 +111,10 @@ class Reconciler {
   };
 
   ReconcileResult reconcile_job(const std::string& kind, const nlohmann::json& object);
+  // After reconcile_job threw `what`: the job Failed with reason ReconcileError naming it
+  // (refuse()); Internal when even that throws. Never throws.
+  ReconcileResult contain(const std::string& key, const std::string& kind,
+                          const nlohmann::json& object, const std::string& what);
   Status finalize(const ObservedJob& job);
   Status ensure_finalizer(const ObservedJob& job);
   // Failed with `reason` and `message` (condition and Warning Event, once), no pods, no requeue:

@@ -6,15 +6,17 @@
 // twice nor counts a failure twice, and status from the pods' progress reports.
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "api/encode.h"
 #include "api/manifest.h"
-#include "operator/controller/log.h"
-#include "operator/controller/reconciler.h"
 #include "kube/fake_client.h"
+#include "operator/controller/log.h"
+#include "operator/controller/pod_template.h"
+#include "operator/controller/reconciler.h"
 
 namespace tlt::controller {
 namespace {
@@ -37,6 +39,16 @@ Json example(const std::string& file) {
   j.erase("status");
   return j;
 }
+
+// The fake apiserver, with a hook a test may set to run (and throw) inside create().
+class HookedKubeClient : public kube::FakeKubeClient {
+ public:
+  StatusOr<Json> create(const kube::Resource& r, const Json& object) override {
+    if (on_create) on_create(r, object);
+    return FakeKubeClient::create(r, object);
+  }
+  std::function<void(const kube::Resource&, const Json&)> on_create;  // set before reconciling
+};
 
 class ReconcilerTest : public ::testing::Test {
  protected:
@@ -149,7 +161,7 @@ class ReconcilerTest : public ::testing::Test {
     return out;
   }
 
-  kube::FakeKubeClient kube_;
+  HookedKubeClient kube_;
   FakeClock clock_;
   Cache cache_;
   SyncEventRecorder events_;
@@ -580,6 +592,98 @@ TEST_F(ReconcilerTest, Reconcile_PodPolicyRefusesTemplate_FailedNamingFieldEvent
   EXPECT_EQ(pod_names("research").size(), 9u);
 }
 
+// Pods of `job` in `ns` (names start "<job>-").
+std::vector<std::string> pods_of(const std::vector<std::string>& names, const std::string& job) {
+  std::vector<std::string> out;
+  for (const std::string& n : names) {
+    if (n.rfind(job + "-", 0) == 0) out.push_back(n);
+  }
+  return out;
+}
+
+TEST_F(ReconcilerTest, Reconcile_TemplateFieldOfWrongType_FailedNamingFieldNoPods) {
+  const std::string at = "spec.roles.rollout.podTemplate";
+  // Each template (rollout's podTemplate) and the line the Failed condition must hold.
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {R"({"spec": {"volumes": [{"name": false, "emptyDir": {}}]}})",
+       at + ".spec.volumes[0].name: must be a string (got false)"},
+      {R"({"spec": {"containers": [{"name": 1}]}})",
+       at + ".spec.containers[0].name: must be a string (got 1)"},
+      {R"({"spec": {"containers": "x"}})",
+       at + ".spec.containers: must be a list of objects (got \"x\")"},
+      {R"({"spec": {"containers": [{"name": "tlt", "env": [{"name": "A", "value": 1}]}]}})",
+       at + ".spec.containers[0].env[0].value: must be a string (got 1)"},
+      {R"({"metadata": []})", at + ".metadata: must be an object (got a list)"},
+      {R"({"metadata": {"labels": {"team": 7}}})",
+       at + ".metadata.labels.team: must be a string (got 7)"},
+      {R"({"spec": []})", at + ".spec: must be an object (got a list)"},
+      {R"({"spec": {"hostNetwork": "true"}})",
+       at + ".spec.hostNetwork: must be a boolean (got \"true\")"},
+      {R"({"spec": {"containers": [{"name": "tlt", "volumeMounts": [{"name": false}]}]}})",
+       at + ".spec.containers[0].volumeMounts[0].name: must be a string (got false)"},
+      {R"({"spec": {"initContainers": [{"name": "i", "securityContext": {"privileged": "yes"}}]}})",
+       at + ".spec.initContainers[0].securityContext.privileged: must be a boolean (got \"yes\")"},
+  };
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Json rl = example("rljob-cluster.yaml");
+    rl["metadata"]["name"] = "bad-" + std::to_string(i);
+    rl["spec"]["roles"]["rollout"]["podTemplate"] = Json::parse(cases[i].first);
+    keys.push_back(add(rl));
+  }
+  std::string good = add(example("rljob-cluster.yaml"));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(cases[i].first);
+    ReconcileResult r = reconcile_synced(keys[i]);
+    EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+    EXPECT_FALSE(r.requeue_after.has_value());
+    EXPECT_EQ(r.phase, "Failed");
+    Json j = job(keys[i]);
+    EXPECT_EQ(condition(j, "Failed", "reason"), "InvalidSpec");
+    std::string message = condition(j, "Failed", "message");
+    EXPECT_NE(message.find(cases[i].second), std::string::npos) << message;
+    EXPECT_TRUE(pods_of(pod_names("research"), "bad-" + std::to_string(i)).empty());
+  }
+  EXPECT_EQ(events_with_reason("research", "InvalidSpec"), static_cast<int>(cases.size()));
+  EXPECT_EQ(kube_.calls("create", "pods"), 0);
+  // The good job in the same reconciler still gets its pods.
+  ReconcileResult r = reconcile(good);
+  EXPECT_EQ(r.phase, "Pending");
+  EXPECT_EQ(pods_of(pod_names("research"), "qwen-math-grpo").size(), 9u);
+}
+
+TEST_F(ReconcilerTest, Reconcile_PassThrows_JobFailedNamingItOtherJobsGoOn) {
+  Json bad = example("rljob-cluster.yaml");
+  bad["metadata"]["name"] = "bad";
+  std::string bad_key = add(bad), good = add(example("rljob-cluster.yaml"));
+  // A defect reached by one job's pods: creating them throws, on the reconciler's worker threads.
+  kube_.on_create = [](const kube::Resource& r, const Json& object) {
+    if (r.plural == "pods" && object["metadata"]["name"].get<std::string>().rfind("bad-", 0) == 0)
+      (void)Json(false).get<std::string>();  // nlohmann type_error 302
+  };
+  ReconcileResult r = reconcile_synced(bad_key);
+  EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.phase, "Failed");
+  Json j = job(bad_key);
+  EXPECT_EQ(condition(j, "Failed", "reason"), "ReconcileError");
+  std::string message = condition(j, "Failed", "message");
+  EXPECT_NE(message.find("RLJob research/bad"), std::string::npos) << message;
+  EXPECT_NE(message.find("type must be string"), std::string::npos) << message;
+  EXPECT_EQ(events_with_reason("research", "ReconcileError"), 1);
+  EXPECT_EQ(count_logs("Reconciling a job threw"), 1);
+  r = reconcile(good);
+  EXPECT_EQ(r.phase, "Pending");
+  EXPECT_EQ(pods_of(pod_names("research"), "qwen-math-grpo").size(), 9u);
+  // Looked at again on the next pass: the same failure is not told twice; once the defect is
+  // gone the job runs.
+  reconcile(bad_key);
+  EXPECT_EQ(events_with_reason("research", "ReconcileError"), 1);
+  kube_.on_create = nullptr;
+  r = reconcile(bad_key);
+  EXPECT_EQ(r.phase, "Pending");
+  EXPECT_EQ(pods_of(pod_names("research"), "bad").size(), 9u);
+}
+
 TEST_F(ReconcilerTest, Reconcile_JobDeleted_FinalizerLeavesNothing) {
   std::string key = add(example("rljob-cluster.yaml"));
   reconcile(key);
@@ -971,6 +1075,29 @@ TEST(Desired, PodTemplate_OwnSecurityContextKeptDefaultsFillTheRest) {
   EXPECT_EQ(sc["readOnlyRootFilesystem"], false);
   EXPECT_EQ(sc["capabilities"], Json({{"drop", {"NET_RAW"}}}));
   EXPECT_EQ(sc["allowPrivilegeEscalation"], false);
+}
+
+TEST(Desired, PodTemplate_WrongTypes_ReadAsAbsentNeverThrow) {
+  JobView job;
+  job.meta.kind = "RLJob";
+  job.meta.name = "j";
+  job.meta.namespace_ = "ns";
+  RoleView role;
+  role.name = "trainer";
+  role.replicas = 1;
+  for (const char* tmpl :
+       {R"([])", R"({"metadata": [], "spec": "x"})", R"({"metadata": {"labels": "x"}})",
+        R"({"spec": {"containers": [{"name": false}, 3, {"name": "tlt", "env": "x",
+             "volumeMounts": [{"name": 1}], "securityContext": []}], "volumes": [{"name": false}],
+             "securityContext": 5, "initContainers": {"a": 1}}})"}) {
+    SCOPED_TRACE(tmpl);
+    role.pod_template = Json::parse(tmpl);
+    Json pod;
+    ASSERT_NO_THROW(pod = desired_pod(job, role, 0, PodOptions{}));
+    EXPECT_EQ(pod["spec"]["containers"][0]["name"], "tlt");
+    EXPECT_EQ(pod["metadata"]["labels"]["tlt.dev/job"], "j");
+    EXPECT_FALSE(check_template_types(role.pod_template, "t").empty());
+  }
 }
 
 TEST(Clock, FormatParse_RoundTrip) {
