@@ -24,16 +24,23 @@ namespace tlt::reward {
 // The final answer marked in `response`, or nullopt when it marks none. Markers, in order of
 // precedence: the content of the last `\boxed{...}` (or `\fbox{...}`), braces balanced (an
 // unclosed box runs to the end); else whichever of "####", "answer is" or "answer:" (ASCII
-// case-insensitive) occurs last, its text running to the end of that line.
+// case-insensitive) occurs last, its text running to the end of that line (or the next line
+// when that one is blank), markdown emphasis (`*`) and a leading `:` removed.
 std::optional<std::string> extract_final_answer(std::string_view response);
+
+// The content of the last math segment of `response` (`$...$`, `$$...$$`, `\(...\)` or
+// `\[...\]`: whichever closes last), or nullopt when there is none or it is blank.
+std::optional<std::string> last_math_segment(std::string_view response);
 
 // Trimmed, whitespace runs collapsed to one space, ASCII letters lower-cased, trailing periods
 // removed: what `exact` compares.
 std::string normalize_text(std::string_view text);
 
-// LaTeX-lite: removes `$`, `\left`, `\right`, `\!`, `\,`, `\;`, `\:`, `\ `, `\displaystyle`,
-// degree marks, `\text{X}` (and \textbf, \mathrm, \mbox) -> X; `\dfrac`/`\tfrac` -> `\frac`;
-// `\frac{a}{b}` and `\frac12` -> `a/b` (operands holding an operator are parenthesised);
+// LaTeX-lite: removes `$` and `\$`, `\left`, `\right`, `\!`, `\,`, `\;`, `\:`, `\ `,
+// `\displaystyle`, degree marks, `\text{X}` (and \textbf, \mathrm, \mbox) -> X; `\dfrac`/`\tfrac`
+// -> `\frac`;
+// `\frac{a}{b}` and `\frac12` -> `a/b` (operands other than a number or a letter are
+// parenthesised); a mixed number `2\frac{1}{2}` -> `(2+1/2)`; `\{`, `\}` -> braces;
 // `\sqrt{x}` -> `sqrt(x)`; `^{x}` -> `^x` or `^(x)`; `\cdot`, `\times` -> `*`; `\%` -> `%`;
 // `{,}` -> `,`; then every space is removed, ASCII letters lower-cased and trailing periods
 // stripped.
@@ -43,8 +50,9 @@ std::string normalize_latex(std::string_view text);
 // an optional sign, digits with optional thousands separators (`1,234,567`: groups of exactly
 // three), an optional decimal part, or a fraction `a/b` (b != 0); around it an optional `$`
 // currency sign, a trailing `%` (read as the number itself: "50%" is 50), a trailing unit of
-// letters (`12 cm`, `5 apples`) and trailing periods. `integer` holds the canonical digits of
-// an integer literal (sign included, leading zeros dropped), compared exactly however long.
+// letters (`12 cm`, `5 apples`, `100 km/h`) and trailing periods. `integer` holds the canonical
+// digits of an integer literal (sign included, leading zeros dropped), compared exactly however
+// long.
 struct Number {
   double value = 0;
   std::optional<std::string> integer;

@@ -86,6 +86,24 @@ void rewrite_command(std::string& s, std::string_view name, int n_args, Rewrite 
   }
 }
 
+// A whole number right before `\frac{a}{b}` of digits is a mixed number: `2\frac{1}{2}` ->
+// `(2+1/2)`.
+void rewrite_mixed_numbers(std::string& s) {
+  for (size_t pos = find_command(s, "frac"); pos != std::string::npos;
+       pos = find_command(s, "frac", pos + 1)) {
+    size_t first = pos;
+    while (first > 0 && is_digit(s[first - 1])) --first;
+    if (first == pos || (first > 0 && (s[first - 1] == '.' || is_alpha(s[first - 1])))) continue;
+    std::string a, b;
+    size_t end = pos + 5;
+    if (!read_argument(s, end, a, end) || !read_argument(s, end, b, end)) continue;
+    if (operand(a) != a || operand(b) != b || a.find('.') != std::string::npos) continue;
+    std::string mixed = "(" + s.substr(first, pos - first) + "+" + a + "/" + b + ")";
+    s.replace(first, end - first, mixed);
+    pos = first + mixed.size() - 1;
+  }
+}
+
 void rewrite_sqrt(std::string& s) {
   replace_all(s, "\\sqrt[", "\\root[");  // \sqrt[n]{x}: kept apart from \sqrt{x}
   rewrite_command(s, "sqrt", 1,
@@ -111,7 +129,10 @@ void remove_spacing(std::string& s) {
     replace_command(s, name, "");
   for (std::string_view degree : {"^{\\circ}", "^\\circ", "\\circ", "\\degree"})
     replace_all(s, degree, "");
+  replace_all(s, "\\$", "");
   replace_all(s, "$", "");
+  replace_all(s, "\\{", "{");
+  replace_all(s, "\\}", "}");
   replace_all(s, "{,}", ",");
   replace_all(s, "\\%", "%");
   replace_command(s, "cdot", "*");
@@ -129,6 +150,7 @@ std::string normalize_latex(std::string_view text) {
   }
   replace_command(s, "dfrac", "\\frac");
   replace_command(s, "tfrac", "\\frac");
+  rewrite_mixed_numbers(s);
   rewrite_command(s, "frac", 2, [](const std::string& a, const std::string& b) {
     return operand(a) + "/" + operand(b);
   });

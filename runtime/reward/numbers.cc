@@ -71,9 +71,10 @@ size_t scan_literal(std::string_view s, size_t i, bool negative, Number& number)
 bool is_suffix(std::string_view rest) {
   while (!rest.empty() && is_space(rest.front())) rest.remove_prefix(1);
   if (rest == "%" || rest.empty()) return true;
-  return std::all_of(
-             rest.begin(), rest.end(),
-             [](char c) { return is_alpha(c) || is_space(c) || c == '^' || is_digit(c); }) &&
+  return std::all_of(rest.begin(), rest.end(),
+                     [](char c) {
+                       return is_alpha(c) || is_space(c) || c == '^' || c == '/' || is_digit(c);
+                     }) &&
          is_alpha(rest.front());
 }
 

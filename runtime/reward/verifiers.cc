@@ -43,23 +43,41 @@ std::string drop_equation_lhs(const std::string& s) {
 }
 
 // A LaTeX-normalised answer as a number: a literal or a constant expression.
+// The expression's value wins over a literal with a unit ("2pi" is 2*pi, not 2 of unit "pi"),
+// except where both read the same integer, kept exact however long.
 std::optional<Number> math_number(const std::string& normalized) {
-  if (auto number = parse_number(normalized)) return number;
-  if (auto value = evaluate_expression(normalized)) return Number{*value, std::nullopt};
-  return std::nullopt;
+  std::optional<Number> literal = parse_number(normalized);
+  std::optional<double> value = evaluate_expression(normalized);
+  if (!value) return literal;
+  Number evaluated{*value, std::nullopt};
+  if (literal && literal->integer && numbers_equal(evaluated, *literal, 1e-12, 0)) return literal;
+  return evaluated;
+}
+
+// Equal as numbers; a percentage on either side may also stand for its hundredth ("75%" = 0.75).
+bool math_numbers_equal(const VerifierOptions& o, const std::string& a, const Number& na,
+                        const std::string& b, const Number& nb) {
+  auto eq = [&](const Number& x, const Number& y) {
+    return numbers_equal(x, y, o.relative_tolerance, o.absolute_tolerance);
+  };
+  auto hundredth = [](const Number& x) { return Number{x.value / 100, std::nullopt}; };
+  const bool pa = !a.empty() && a.back() == '%', pb = !b.empty() && b.back() == '%';
+  return eq(na, nb) || (pa && eq(hundredth(na), nb)) || (pb && eq(na, hundredth(nb)));
 }
 
 bool math_equal(const VerifierOptions& o, const std::string& candidate, const std::string& ref) {
   std::string a = drop_equation_lhs(normalize_latex(candidate));
   std::string b = drop_equation_lhs(normalize_latex(ref));
   auto na = math_number(a), nb = math_number(b);
-  if (na && nb) return numbers_equal(*na, *nb, o.relative_tolerance, o.absolute_tolerance);
+  if (na && nb) return math_numbers_equal(o, a, *na, b, *nb);
   return !a.empty() && a == b;
 }
 
-// The response's answer for `math`: its marked final answer, else its last number.
+// The response's answer for `math`: its marked final answer, else its last math segment, else
+// its last number.
 std::optional<std::string> math_candidate(std::string_view response) {
   if (auto marked = extract_final_answer(response)) return marked;
+  if (auto math = last_math_segment(response)) return math;
   if (auto number = last_number(response)) {
     if (number->integer) return *number->integer;
     nlohmann::json value = number->value;

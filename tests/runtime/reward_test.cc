@@ -43,6 +43,13 @@ TEST(AnswerText, ExtractsTheLastBoxWithNestedBraces) {
   EXPECT_EQ(extract_final_answer(""), std::nullopt);
 }
 
+TEST(AnswerText, FindsTheLastMathSegment) {
+  EXPECT_EQ(last_math_segment("so $x$ and then $-\\frac{3}{4}$."), "-\\frac{3}{4}");
+  EXPECT_EQ(last_math_segment("\\[ 36 \\] and $$7$$"), "7");
+  EXPECT_EQ(last_math_segment("paid $5 and got $3 back"), std::nullopt);  // currency, not math
+  EXPECT_EQ(last_math_segment("$ $"), std::nullopt);
+}
+
 TEST(AnswerText, NormalizesText) {
   EXPECT_EQ(normalize_text("  The \t Cat\n sat.. "), "the cat sat");
   EXPECT_EQ(normalize_text(""), "");
@@ -57,6 +64,8 @@ TEST(AnswerText, NormalizesLatex) {
   EXPECT_EQ(normalize_latex("1{,}000\\!"), "1,000");
   EXPECT_EQ(normalize_latex("\\leftarrow"), "\\leftarrow");
   EXPECT_EQ(normalize_latex("90^\\circ"), "90");
+  EXPECT_EQ(normalize_latex("2\\frac{1}{2}"), "(2+1/2)");
+  EXPECT_EQ(normalize_latex("\\$18 \\{24\\}"), "1824");
 }
 
 TEST(AnswerText, ParsesNumbers) {
@@ -136,7 +145,12 @@ TEST(Math, ReadsBoxesMarkersAndLatex) {
   EXPECT_EQ(math("\\boxed{12\\text{ cm}}", "12"), 1.0);
   EXPECT_EQ(math("\\boxed{50\\%}", "50"), 1.0);
   EXPECT_EQ(math("\\boxed{x^{2}+1}", "x^2 + 1"), 1.0);
-  EXPECT_EQ(math("First 3, then 4, finally 18", 18), 1.0);  // no marker: the last number
+  EXPECT_EQ(math("First 3, then 4, finally 18", 18), 1.0);        // no marker: the last number
+  EXPECT_EQ(math("The slope is $-\\frac{3}{4}$.", "-3/4"), 1.0);  // else the last math
+  EXPECT_EQ(math("\\boxed{75\\%}", "\\frac{3}{4}"), 1.0);         // a percentage, either way
+  EXPECT_EQ(math("\\boxed{3\\frac{1}{2}}", "3.5"), 1.0);
+  EXPECT_EQ(math("\\boxed{\\frac{4\\pi}{2}}", "2\\pi"), 1.0);
+  EXPECT_EQ(math("**Answer:** 24", 24), 1.0);
 }
 
 TEST(Math, RejectsWrongAnswers) {

@@ -14,7 +14,7 @@
 namespace tlt::reward {
 namespace {
 
-constexpr double kMinAgreement = 0.9;
+constexpr double kMinAgreement = 0.93;  // docs/rewards.md gives the measured rate
 constexpr int kMinCases = 150;
 
 TEST(VerifierAgreement, MathAgreesWithMathVerify) {
