@@ -12,11 +12,11 @@ The cases are written out below, not drawn at random: responses in the styles RL
 produce (\\boxed{}, GSM8K's "####", "The answer is", prose ending in a number, LaTeX fractions and
 roots, units, percentages), each with right answers, wrong ones and near misses.
 """
+import importlib.metadata
 import json
 import os
 import sys
 
-import math_verify
 from math_verify import parse, verify
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "math_verify_cases.jsonl")
@@ -300,7 +300,7 @@ def verdict(reference, response):
 
 
 def main():
-    version = getattr(math_verify, "__version__", None)
+    version = importlib.metadata.version("math-verify")
     rows = []
     for reference, responses in GROUPS:
         for response in responses:
@@ -311,7 +311,7 @@ def main():
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     n_true = sum(r["verdict"] for r in rows)
-    print(f"wrote {len(rows)} cases ({n_true} correct per math-verify {version or ''}) to {OUT}",
+    print(f"wrote {len(rows)} cases ({n_true} correct per math-verify {version}) to {OUT}",
           file=sys.stderr)
 
 
