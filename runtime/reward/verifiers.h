@@ -7,10 +7,12 @@
 //            in that answer), else the last number in the response, equals the reference's
 //            number within the tolerances (numbers_equal). A reference that is not a number is
 //            InvalidArgument.
-//   math     the final answer (\boxed{}, ####, "The answer is", "Answer:"), else the last
-//            number in the response, compared after normalize_latex: as numbers when both sides
+//   math     the final answer (\boxed{}, ####, "The answer is", "Answer:"), else the last math
+//            segment ($...$, \(...\), \[...\]), else the last number in the response,
+//            compared after normalize_latex: as numbers when both sides
 //            read as one (a literal, a fraction or a constant expression such as sqrt(2)/2),
-//            else as strings; an equation's left side is dropped first (`x = 5` -> `5`).
+//            else as strings; an equation's left side is dropped first (`x = 5` -> `5`); a
+//            percentage also matches its hundredth (`75%` equals 0.75).
 //   regex    `pattern` (ECMAScript) is searched for in the response; without a capture group a
 //            match scores 1 (the answer is not consulted); with one, group 1 of the first match
 //            must equal the reference after normalize_text.
