@@ -39,6 +39,8 @@ class Driver {
   // The models (runtime/rl/policy_setup.h) and the policy trainer.
   Status init_models();
   Status check_plan();
+  // `model`'s held-out rewards, on the same problems and sampling seeds for every model.
+  StatusOr<HeldOutResult> evaluate(model::Transformer model) const;
   Status evaluate_before();
   Status start_workers();
   Status evaluate_after();
@@ -240,11 +242,14 @@ Status Driver::check_plan() {
 
 // The reference's held-out reward (the warm start, also after --resume), unless a checkpoint
 // carried it.
+StatusOr<HeldOutResult> Driver::evaluate(model::Transformer model) const {
+  return evaluate_held_out(std::move(model), *m_.task, plan_.held_out, plan_.max_response_tokens,
+                           plan_.temperature, kHeldOutSamples, plan_.seed, m_.codec);
+}
+
 Status Driver::evaluate_before() {
   if (!result_.held_out_before_per_problem.empty()) return Status::Ok();
-  StatusOr<HeldOutResult> before =
-      evaluate_held_out(m_.reference, *m_.task, plan_.held_out, plan_.max_response_tokens,
-                        plan_.temperature, kHeldOutSamples, plan_.seed, m_.codec);
+  StatusOr<HeldOutResult> before = evaluate(m_.reference);
   if (!before.ok()) return before.status();
   result_.held_out_before = before->reward;
   result_.held_out_before_per_problem = before->per_problem;
@@ -275,9 +280,7 @@ Status Driver::start_workers() {
 
 // The trained policy's held-out reward and its paired difference from the reference's.
 Status Driver::evaluate_after() {
-  StatusOr<HeldOutResult> after =
-      evaluate_held_out(m_.policy, *m_.task, plan_.held_out, plan_.max_response_tokens,
-                        plan_.temperature, kHeldOutSamples, plan_.seed, m_.codec);
+  StatusOr<HeldOutResult> after = evaluate(m_.policy);
   if (!after.ok()) return after.status();
   result_.held_out_after = after->reward;
   result_.held_out_after_per_problem = after->per_problem;
