@@ -192,6 +192,22 @@ k8s_start() {
 # kubectl against the test apiserver, with its discovery cache in the temp dir (not ~/.kube).
 kc() { "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG" --cache-dir "$K8S_TMP/kube-cache" "$@"; }
 
+# A job's status and children as the operator wrote them; the namespace defaults to research
+# (k8s_install_operator's). A test may define its own versions after sourcing this file.
+phase() { kc get "$1" -n "${2:-research}" -o 'jsonpath={.status.phase}'; }
+phase_is() { [[ $(phase "$1" "${3:-research}") == "$2" ]]; }
+cond() {  # OBJECT TYPE FIELD [NAMESPACE]
+  kc get "$1" -n "${4:-research}" -o "jsonpath={.status.conditions[?(@.type==\"$2\")].$3}"
+}
+events() {  # NAME REASON [NAMESPACE] -> "Type: message" of the Events about NAME with REASON
+  kc get events -n "${3:-research}" --field-selector "involvedObject.name=$1,reason=$2" \
+    -o 'jsonpath={range .items[*]}{.type}: {.message}{"\n"}{end}'
+}
+has_event() { [[ -n $(events "$@") ]]; }
+owned() {  # NAME [NAMESPACE] -> pods, services and configmaps labelled tlt.dev/job=NAME
+  kc get pods,services,configmaps -n "${2:-research}" -l "tlt.dev/job=$1" -o name
+}
+
 # k8s_client_ca PREFIX: a throwaway CA for client certificates, PREFIX.crt and PREFIX.key.
 k8s_client_ca() {
   K8S_STEP="make a client CA with openssl"

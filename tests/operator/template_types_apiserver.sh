@@ -41,16 +41,6 @@ k8s_free_port METRICS_PORT
 k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 || fail "$K8S_STEP"
 K8S_WATCH_PID=$OP_PID
 
-phase_is() { [[ $(kc get "$1" -n research -o 'jsonpath={.status.phase}') == "$2" ]]; }
-cond() {  # OBJECT TYPE FIELD
-  kc get "$1" -n research -o "jsonpath={.status.conditions[?(@.type==\"$2\")].$3}"
-}
-events() {  # NAME REASON -> "Type: message" of the Events about NAME with REASON
-  kc get events -n research --field-selector "involvedObject.name=$1,reason=$2" \
-    -o 'jsonpath={range .items[*]}{.type}: {.message}{"\n"}{end}'
-}
-has_event() { [[ -n $(events "$@") ]]; }
-owned() { kc get pods,services,configmaps -n research -l "tlt.dev/job=$1" -o name; }
 alive() { kill -0 "$OP_PID" 2>/dev/null || fail "the operator exited: $(tail -5 "$K8S_TMP/operator.log")"; }
 
 # ---- 1. wrong-typed podTemplates, by a tenant ---------------------------------------------------

@@ -95,19 +95,6 @@ k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 --prometheus-timeout
   --prometheus-url-allow "$ALLOWED" --pod-policy-service-account trainer-reader
 K8S_WATCH_PID=$OP_PID
 
-phase() { kc get "$1" -n "${2:-research}" -o 'jsonpath={.status.phase}'; }
-phase_is() { [[ $(phase "$1" "${3:-research}") == "$2" ]]; }
-cond() {  # OBJECT TYPE FIELD [NAMESPACE]
-  kc get "$1" -n "${4:-research}" -o "jsonpath={.status.conditions[?(@.type==\"$2\")].$3}"
-}
-events() {  # NAME REASON [NAMESPACE] -> "Type: message" of the Events about NAME with REASON
-  kc get events -n "${3:-research}" --field-selector "involvedObject.name=$1,reason=$2" \
-    -o 'jsonpath={range .items[*]}{.type}: {.message}{"\n"}{end}'
-}
-has_event() { [[ -n $(events "$@") ]]; }
-owned() {  # NAME [NAMESPACE] -> pods, services and configmaps labelled tlt.dev/job=NAME
-  kc get pods,services,configmaps -n "${2:-research}" -l "tlt.dev/job=$1" -o name
-}
 
 # ---- 1. the pod policy ---------------------------------------------------------------------------
 K8S_STEP="RBAC of the tenant"
