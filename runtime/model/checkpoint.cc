@@ -74,7 +74,7 @@ StatusOr<Parsed> read_file(const std::string& path) {
 }  // namespace
 
 Status save_checkpoint(const torch::nn::Module& module, const std::string& path,
-                       const std::string& metadata) {
+                       const std::string& metadata, io::Sync sync) {
   // Two processes saving the same path at once (two jobs training the same cached warm start)
   // each rename a complete file into place; the last one wins (io::atomic_write).
   return io::atomic_write(path, [&](std::ostream& f) -> Status {
@@ -108,7 +108,7 @@ Status save_checkpoint(const torch::nn::Module& module, const std::string& path,
     f.seekp(static_cast<std::streamoff>(head.size()));
     f.write(lengths.data(), static_cast<std::streamsize>(lengths.size()));
     return Status::Ok();
-  });
+  }, sync);
 }
 
 StatusOr<std::string> read_checkpoint_metadata(const std::string& path) {

@@ -16,13 +16,17 @@
 #include <string>
 
 #include "api/status.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::model {
 
-// Writes `module` with `metadata` (free text, e.g. the model config) to `path`.
+// Writes `module` with `metadata` (free text, e.g. the model config) to `path`, whole or not
+// at all (io::atomic_write). `sync`: kData (the default) for checkpoints and caches that must
+// survive the machine; kNone for files a run republishes every step (the policy and drafters
+// handed to workers), which a crash loses with the step anyway.
 // Unavailable when the file cannot be written.
 Status save_checkpoint(const torch::nn::Module& module, const std::string& path,
-                       const std::string& metadata);
+                       const std::string& metadata, io::Sync sync = io::Sync::kData);
 
 // Loads `path` into `module` and returns the metadata. NotFound when the file is missing;
 // Corruption when it is truncated, fails its checksum, or is not a tlt checkpoint;

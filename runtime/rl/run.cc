@@ -135,7 +135,7 @@ Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>
   for (size_t i = 0; i < mine.size(); ++i) mine[i].copy_(sum[i]);
   ++drafter_version_;
   return model::save_checkpoint(*m_.drafter, drafter_path(plan_.run_dir, drafter_version_),
-                                "drafter v" + std::to_string(drafter_version_));
+                                "drafter v" + std::to_string(drafter_version_), io::Sync::kNone);
 }
 
 Status Driver::run_step(int64_t step, StepReport* r) {
@@ -181,7 +181,7 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   r->update_positions = us.positions, r->update_microbatches = us.microbatches;
   double t = now_s();
   Status saved = model::save_checkpoint(*m_.policy, policy_path(plan_.run_dir, step),
-                                        "policy v" + std::to_string(step));
+                                        "policy v" + std::to_string(step), io::Sync::kNone);
   r->publish_seconds = now_s() - t;
   if (!saved.ok()) return saved;
   // Every worker loads this version next; the previous one is read by no one any more (a resumed
@@ -304,9 +304,10 @@ StatusOr<RLRunResult> Driver::run() {
   TLT_RETURN_IF_ERROR(init);
   if (plan_.resume) TLT_RETURN_IF_ERROR(load_checkpoint());
   TLT_RETURN_IF_ERROR(
-      model::save_checkpoint(*m_.policy, policy_path(plan_.run_dir, start_step_), "policy"));
+      model::save_checkpoint(*m_.policy, policy_path(plan_.run_dir, start_step_), "policy",
+                             io::Sync::kNone));
   TLT_RETURN_IF_ERROR(model::save_checkpoint(
-      *m_.drafter, drafter_path(plan_.run_dir, drafter_version_), "drafter"));
+      *m_.drafter, drafter_path(plan_.run_dir, drafter_version_), "drafter", io::Sync::kNone));
   TLT_RETURN_IF_ERROR(evaluate_before());
   TLT_RETURN_IF_ERROR(start_workers());
   for (int64_t step = start_step_ + 1; step <= plan_.steps; ++step) {

@@ -302,7 +302,9 @@ Status Worker::train(const json& m) {
     break;
   }
   std::string path = dir_ + "/drafter-w" + std::to_string(index_) + ".ckpt";
-  if (steps > 0) TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, path, "worker drafter"));
+  if (steps > 0)
+    TLT_RETURN_IF_ERROR(
+        model::save_checkpoint(*drafter_, path, "worker drafter", io::Sync::kNone));
   reply["steps"] = steps;
   reply["loss_first"] = first;
   reply["loss_last"] = last;
