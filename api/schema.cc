@@ -166,6 +166,55 @@ CelRule checkpoint_rule() {
           ".checkpoint.path"};
 }
 
+std::vector<CelRule> cel_rules(const TaskSpec&) {
+  const std::string dataset = present("dataset.path");
+  return {
+      {"!" + present("dataset.heldOutPath") + " || " + dataset,
+       "is required when dataset.heldOutPath is set; give the training file", "",
+       ".dataset.path"},
+      {"!(" + present("name") + " && " + dataset + ")",
+       "a generated task and dataset.path exclude each other; drop one",
+       "'a generated task (\"' + self.name + '\") and dataset.path exclude each other; drop one'",
+       ".name"},
+      {"!" + dataset + " || self.dataset.promptField != ''", "must name the prompt's field", "",
+       ".dataset.promptField"},
+      {"!" + dataset + " || self.dataset.answerField != ''",
+       "must name the reference answer's field", "", ".dataset.answerField"},
+      {"!" + dataset + " || " + present("dataset.heldOutPath") + " || self.dataset.heldOut >= 1",
+       "must be >= 1, or set dataset.heldOutPath: a job needs held-out rows to report learning",
+       "", ".dataset.heldOut"},
+  };
+}
+
+// A RewardSpec field that only one type reads.
+CelRule reward_only(const std::string& set, const std::string& field, const std::string& type) {
+  std::string is_type = "(has(self.type) && self.type == '" + type + "')";
+  return {"!" + set + " || " + is_type, "only applies to type " + type + "; drop it",
+          "'only applies to type " + type +
+              " (type is \"' + (has(self.type) ? self.type : '') + '\"); drop it'",
+          "." + field};
+}
+
+std::vector<CelRule> cel_rules(const RewardSpec&) {
+  auto is_type = [](const std::string& t) { return "(has(self.type) && self.type == '" + t + "')"; };
+  const std::string command = "(has(self.command) && size(self.command) > 0)";
+  const std::string container = present("container.image");
+  return {
+      {"!" + is_type("regex") + " || " + present("pattern"),
+       "is required for type regex; give an ECMAScript pattern", "", ".pattern"},
+      reward_only(present("pattern"), "pattern", "regex"),
+      {"!" + is_type("command") + " || " + command + " || " + container,
+       "is required for type command; give the program and its arguments, e.g. [python3, "
+       "reward.py], or a container with an image",
+       "", ".command"},
+      reward_only(command, "command", "command"),
+      reward_only(container, "container", "command"),
+      {"!" + is_type("http") + " || " + present("url"),
+       "is required for type http; give the reward server's URL", "", ".url"},
+      reward_only(present("url"), "url", "http"),
+  };
+}
+
 std::vector<CelRule> cel_rules(const RLJobSpec&) {
   return {
       {"!self.drafter.training.enabled || self.roles.rollout.replicas < 1 || "

@@ -170,36 +170,166 @@ struct MetricsSpec {
 // ---------------------------------------------------------------------------------------------
 // RLJob.
 
+// Prompts and reference answers read from the user's files (spec.task.dataset). The names are a
+// contract that manifests outside the project use.
+struct DatasetSpec {
+  std::string path;
+  std::string prompt_field = "prompt";
+  std::string answer_field = "answer";
+  int32_t held_out = 64;
+  std::string held_out_path;
+  std::string long_prompts = "skip";
+
+  template <class V>
+  void fields(V& v) {
+    v("path", path,
+      Rule().doc("A .jsonl or .parquet file of one problem per row, or a directory of such shards "
+                 "(read in name order). Unset: the task is generated (spec.task.name). On a "
+                 "cluster the path is inside the pod: mount the data as a volume (a PVC or an "
+                 "init container's emptyDir) through the roles' podTemplate."));
+    v("promptField", prompt_field,
+      Rule().at_most_chars(256).doc(
+          "Field of a row holding the prompt, a dotted path into nested objects "
+          "(\"extra.question\"): a string (one user turn of the model's chat template) or a "
+          "list of chat messages [{role, content}] rendered as it is."));
+    v("answerField", answer_field,
+      Rule().at_most_chars(256).doc(
+          "Field of a row holding the reference answer handed to the reward (any JSON value; a "
+          "dotted path, e.g. reward_model.ground_truth)."));
+    v("heldOut", held_out,
+      Rule().ge(0).le(1000000).doc(
+          "Rows held out for evaluation, chosen by a hash of the row and spec.task.seed (never "
+          "trained on). Ignored when heldOutPath is set."));
+    v("heldOutPath", held_out_path,
+      Rule().doc("A second file (or directory) of held-out rows, in the same format."));
+    v("longPrompts", long_prompts,
+      Rule()
+          .values({"skip", "truncate", "fail"})
+          .doc("A prompt longer than the model's context allows (its KV budget less "
+               "spec.algorithm.maxResponseTokens): skip the row, truncate the prompt from its "
+               "start (keeping the question's end), or fail the job. Counted in the report."));
+  }
+};
+
 struct TaskSpec {
-  std::string name = "arithmetic-cot";
+  std::string name;  // "" means arithmetic-cot unless a dataset is given; see effective_name()
   int64_t seed = 1;
   int32_t held_out = 256;
   std::string answer = "auto";  // see free_text_answer()
+  DatasetSpec dataset;
 
   template <class V>
   void fields(V& v) {
     v("name", name,
       Rule()
-          .values({"arithmetic-cot", "countdown"})
-          .doc("Task with a verifiable reward: multi-step arithmetic with a written chain of "
-               "thought "
-               "(heavy-tailed lengths) or Countdown."));
-    v("seed", seed, Rule().ge(0).doc("Seed of the problem generator."));
+          .values({"", "arithmetic-cot", "countdown"})
+          .doc("Generated task with a verifiable reward: multi-step arithmetic with a written "
+               "chain of thought (heavy-tailed lengths) or Countdown. Default arithmetic-cot "
+               "unless spec.task.dataset.path is set (then leave it unset)."));
+    v("seed", seed,
+      Rule().ge(0).doc("Seed of the problem generator, or of a dataset's held-out split and "
+                       "per-epoch shuffle."));
     v("heldOut", held_out,
-      Rule().ge(0).le(1000000).doc("Problems held out for evaluation (never trained on)."));
+      Rule().ge(0).le(1000000).doc(
+          "Generated problems held out for evaluation (never trained on); a dataset uses "
+          "spec.task.dataset.heldOut."));
     v("answer", answer,
       Rule()
           .values({"auto", "marker", "free-text"})
-          .doc("Where the reward reads a response's final answer: only after a marker "
-               "(\"Answer:\", \"the answer is\", \"####\", \\boxed{}; marker), or, when no "
-               "marker is present, also from free text (free-text: arithmetic-cot's last number, "
-               "countdown's expression before the last \"=\"). auto: free-text for "
+          .doc("Where a generated task's reward reads a response's final answer: only after a "
+               "marker "
+               "(\"Answer:\", \"the answer is\", \"####\", \\boxed{}; marker), or, when "
+               "no marker is present, also from free text (free-text: arithmetic-cot's last "
+               "number, countdown's expression before the last \"=\"). auto: free-text for "
                "spec.model.path, marker for a preset."));
+    v("dataset", dataset, Rule().doc("Prompts and answers from files instead of a generator."));
   }
+  // name, or arithmetic-cot when it and the dataset path are unset; "" for a dataset task.
+  std::string effective_name() const {
+    return !name.empty() ? name : dataset.path.empty() ? "arithmetic-cot" : "";
+  }
+  bool has_dataset() const { return !dataset.path.empty(); }
   // Whether the reward reads free text (answer, with auto resolved by whether a model path is set).
   bool free_text_answer(bool model_path) const {
     return answer == "free-text" || (answer == "auto" && model_path);
   }
+  void check(const std::string& path, FieldErrors* errors) const;
+};
+
+// The container that runs a command reward on a cluster: a sidecar of the trainer pod. The
+// operator writes the rest of it (a restricted security context, the shared volume it talks
+// through), so an author chooses only what is listed here.
+struct RewardContainer {
+  std::string image;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  ResourceRequirements resources;
+
+  template <class V>
+  void fields(V& v) {
+    v("image", image, Rule().at_most_chars(1024).doc("The image holding the reward program."));
+    v("command", command,
+      Rule().at_most_items(256).doc("Its command; default spec.reward.command."));
+    v("env", env, Rule().doc("Environment variables of the reward container."));
+    v("resources", resources, Rule().doc("Resources of the reward container."));
+  }
+};
+
+// How a response is scored (spec.reward). Built-in verifiers run in the trainer; `command` runs
+// the user's program (locally a child process, on a cluster a sidecar of the trainer pod), `http`
+// posts to a URL the cluster admin allows. The wire format of command and http: one JSON object
+// per response {"id", "prompt", "response", "answer"} in, {"id", "reward": <number>} out.
+struct RewardSpec {
+  std::string type;  // "" means the generated task's own reward, or math for a dataset
+  double relative_tolerance = 1e-6;
+  double absolute_tolerance = 0.0;
+  std::string pattern;
+  std::vector<std::string> command;
+  RewardContainer container;
+  std::string url;
+  Duration timeout = Duration::of("30s");
+  int32_t retries = 2;
+  int32_t concurrency = 8;
+
+  template <class V>
+  void fields(V& v) {
+    v("type", type,
+      Rule()
+          .values({"", "exact", "numeric", "math", "regex", "command", "http"})
+          .doc("exact (normalised string), numeric (numbers within the tolerances), math (the "
+               "final answer after \\boxed{}, ####, \"The answer is\", LaTeX-lite "
+               "normalised), regex (pattern), command (your program on JSON lines), http (a "
+               "URL). Unset: the generated task's own reward, or math for a dataset."));
+    v("relativeTolerance", relative_tolerance,
+      Rule().ge(0).lt(1).doc("numeric and math: relative tolerance of a numeric comparison."));
+    v("absoluteTolerance", absolute_tolerance,
+      Rule().ge(0).doc("numeric and math: absolute tolerance of a numeric comparison."));
+    v("pattern", pattern,
+      Rule().at_most_chars(4096).doc(
+          "regex: an ECMAScript pattern searched for in the response; with a capture group, "
+          "group 1 must equal the answer."));
+    v("command", command,
+      Rule().at_most_items(256).doc(
+          "command: the program and its arguments, started once per run; it reads one JSON "
+          "object per line on stdin and writes {\"id\", \"reward\"} lines on stdout "
+          "(any order). On a cluster it runs in the reward container (container)."));
+    v("container", container,
+      Rule().doc("command on a cluster: the container run as a sidecar of the trainer pod, "
+                 "talking JSON lines with the trainer through a shared volume. Its security "
+                 "context is the operator's (restricted)."));
+    v("url", url,
+      Rule().url().doc("http: where each response is POSTed; must be allowed by the operator's "
+                       "--reward-url-allow (cluster) or be any http(s) URL (tlt run)."));
+    v("timeout", timeout,
+      Rule().gt(0).doc("command and http: longest wait for one response's reward before a retry."));
+    v("retries", retries,
+      Rule().ge(0).le(10).doc(
+          "command and http: retries of a failed or late reward (a restarted command, a new "
+          "request) before the step fails and the job keeps its last checkpoint."));
+    v("concurrency", concurrency,
+      Rule().ge(1).le(256).doc("http: requests in flight at once."));
+  }
+  void check(const std::string& path, FieldErrors* errors) const;
 };
 
 struct AlgorithmSpec {
@@ -477,6 +607,7 @@ struct RebalancingSpec {
 struct RLJobSpec {
   ModelSpec model;
   TaskSpec task;
+  RewardSpec reward;
   AlgorithmSpec algorithm;
   RLRolesSpec roles;
   SpeculativeSpec speculative;
@@ -492,7 +623,8 @@ struct RLJobSpec {
   void fields(V& v) {
     v("model", model,
       Rule().fixed().doc("The policy model (immutable: checkpoints depend on it)."));
-    v("task", task, Rule().fixed().doc("The RL task and its reward (immutable)."));
+    v("task", task, Rule().fixed().doc("The RL task: its prompts and answers (immutable)."));
+    v("reward", reward, Rule().fixed().doc("How responses are scored (immutable)."));
     v("algorithm", algorithm, Rule().doc("GRPO hyper-parameters."));
     v("roles", roles, Rule().doc("Pods per role."));
     v("speculative", speculative, Rule().doc("Speculative decoding in the rollouts."));

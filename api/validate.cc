@@ -300,6 +300,55 @@ void RebalancingSpec::check(const std::string& path, FieldErrors* errors) const 
   }
 }
 
+void TaskSpec::check(const std::string& p, FieldErrors* errors) const {
+  if (!has_dataset()) {
+    if (!dataset.held_out_path.empty()) {
+      add(errors, join_path(p, "dataset.path"),
+          "is required when dataset.heldOutPath is set; give the training file");
+    }
+    return;
+  }
+  if (!name.empty()) {
+    add(errors, join_path(p, "name"),
+        "a generated task (\"" + name + "\") and dataset.path exclude each other; drop one");
+  }
+  if (dataset.prompt_field.empty()) {
+    add(errors, join_path(p, "dataset.promptField"), "must name the prompt's field");
+  }
+  if (dataset.answer_field.empty()) {
+    add(errors, join_path(p, "dataset.answerField"), "must name the reference answer's field");
+  }
+  if (dataset.held_out_path.empty() && dataset.held_out < 1) {
+    add(errors, join_path(p, "dataset.heldOut"),
+        "must be >= 1, or set dataset.heldOutPath: a job needs held-out rows to report learning");
+  }
+}
+
+void RewardSpec::check(const std::string& p, FieldErrors* errors) const {
+  auto only = [&](bool set, const char* field, const char* for_type) {
+    if (set && type != for_type) {
+      add(errors, join_path(p, field),
+          std::string("only applies to type ") + for_type + " (type is \"" + type + "\"); drop it");
+    }
+  };
+  if (type == "regex" && pattern.empty()) {
+    add(errors, join_path(p, "pattern"), "is required for type regex; give an ECMAScript pattern");
+  }
+  only(!pattern.empty(), "pattern", "regex");
+  bool has_container = !container.image.empty();
+  if (type == "command" && command.empty() && !has_container) {
+    add(errors, join_path(p, "command"),
+        "is required for type command; give the program and its arguments, e.g. "
+        "[python3, reward.py], or a container with an image");
+  }
+  only(!command.empty(), "command", "command");
+  only(has_container, "container", "command");
+  if (type == "http" && url.empty()) {
+    add(errors, join_path(p, "url"), "is required for type http; give the reward server's URL");
+  }
+  only(!url.empty(), "url", "http");
+}
+
 void RLJobSpec::check(const std::string& path, FieldErrors* errors) const {
   int32_t rollout = roles.rollout.replicas;
   if (drafter.training.enabled && rollout >= 1 && drafter.training.min_idle_workers > rollout) {

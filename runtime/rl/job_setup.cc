@@ -59,7 +59,7 @@ RLRunPlan plan_from_spec(const api::RLJob& job, bool baseline) {
   p.job = job.metadata.name;
   p.preset = s.model.effective_preset();
   p.model_path = s.model.path, p.model_format = s.model.format, p.model_dtype = s.model.dtype;
-  p.task = s.task.name, p.task_seed = uint64_t(s.task.seed), p.held_out = s.task.held_out;
+  p.task = s.task.effective_name(), p.task_seed = uint64_t(s.task.seed), p.held_out = s.task.held_out;
   p.task_free_text = s.task.free_text_answer(!s.model.path.empty());
   const api::AlgorithmSpec& a = s.algorithm;
   p.steps = a.steps, p.prompts_per_step = a.prompts_per_step, p.group_size = a.group_size;

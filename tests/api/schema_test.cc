@@ -133,7 +133,7 @@ TEST(Schema, Rules_BecomeRangesEnumsAndDescriptions) {
   Json port = at(s, ".spec.metrics.port");
   EXPECT_EQ(port["format"], "int32");
   EXPECT_EQ(port["maximum"], 65535);
-  EXPECT_EQ(at(s, ".spec.task.name")["enum"], Json::array({"arithmetic-cot", "countdown"}));
+  EXPECT_EQ(at(s, ".spec.task.name")["enum"], Json::array({"", "arithmetic-cot", "countdown"}));
   Json arms = at(s, ".spec.speculative.arms");
   EXPECT_EQ(arms["maxItems"], 64);
   EXPECT_EQ(arms["items"]["maxLength"], 16);

@@ -137,7 +137,7 @@ apply_refused min-idle-above-rollout.yaml "spec.drafter.training.minIdleWorkers"
 apply_refused temperature-too-high.yaml "spec.algorithm.temperature" \
   "should be less than or equal to 10"
 apply_refused task-typo-value.yaml 'spec.task.name: Unsupported value: "arithmetc-cot"' \
-  'supported values: "arithmetic-cot", "countdown"'
+  'supported values: "", "arithmetic-cot", "countdown"'
 [[ -z $(kc get rljobs -n tlt-apply -o name) ]] || fail "a refused RLJob exists in tlt-apply"
 
 # ---- 4. printer columns and the status subresource ----------------------------------------------
