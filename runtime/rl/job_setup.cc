@@ -61,6 +61,7 @@ RLRunPlan plan_from_spec(const api::RLJob& job, bool baseline) {
   p.model_path = s.model.path, p.model_format = s.model.format, p.model_dtype = s.model.dtype;
   p.task = s.task.effective_name(), p.task_seed = uint64_t(s.task.seed), p.held_out = s.task.held_out;
   p.task_free_text = s.task.free_text_answer(!s.model.path.empty());
+  p.dataset = s.task.dataset, p.reward = s.reward;
   const api::AlgorithmSpec& a = s.algorithm;
   p.steps = a.steps, p.prompts_per_step = a.prompts_per_step, p.group_size = a.group_size;
   p.max_response_tokens = a.max_response_tokens;

@@ -61,6 +61,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/spec.h"
 #include "api/status.h"
 #include "runtime/rl/paired.h"
 #include "runtime/rl/step_report.h"
@@ -82,6 +83,8 @@ struct RLRunPlan {
   std::string task = "arithmetic-cot";
   uint64_t task_seed = 1;
   bool task_free_text = false;  // TaskOptions::free_text (spec.task.answer)
+  api::DatasetSpec dataset;     // spec.task.dataset: prompts from files when its path is set
+  api::RewardSpec reward;       // spec.reward
   int64_t held_out = 64;
   int64_t steps = 4, prompts_per_step = 8, group_size = 4;
   int32_t max_response_tokens = 96;

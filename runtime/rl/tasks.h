@@ -39,6 +39,10 @@ struct Problem {
   std::string prompt;    // what the policy reads
   std::string solution;  // a correct response, chain of thought included
   std::string answer;    // the final answer alone
+  // A dataset row's (spec.task.dataset) identity and reference; empty for a generated problem.
+  std::string id;              // stable across runs: which file and row
+  std::string reference_json;  // the row's answerField value as JSON text (any JSON value)
+  std::string messages_json;   // a prompt given as chat messages: the list as JSON text
 };
 
 class Task {
