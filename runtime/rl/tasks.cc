@@ -190,7 +190,7 @@ class ArithmeticCot : public Task {
       value = next;
     }
     prompt += "\n";
-    return {prompt, steps + "Answer: " + std::to_string(value), std::to_string(value)};
+    return {prompt, steps + "Answer: " + std::to_string(value), std::to_string(value), {}, {}, {}};
   }
 
   uint64_t seed_;
@@ -314,7 +314,7 @@ class Countdown : public Task {
       for (int64_t x : nums) prompt += " " + std::to_string(x);
       prompt += ". Target: " + std::to_string(value) + ". Use each number at most once.\n";
       if (held_out_prompt(prompt) != held_out) continue;
-      return {prompt, "Answer: " + expr, std::to_string(value)};
+      return {prompt, "Answer: " + expr, std::to_string(value), {}, {}, {}};
     }
   }
 
