@@ -12,7 +12,9 @@
 // that job podTemplates are held to (operator/controller/pod_policy.h). While it reconciles
 // (leads), the rebalancer (operator/rebalancer) runs too: it reads GPU utilisation from Prometheus
 // (a job's spec.rebalancing.prometheusURL when --prometheus-url-allow lists it, else
-// --prometheus-url) and assigns idle rollout pods to drafter training.
+// --prometheus-url) and assigns idle rollout pods to drafter training. --reward-url-allow lists
+// the URLs an http reward (spec.reward.url) may name; a command reward with a container runs
+// as a sidecar of the trainer pods (operator/controller/reward_sidecar.h).
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -99,6 +101,7 @@ struct RunFlags {
   std::string prometheus_url;
   double prometheus_timeout = 5;
   std::vector<std::string> pod_policy_allow, pod_policy_service_accounts, prometheus_allow;
+  std::vector<std::string> reward_allow;
 };
 
 // glibc gives threads up to 8 malloc arenas per core. The operator's threads are short-lived
@@ -149,6 +152,7 @@ int run(const RunFlags& flags) {
     }
   }
   options.pod.policy.service_accounts = flags.pod_policy_service_accounts;
+  options.pod.reward_url_allow = flags.reward_allow;
   options.namespace_ = flags.namespace_;
   options.workers = flags.workers;
   options.pod.runtime_image = flags.runtime_image;
@@ -301,6 +305,10 @@ int main(int argc, char** argv) {
                  "Seconds one Prometheus query may take")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 300.0));
+  app.add_option("--reward-url-allow", f.reward_allow,
+                 "A URL that a job's spec.reward.url (type http) may name (it or a path below "
+                 "it; repeat or comma-separate; default: none, http rewards are refused)")
+      ->delimiter(',');
   app.add_option("--pod-policy-allow", f.pod_policy_allow,
                  "Allow job podTemplates this (repeat or comma-separate): privileged, "
                  "capabilities, hostNetwork, hostPID, hostIPC, hostPath (default: none)")
