@@ -42,7 +42,7 @@ class HttpScorer : public Scorer {
     if (!j.ok()) return finish(slot, j.status());
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back({slot, request.id, j->dump()});
+      queue_.push_back({slot, request.id, j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
     }
     cv_.notify_one();
   }

@@ -238,7 +238,7 @@ void LineScorer::start(size_t slot, ScoreRequest request) {
   if (pending_.count(request.id))
     return finish(slot, Status::Internal("reward: id " + request.id + " submitted twice"));
   if (pending_.empty()) progress_ = now_s();
-  pending_[request.id] = Pending{slot, j->dump() + "\n"};
+  pending_[request.id] = Pending{slot, j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
   outq_.push_back(request.id);
   lock.unlock();
   wake();

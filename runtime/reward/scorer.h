@@ -15,7 +15,8 @@
 //   command   the user's program, started once (posix_spawnp, no shell) when the scorer is made;
 //             JSON lines: one request {"id", "prompt", "response", "answer"} per line on its
 //             stdin, one {"id", "reward": <number>} per line on its stdout, in any order,
-//             matched by id. Its stderr is the job's. A reader/writer thread owns the pipes.
+//             matched by id. Its stderr is the job's. Text that is not UTF-8 reaches it with
+//             U+FFFD in place of each invalid byte. A reader/writer thread owns the pipes.
 //   command through FIFOs: with ScorerOptions::pipe_dir (the environment variable
 //             TLT_REWARD_PIPE_DIR) the program is not started here: it already runs (a sidecar
 //             container on a cluster) and reads requests from the FIFO <pipe_dir>/requests and

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -342,6 +343,81 @@ TEST_F(HttpScorerTest, RefusedConnectionFails) {
   auto s = make(spec);
   ASSERT_TRUE(s.ok());
   expect_error(score_all(**s, {"a"}), "spec.reward.url");
+}
+
+// Responses in the style of the generated arithmetic-cot task ("3 + 4 = 7. 7 * 2 = 14. Answer:
+// 14"): right, wrong, unmarked, decorated, as (response, reference) pairs; seeded.
+std::vector<std::pair<std::string, std::string>> arithmetic_responses(int n) {
+  std::mt19937 rng(7);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const char* ends[] = {"Answer: %s", "Answer: **%s**", "The answer is %s.", "#### %s",
+                        "so \\boxed{%s}", "%s", "Answer: %s apples", "Answer: $%s$",
+                        "Answer: %s.0", "answer:%s", "Answer: 1,%s", "Answer: -%s"};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int i = 0; i < n; ++i) {
+    long v = pick(-20, 99);
+    std::string work;
+    for (int k = pick(0, 4); k > 0; --k) {
+      long x = pick(1, 12), before = v;
+      char op = "+-*"[pick(0, 2)];
+      v = op == '+' ? v + x : op == '-' ? v - x : v * x;
+      work += std::to_string(before) + " " + op + " " + std::to_string(x) + " = " +
+              std::to_string(v) + ". ";
+    }
+    std::string said = std::to_string(pick(0, 3) == 0 ? v + pick(-2, 2) : v);
+    char end[128];
+    std::snprintf(end, sizeof end, ends[pick(0, 11)], said.c_str());
+    out.emplace_back(work + end, std::to_string(v));
+  }
+  return out;
+}
+
+// examples/rewards/numeric_reward.py, run as a command reward, gives the built-in numeric
+// verifier's rewards: on the math-verify fixture's responses with a numeric reference and on
+// arithmetic-cot-style responses.
+TEST_F(ScorerTest, PythonNumericRewardMatchesTheBuiltInVerifier) {
+  std::vector<std::pair<std::string, std::string>> cases;  // (response, reference JSON)
+  std::ifstream fixture(std::string(TLT_SOURCE_DIR) +
+                        "/tests/reward/fixtures/math_verify_cases.jsonl");
+  for (std::string line; std::getline(fixture, line);) {
+    nlohmann::json c = nlohmann::json::parse(line);
+    cases.emplace_back(c["response"].get<std::string>(), c["reference"].dump());
+  }
+  for (const auto& [response, ref] : arithmetic_responses(300))
+    cases.emplace_back(response, nlohmann::json(ref).dump());
+  api::RewardSpec builtin;
+  builtin.type = "numeric";
+  auto verifier = make(builtin);
+  ASSERT_TRUE(verifier.ok());
+  // The fixture's references that are not numbers are errors for both: keep the others.
+  std::vector<std::pair<std::string, std::string>> numeric;
+  for (const auto& c : cases) {
+    (*verifier)->begin(1);
+    (*verifier)->submit(0, ScoreRequest{"x", "", c.first, c.second});
+    if ((*verifier)->wait().ok()) numeric.push_back(c);
+  }
+  ASSERT_GT(numeric.size(), 400u);
+  api::RewardSpec command;
+  command.type = "command";
+  command.command = {"python3", std::string(TLT_SOURCE_DIR) + "/examples/rewards/numeric_reward.py"};
+  auto program = make(command);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::vector<double> want, got;
+  for (Scorer* s : {verifier->get(), program->get()}) {
+    s->begin(numeric.size());
+    for (size_t i = 0; i < numeric.size(); ++i)
+      s->submit(i, ScoreRequest{"c" + std::to_string(i), "", numeric[i].first, numeric[i].second});
+    auto r = s->wait();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    (s == verifier->get() ? want : got) = *r;
+  }
+  int correct = 0;
+  for (size_t i = 0; i < numeric.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << numeric[i].first << " vs " << numeric[i].second;
+    correct += want[i] > 0;
+  }
+  std::printf("numeric_reward.py agrees with numeric on %zu responses (%d correct)\n",
+              numeric.size(), correct);
 }
 
 }  // namespace
