@@ -177,8 +177,13 @@ StatusOr<std::vector<double>> Driver::step_rewards(
     scorer_->submit(i, score_request(problems[i / g], step_request_id(step, int64_t(i)),
                                      std::move(*text)));
   }
+  const size_t early = scorer_->scored();
+  const double t = now_s();
   StatusOr<std::vector<double>> scores = scorer_->wait();
   if (!scores.ok()) return scores.status().with_context("step " + std::to_string(step) + " rewards");
+  log("step " + std::to_string(step) + " rewards: " + std::to_string(early) + " of " +
+      std::to_string(b) + " scored by the end of the rollout; waited " +
+      std::to_string(now_s() - t) + " s for the rest");
   return scores;
 }
 
