@@ -9,10 +9,12 @@
 # Prints each run's mean step seconds (steps 2.. : step 1 also loads the workers), their ratio,
 # and fails unless the two runs' per-step rewards are identical (overlap must not change them).
 # Usage: bench/reward_overlap.sh [TLT_BINARY] [STEPS] [SLEEP_MS]   (defaults: build/bin/tlt 6 50)
-# Environment: PROMPTS (8), GROUP (4), WORKERS (2), MAX_TOKENS (96): the step's shape.
+# Environment: PROMPTS (8), GROUP (4), WORKERS (2), MAX_TOKENS (96), HELD_OUT (8): the job's shape; MODEL: a
+# model directory (spec.model.path, e.g. tests/models/fixtures/tiny-llama-hf) instead of micro.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 tlt=${1:-$src/build/bin/tlt}; steps=${2:-6}; sleep_ms=${3:-50}
+model="preset: micro"; [ -n "${MODEL:-}" ] && model="path: $(cd "$MODEL" && pwd)"
 prompts=${PROMPTS:-8}; group=${GROUP:-4}; workers=${WORKERS:-2}; max_tokens=${MAX_TOKENS:-96}
 work=$(mktemp -d); trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT; echo "reward_overlap: work directory $work" >&2
 manifest() {  # manifest NAME > FILE
@@ -21,8 +23,8 @@ apiVersion: tlt.dev/v1alpha1
 kind: RLJob
 metadata: {name: $1}
 spec:
-  model: {preset: micro}
-  task: {name: arithmetic-cot, seed: 1, heldOut: 8}
+  model: {$model}
+  task: {name: arithmetic-cot, seed: 1, heldOut: ${HELD_OUT:-8}}
   reward:
     type: command
     command: [python3, $src/examples/rewards/numeric_reward.py, --sleep-ms, "$sleep_ms"]

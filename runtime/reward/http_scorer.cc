@@ -42,7 +42,8 @@ class HttpScorer : public Scorer {
     if (!j.ok()) return finish(slot, j.status());
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back({slot, request.id, j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
+      queue_.push_back(
+          {slot, request.id, j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
     }
     cv_.notify_one();
   }
@@ -82,15 +83,15 @@ Attempt HttpScorer::post(const Job& job) {
             true};
   }
   const int code = resp.status_code();
-  if (code >= 500)
-    return {Status::Unavailable(where + ": answered " + std::to_string(code)), true};
+  if (code >= 500) return {Status::Unavailable(where + ": answered " + std::to_string(code)), true};
   if (code != 200)
     return {Status::FailedPrecondition(where + ": answered " + std::to_string(code)), false};
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("reward"))
-    return {Status::InvalidArgument(where + ": the answer is not a JSON object with a \"reward\": " +
-                                    body.substr(0, 200)),
-            false};
+    return {
+        Status::InvalidArgument(
+            where + ": the answer is not a JSON object with a \"reward\": " + body.substr(0, 200)),
+        false};
   if (j.contains("id") && j["id"] != job.id)
     return {Status::InvalidArgument(where + ": the answer names id " + j["id"].dump()), false};
   return {check_reward(j["reward"], "spec.reward.url", job.id), false};

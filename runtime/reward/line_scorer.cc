@@ -27,11 +27,12 @@ namespace {
 constexpr size_t kMaxLine = size_t(1) << 20;  // a longer output line is garbage
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+void set_nonblocking(int fd) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 // Where requests go and rewards come from: open() yields two non-blocking descriptors.
 class Transport {
@@ -57,7 +58,8 @@ class ProcessTransport : public Transport {
 
   Status open(int* to, int* from) override {
     int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0) return Status::Unavailable(std::string("pipe: ") + strerror(errno));
+    if (pipe2(in, O_CLOEXEC) != 0)
+      return Status::Unavailable(std::string("pipe: ") + strerror(errno));
     if (pipe2(out, O_CLOEXEC) != 0) {
       ::close(in[0]), ::close(in[1]);
       return Status::Unavailable(std::string("pipe: ") + strerror(errno));
@@ -220,7 +222,7 @@ class LineScorer : public Scorer {
   int retries_;
   int to_ = -1, from_ = -1, wake_[2] = {-1, -1};
   std::thread thread_;
-  std::mutex mu_;  // everything below
+  std::mutex mu_;                           // everything below
   std::map<std::string, Pending> pending_;  // unanswered, by id
   std::deque<std::string> outq_;            // ids not yet written, in order
   std::string wbuf_, rbuf_;
@@ -238,7 +240,8 @@ void LineScorer::start(size_t slot, ScoreRequest request) {
   if (pending_.count(request.id))
     return finish(slot, Status::Internal("reward: id " + request.id + " submitted twice"));
   if (pending_.empty()) progress_ = now_s();
-  pending_[request.id] = Pending{slot, j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
+  pending_[request.id] =
+      Pending{slot, j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"};
   outq_.push_back(request.id);
   lock.unlock();
   wake();
@@ -262,9 +265,9 @@ bool LineScorer::take_line(const std::string& line) {
     static const std::regex nan(R"re("id"\s*:\s*"([^"]*)".*"reward"\s*:\s*(-?(NaN|Infinity)))re");
     std::smatch m;
     if (std::regex_search(line, m, nan) && pending_.count(m[1].str())) {
-      value_error(m[1].str(), Status::InvalidArgument(field + ": the reward for id \"" +
-                                                      m[1].str() + "\" is " + m[2].str() +
-                                                      " (must be a finite number)"));
+      value_error(m[1].str(),
+                  Status::InvalidArgument(field + ": the reward for id \"" + m[1].str() + "\" is " +
+                                          m[2].str() + " (must be a finite number)"));
       progress_ = now_s();
       return true;
     }
@@ -410,9 +413,9 @@ StatusOr<std::unique_ptr<Scorer>> make_command_scorer(const api::RewardSpec& spe
 
 StatusOr<std::unique_ptr<Scorer>> make_fifo_scorer(const api::RewardSpec& spec,
                                                    const std::string& pipe_dir) {
-  auto s = std::make_unique<LineScorer>(
-      std::make_unique<FifoTransport>(pipe_dir, spec.timeout.seconds), spec.timeout.seconds,
-      spec.retries);
+  auto s =
+      std::make_unique<LineScorer>(std::make_unique<FifoTransport>(pipe_dir, spec.timeout.seconds),
+                                   spec.timeout.seconds, spec.retries);
   TLT_RETURN_IF_ERROR(s->open());
   return std::unique_ptr<Scorer>(std::move(s));
 }

@@ -34,8 +34,8 @@ rollout::EngineOptions engine_options(const model::Transformer& policy, int64_t 
 }
 
 // The rewards of `texts` (see HeldOutRewards): `rewards`', or the task's own.
-StatusOr<std::vector<double>> held_out_scores(const Task& task, const std::vector<Problem>& problems,
-                                              int64_t samples,
+StatusOr<std::vector<double>> held_out_scores(const Task& task,
+                                              const std::vector<Problem>& problems, int64_t samples,
                                               const std::vector<std::string>& texts,
                                               const HeldOutRewards& rewards) {
   if (rewards) {

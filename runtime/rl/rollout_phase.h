@@ -63,10 +63,10 @@ class RolloutPhase {
                reward::Scorer* scorer = nullptr);
   ~RolloutPhase();
 
-  // Runs step `step`'s rollout phase (opening its batch in the scorer) with policy version step - 1 and drafter version
-  // `drafter_version`; fills r's rollout fields (tokens, arms, phases, drafter steps and loss,
-  // idle and reclaimed worker-seconds, restarts, drafter workers, timeline). Old buffers
-  // (step - buffer_steps) are removed on the way out.
+  // Runs step `step`'s rollout phase (opening its batch in the scorer) with policy version step - 1
+  // and drafter version `drafter_version`; fills r's rollout fields (tokens, arms, phases, drafter
+  // steps and loss, idle and reclaimed worker-seconds, restarts, drafter workers, timeline). Old
+  // buffers (step - buffer_steps) are removed on the way out.
   StatusOr<Rollouts> run(int64_t step, int64_t drafter_version, StepReport* r);
 
  private:

@@ -91,8 +91,9 @@ Status Driver::init_models() {
   if (!scorer.ok()) return scorer.status();
   scorer_ = std::move(*scorer);
   log("rewards (spec.reward.type: " + (plan_.reward.type.empty() ? "unset" : plan_.reward.type) +
-      "): scored " + (serial_scoring() ? "after each rollout (TLT_REWARD_SERIAL=1)"
-                                       : "as each worker hands its responses back"));
+      "): scored " +
+      (serial_scoring() ? "after each rollout (TLT_REWARD_SERIAL=1)"
+                        : "as each worker hands its responses back"));
   GrpoOptions go;
   go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;
   go.temperature = plan_.temperature;
@@ -174,13 +175,14 @@ StatusOr<std::vector<double>> Driver::step_rewards(
     if (scorer_->submitted(i)) continue;
     StatusOr<std::string> text = m_.codec->decode(responses[i]);
     if (!text.ok()) return text.status().with_context("step " + std::to_string(step));
-    scorer_->submit(i, score_request(problems[i / g], step_request_id(step, int64_t(i)),
-                                     std::move(*text)));
+    scorer_->submit(
+        i, score_request(problems[i / g], step_request_id(step, int64_t(i)), std::move(*text)));
   }
   const size_t early = scorer_->scored();
   const double t = now_s();
   StatusOr<std::vector<double>> scores = scorer_->wait();
-  if (!scores.ok()) return scores.status().with_context("step " + std::to_string(step) + " rewards");
+  if (!scores.ok())
+    return scores.status().with_context("step " + std::to_string(step) + " rewards");
   log("step " + std::to_string(step) + " rewards: " + std::to_string(early) + " of " +
       std::to_string(b) + " scored by the end of the rollout; waited " +
       std::to_string(now_s() - t) + " s for the rest");

@@ -7,8 +7,7 @@
 
 namespace tlt::rl {
 
-StatusOr<std::unique_ptr<reward::Scorer>> make_run_scorer(const RLRunPlan& plan,
-                                                          const Task& task) {
+StatusOr<std::unique_ptr<reward::Scorer>> make_run_scorer(const RLRunPlan& plan, const Task& task) {
   reward::ScorerOptions o;
   o.spec = plan.reward;
   o.dataset = !plan.dataset.path.empty();

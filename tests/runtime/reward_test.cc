@@ -180,8 +180,7 @@ TEST(Errors, NameTheField) {
   EXPECT_NE(options.validate().message().find("spec.reward.pattern"), std::string::npos);
   options = VerifierOptions{};
   options.relative_tolerance = -1;
-  EXPECT_NE(options.validate().message().find("spec.reward.relativeTolerance"),
-            std::string::npos);
+  EXPECT_NE(options.validate().message().find("spec.reward.relativeTolerance"), std::string::npos);
   EXPECT_NE(verifier_type_from_name("fuzzy").status().message().find("spec.reward.type"),
             std::string::npos);
   EXPECT_EQ(*verifier_type_from_name("numeric"), VerifierType::kNumeric);

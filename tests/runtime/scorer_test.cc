@@ -7,9 +7,9 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <random>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 
@@ -190,8 +190,8 @@ TEST_F(ScorerTest, HangTimesOutWithinTheBound) {
 }
 
 TEST_F(ScorerTest, GarbageLineFails) {
-  auto s = make(command_spec("import sys\nfor line in sys.stdin:\n    print('hello', flush=True)\n",
-                             5, 0));
+  auto s = make(
+      command_spec("import sys\nfor line in sys.stdin:\n    print('hello', flush=True)\n", 5, 0));
   ASSERT_TRUE(s.ok());
   expect_error(score_all(**s, {"a"}), "not JSON: hello");
 }
@@ -213,18 +213,16 @@ for line in sys.stdin:
 
 TEST_F(ScorerTest, BadRewardValuesFailAtOnce) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"float('nan')", "NaN"},
-      {"float('inf')", "Infinity"},
-      {"'1.0'", "must be a number"},
-      {"1e7", "within [-1e6, 1e6]"},
-      {"None", "must be a number"},
+      {"float('nan')", "NaN"},       {"float('inf')", "Infinity"}, {"'1.0'", "must be a number"},
+      {"1e7", "within [-1e6, 1e6]"}, {"None", "must be a number"},
   };
   for (const auto& [value, part] : cases) {
     auto s = make(command_spec(std::string(R"(
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
-    print(json.dumps({"id": r["id"], "reward": )") + value + R"(}), flush=True)
+    print(json.dumps({"id": r["id"], "reward": )") +
+                                   value + R"(}), flush=True)
 )",
                                5, 3));
     ASSERT_TRUE(s.ok());
@@ -233,9 +231,9 @@ for line in sys.stdin:
     expect_error(got, "id \"r0\"");
     expect_error(got, "spec.reward.command");
   }
-  auto s = make(command_spec(
-      "import json, sys\nfor line in sys.stdin:\n"
-      "    print(json.dumps({'id': json.loads(line)['id']}), flush=True)\n"));
+  auto s =
+      make(command_spec("import json, sys\nfor line in sys.stdin:\n"
+                        "    print(json.dumps({'id': json.loads(line)['id']}), flush=True)\n"));
   ASSERT_TRUE(s.ok());
   expect_error(score_all(**s, {"a"}), "has no \"reward\"");
 }
@@ -277,9 +275,8 @@ class HttpScorerTest : public ScorerTest {
   void SetUp() override {
     ScorerTest::SetUp();
     std::string port_file = (dir_ / "port").string();
-    std::string cmd = std::string("python3 ") + TLT_SOURCE_DIR +
-                      "/tests/reward/reward_server.py " + port_file + " & echo $! > " +
-                      (dir_ / "pid").string();
+    std::string cmd = std::string("python3 ") + TLT_SOURCE_DIR + "/tests/reward/reward_server.py " +
+                      port_file + " & echo $! > " + (dir_ / "pid").string();
     ASSERT_EQ(std::system(cmd.c_str()), 0);
     for (int i = 0; i < 200 && port_.empty(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -350,9 +347,10 @@ TEST_F(HttpScorerTest, RefusedConnectionFails) {
 std::vector<std::pair<std::string, std::string>> arithmetic_responses(int n) {
   std::mt19937 rng(7);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  const char* ends[] = {"Answer: %s", "Answer: **%s**", "The answer is %s.", "#### %s",
-                        "so \\boxed{%s}", "%s", "Answer: %s apples", "Answer: $%s$",
-                        "Answer: %s.0", "answer:%s", "Answer: 1,%s", "Answer: -%s"};
+  const char* ends[] = {"Answer: %s",        "Answer: **%s**", "The answer is %s.",
+                        "#### %s",           "so \\boxed{%s}", "%s",
+                        "Answer: %s apples", "Answer: $%s$",   "Answer: %s.0",
+                        "answer:%s",         "Answer: 1,%s",   "Answer: -%s"};
   std::vector<std::pair<std::string, std::string>> out;
   for (int i = 0; i < n; ++i) {
     long v = pick(-20, 99);
@@ -399,7 +397,8 @@ TEST_F(ScorerTest, PythonNumericRewardMatchesTheBuiltInVerifier) {
   ASSERT_GT(numeric.size(), 400u);
   api::RewardSpec command;
   command.type = "command";
-  command.command = {"python3", std::string(TLT_SOURCE_DIR) + "/examples/rewards/numeric_reward.py"};
+  command.command = {"python3",
+                     std::string(TLT_SOURCE_DIR) + "/examples/rewards/numeric_reward.py"};
   auto program = make(command);
   ASSERT_TRUE(program.ok()) << program.status().to_string();
   std::vector<double> want, got;
