@@ -7,7 +7,9 @@
 #   overlapped  each worker's responses submitted as the worker hands them back, scored while
 #               the other worker still generates the tail.
 # Prints each run's mean step seconds (steps 2.. : step 1 also loads the workers), their ratio,
-# and fails unless the two runs' per-step rewards are identical (overlap must not change them).
+# and how long the policy update waited for rewards after the rollout (the driver's log: the
+# direct measure, less noisy than whole steps on a shared machine); fails unless the two runs'
+# per-step rewards are identical (overlap must not change them).
 # Usage: bench/reward_overlap.sh [TLT_BINARY] [STEPS] [SLEEP_MS]   (defaults: build/bin/tlt 6 50)
 # Environment: PROMPTS (8), GROUP (4), WORKERS (2), MAX_TOKENS (96), HELD_OUT (8): the job's shape; MODEL: a
 # model directory (spec.model.path, e.g. tests/models/fixtures/tiny-llama-hf) instead of micro.
@@ -50,6 +52,12 @@ rewards = {m: [s["rewardMean"] for s in steps] for m, steps in runs.items()}
 if rewards["serial"] != rewards["overlapped"]:
     sys.exit("reward_overlap: FAIL: rewards differ: serial %s, overlapped %s"
              % (rewards["serial"], rewards["overlapped"]))
+import re
+def waits(m):  # "step N rewards: K of B scored by the end of the rollout; waited X s ..."
+    found = re.findall(r"step (\d+) rewards: (\d+) of \d+ scored .*; waited ([0-9.]+) s",
+                       open("%s/%s.log" % (w, m)).read())
+    return [(int(k), float(x)) for step, k, x in found if int(step) > 1]
+wait = {m: waits(m) for m in runs}
 mean = {m: statistics.mean(s["stepSeconds"] for s in steps[1:]) for m, steps in runs.items()}
 rollout = {m: statistics.mean(s["rolloutSeconds"] for s in steps[1:]) for m, steps in runs.items()}
 n = len(runs["serial"])
@@ -57,6 +65,9 @@ print("reward_overlap: %d steps x %d responses on %s workers, a command reward s
       % (n, int(prompts) * int(group), workers, sleep_ms))
 print("  rewards per step (identical in both runs): %s" % rewards["serial"])
 for m in ("serial", "overlapped"):
-    print("  %-10s  step %.3f s  (rollout %.3f s)" % (m, mean[m], rollout[m]))
+    print("  %-10s  step %.3f s  (rollout %.3f s; waited %.3f s for rewards after it, %.1f of "
+          "%d scored by then)" % (m, mean[m], rollout[m], statistics.mean(x for _, x in wait[m]),
+                                  statistics.mean(k for k, _ in wait[m]),
+                                  int(prompts) * int(group)))
 print("  ratio serial / overlapped: %.2fx" % (mean["serial"] / mean["overlapped"]))
 PY

@@ -171,6 +171,7 @@ StatusOr<std::vector<double>> Driver::step_rewards(
     const std::vector<std::vector<int64_t>>& responses) {
   const size_t g = size_t(plan_.group_size), b = responses.size();
   if (serial_scoring()) scorer_->begin(b);  // the rollout opened no batch
+  const size_t early = scorer_->scored();
   for (size_t i = 0; i < b; ++i) {
     if (scorer_->submitted(i)) continue;
     StatusOr<std::string> text = m_.codec->decode(responses[i]);
@@ -178,14 +179,14 @@ StatusOr<std::vector<double>> Driver::step_rewards(
     scorer_->submit(
         i, score_request(problems[i / g], step_request_id(step, int64_t(i)), std::move(*text)));
   }
-  const size_t early = scorer_->scored();
   const double t = now_s();
   StatusOr<std::vector<double>> scores = scorer_->wait();
   if (!scores.ok())
     return scores.status().with_context("step " + std::to_string(step) + " rewards");
-  log("step " + std::to_string(step) + " rewards: " + std::to_string(early) + " of " +
-      std::to_string(b) + " scored by the end of the rollout; waited " +
-      std::to_string(now_s() - t) + " s for the rest");
+  if (plan_.reward.type == "command" || plan_.reward.type == "http")  // the others take no time
+    log("step " + std::to_string(step) + " rewards: " + std::to_string(early) + " of " +
+        std::to_string(b) + " scored by the end of the rollout; waited " +
+        std::to_string(now_s() - t) + " s for the rest");
   return scores;
 }
 

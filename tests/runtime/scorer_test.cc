@@ -204,7 +204,7 @@ for line in sys.stdin:
     if r["id"] != "r1":
         print(json.dumps({"id": r["id"], "reward": 1}), flush=True)
 )",
-                             0.3, 0));
+                             2, 0));  // long enough for Python to start on a loaded machine
   ASSERT_TRUE(s.ok());
   auto got = score_all(**s, {"a", "b", "c"});
   expect_error(got, "spec.reward.timeout");
