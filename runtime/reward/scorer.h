@@ -24,6 +24,9 @@
 //             do not exist. The wire format is the same. A "restart" here closes and reopens
 //             both FIFOs (the sidecar's program must reopen them when it sees end of file);
 //             the sidecar process itself is restarted by its container runtime, not by tlt.
+//             A sidecar program restarted quickly may reopen the FIFOs before tlt sees the
+//             old one's end; what the old one had read is then lost with it, and only
+//             spec.reward.timeout notices (a restart and a resend, as for a hang).
 //   http      each request's JSON POSTed to spec.reward.url (cpprestsdk), at most
 //             spec.reward.concurrency in flight; the answer's body is {"reward": <number>} (its
 //             "id", when present, must be the request's).

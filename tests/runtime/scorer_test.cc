@@ -2,6 +2,7 @@
 // task's reward, the user's program on JSON lines (a child process and FIFOs) with every failure
 // of its contract, and an HTTP endpoint answering well, slowly, with 500 or with garbage.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -254,6 +255,41 @@ TEST_F(ScorerTest, FifoModeTalksToARunningProgram) {
   auto s = make_scorer(o);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   auto got = score_all(**s, {"a", "bb", "ccc"});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 2, 3}));
+}
+
+// A sidecar whose program answers one request and exits, restarted in a loop (as a container
+// runtime restarts it): each failure reopens the FIFOs and resends what is unanswered. The next
+// program opens the FIFOs before tlt sees the last one's end, and the requests the dead one had
+// read are lost with it: the timeout is what notices.
+TEST_F(ScorerTest, FifoRetryReopensThePipes) {
+  std::string prog = script("once.py", R"(
+import json, sys
+r = json.loads(sys.stdin.readline())
+print(json.dumps({"id": r["id"], "reward": len(r["response"])}), flush=True)
+)");
+  std::string pipes = (dir_ / "pipes").string();
+  fs::create_directories(pipes);
+  ASSERT_EQ(mkfifo((pipes + "/requests").c_str(), 0600), 0);
+  ASSERT_EQ(mkfifo((pipes + "/rewards").c_str(), 0600), 0);
+  // timeout(1) leads its own process group: the whole loop is killed through it below.
+  std::string cmd = "timeout -s KILL 120 sh -c 'for i in $(seq 30); do python3 " + prog + " < " +
+                    pipes + "/requests > " + pipes + "/rewards; done' & echo $! > " +
+                    (dir_ / "loop.pid").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ScorerOptions o;
+  o.spec.type = "command";
+  o.spec.timeout.seconds = 2;
+  o.spec.retries = 10;  // 2 restarts needed; a reopen that races the loop may cost one more
+  o.pipe_dir = pipes;
+  auto s = make_scorer(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto got = score_all(**s, {"a", "bb", "ccc"});
+  s->reset();
+  std::string pid;
+  std::ifstream(dir_ / "loop.pid") >> pid;
+  if (!pid.empty()) kill(-std::stoi(pid), SIGKILL);
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   EXPECT_EQ(*got, (std::vector<double>{1, 2, 3}));
 }
