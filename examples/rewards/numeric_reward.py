@@ -3,7 +3,8 @@
 (runtime/reward/verifiers.h, docs/rewards.md): same final-answer extraction (the last \\boxed{},
 else the last of "####", "answer is", "answer:"), same number reading (thousands separators,
 decimals, fractions, a unit or %, LaTeX-lite fractions and roots), same tolerances. It scores
-1.0 or 0.0; tests/reward/numeric_reward_test.py asserts it agrees with the built-in verifier.
+1.0 or 0.0; ScorerTest.PythonNumericRewardMatchesTheBuiltInVerifier (tests/runtime/scorer_test.cc)
+asserts that it gives the built-in verifier's rewards.
 
     reward:
       type: command
