@@ -10,7 +10,7 @@
 namespace tlt::reward {
 namespace {
 
-constexpr const char* kField = "spec.task.reward.";
+constexpr const char* kField = "spec.reward.";
 
 // The reference as one or more strings (a list is any-of). Numbers are written as JSON writes
 // them (42, 2.5), so that every verifier reads one text form.

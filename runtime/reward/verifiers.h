@@ -21,7 +21,7 @@
 // math-verify.
 //
 // Errors (never exceptions): options.validate()'s InvalidArgument naming
-// `spec.task.reward.<field>`; InvalidArgument naming `answer` for a reference that is null, a
+// `spec.reward.<field>`; InvalidArgument naming `answer` for a reference that is null, a
 // bool, an object, an empty or nested list, or (numeric) not a number. A malformed response
 // (empty, non-UTF-8, no number in it) is not an error: it scores 0.
 //
@@ -41,18 +41,18 @@ enum class VerifierType { kExact, kNumeric, kMath, kRegex };
 
 // "exact", "numeric", "math", "regex".
 const char* verifier_type_name(VerifierType type);
-// The type named `name`; InvalidArgument naming spec.task.reward.type for any other name.
+// The type named `name`; InvalidArgument naming spec.reward.type for any other name.
 StatusOr<VerifierType> verifier_type_from_name(std::string_view name);
 
 struct VerifierOptions {
   VerifierType type = VerifierType::kMath;
   // numeric and math: |a - b| <= max(absoluteTolerance, relativeTolerance * max(|a|, |b|)).
   // Integer literals are compared exactly whatever the tolerances.
-  double relative_tolerance = 1e-6;  // spec.task.reward.relativeTolerance, in [0, 1)
-  double absolute_tolerance = 0.0;   // spec.task.reward.absoluteTolerance, >= 0
+  double relative_tolerance = 1e-6;  // spec.reward.relativeTolerance, in [0, 1)
+  double absolute_tolerance = 0.0;   // spec.reward.absoluteTolerance, >= 0
   // regex: an ECMAScript pattern, searched for in the response (required for regex, unused
   // otherwise). E.g. "Answer: (\\w+)" scores group 1 against the reference.
-  std::string pattern;  // spec.task.reward.pattern
+  std::string pattern;  // spec.reward.pattern
 
   // OK, or InvalidArgument naming the first bad field: a tolerance that is negative, not
   // finite, or (relative) >= 1; a regex type without a pattern; a pattern that does not compile.

@@ -33,6 +33,25 @@ rollout::EngineOptions engine_options(const model::Transformer& policy, int64_t 
   return eo;
 }
 
+// The rewards of `texts` (see HeldOutRewards): `rewards`', or the task's own.
+StatusOr<std::vector<double>> held_out_scores(const Task& task,
+                                              const std::vector<Problem>& problems, int64_t samples,
+                                              const std::vector<std::string>& texts,
+                                              const HeldOutRewards& rewards) {
+  if (rewards) {
+    StatusOr<std::vector<double>> scored = rewards(problems, samples, texts);
+    if (!scored.ok()) return scored.status().with_context("held-out rewards");
+    if (scored->size() != texts.size())
+      return Status::Internal("held-out rewards: " + std::to_string(scored->size()) +
+                              " rewards for " + std::to_string(texts.size()) + " responses");
+    return scored;
+  }
+  std::vector<double> scores;
+  for (size_t j = 0; j < texts.size(); ++j)
+    scores.push_back(task.reward(problems[j / size_t(samples)], texts[j]));
+  return scores;
+}
+
 }  // namespace
 
 void set_stop_tokens(const Codec& codec, rollout::Request* r) {
@@ -43,7 +62,8 @@ void set_stop_tokens(const Codec& codec, rollout::Request* r) {
 
 StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
                                           int32_t max_tokens, double temperature, int64_t samples,
-                                          uint64_t seed, const Codec* codec_or_null) {
+                                          uint64_t seed, const Codec* codec_or_null,
+                                          const HeldOutRewards& rewards) {
   const Codec& codec = codec_or_null ? *codec_or_null : ascii_codec();
   if (temperature <= 0) samples = 1;
   torch::NoGradGuard no_grad;
@@ -73,18 +93,25 @@ StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task&
   if (!engine.ok()) return engine.status();
   StatusOr<std::vector<rollout::Completion>> out = (*engine)->generate(requests);
   if (!out.ok()) return out.status();
+  std::vector<std::string> texts;
+  for (const rollout::Completion& c : *out) {
+    StatusOr<std::string> text = codec.decode(c.tokens);
+    if (!text.ok()) return text.status();
+    texts.push_back(std::move(*text));
+  }
+  StatusOr<std::vector<double>> scored = held_out_scores(task, problems, samples, texts, rewards);
+  if (!scored.ok()) return scored.status();
+  const std::vector<double>& scores = *scored;
   HeldOutResult res;
   res.problems = n;
   res.samples = samples;
   res.per_problem.assign(size_t(n), 0.0);
   for (size_t j = 0; j < out->size(); ++j) {
-    StatusOr<std::string> text = codec.decode((*out)[j].tokens);
-    if (!text.ok()) return text.status();
-    double r = task.reward(problems[j / size_t(samples)], *text);
+    double r = scores[j];
     res.per_problem[j / size_t(samples)] += r / double(samples);
     res.reward += r;
     res.mean_tokens += double((*out)[j].tokens.size());
-    res.marked += final_answer(*text).empty() ? 0.0 : 1.0;
+    res.marked += final_answer(texts[j]).empty() ? 0.0 : 1.0;
   }
   if (!out->empty()) {
     double n_out = double(out->size());

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "api/status.h"
@@ -29,14 +31,20 @@ struct HeldOutResult {
   std::vector<double> per_problem;  // (problems,): each problem's mean reward
 };
 
+// The rewards of a batch of held-out responses: texts[j] answers problems[j / samples] (its
+// sample j % samples); the rewards by j, or an error (an RL run's scorer: runtime/rl/scoring.h).
+using HeldOutRewards = std::function<StatusOr<std::vector<double>>(
+    const std::vector<Problem>& problems, int64_t samples, const std::vector<std::string>& texts)>;
+
 // `samples` responses to each of the first `n` held-out problems, sampled at `temperature` (0:
 // greedy, one sample) with seeds fixed by `seed`. Prompts and responses go through `codec`
-// (borrowed; nullptr: the ASCII codec of the presets). Internal when generation fails; the
-// codec's errors.
+// (borrowed; nullptr: the ASCII codec of the presets). Rewards come from `rewards` (empty: the
+// task's own reward). Internal when generation fails; the codec's and the rewards' errors.
 StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task& task, int64_t n,
                                           int32_t max_tokens, double temperature = 0.0,
                                           int64_t samples = 1, uint64_t seed = 0,
-                                          const Codec* codec = nullptr);
+                                          const Codec* codec = nullptr,
+                                          const HeldOutRewards& rewards = {});
 
 // Makes `r` stop on any of the codec's end ids (stop_token and more_stop_tokens).
 void set_stop_tokens(const Codec& codec, rollout::Request* r);

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "runtime/cluster/coordinator.h"
+#include "runtime/rl/scoring.h"
 #include "runtime/rl/seeds.h"
 
 namespace tlt::rl {
@@ -64,14 +65,15 @@ struct RolloutPhase::StepRun {
 
 RolloutPhase::RolloutPhase(const RLRunPlan& plan, const RunCallbacks& cb,
                            const std::atomic<bool>* stop, WorkerPool& pool, const Task& task,
-                           const Codec& codec, int64_t max_seq)
+                           const Codec& codec, int64_t max_seq, reward::Scorer* scorer)
     : plan_(plan),
       cb_(cb),
       stop_(stop),
       pool_(pool),
       task_(task),
       codec_(codec),
-      max_seq_(max_seq) {}
+      max_seq_(max_seq),
+      scorer_(serial_scoring() ? nullptr : scorer) {}
 
 RolloutPhase::~RolloutPhase() = default;
 
@@ -79,6 +81,7 @@ StatusOr<Rollouts> RolloutPhase::run(int64_t step, int64_t drafter_version, Step
   StepRun s;
   s.step = step, s.report = r;
   TLT_RETURN_IF_ERROR(plan_step(s, drafter_version));
+  if (scorer_) scorer_->begin(size_t(plan_.prompts_per_step * plan_.group_size));
   TLT_RETURN_IF_ERROR(start_rollout(s));
   TLT_RETURN_IF_ERROR(run_rollout(s));
   TLT_RETURN_IF_ERROR(finish_rollout(s));
@@ -321,6 +324,15 @@ Status RolloutPhase::worker_died(StepRun& s, int w, const Status& why, double t)
   return Status::Ok();
 }
 
+Status RolloutPhase::submit_for_reward(const StepRun& s, size_t id) {
+  if (!scorer_ || id >= s.responses.size()) return Status::Ok();
+  StatusOr<std::string> text = codec_.decode(s.responses[id]);
+  if (!text.ok()) return text.status().with_context("step " + std::to_string(s.step));
+  const Problem& p = s.problems[id / size_t(plan_.group_size)];
+  scorer_->submit(id, score_request(p, step_request_id(s.step, int64_t(id)), std::move(*text)));
+  return Status::Ok();
+}
+
 Status RolloutPhase::on_generated(StepRun& s, int w, const json& m, double t) {
   if (m.at("policy_version").get<int64_t>() != s.step - 1)
     return Status::Internal("worker generated with policy version " +
@@ -330,8 +342,11 @@ Status RolloutPhase::on_generated(StepRun& s, int w, const json& m, double t) {
     return Status::Ok();
   }
   StepReport* r = s.report;
-  for (const json& c : m.at("completions"))
-    s.responses[c.at("id").get<size_t>()] = c.at("tokens").get<std::vector<int64_t>>();
+  for (const json& c : m.at("completions")) {
+    const size_t id = c.at("id").get<size_t>();
+    s.responses[id] = c.at("tokens").get<std::vector<int64_t>>();
+    TLT_RETURN_IF_ERROR(submit_for_reward(s, id));
+  }
   const json& st = m.at("stats");
   r->tokens += st.at("tokens").get<int64_t>();
   s.accepted += st.at("accepted").get<int64_t>();

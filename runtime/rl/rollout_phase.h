@@ -8,6 +8,11 @@
 // logged, and whether the fault injection (TLT_FAULT_KILL_WORKER=<step>: SIGKILL worker 0
 // mid-step, once) has fired.
 //
+// Rewards: as a worker hands back its responses they are submitted to the run's scorer
+// (runtime/rl/scoring.h), which scores them while the other workers still generate; run() opens
+// the step's batch (one slot per request id) and the policy update waits for it. Nothing is
+// submitted with serial scoring (TLT_REWARD_SERIAL=1) or without a scorer.
+//
 // Errors: Aborted when the stop flag is set mid-phase; the pool's errors (a remote worker that
 // does not come back, a send that fails after restarts); Internal for a worker message that
 // breaks the protocol (an unknown op, a wrong policy version).
@@ -26,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/status.h"
+#include "runtime/reward/scorer.h"
 #include "runtime/rl/run.h"
 #include "runtime/rl/tasks.h"
 #include "runtime/rl/text.h"
@@ -53,13 +59,14 @@ struct Rollouts {
 class RolloutPhase {
  public:
   RolloutPhase(const RLRunPlan& plan, const RunCallbacks& cb, const std::atomic<bool>* stop,
-               WorkerPool& pool, const Task& task, const Codec& codec, int64_t max_seq);
+               WorkerPool& pool, const Task& task, const Codec& codec, int64_t max_seq,
+               reward::Scorer* scorer = nullptr);
   ~RolloutPhase();
 
-  // Runs step `step`'s rollout phase with policy version step - 1 and drafter version
-  // `drafter_version`; fills r's rollout fields (tokens, arms, phases, drafter steps and loss,
-  // idle and reclaimed worker-seconds, restarts, drafter workers, timeline). Old buffers
-  // (step - buffer_steps) are removed on the way out.
+  // Runs step `step`'s rollout phase (opening its batch in the scorer) with policy version step - 1
+  // and drafter version `drafter_version`; fills r's rollout fields (tokens, arms, phases, drafter
+  // steps and loss, idle and reclaimed worker-seconds, restarts, drafter workers, timeline). Old
+  // buffers (step - buffer_steps) are removed on the way out.
   StatusOr<Rollouts> run(int64_t step, int64_t drafter_version, StepReport* r);
 
  private:
@@ -74,6 +81,8 @@ class RolloutPhase {
   Status handle_worker(StepRun& s, int w, double t);
   Status worker_died(StepRun& s, int w, const Status& why, double t);
   Status on_generated(StepRun& s, int w, const nlohmann::json& m, double t);
+  // Hands request `id`'s response to the scorer (overlapped scoring).
+  Status submit_for_reward(const StepRun& s, size_t id);
   void on_trained(StepRun& s, int w, const nlohmann::json& m, double t);
   Status start_training(StepRun& s, const std::vector<int>& ws, double t);
   nlohmann::json buffers(const StepRun& s) const;
@@ -92,6 +101,7 @@ class RolloutPhase {
   const Task& task_;
   const Codec& codec_;
   int64_t max_seq_;
+  reward::Scorer* scorer_;  // nullptr, or the caller's: responses are submitted as they arrive
   bool killed_once_ = false;
   // Per worker: the bandit steps it measured in the last step, for the others (plan_step).
   std::vector<nlohmann::json> bandit_steps_;

@@ -13,6 +13,7 @@
 #include "runtime/rl/policy_setup.h"
 #include "runtime/rl/policy_trainer.h"
 #include "runtime/rl/rollout_phase.h"
+#include "runtime/rl/scoring.h"
 #include "runtime/rl/seeds.h"
 #include "runtime/rl/sequences.h"
 #include "runtime/rl/worker_options.h"
@@ -51,6 +52,9 @@ class Driver {
   bool stopping() const { return stop_ && stop_->load(); }
   // One RL step, as run.h's header numbers it: 1-3 (RolloutPhase), the drafters merged, 4.
   Status run_step(int64_t step, StepReport* report);
+  // Step `step`'s rewards: the scorer's, the responses the rollout did not submit submitted now.
+  StatusOr<std::vector<double>> step_rewards(int64_t step, const std::vector<Problem>& problems,
+                                             const std::vector<std::vector<int64_t>>& responses);
   // 4. Rewards, advantages and the GRPO update; writes the next policy version.
   Status update_policy(int64_t step, const std::vector<Problem>& problems,
                        const std::vector<std::vector<int64_t>>& prompts,
@@ -67,6 +71,7 @@ class Driver {
   const std::atomic<bool>* stop_;
   PolicySetup m_;  // the task, codec, policy, reference and drafter
   std::unique_ptr<PolicyTrainer> trainer_;
+  std::unique_ptr<reward::Scorer> scorer_;  // spec.reward: every batch of the run
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<RolloutPhase> rollout_;
   RLRunResult result_;
@@ -82,6 +87,13 @@ Status Driver::init_models() {
   result_.warm_start = m_.warm_start;
   result_.warm_start_trained = m_.warm_start_trained;
   TLT_RETURN_IF_ERROR(set_up);
+  StatusOr<std::unique_ptr<reward::Scorer>> scorer = make_run_scorer(plan_, *m_.task);
+  if (!scorer.ok()) return scorer.status();
+  scorer_ = std::move(*scorer);
+  log("rewards (spec.reward.type: " + (plan_.reward.type.empty() ? "unset" : plan_.reward.type) +
+      "): scored " +
+      (serial_scoring() ? "after each rollout (TLT_REWARD_SERIAL=1)"
+                        : "as each worker hands its responses back"));
   GrpoOptions go;
   go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;
   go.temperature = plan_.temperature;
@@ -154,16 +166,40 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   return Status::Ok();
 }
 
+StatusOr<std::vector<double>> Driver::step_rewards(
+    int64_t step, const std::vector<Problem>& problems,
+    const std::vector<std::vector<int64_t>>& responses) {
+  const size_t g = size_t(plan_.group_size), b = responses.size();
+  if (serial_scoring()) scorer_->begin(b);  // the rollout opened no batch
+  const size_t early = scorer_->scored();
+  for (size_t i = 0; i < b; ++i) {
+    if (scorer_->submitted(i)) continue;
+    StatusOr<std::string> text = m_.codec->decode(responses[i]);
+    if (!text.ok()) return text.status().with_context("step " + std::to_string(step));
+    scorer_->submit(
+        i, score_request(problems[i / g], step_request_id(step, int64_t(i)), std::move(*text)));
+  }
+  const double t = now_s();
+  StatusOr<std::vector<double>> scores = scorer_->wait();
+  if (!scores.ok())
+    return scores.status().with_context("step " + std::to_string(step) + " rewards");
+  if (plan_.reward.type == "command" || plan_.reward.type == "http")  // the others take no time
+    log("step " + std::to_string(step) + " rewards: " + std::to_string(early) + " of " +
+        std::to_string(b) + " scored by the end of the rollout; waited " +
+        std::to_string(now_s() - t) + " s for the rest");
+  return scores;
+}
+
 Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
                              const std::vector<std::vector<int64_t>>& prompts,
                              const std::vector<std::vector<int64_t>>& responses, StepReport* r) {
   int64_t g = plan_.group_size, b = int64_t(responses.size());
+  StatusOr<std::vector<double>> scores = step_rewards(step, problems, responses);
+  if (!scores.ok()) return scores.status();
   std::vector<float> rewards(static_cast<size_t>(b), 0.f);
   std::vector<double> lens;
   for (int64_t i = 0; i < b; ++i) {
-    StatusOr<std::string> text = m_.codec->decode(responses[i]);
-    if (!text.ok()) return text.status().with_context("step " + std::to_string(step));
-    rewards[i] = float(m_.task->reward(problems[i / g], *text));
+    rewards[i] = float((*scores)[size_t(i)]);
     lens.push_back(double(responses[i].size()));
     r->reward_mean += rewards[i] / double(b);
   }
@@ -243,8 +279,18 @@ Status Driver::check_plan() {
 // The reference's held-out reward (the warm start, also after --resume), unless a checkpoint
 // carried it.
 StatusOr<HeldOutResult> Driver::evaluate(model::Transformer model) const {
+  reward::Scorer* scorer = scorer_.get();
+  HeldOutRewards rewards = [scorer](const std::vector<Problem>& problems, int64_t samples,
+                                    const std::vector<std::string>& texts) {
+    scorer->begin(texts.size());
+    for (size_t j = 0; j < texts.size(); ++j) {
+      int64_t p = int64_t(j) / samples, k = int64_t(j) % samples;
+      scorer->submit(j, score_request(problems[size_t(p)], held_out_request_id(p, k), texts[j]));
+    }
+    return scorer->wait();
+  };
   return evaluate_held_out(std::move(model), *m_.task, plan_.held_out, plan_.max_response_tokens,
-                           plan_.temperature, kHeldOutSamples, plan_.seed, m_.codec);
+                           plan_.temperature, kHeldOutSamples, plan_.seed, m_.codec, rewards);
 }
 
 Status Driver::evaluate_before() {
@@ -273,8 +319,8 @@ Status Driver::start_workers() {
   pool_ = std::make_unique<WorkerPool>(
       po, [this](int w) { return setup_message(w); }, [this](const std::string& m) { log(m); });
   TLT_RETURN_IF_ERROR(pool_->start(start_step_ + 1));
-  rollout_ =
-      std::make_unique<RolloutPhase>(plan_, cb_, stop_, *pool_, *m_.task, *m_.codec, m_.max_seq);
+  rollout_ = std::make_unique<RolloutPhase>(plan_, cb_, stop_, *pool_, *m_.task, *m_.codec,
+                                            m_.max_seq, scorer_.get());
   return Status::Ok();
 }
 

@@ -175,14 +175,13 @@ TEST(Errors, NameTheField) {
   auto scored = score(options, "x", "x");
   ASSERT_FALSE(scored.ok());
   EXPECT_EQ(scored.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(scored.status().message().find("spec.task.reward.pattern"), std::string::npos);
+  EXPECT_NE(scored.status().message().find("spec.reward.pattern"), std::string::npos);
   options.pattern = "";
-  EXPECT_NE(options.validate().message().find("spec.task.reward.pattern"), std::string::npos);
+  EXPECT_NE(options.validate().message().find("spec.reward.pattern"), std::string::npos);
   options = VerifierOptions{};
   options.relative_tolerance = -1;
-  EXPECT_NE(options.validate().message().find("spec.task.reward.relativeTolerance"),
-            std::string::npos);
-  EXPECT_NE(verifier_type_from_name("fuzzy").status().message().find("spec.task.reward.type"),
+  EXPECT_NE(options.validate().message().find("spec.reward.relativeTolerance"), std::string::npos);
+  EXPECT_NE(verifier_type_from_name("fuzzy").status().message().find("spec.reward.type"),
             std::string::npos);
   EXPECT_EQ(*verifier_type_from_name("numeric"), VerifierType::kNumeric);
 }

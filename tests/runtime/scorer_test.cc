@@ -1,0 +1,459 @@
+// The reward sources behind one interface (runtime/reward/scorer.h): built-in verifiers and a
+// task's reward, the user's program on JSON lines (a child process and FIFOs) with every failure
+// of its contract, and an HTTP endpoint answering well, slowly, with 500 or with garbage.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "runtime/reward/scorer.h"
+
+namespace tlt::reward {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ScorerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tlt-scorer-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A Python program in the test's directory; its path.
+  std::string script(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  api::RewardSpec command_spec(const std::string& program_text, double timeout_s = 5,
+                               int retries = 1) {
+    api::RewardSpec spec;
+    spec.type = "command";
+    spec.command = {"python3", script("reward.py", program_text)};
+    spec.timeout.seconds = timeout_s;
+    spec.retries = retries;
+    return spec;
+  }
+  fs::path dir_;
+};
+
+ScoreRequest request(const std::string& id, const std::string& response,
+                     const std::string& reference = "\"4\"") {
+  return ScoreRequest{id, "What is 2 + 2?", response, reference};
+}
+
+// Scores responses "r0".. as one batch; the batch's result.
+StatusOr<std::vector<double>> score_all(Scorer& s, const std::vector<std::string>& responses) {
+  s.begin(responses.size());
+  for (size_t i = responses.size(); i-- > 0;)  // submitted in reverse: order must not matter
+    s.submit(i, request("r" + std::to_string(i), responses[i]));
+  return s.wait();
+}
+
+StatusOr<std::unique_ptr<Scorer>> make(const api::RewardSpec& spec) {
+  ScorerOptions o;
+  o.spec = spec;
+  o.dataset = true;
+  return make_scorer(o);
+}
+
+void expect_error(const StatusOr<std::vector<double>>& got, const std::string& part) {
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find(part), std::string::npos) << got.status().to_string();
+}
+
+// Answers {"id", "reward": number of characters of the response}, echoing the answer field.
+const char* kLengthReward = R"(
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    assert r["prompt"] == "What is 2 + 2?" and "answer" in r
+    print(json.dumps({"id": r["id"], "reward": len(r["response"])}), flush=True)
+)";
+
+TEST_F(ScorerTest, VerifierAndTaskRewards) {
+  api::RewardSpec spec;
+  spec.type = "numeric";
+  auto s = make(spec);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto got = score_all(**s, {"The answer is 4.", "5", "#### 4.0"});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 0, 1}));
+
+  spec.type = "";  // a dataset: math
+  auto m = make(spec);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(*score_all(**m, {"\\boxed{4}", "x"}), (std::vector<double>{1, 0}));
+
+  ScorerOptions o;  // a generated task: its own reward
+  o.task_reward = [](const ScoreRequest& r) { return r.response == "ok" ? 1.0 : 0.0; };
+  auto t = make_scorer(o);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*score_all(**t, {"ok", "no"}), (std::vector<double>{1, 0}));
+
+  spec.type = "numeric";  // a verifier's reference error names `answer`
+  (*s)->begin(1);
+  (*s)->submit(0, request("r0", "4", "{\"a\": 1}"));
+  expect_error((*s)->wait(), "answer");
+}
+
+TEST_F(ScorerTest, UnsubmittedSlotIsAnError) {
+  api::RewardSpec spec;
+  spec.type = "exact";
+  auto s = make(spec);
+  ASSERT_TRUE(s.ok());
+  (*s)->begin(2);
+  (*s)->submit(0, request("a", "4"));
+  expect_error((*s)->wait(), "never submitted");
+}
+
+TEST_F(ScorerTest, CommandAnswersInAnyOrderAcrossBatches) {
+  // Reads the whole batch of 3, then answers in reverse.
+  auto s = make(command_spec(R"(
+import json, sys
+batch = []
+for line in sys.stdin:
+    batch.append(json.loads(line))
+    if len(batch) == 3:
+        for r in reversed(batch):
+            print(json.dumps({"id": r["id"], "reward": len(r["response"]) / 2}), flush=True)
+        batch = []
+)"));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  for (int batch = 0; batch < 2; ++batch) {
+    auto got = score_all(**s, {"a", "bb", "cccc"});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(*got, (std::vector<double>{0.5, 1, 2}));
+  }
+}
+
+TEST_F(ScorerTest, MissingProgramNamesTheField) {
+  api::RewardSpec spec;
+  spec.type = "command";
+  spec.command = {"/nonexistent/reward-program"};
+  auto s = make(spec);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("spec.reward.command"), std::string::npos);
+  EXPECT_NE(s.status().message().find("/nonexistent/reward-program"), std::string::npos);
+}
+
+TEST_F(ScorerTest, ProgramThatExitsIsRestartedThenFails) {
+  auto s = make(command_spec("import sys\nsys.stdin.readline()\nsys.exit(3)\n"));
+  ASSERT_TRUE(s.ok());
+  auto got = score_all(**s, {"a", "b"});
+  expect_error(got, "exited with status 3");
+  expect_error(got, "spec.reward.retries");
+  // A failed source stays failed: the next batch fails at once, never hangs.
+  expect_error(score_all(**s, {"a"}), "exited with status 3");
+}
+
+TEST_F(ScorerTest, RestartResendsWhatIsUnanswered) {
+  // The first run answers one request and dies; the restarted one answers everything.
+  std::string marker = (dir_ / "ran-once").string();
+  auto s = make(command_spec(std::string(R"(
+import json, os, sys
+marker = ")") + marker + R"("
+first = not os.path.exists(marker)
+open(marker, "w").close()
+for line in sys.stdin:
+    r = json.loads(line)
+    print(json.dumps({"id": r["id"], "reward": len(r["response"])}), flush=True)
+    if first:
+        sys.exit(1)
+)"));
+  ASSERT_TRUE(s.ok());
+  auto got = score_all(**s, {"a", "bb", "ccc", "dddd"});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 2, 3, 4}));
+}
+
+TEST_F(ScorerTest, HangTimesOutWithinTheBound) {
+  auto s = make(command_spec("import time\ntime.sleep(60)\n", 0.3, 1));
+  ASSERT_TRUE(s.ok());
+  auto t0 = std::chrono::steady_clock::now();
+  auto got = score_all(**s, {"a"});
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  expect_error(got, "spec.reward.timeout");
+  EXPECT_LT(took, 3.0);  // (retries + 1) * timeout plus the restarts
+}
+
+TEST_F(ScorerTest, GarbageLineFails) {
+  auto s = make(
+      command_spec("import sys\nfor line in sys.stdin:\n    print('hello', flush=True)\n", 5, 0));
+  ASSERT_TRUE(s.ok());
+  expect_error(score_all(**s, {"a"}), "not JSON: hello");
+}
+
+TEST_F(ScorerTest, OmittedIdTimesOutNamingIt) {
+  auto s = make(command_spec(R"(
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    if r["id"] != "r1":
+        print(json.dumps({"id": r["id"], "reward": 1}), flush=True)
+)",
+                             2, 0));  // long enough for Python to start on a loaded machine
+  ASSERT_TRUE(s.ok());
+  auto got = score_all(**s, {"a", "b", "c"});
+  expect_error(got, "spec.reward.timeout");
+  expect_error(got, "id \"r1\"");
+}
+
+TEST_F(ScorerTest, BadRewardValuesFailAtOnce) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"float('nan')", "NaN"},       {"float('inf')", "Infinity"}, {"'1.0'", "must be a number"},
+      {"1e7", "within [-1e6, 1e6]"}, {"None", "must be a number"},
+  };
+  for (const auto& [value, part] : cases) {
+    auto s = make(command_spec(std::string(R"(
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    print(json.dumps({"id": r["id"], "reward": )") +
+                                   value + R"(}), flush=True)
+)",
+                               5, 3));
+    ASSERT_TRUE(s.ok());
+    auto got = score_all(**s, {"a"});
+    expect_error(got, part);
+    expect_error(got, "id \"r0\"");
+    expect_error(got, "spec.reward.command");
+  }
+  auto s =
+      make(command_spec("import json, sys\nfor line in sys.stdin:\n"
+                        "    print(json.dumps({'id': json.loads(line)['id']}), flush=True)\n"));
+  ASSERT_TRUE(s.ok());
+  expect_error(score_all(**s, {"a"}), "has no \"reward\"");
+}
+
+TEST_F(ScorerTest, FifoModeTalksToARunningProgram) {
+  std::string prog = script("sidecar.py", kLengthReward);
+  std::string pipes = (dir_ / "pipes").string();
+  fs::create_directories(pipes);
+  ASSERT_EQ(mkfifo((pipes + "/requests").c_str(), 0600), 0);
+  ASSERT_EQ(mkfifo((pipes + "/rewards").c_str(), 0600), 0);
+  std::string cmd = "python3 " + prog + " < " + pipes + "/requests > " + pipes + "/rewards &";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ScorerOptions o;
+  o.spec.type = "command";
+  o.spec.command = {"unused-here"};
+  o.spec.timeout.seconds = 10;
+  o.pipe_dir = pipes;
+  auto s = make_scorer(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto got = score_all(**s, {"a", "bb", "ccc"});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 2, 3}));
+}
+
+// A sidecar whose program answers one request and exits, restarted in a loop (as a container
+// runtime restarts it): each failure reopens the FIFOs and resends what is unanswered. The next
+// program opens the FIFOs before tlt sees the last one's end, and the requests the dead one had
+// read are lost with it: the timeout is what notices.
+TEST_F(ScorerTest, FifoRetryReopensThePipes) {
+  std::string prog = script("once.py", R"(
+import json, sys
+r = json.loads(sys.stdin.readline())
+print(json.dumps({"id": r["id"], "reward": len(r["response"])}), flush=True)
+)");
+  std::string pipes = (dir_ / "pipes").string();
+  fs::create_directories(pipes);
+  ASSERT_EQ(mkfifo((pipes + "/requests").c_str(), 0600), 0);
+  ASSERT_EQ(mkfifo((pipes + "/rewards").c_str(), 0600), 0);
+  // timeout(1) leads its own process group: the whole loop is killed through it below.
+  std::string cmd = "timeout -s KILL 120 sh -c 'for i in $(seq 30); do python3 " + prog + " < " +
+                    pipes + "/requests > " + pipes + "/rewards; done' & echo $! > " +
+                    (dir_ / "loop.pid").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ScorerOptions o;
+  o.spec.type = "command";
+  o.spec.timeout.seconds = 2;
+  o.spec.retries = 10;  // 2 restarts needed; a reopen that races the loop may cost one more
+  o.pipe_dir = pipes;
+  auto s = make_scorer(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto got = score_all(**s, {"a", "bb", "ccc"});
+  s->reset();
+  std::string pid;
+  std::ifstream(dir_ / "loop.pid") >> pid;
+  if (!pid.empty()) kill(-std::stoi(pid), SIGKILL);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 2, 3}));
+}
+
+TEST_F(ScorerTest, FifoWithoutProgramFailsWithinTheTimeout) {
+  ScorerOptions o;
+  o.spec.type = "command";
+  o.spec.timeout.seconds = 0.2;
+  o.pipe_dir = dir_.string();
+  auto s = make_scorer(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("no program reads"), std::string::npos);
+  EXPECT_NE(s.status().message().find("TLT_REWARD_PIPE_DIR"), std::string::npos);
+}
+
+// A local HTTP server (tests/reward/reward_server.py) on a free port.
+class HttpScorerTest : public ScorerTest {
+ protected:
+  void SetUp() override {
+    ScorerTest::SetUp();
+    std::string port_file = (dir_ / "port").string();
+    std::string cmd = std::string("python3 ") + TLT_SOURCE_DIR + "/tests/reward/reward_server.py " +
+                      port_file + " & echo $! > " + (dir_ / "pid").string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    for (int i = 0; i < 200 && port_.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      std::ifstream(port_file) >> port_;
+    }
+    ASSERT_FALSE(port_.empty());
+  }
+  void TearDown() override {
+    std::string pid;
+    std::ifstream(dir_ / "pid") >> pid;
+    if (!pid.empty()) kill(std::stoi(pid), SIGTERM);
+    ScorerTest::TearDown();
+  }
+  StatusOr<std::unique_ptr<Scorer>> http(double timeout_s = 5, int retries = 2) {
+    api::RewardSpec spec;
+    spec.type = "http";
+    spec.url = "http://127.0.0.1:" + port_ + "/score";
+    spec.timeout.seconds = timeout_s;
+    spec.retries = retries;
+    spec.concurrency = 4;
+    return make(spec);
+  }
+  std::string port_;
+};
+
+TEST_F(HttpScorerTest, GoodAndFlakyAnswers) {
+  auto s = http();
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto got = score_all(**s, {"a", "bb", "flaky", "dddd"});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 2, 5, 4}));
+}
+
+TEST_F(HttpScorerTest, ServerErrorIsRetriedThenFails) {
+  auto s = http(5, 1);
+  ASSERT_TRUE(s.ok());
+  auto got = score_all(**s, {"a", "status500"});
+  expect_error(got, "answered 500");
+  expect_error(got, "spec.reward.url");
+  expect_error(got, "spec.reward.retries");
+}
+
+TEST_F(HttpScorerTest, SlowServerTimesOut) {
+  auto s = http(0.3, 1);
+  ASSERT_TRUE(s.ok());
+  expect_error(score_all(**s, {"slow"}), "spec.reward.timeout");
+}
+
+TEST_F(HttpScorerTest, GarbageAnswersFailAtOnce) {
+  auto s = http();
+  ASSERT_TRUE(s.ok());
+  expect_error(score_all(**s, {"notjson"}), "not a JSON object with a \"reward\"");
+  expect_error(score_all(**s, {"big"}), "must be finite");
+}
+
+TEST_F(HttpScorerTest, RefusedConnectionFails) {
+  api::RewardSpec spec;
+  spec.type = "http";
+  spec.url = "http://127.0.0.1:1/score";
+  spec.retries = 1;
+  auto s = make(spec);
+  ASSERT_TRUE(s.ok());
+  expect_error(score_all(**s, {"a"}), "spec.reward.url");
+}
+
+// Responses in the style of the generated arithmetic-cot task ("3 + 4 = 7. 7 * 2 = 14. Answer:
+// 14"): right, wrong, unmarked, decorated, as (response, reference) pairs; seeded.
+std::vector<std::pair<std::string, std::string>> arithmetic_responses(int n) {
+  std::mt19937 rng(7);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const char* ends[] = {"Answer: %s",        "Answer: **%s**", "The answer is %s.",
+                        "#### %s",           "so \\boxed{%s}", "%s",
+                        "Answer: %s apples", "Answer: $%s$",   "Answer: %s.0",
+                        "answer:%s",         "Answer: 1,%s",   "Answer: -%s"};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (int i = 0; i < n; ++i) {
+    long v = pick(-20, 99);
+    std::string work;
+    for (int k = pick(0, 4); k > 0; --k) {
+      long x = pick(1, 12), before = v;
+      char op = "+-*"[pick(0, 2)];
+      v = op == '+' ? v + x : op == '-' ? v - x : v * x;
+      work += std::to_string(before) + " " + op + " " + std::to_string(x) + " = " +
+              std::to_string(v) + ". ";
+    }
+    std::string said = std::to_string(pick(0, 3) == 0 ? v + pick(-2, 2) : v);
+    char end[128];
+    std::snprintf(end, sizeof end, ends[pick(0, 11)], said.c_str());
+    out.emplace_back(work + end, std::to_string(v));
+  }
+  return out;
+}
+
+// examples/rewards/numeric_reward.py, run as a command reward, gives the built-in numeric
+// verifier's rewards: on the math-verify fixture's responses with a numeric reference and on
+// arithmetic-cot-style responses.
+TEST_F(ScorerTest, PythonNumericRewardMatchesTheBuiltInVerifier) {
+  std::vector<std::pair<std::string, std::string>> cases;  // (response, reference JSON)
+  std::ifstream fixture(std::string(TLT_SOURCE_DIR) +
+                        "/tests/reward/fixtures/math_verify_cases.jsonl");
+  for (std::string line; std::getline(fixture, line);) {
+    nlohmann::json c = nlohmann::json::parse(line);
+    cases.emplace_back(c["response"].get<std::string>(), c["reference"].dump());
+  }
+  for (const auto& [response, ref] : arithmetic_responses(300))
+    cases.emplace_back(response, nlohmann::json(ref).dump());
+  api::RewardSpec builtin;
+  builtin.type = "numeric";
+  auto verifier = make(builtin);
+  ASSERT_TRUE(verifier.ok());
+  // The fixture's references that are not numbers are errors for both: keep the others.
+  std::vector<std::pair<std::string, std::string>> numeric;
+  for (const auto& c : cases) {
+    (*verifier)->begin(1);
+    (*verifier)->submit(0, ScoreRequest{"x", "", c.first, c.second});
+    if ((*verifier)->wait().ok()) numeric.push_back(c);
+  }
+  ASSERT_GT(numeric.size(), 400u);
+  api::RewardSpec command;
+  command.type = "command";
+  command.command = {"python3",
+                     std::string(TLT_SOURCE_DIR) + "/examples/rewards/numeric_reward.py"};
+  auto program = make(command);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::vector<double> want, got;
+  for (Scorer* s : {verifier->get(), program->get()}) {
+    s->begin(numeric.size());
+    for (size_t i = 0; i < numeric.size(); ++i)
+      s->submit(i, ScoreRequest{"c" + std::to_string(i), "", numeric[i].first, numeric[i].second});
+    auto r = s->wait();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    (s == verifier->get() ? want : got) = *r;
+  }
+  int correct = 0;
+  for (size_t i = 0; i < numeric.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << numeric[i].first << " vs " << numeric[i].second;
+    correct += want[i] > 0;
+  }
+  std::printf("numeric_reward.py agrees with numeric on %zu responses (%d correct)\n",
+              numeric.size(), correct);
+}
+
+}  // namespace
+}  // namespace tlt::reward
