@@ -53,6 +53,9 @@ struct RolloutPhase::StepRun {
   std::vector<double> since;  // per worker: when its current timeline state began
   std::vector<std::string> state;
   std::vector<std::vector<int64_t>> responses;  // per request id (prompt * G + k)
+  // Per request id: handed to the scorer. Its response is final then: a worker restarted
+  // mid-step regenerates it, and the first version (same policy, same request) is kept.
+  std::vector<bool> submitted;
   std::vector<bool> done, awaiting_trained;
   // A worker without requests (dedicated to the drafter, or more workers than prompts) is
   // released at once: loading the new weights is not generating. Its reply only confirms them.
@@ -168,6 +171,7 @@ Status RolloutPhase::plan_step(StepRun& s, int64_t drafter_version) {
               {"policy_version", step - 1},
               {"speculative", speculate},
               {"collect_hidden", s.train_drafter},
+              {"stream_completions", scorer_ != nullptr},
               {"requests", reqs}};
     if (speculate) {
       m["drafter"] = drafter_path(plan_.run_dir, drafter_version);
@@ -206,6 +210,7 @@ Status RolloutPhase::start_rollout(StepRun& s) {
   s.state.assign(size_t(n), "generating");
   for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(pool_.send(w, s.gen_msgs[w]));
   s.responses.resize(size_t(plan_.prompts_per_step * plan_.group_size));
+  s.submitted.assign(s.responses.size(), false);
   s.done.assign(size_t(n), false);
   s.awaiting_trained.assign(size_t(n), false);
   s.no_requests.assign(size_t(n), false);
@@ -285,7 +290,9 @@ Status RolloutPhase::handle_worker(StepRun& s, int w, double t) {
   if (!st.ok() && !pool_.channel(w).has_buffered()) return worker_died(s, w, st, t);
   while (std::optional<json> m = pool_.channel(w).pop()) {
     std::string op = m->value("op", "");
-    if (op == "generated") {
+    if (op == "completed") {
+      TLT_RETURN_IF_ERROR(on_completed(s, *m));
+    } else if (op == "generated") {
       TLT_RETURN_IF_ERROR(on_generated(s, w, *m, t));
     } else if (op == "trained") {
       on_trained(s, w, *m, t);
@@ -324,8 +331,18 @@ Status RolloutPhase::worker_died(StepRun& s, int w, const Status& why, double t)
   return Status::Ok();
 }
 
-Status RolloutPhase::submit_for_reward(const StepRun& s, size_t id) {
-  if (!scorer_ || id >= s.responses.size()) return Status::Ok();
+Status RolloutPhase::on_completed(StepRun& s, const json& m) {
+  if (m.at("step").get<int64_t>() != s.step || m.at("policy_version").get<int64_t>() != s.step - 1)
+    return Status::Ok();  // a previous step's straggler from a worker that was restarted
+  const size_t id = m.at("id").get<size_t>();
+  if (id >= s.responses.size() || s.submitted[id]) return Status::Ok();
+  s.responses[id] = m.at("tokens").get<std::vector<int64_t>>();
+  return submit_for_reward(s, id);
+}
+
+Status RolloutPhase::submit_for_reward(StepRun& s, size_t id) {
+  if (!scorer_ || id >= s.responses.size() || s.submitted[id]) return Status::Ok();
+  s.submitted[id] = true;
   StatusOr<std::string> text = codec_.decode(s.responses[id]);
   if (!text.ok()) return text.status().with_context("step " + std::to_string(s.step));
   const Problem& p = s.problems[id / size_t(plan_.group_size)];
@@ -344,6 +361,7 @@ Status RolloutPhase::on_generated(StepRun& s, int w, const json& m, double t) {
   StepReport* r = s.report;
   for (const json& c : m.at("completions")) {
     const size_t id = c.at("id").get<size_t>();
+    if (id < s.submitted.size() && s.submitted[id]) continue;  // streamed: kept as scored
     s.responses[id] = c.at("tokens").get<std::vector<int64_t>>();
     TLT_RETURN_IF_ERROR(submit_for_reward(s, id));
   }

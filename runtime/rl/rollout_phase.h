@@ -81,8 +81,10 @@ class RolloutPhase {
   Status handle_worker(StepRun& s, int w, double t);
   Status worker_died(StepRun& s, int w, const Status& why, double t);
   Status on_generated(StepRun& s, int w, const nlohmann::json& m, double t);
-  // Hands request `id`'s response to the scorer (overlapped scoring).
-  Status submit_for_reward(const StepRun& s, size_t id);
+  // One response streamed as it finished: kept and handed to the scorer.
+  Status on_completed(StepRun& s, const nlohmann::json& m);
+  // Hands request `id`'s response to the scorer (overlapped scoring), once.
+  Status submit_for_reward(StepRun& s, size_t id);
   void on_trained(StepRun& s, int w, const nlohmann::json& m, double t);
   Status start_training(StepRun& s, const std::vector<int>& ws, double t);
   nlohmann::json buffers(const StepRun& s) const;

@@ -202,8 +202,23 @@ Status Worker::generate(const json& m) {
   }
   engine_->reset_stats();
   torch::NoGradGuard no_grad;
+  // Each response goes to the driver as it finishes (its reward is scored while the tail still
+  // generates); the `generated` reply below still carries them all.
+  Status streamed = Status::Ok();
+  if (m.value("stream_completions", false)) {
+    engine_->set_completion_sink([&](const rollout::Completion& c) {
+      if (!streamed.ok()) return;
+      streamed = ch_.send({{"op", "completed"},
+                           {"step", step},
+                           {"policy_version", policy_version_},
+                           {"id", c.id},
+                           {"tokens", c.tokens}});
+    });
+  }
   StatusOr<std::vector<rollout::Completion>> out = engine_->generate(reqs);
+  engine_->set_completion_sink(nullptr);
   if (!out.ok()) return out.status();
+  TLT_RETURN_IF_ERROR(streamed);
   json done = {{"op", "generated"},
                {"step", step},
                {"worker", index_},

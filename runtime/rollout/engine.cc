@@ -319,6 +319,7 @@ void Engine::retire(std::vector<ActiveRequest>& active, std::vector<Completion>*
     c.spec_steps = a.spec_steps;
     c.accepted = a.accepted;
     for (auto& source : sources_) source->observe_finished(a.req.prompt, c.tokens);
+    if (completion_sink_) completion_sink_(c);
     cache_tgt_->remove_slot(i);
     if (drafter_ctx_) drafter_ctx_->remove_slot(i);
     if (i != int64_t(active.size()) - 1) active[i] = std::move(active.back());

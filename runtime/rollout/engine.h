@@ -212,6 +212,12 @@ class Engine {
   // their positions. `hidden` is the engine's own tensor (a view of a forward's output, never a
   // replayed graph's buffer) and is never written again: the sink may keep it without copying.
   void set_hidden_sink(HiddenSink sink) { sink_ = std::move(sink); }
+  // Called with each request's completion the moment it finishes (before generate() returns
+  // them all), on generate()'s thread; nullptr for none. The completion is also in generate()'s
+  // result, identical.
+  void set_completion_sink(std::function<void(const Completion&)> sink) {
+    completion_sink_ = std::move(sink);
+  }
   // Switches speculation on or off between generate() calls.
   void set_speculative(bool on) { options_.speculative = on; }
 
@@ -264,6 +270,7 @@ class Engine {
   // A shared_ptr only because CudaGraphPool is incomplete in the CPU flavour, where it stays null.
   std::shared_ptr<CudaGraphPool> graphs_;
   HiddenSink sink_;
+  std::function<void(const Completion&)> completion_sink_;
   EngineStats stats_;
 };
 
