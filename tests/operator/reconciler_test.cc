@@ -70,13 +70,13 @@ class ReconcilerTest : public ::testing::Test {
   }
   // Fills the cache from the fake apiserver, as the informers' lists would.
   void sync() {
-    std::vector<kube::Resource> all = owned_resources("");
-    all.push_back(job_resource("RLJob", ""));
-    all.push_back(job_resource("TSTPretrainJob", ""));
+    // The jobs first: the owned types' stores admit only children of known jobs.
+    std::vector<kube::Resource> all = {job_resource("RLJob", ""), job_resource("TSTPretrainJob", "")};
+    for (const kube::Resource& r : owned_resources("")) all.push_back(r);
     for (const kube::Resource& r : all) {
       kube::ListOptions lo;
       if (r.group != api::kGroup)
-        lo.label_selector = kJobLabel;  // the owned types, as the informers
+        lo.label_selector = owned_selector();  // the owned types, as the informers
       StatusOr<kube::ObjectList> list = kube_.list(r, lo);
       ASSERT_TRUE(list.ok()) << list.status().to_string();
       cache_.store(r.plural)->replace(list->items, list->resource_version);
