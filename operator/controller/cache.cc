@@ -341,7 +341,8 @@ std::vector<std::string> ObjectStore::strays(const std::string& ns,
                                              const std::string& owner_uid) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
-  for (auto it = strays_.lower_bound({ns, ""}); it != strays_.end() && it->first.first == ns; ++it) {
+  for (auto it = strays_.lower_bound({ns, ""}); it != strays_.end() && it->first.first == ns;
+       ++it) {
     if (it->second == owner_uid) out.push_back(it->first.second);
   }
   return out;

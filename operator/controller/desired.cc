@@ -163,10 +163,12 @@ std::string owned_selector() {
 Json missing_labels(const Json& have, const Json& want) {
   Json out = Json::object();
   const Json* want_meta = typed(want, "metadata", Json::value_t::object);
-  const Json* want_labels = want_meta ? typed(*want_meta, "labels", Json::value_t::object) : nullptr;
+  const Json* want_labels =
+      want_meta ? typed(*want_meta, "labels", Json::value_t::object) : nullptr;
   if (!want_labels) return out;
   const Json* have_meta = typed(have, "metadata", Json::value_t::object);
-  const Json* have_labels = have_meta ? typed(*have_meta, "labels", Json::value_t::object) : nullptr;
+  const Json* have_labels =
+      have_meta ? typed(*have_meta, "labels", Json::value_t::object) : nullptr;
   for (const char* k : {kJobLabel, kKindLabel, kManagedByLabel, kRoleLabel, kIndexLabel}) {
     auto w = want_labels->find(k);
     if (w == want_labels->end()) continue;

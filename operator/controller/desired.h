@@ -1,6 +1,7 @@
 // The objects a job should own, as pure functions of its spec. Every one is labelled
 // tlt.dev/job=<job>, tlt.dev/kind=<kind> and app.kubernetes.io/managed-by=tlt-operator (the
-// informers select by the last two: owned_selector()). The Service and the ConfigMap are named per kind
+// informers select by the last two: owned_selector()). The Service and the ConfigMap are named per
+// kind
 // (<job>-rl, <job>-tst), so that an RLJob and a TSTPretrainJob may share a name; pod names need
 // no suffix (the two kinds' roles differ: rollout, trainer, drafter; workers).
 //   - Pod <job>-<role>-<i> per role replica: labels tlt.dev/job, tlt.dev/kind, tlt.dev/role,

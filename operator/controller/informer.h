@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kube/client.h"
 #include "operator/controller/cache.h"
 #include "operator/controller/metrics.h"
-#include "kube/client.h"
 
 namespace tlt::controller {
 

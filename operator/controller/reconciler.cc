@@ -369,7 +369,8 @@ StatusOr<Json> Reconciler::create_child(const kube::Resource& r, const Json& wan
   // overwritten.
   const std::string name = want["metadata"].value("name", "");
   StatusOr<Json> have = client_->get(r, name);
-  if (have.ok() && owned_by(*have, job.uid)) return relabel(r, *have, missing_labels(*have, want), job);
+  if (have.ok() && owned_by(*have, job.uid))
+    return relabel(r, *have, missing_labels(*have, want), job);
   if (!have.ok()) {
     return have.status().code() == StatusCode::kNotFound
                ? Status::Unavailable(out.status().message() + " (then gone: retrying)")
@@ -389,8 +390,8 @@ StatusOr<Json> Reconciler::relabel(const kube::Resource& r, const Json& have, co
   if (labels.empty()) return have;
   const Json& meta = have["metadata"];
   const std::string name = meta.value("name", "");
-  Json patch = {{"metadata",
-                 {{"labels", labels}, {"resourceVersion", meta.value("resourceVersion", "")}}}};
+  Json patch = {
+      {"metadata", {{"labels", labels}, {"resourceVersion", meta.value("resourceVersion", "")}}}};
   StatusOr<Json> out = client_->patch(r, name, patch);
   if (!out.ok()) return out.status();
   cache_->written(r, *out);
@@ -484,9 +485,9 @@ Status Reconciler::restore_service(const kube::Resource& r, const Json& want,
       if (!spec["selector"].contains(k)) spec["selector"][k] = nullptr;
     }
   }
-  Json patch = {{"metadata",
-                 {{"resourceVersion", (*live)["metadata"].value("resourceVersion", "")}}},
-                {"spec", spec}};
+  Json patch = {
+      {"metadata", {{"resourceVersion", (*live)["metadata"].value("resourceVersion", "")}}},
+      {"spec", spec}};
   StatusOr<Json> out = client_->patch(r, name, patch);
   if (!out.ok()) return out.status();
   cache_->written(r, *out);
@@ -640,8 +641,9 @@ Status Reconciler::create_pods(const JobView& job,
         cache_->written(r, *out);
         created[static_cast<size_t>(k)] = made;
         if (made) {
-          log_info("Created a pod.", fields(job.meta, {{"pod", pod_name(job.meta.name, role->name, i)},
-                                                       {"role", role->name}}));
+          log_info("Created a pod.",
+                   fields(job.meta,
+                          {{"pod", pod_name(job.meta.name, role->name, i)}, {"role", role->name}}));
         }
         return Status::Ok();
       });

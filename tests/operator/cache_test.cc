@@ -6,12 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include "kube/fake_client.h"
 #include "operator/controller/cache.h"
 #include "operator/controller/desired.h"
 #include "operator/controller/events.h"
 #include "operator/controller/informer.h"
 #include "operator/controller/job.h"
-#include "kube/fake_client.h"
 
 namespace tlt::controller {
 namespace {
@@ -32,17 +32,20 @@ Json pod(const std::string& name, const std::string& rv, const std::string& job 
 }
 
 Json rl_job(const std::string& name, const std::string& uid, const std::string& ns = "ns") {
-  return {{"apiVersion", "tlt.dev/v1alpha1"},
-          {"kind", "RLJob"},
-          {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}, {"resourceVersion", "1"}}}};
+  return {
+      {"apiVersion", "tlt.dev/v1alpha1"},
+      {"kind", "RLJob"},
+      {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}, {"resourceVersion", "1"}}}};
 }
 
 // `object` with a controller ownerReference to the RLJob `job` of `uid`, and the labels the
 // operator sets.
 Json owned(Json object, const std::string& job, const std::string& uid) {
-  object["metadata"]["ownerReferences"] = Json::array(
-      {{{"apiVersion", "tlt.dev/v1alpha1"}, {"kind", "RLJob"}, {"name", job}, {"uid", uid},
-        {"controller", true}}});
+  object["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "tlt.dev/v1alpha1"},
+                                                        {"kind", "RLJob"},
+                                                        {"name", job},
+                                                        {"uid", uid},
+                                                        {"controller", true}}});
   object["metadata"]["labels"][kManagedByLabel] = kManagedBy;
   return object;
 }
@@ -168,8 +171,8 @@ TEST(Cache, StoresOfTheCachedTypes_NotSyncedUntilListed) {
   EXPECT_EQ(cache.not_synced(),
             "configmaps, pods, rljobs, rolebindings, roles, serviceaccounts, services, "
             "tstpretrainjobs");
-  for (const char* plural : {"tstpretrainjobs", "pods", "services", "configmaps",
-                             "serviceaccounts", "roles", "rolebindings"})
+  for (const char* plural : {"tstpretrainjobs", "pods", "services", "configmaps", "serviceaccounts",
+                             "roles", "rolebindings"})
     cache.store(plural)->replace({}, "1");
   EXPECT_FALSE(cache.jobs_synced());
   cache.store("rljobs")->replace({rl_job("j", "job-uid")}, "1");

@@ -71,7 +71,8 @@ class ReconcilerTest : public ::testing::Test {
   // Fills the cache from the fake apiserver, as the informers' lists would.
   void sync() {
     // The jobs first: the owned types' stores admit only children of known jobs.
-    std::vector<kube::Resource> all = {job_resource("RLJob", ""), job_resource("TSTPretrainJob", "")};
+    std::vector<kube::Resource> all = {job_resource("RLJob", ""),
+                                       job_resource("TSTPretrainJob", "")};
     for (const kube::Resource& r : owned_resources("")) all.push_back(r);
     for (const kube::Resource& r : all) {
       kube::ListOptions lo;
