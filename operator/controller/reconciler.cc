@@ -174,7 +174,7 @@ ReconcileResult Reconciler::contain(const std::string& key, const std::string& k
 ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& object) {
   ObservedJob meta = observe_job(kind, object);
   std::string phase = meta.status.value("phase", "");
-  if (meta.deleting) return {finalize(meta), std::nullopt, phase};
+  if (meta.deleting) return {finalize(meta, object), std::nullopt, phase};
   if (Status s = ensure_finalizer(meta); !s.ok()) return {s, std::nullopt, phase};
   if (Status s = adopt_strays(meta); !s.ok()) return {s, std::nullopt, phase};
   StatusOr<JobView> job = decode_job(kind, object);
@@ -238,7 +238,21 @@ Status Reconciler::ensure_finalizer(const ObservedJob& job) {
   return Status::Ok();
 }
 
-Status Reconciler::finalize(const ObservedJob& job) {
+Status Reconciler::remove_unseen(const ObservedJob& job, const kube::Resource& r,
+                                 const std::string& name) {
+  StatusOr<Json> have = client_->get(r, name);
+  if (!have.ok())
+    return have.status().code() == StatusCode::kNotFound ? Status::Ok() : have.status();
+  const Json& meta = (*have)["metadata"];
+  if (!owned_by(*have, job.uid) || meta.contains("deletionTimestamp")) return Status::Ok();
+  Status s = client_->remove(r, name);
+  if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+  log_info("Deleted an owned object of a deleted job that the cache did not show.",
+           fields(job, {{"object", r.plural + "/" + name}}));
+  return Status::Ok();
+}
+
+Status Reconciler::finalize(const ObservedJob& job, const Json& object) {
   TLT_RETURN_IF_ERROR(adopt_strays(job));
   std::vector<Pod> pods = observe_pods(job);
   std::vector<const Pod*> live;
@@ -246,6 +260,17 @@ Status Reconciler::finalize(const ObservedJob& job) {
     if (!p.deleting) live.push_back(&p);
   }
   TLT_RETURN_IF_ERROR(delete_pods(job, live, "JobDeleted"));
+  // The pods the spec asks for that the cache does not show: gone, or without their labels.
+  if (StatusOr<JobView> view = decode_job(job.kind, object); view.ok()) {
+    for (const RoleView& role : view->roles) {
+      for (int i = 0; i < role.replicas; ++i) {
+        std::string name = pod_name(job.name, role.name, i);
+        bool seen =
+            std::any_of(pods.begin(), pods.end(), [&](const Pod& p) { return p.name == name; });
+        if (!seen) TLT_RETURN_IF_ERROR(remove_unseen(job, pod_resource(job.namespace_), name));
+      }
+    }
+  }
   std::vector<std::pair<kube::Resource, std::string>> owned = {
       {service_resource(job.namespace_), service_name(job.kind, job.name)},
       {configmap_resource(job.namespace_), configmap_name(job.kind, job.name)},
@@ -257,6 +282,7 @@ Status Reconciler::finalize(const ObservedJob& job) {
   owned.push_back({configmap_resource(job.namespace_), legacy[1]});
   for (const auto& [resource, name] : owned) {
     std::optional<Json> o = cache_->get(resource, name);
+    if (!o) TLT_RETURN_IF_ERROR(remove_unseen(job, resource, name));
     if (!o || !owned_by(*o, job.uid)) continue;
     Status s = client_->remove(resource, name);
     if (!s.ok() && s.code() != StatusCode::kNotFound) return s;

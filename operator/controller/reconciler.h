@@ -7,7 +7,9 @@
 // reconcile(key), in a fixed order:
 //   observe   the job from the cache; gone -> done. Being deleted -> delete what it owns (pods,
 //             Service, ConfigMap, RoleBinding, Role, ServiceAccount: no garbage collector is
-//             assumed), drop the finalizer, done.
+//             assumed; those of its names that the cache does not show are read by name, and
+//             deleted when the job owns them: a child that lost its labels), drop the
+//             finalizer, done.
 //   finalizer add tlt.dev/cleanup (a merge patch guarded by resourceVersion).
 //   strays    a child that lost its labels (cache.h: its owner uid in a store's strays) is
 //             re-labelled (tlt.dev/job, tlt.dev/kind, managed-by; a merge patch guarded by
@@ -129,7 +131,11 @@ class Reconciler {
   // (refuse()); Internal when even that throws. Never throws.
   ReconcileResult contain(const std::string& key, const std::string& kind,
                           const nlohmann::json& object, const std::string& what);
-  Status finalize(const ObservedJob& job);
+  // Deletes what the job owns (also what the cache does not show: remove_unseen()), then drops
+  // the finalizer.
+  Status finalize(const ObservedJob& job, const nlohmann::json& object);
+  // Deletes namespace/name of `r` when a get finds it owned by the job and not being deleted.
+  Status remove_unseen(const ObservedJob& job, const kube::Resource& r, const std::string& name);
   Status ensure_finalizer(const ObservedJob& job);
   // Failed with `reason` and `message` (condition and Warning Event, once), no pods, no requeue:
   // retrying cannot fix what the spec asks for.

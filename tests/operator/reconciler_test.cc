@@ -905,6 +905,21 @@ TEST_F(ReconcilerTest, Reconcile_StrayPod_SuspendScaleDownAndDeletionReachIt) {
   EXPECT_TRUE(kube_.objects(configmap_resource("research")).empty());
 }
 
+TEST_F(ReconcilerTest, Reconcile_JobDeletedChildrenUnlabelledUnseen_DeletedByName) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  // Labels removed while no watch reported it: the cache never shows these.
+  unlabel(&kube_, "research", "tst-small-kjv-workers-7", kJobLabel);
+  Json cm = *kube_.get(configmap_resource("research"), "tst-small-kjv-tst-spec");
+  cm["metadata"]["labels"].erase(kManagedByLabel);
+  kube_.put(configmap_resource("research"), cm);
+  ASSERT_TRUE(kube_.remove(job_resource("TSTPretrainJob", "research"), "tst-small-kjv").ok());
+  reconcile(key);
+  EXPECT_TRUE(job(key).is_null());
+  EXPECT_TRUE(pod_names("research").empty());
+  EXPECT_TRUE(kube_.objects(configmap_resource("research")).empty());
+}
+
 TEST_F(ReconcilerTest, Reconcile_ServiceSpecEdited_RestoredOnce) {
   std::string key = add(example("tst-cluster.yaml"));
   reconcile(key);
