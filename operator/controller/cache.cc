@@ -31,6 +31,11 @@ std::string string_at(const Json& object, const char* key) {
   return it != object.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+bool has_deletion(const Json& meta) {
+  auto it = meta.find("deletionTimestamp");
+  return it != meta.end() && !it->is_null();
+}
+
 // metadata without managedFields and kubectl's last-applied copy of the whole object.
 Json trim_metadata(const Json& meta) {
   if (!meta.is_object()) return Json::object();
@@ -183,6 +188,7 @@ ObjectStore::Entry ObjectStore::pack(const Json& trimmed) {
   const Json& meta = trimmed.contains("metadata") ? trimmed["metadata"] : kNone;
   e.version = string_at(meta, "resourceVersion");
   e.uid = string_at(meta, "uid");
+  e.deleting = has_deletion(meta);
   if (meta.contains("labels") && meta["labels"].is_object())
     e.job = string_at(meta["labels"], kJobLabel);
   e.packed = Json::to_msgpack(trimmed);
@@ -250,12 +256,8 @@ void ObjectStore::apply(const kube::WatchEvent& event) {
     return;
   }
   std::string incoming = string_at(*meta, "resourceVersion");
-  // Still labelled as selected: really deleted. Else it left the selection (see the top).
-  const Json labels = meta->value("labels", Json::object());
-  bool selected = labels.is_object() && labels.contains(kJobLabel) &&
-                  labels.value(kManagedByLabel, Json()) == Json(kManagedBy);
-  bool stray = track_strays_ && !selected && !meta->contains("deletionTimestamp") &&
-               (!admit_ || admit_(event.object));
+  // Gone without being marked as being deleted: perhaps only out of the selection (see the top).
+  bool stray = track_strays_ && !has_deletion(*meta) && (!admit_ || admit_(event.object));
   std::string owner;
   if (stray) {
     for (const Json& ref : meta->value("ownerReferences", Json::array())) {
@@ -267,6 +269,7 @@ void ObjectStore::apply(const kube::WatchEvent& event) {
   auto it = objects_.find(key);
   if (it != objects_.end() && older_version(incoming, it->second.version))
     return;  // the stored object is newer: recreated under the same name
+  if (it != objects_.end() && it->second.deleting) owner.clear();  // its deletion was seen
   erase_locked(key);
   if (!owner.empty() && (strays_.size() < kMaxStrays || strays_.count(key))) strays_[key] = owner;
 }
@@ -293,6 +296,7 @@ void ObjectStore::deleted(const std::string& ns, const std::string& name) {
   if (meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null()) return;
   meta["deletionTimestamp"] = "1970-01-01T00:00:00Z";  // "being deleted"; the time is unknown
   it->second.packed = Json::to_msgpack(object);
+  it->second.deleting = true;
 }
 
 std::optional<Json> ObjectStore::get(const std::string& ns, const std::string& name) const {

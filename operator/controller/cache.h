@@ -24,11 +24,14 @@
 // the job stores have listed (controller.cc).
 //
 // Strays. A watch that selects by label reports an object whose labels no longer match as
-// DELETED, carrying the object as it now is. Such an object of an owned type that still has a
-// live job's controller ownerReference and no deletionTimestamp is a stray: a child that lost
-// its labels. The store remembers its name and owner uid (at most kMaxStrays per store) until
-// forget_stray(), so that the reconciler can find it (re-label it, or delete it on suspend,
-// scale-down and deletion).
+// DELETED (the apiserver's watch cache sends the object as it was, labels included, with the
+// new resourceVersion), just as it reports a real deletion. So a DELETED child of a live job
+// (controller ownerReference, uid included) whose deletion was not seen first (no
+// deletionTimestamp on the event's object nor on the stored copy: the operator's own deletes
+// mark it, deleted(), and graceful deletions show it) is a possible stray: a child that lost its
+// labels. The store remembers its name and owner uid (at most kMaxStrays per store) until
+// forget_stray(); the reconciler reads each by name (gone: forgotten; there: re-labelled, then
+// reached by suspend, scale-down and deletion like any other child).
 //
 // Memory. Each store keeps a trimmed copy (a Transform), packed as MessagePack and unpacked on
 // every read (a parsed nlohmann::json takes about four times the space). Jobs: the object less
@@ -97,7 +100,8 @@ class ObjectStore {
   void replace(const std::vector<nlohmann::json>& items, const std::string& resource_version);
   // One watch event: ADDED and MODIFIED store the object unless the stored copy is as new or
   // newer; DELETED removes it unless the stored copy is newer (a recreated object of the same
-  // name), and remembers a stray; other types are ignored. An object not admitted is removed.
+  // name), and remembers a possible stray; other types are ignored. An object not admitted is
+  // removed.
   void apply(const kube::WatchEvent& event);
   // Write-through of what the apiserver returned for this process's create, apply or patch.
   void written(const nlohmann::json& object);
@@ -127,6 +131,7 @@ class ObjectStore {
     std::string version;               // metadata.resourceVersion
     std::string job;                   // the tlt.dev/job label; "" when none
     std::string uid;                   // metadata.uid
+    bool deleting = false;             // metadata.deletionTimestamp is set
     std::vector<std::uint8_t> packed;  // the trimmed object as MessagePack
   };
   static Entry pack(const nlohmann::json& trimmed);

@@ -435,10 +435,12 @@ Status Reconciler::adopt_strays(const ObservedJob& job) {
     for (const std::string& name : store->strays(job.namespace_, job.uid)) {
       StatusOr<Json> have = client_->get(r, name);
       if (!have.ok() && have.status().code() != StatusCode::kNotFound) return have.status();
-      if (have.ok() && owned_by(*have, job.uid)) {
+      if (have.ok() && owned_by(*have, job.uid) &&
+          !(*have)["metadata"].contains("deletionTimestamp")) {
         Json want = {{"metadata", {{"labels", labels}}}};
         StatusOr<Json> out = relabel(r, *have, missing_labels(*have, want), job);
         if (!out.ok()) return out.status();
+        cache_->written(r, *out);
       }
       store->forget_stray(job.namespace_, name);
     }

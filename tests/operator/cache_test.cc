@@ -285,17 +285,17 @@ TEST(Cache, ServiceDigest_DesiredAgreesWithTheDefaultedSpec_EditsDiffer) {
   EXPECT_EQ(child_digest("pods", want), "");
 }
 
-TEST(Cache, LabelRemoved_DeletedEventRemembersAStray_RealDeletionDoesNot) {
+TEST(Cache, DeletedEventUnseenDeletion_RemembersAPossibleStray) {
   Cache cache;
   cache.store("rljobs")->replace({rl_job("j", "job-uid")}, "1");
   ObjectStore* pods = cache.store("pods");
   Json p = owned(pod("j-trainer-0", "2"), "j", "job-uid");
   pods->replace({p}, "2");
-  // kubectl label pod j-trainer-0 tlt.dev/job-: the selecting watch says DELETED.
-  Json unlabelled = p;
-  unlabelled["metadata"]["labels"].erase(kJobLabel);
-  unlabelled["metadata"]["resourceVersion"] = "3";
-  pods->apply(event("DELETED", unlabelled));
+  // kubectl label pod j-trainer-0 tlt.dev/job-: the selecting watch says DELETED, with the
+  // object as it was (labels included) and the new resourceVersion.
+  Json before = p;
+  before["metadata"]["resourceVersion"] = "3";
+  pods->apply(event("DELETED", before));
   EXPECT_FALSE(pods->get("ns", "j-trainer-0"));
   EXPECT_EQ(pods->strays("ns", "job-uid"), std::vector<std::string>{"j-trainer-0"});
   EXPECT_TRUE(pods->strays("ns", "other-uid").empty());
@@ -305,14 +305,22 @@ TEST(Cache, LabelRemoved_DeletedEventRemembersAStray_RealDeletionDoesNot) {
   relabelled["metadata"]["resourceVersion"] = "4";
   pods->written(relabelled);
   EXPECT_TRUE(pods->strays("ns", "job-uid").empty());
-  // A real deletion keeps its labels: no stray; nor one of an unknown job.
+  // Deletions that were seen: the operator's own (deleted()) and a graceful one.
+  pods->deleted("ns", "j-trainer-0");
   pods->apply(event("DELETED", relabelled));
-  Json foreign = owned(pod("f", "5"), "j", "other-uid");
-  foreign["metadata"]["labels"].erase(kJobLabel);
-  pods->apply(event("DELETED", foreign));
+  Json graceful = owned(pod("g", "5"), "j", "job-uid");
+  graceful["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z";
+  pods->apply(event("DELETED", graceful));
+  // A child of an unknown job.
+  pods->apply(event("DELETED", owned(pod("f", "6"), "j", "other-uid")));
   EXPECT_TRUE(pods->strays("ns", "job-uid").empty());
   EXPECT_TRUE(pods->strays("ns", "other-uid").empty());
+  // Unlabelled in the event (an etcd-backed watch without the cache): a stray too.
+  Json unlabelled = p;
+  unlabelled["metadata"]["labels"].erase(kJobLabel);
+  unlabelled["metadata"]["resourceVersion"] = "7";
   pods->apply(event("DELETED", unlabelled));
+  EXPECT_EQ(pods->strays("ns", "job-uid").size(), 1u);
   pods->forget_stray("ns", "j-trainer-0");
   EXPECT_TRUE(pods->strays("ns", "job-uid").empty());
 }

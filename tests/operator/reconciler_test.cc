@@ -877,12 +877,19 @@ TEST_F(ReconcilerTest, Reconcile_PodLostItsLabelUnseen_FoundByNameRelabelledNotR
 TEST_F(ReconcilerTest, Reconcile_StrayPod_SuspendScaleDownAndDeletionReachIt) {
   std::string key = add(example("tst-cluster.yaml"));
   reconcile(key);
-  // kubectl label pod ...-workers-15 tlt.dev/job- : the selecting watch says DELETED.
-  Json stray = unlabel(&kube_, "research", "tst-small-kjv-workers-15", kJobLabel);
-  cache_.store("pods")->apply({"DELETED", stray});
+  // kubectl label pod ...-workers-15 tlt.dev/job- : the selecting watch says DELETED, with the
+  // pod as it was (the apiserver's watch cache).
+  Json was = *kube_.get(pod_resource("research"), "tst-small-kjv-workers-15");
+  unlabel(&kube_, "research", "tst-small-kjv-workers-15", kJobLabel);
+  cache_.store("pods")->apply({"DELETED", was});
   edit(key, {{"workers", {{"replicas", 8}}}});
+  // Another pod of the job deleted by someone else: a possible stray, read once, forgotten.
+  Json other = *kube_.get(pod_resource("research"), "tst-small-kjv-workers-2");
+  ASSERT_TRUE(kube_.remove(pod_resource("research"), "tst-small-kjv-workers-2").ok());
+  cache_.store("pods")->apply({"DELETED", other});
   reconcile(key);
   EXPECT_EQ(pod_names("research").size(), 8u) << "the stray pod scaled down too";
+  EXPECT_TRUE(cache_.store("pods")->strays("research", job(key)["metadata"]["uid"]).empty());
   EXPECT_FALSE(kube_.get(pod_resource("research"), "tst-small-kjv-workers-15").ok());
   // Suspend, with the tlt.dev/role label of another pod gone as well.
   Json p = unlabel(&kube_, "research", "tst-small-kjv-workers-3", kJobLabel);
