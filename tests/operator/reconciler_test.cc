@@ -830,7 +830,7 @@ TEST_F(ReconcilerTest, Reconcile_PolicyRevoked_FailedAndItsPodsDeleted) {
   Json rl = example("rljob-cluster.yaml");
   rl["spec"]["roles"]["trainer"]["podTemplate"] = {{"spec", {{"hostNetwork", true}}}};
   std::string key = add(rl);
-  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}}, 4};
+  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4};
   ASSERT_TRUE(allowing.pod.policy.allow("hostNetwork").ok());
   Reconciler lenient(&kube_, &cache_, &events_, &clock_, allowing);
   sync();
