@@ -49,7 +49,8 @@ Json trim_metadata(const Json& meta) {
 }
 
 // The metadata a child keeps in a store: identity, version, deletion, the labels the operator
-// sets and reads, and the controller ownerReference.
+// sets and reads (tlt.dev/job, kind, role, index; managed-by), and the controller
+// ownerReference.
 Json trim_child_metadata(const Json& meta) {
   Json m = Json::object();
   if (!meta.is_object()) return m;
@@ -59,8 +60,8 @@ Json trim_child_metadata(const Json& meta) {
   Json labels = Json::object();
   const Json all_labels = meta.value("labels", Json::object());
   if (all_labels.is_object()) {
-    for (const auto& [k, v] : all_labels.items()) {
-      if (k.rfind("tlt.dev/", 0) == 0 || k == kManagedByLabel) labels[k] = v;
+    for (const char* k : {kJobLabel, kKindLabel, kRoleLabel, kIndexLabel, kManagedByLabel}) {
+      if (all_labels.contains(k)) labels[k] = all_labels[k];
     }
   }
   m["labels"] = labels;

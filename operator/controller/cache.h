@@ -36,12 +36,12 @@
 // Memory. Each store keeps a trimmed copy (a Transform), packed as MessagePack and unpacked on
 // every read (a parsed nlohmann::json takes about four times the space). Jobs: the object less
 // managedFields and kubectl's last-applied annotation. Children keep fixed fields only: metadata
-// name, namespace, uid, resourceVersion, deletionTimestamp, the tlt.dev/* and managed-by labels
-// and the controller ownerReference; pods also the tlt.dev/progress and tlt.dev/assignment
-// annotations, status.phase and the Ready condition; every other owned type, in place of its
-// content, `digest`: a hash of the fields the reconciler compares (child_digest()). A child's
-// size in the store is thus bounded by its labels and these annotations, whatever its data: about
-// 0.5 KiB per pod and 6 KiB per job.
+// name, namespace, uid, resourceVersion, deletionTimestamp, the labels tlt.dev/job, tlt.dev/kind,
+// tlt.dev/role, tlt.dev/index and managed-by, and the controller ownerReference; pods also the
+// tlt.dev/progress and tlt.dev/assignment annotations, status.phase and the Ready condition;
+// every other owned type, in place of its content, `digest`: a hash of the fields the reconciler
+// compares (child_digest()). So a child's size in the store does not follow its data or its other
+// labels and annotations: about 0.5 KiB per pod and 6 KiB per job.
 //
 // Thread safety: every method of ObjectStore and Cache may be called from any thread.
 #pragma once
