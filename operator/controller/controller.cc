@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "operator/controller/desired.h"
 #include "operator/controller/events.h"
 #include "operator/controller/informer.h"
 #include "operator/controller/job.h"
@@ -120,15 +121,18 @@ void Controller::start() {
     std::string selector;
     KeyOf key_of;
     std::chrono::milliseconds delay;
+    bool after_jobs;  // starts once the job stores have listed (their admission needs the jobs)
   };
   std::vector<Watch> watches;
   for (const std::string& kind : job_kinds())
-    watches.push_back({job_resource(kind, ns), "", job_key_of(kind), {}});
+    watches.push_back({job_resource(kind, ns), "", job_key_of(kind), {}, false});
   for (const kube::Resource& r : owned_resources(ns))
-    watches.push_back({r, kJobLabel, owner_key, shared_->options.owned_event_delay});
+    watches.push_back({r, owned_selector(), owner_key, shared_->options.owned_event_delay, true});
   for (Watch& w : watches) {
     InformerOptions io{w.r, w.selector, shared_->options.watch_timeout_seconds};
-    std::thread([s = shared_, io, key_of = w.key_of, delay = w.delay] {
+    std::thread([s = shared_, io, key_of = w.key_of, delay = w.delay, after = w.after_jobs] {
+      while (after && !s->stopping && !s->cache.jobs_synced())
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       run_informer(
           s->client.get(), s->cache.store(io.resource.plural), io,
           [&](const Json& o) {

@@ -1,5 +1,6 @@
 // The controller: informers (list + watch into the cache, informer.h) for RLJobs,
-// TSTPretrainJobs and the pods, Services and ConfigMaps they own (label tlt.dev/job); every
+// TSTPretrainJobs and the objects they own (owned_selector(), desired.h; those informers start
+// once the jobs have listed, and the cache keeps only children of known jobs, cache.h); every
 // object that comes, changes or goes puts its job's key (the job's own at once, or its controller
 // ownerReference's after options.owned_event_delay) on a rate-limited work queue; workers reconcile
 // one key at a time each, all on one Reconciler that reads the cache. Events are written in the

@@ -41,9 +41,16 @@ void restrict_pod(Json* spec) {
   set_default(&psc, "seccompProfile", {{"type", "RuntimeDefault"}});
 }
 
-// The labels of every owned object, and the Service's selector.
-Json child_labels(const JobView& job) {
+// The Service's selector: the labels of the job's pods that the job's own identity fixes.
+Json selector_labels(const JobView& job) {
   return {{kJobLabel, job.meta.name}, {kKindLabel, job.meta.kind}};
+}
+
+// The labels of every owned object.
+Json child_labels(const JobView& job) {
+  Json labels = selector_labels(job);
+  labels[kManagedByLabel] = kManagedBy;
+  return labels;
 }
 
 Json object_meta(const JobView& job, const std::string& name) {
@@ -149,6 +156,28 @@ std::vector<std::string> legacy_child_names(const std::string& job) {
   return {job, job + "-spec"};
 }
 
+std::string owned_selector() {
+  return std::string(kManagedByLabel) + "=" + kManagedBy + "," + kJobLabel;
+}
+
+Json missing_labels(const Json& have, const Json& want) {
+  Json out = Json::object();
+  const Json* want_meta = typed(want, "metadata", Json::value_t::object);
+  const Json* want_labels =
+      want_meta ? typed(*want_meta, "labels", Json::value_t::object) : nullptr;
+  if (!want_labels) return out;
+  const Json* have_meta = typed(have, "metadata", Json::value_t::object);
+  const Json* have_labels =
+      have_meta ? typed(*have_meta, "labels", Json::value_t::object) : nullptr;
+  for (const char* k : {kJobLabel, kKindLabel, kManagedByLabel, kRoleLabel, kIndexLabel}) {
+    auto w = want_labels->find(k);
+    if (w == want_labels->end()) continue;
+    const Json* h = have_labels ? typed(*have_labels, k, Json::value_t::string) : nullptr;
+    if (!h || *h != *w) out[k] = *w;
+  }
+  return out;
+}
+
 std::string pod_selector(const std::string& job) {
   return std::string(kJobLabel) + "=" + job;
 }
@@ -188,7 +217,7 @@ Json desired_service(const JobView& job, const PodOptions& options) {
           {"spec",
            {{"clusterIP", "None"},
             {"publishNotReadyAddresses", true},
-            {"selector", child_labels(job)},
+            {"selector", selector_labels(job)},
             {"ports",
              {{{"name", "rendezvous"}, {"port", options.rendezvous_port}, {"protocol", "TCP"}}}}}}};
 }
@@ -203,6 +232,7 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
   labels[kKindLabel] = job.meta.kind;
   labels[kRoleLabel] = role.name;
   labels[kIndexLabel] = std::to_string(index);
+  labels[kManagedByLabel] = kManagedBy;
   meta["labels"] = labels;
   meta["name"] = name;
   meta["namespace"] = job.meta.namespace_;

@@ -1,5 +1,7 @@
 // The objects a job should own, as pure functions of its spec. Every one is labelled
-// tlt.dev/job=<job> and tlt.dev/kind=<kind>. The Service and the ConfigMap are named per kind
+// tlt.dev/job=<job>, tlt.dev/kind=<kind> and app.kubernetes.io/managed-by=tlt-operator (the
+// informers select by the last two: owned_selector()). The Service and the ConfigMap are named per
+// kind
 // (<job>-rl, <job>-tst), so that an RLJob and a TSTPretrainJob may share a name; pod names need
 // no suffix (the two kinds' roles differ: rollout, trainer, drafter; workers).
 //   - Pod <job>-<role>-<i> per role replica: labels tlt.dev/job, tlt.dev/kind, tlt.dev/role,
@@ -72,6 +74,16 @@ std::string configmap_name(const std::string& kind, const std::string& job);  //
 // The names the Service and ConfigMap had before they were named per kind (<job>, <job>-spec):
 // a deleted job removes those it owns too.
 std::vector<std::string> legacy_child_names(const std::string& job);
+// The label every object the operator makes carries, and its value.
+inline constexpr const char* kManagedByLabel = "app.kubernetes.io/managed-by";
+inline constexpr const char* kManagedBy = "tlt-operator";
+// "app.kubernetes.io/managed-by=tlt-operator,tlt.dev/job": what the informers of the owned types
+// select (an object of anyone else's needs both labels to be seen at all).
+std::string owned_selector();
+// The labels that identify `object` as a child of its job: tlt.dev/job, tlt.dev/kind and
+// app.kubernetes.io/managed-by (pods also tlt.dev/role and tlt.dev/index), as `want` (a desired
+// object) has them; {} when `have` carries all of them with the same values.
+nlohmann::json missing_labels(const nlohmann::json& have, const nlohmann::json& want);
 // "tlt.dev/job=<job>": the pods of a job (and any other job's of the same name: filter by
 // owner uid with owned_by()).
 std::string pod_selector(const std::string& job);

@@ -19,15 +19,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kube/client.h"
 #include "operator/controller/cache.h"
 #include "operator/controller/metrics.h"
-#include "kube/client.h"
 
 namespace tlt::controller {
 
 struct InformerOptions {
   kube::Resource resource;          // the type and namespace ("" for all) to list and watch
-  std::string label_selector;       // "tlt.dev/job" for the owned types; "" for the jobs
+  std::string label_selector;       // owned_selector() for the owned types; "" for the jobs
   int watch_timeout_seconds = 120;  // the server ends each watch after this; then we resume
 };
 

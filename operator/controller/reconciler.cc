@@ -174,28 +174,29 @@ ReconcileResult Reconciler::contain(const std::string& key, const std::string& k
 ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& object) {
   ObservedJob meta = observe_job(kind, object);
   std::string phase = meta.status.value("phase", "");
-  if (meta.deleting) return {finalize(meta), std::nullopt, phase};
+  if (meta.deleting) return {finalize(meta, object), std::nullopt, phase};
   if (Status s = ensure_finalizer(meta); !s.ok()) return {s, std::nullopt, phase};
+  if (Status s = adopt_strays(meta); !s.ok()) return {s, std::nullopt, phase};
   StatusOr<JobView> job = decode_job(kind, object);
   if (!job.ok()) {
     std::string message = job.status().message();
     std::replace(message.begin(), message.end(), '\n', ';');
     return refuse(meta, kInvalidSpec, "The spec is invalid: " + message,
-                  "The spec is invalid; no pods will be created.");
+                  "The spec is invalid; no pods will be created.", true);
   }
   if (std::vector<std::string> wrong = template_type_errors(*job); !wrong.empty()) {
     return refuse(meta, kInvalidSpec, "The spec is invalid: " + join(wrong, "; "),
-                  "The spec is invalid; no pods will be created.");
+                  "The spec is invalid; no pods will be created.", true);
   }
   if (std::vector<std::string> violations = policy_violations(*job, options_.pod.policy);
       !violations.empty()) {
     return refuse(meta, kForbiddenByPodPolicy,
                   "The operator's pod policy refuses the podTemplate: " + join(violations, "; "),
-                  "The pod policy refuses the podTemplate; no pods will be created.");
+                  "The pod policy refuses the podTemplate; no pods will be created.", true);
   }
   if (auto r = check_cluster_reward(*job, options_.pod.reward_url_allow))
     return refuse(meta, r->reason, r->message,
-                  "The job's reward is refused; no pods will be created.");
+                  "The job's reward is refused; no pods will be created.", true);
   std::vector<Pod> pods = observe_pods(meta);
   std::optional<Progress> progress = read_progress(*job, pods);
   if (terminal_phase(phase) && !refused_reason(failed_reason(meta.status)))
@@ -237,13 +238,39 @@ Status Reconciler::ensure_finalizer(const ObservedJob& job) {
   return Status::Ok();
 }
 
-Status Reconciler::finalize(const ObservedJob& job) {
+Status Reconciler::remove_unseen(const ObservedJob& job, const kube::Resource& r,
+                                 const std::string& name) {
+  StatusOr<Json> have = client_->get(r, name);
+  if (!have.ok())
+    return have.status().code() == StatusCode::kNotFound ? Status::Ok() : have.status();
+  const Json& meta = (*have)["metadata"];
+  if (!owned_by(*have, job.uid) || meta.contains("deletionTimestamp")) return Status::Ok();
+  Status s = client_->remove(r, name);
+  if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+  log_info("Deleted an owned object of a deleted job that the cache did not show.",
+           fields(job, {{"object", r.plural + "/" + name}}));
+  return Status::Ok();
+}
+
+Status Reconciler::finalize(const ObservedJob& job, const Json& object) {
+  TLT_RETURN_IF_ERROR(adopt_strays(job));
   std::vector<Pod> pods = observe_pods(job);
   std::vector<const Pod*> live;
   for (const Pod& p : pods) {
     if (!p.deleting) live.push_back(&p);
   }
   TLT_RETURN_IF_ERROR(delete_pods(job, live, "JobDeleted"));
+  // The pods the spec asks for that the cache does not show: gone, or without their labels.
+  if (StatusOr<JobView> view = decode_job(job.kind, object); view.ok()) {
+    for (const RoleView& role : view->roles) {
+      for (int i = 0; i < role.replicas; ++i) {
+        std::string name = pod_name(job.name, role.name, i);
+        bool seen =
+            std::any_of(pods.begin(), pods.end(), [&](const Pod& p) { return p.name == name; });
+        if (!seen) TLT_RETURN_IF_ERROR(remove_unseen(job, pod_resource(job.namespace_), name));
+      }
+    }
+  }
   std::vector<std::pair<kube::Resource, std::string>> owned = {
       {service_resource(job.namespace_), service_name(job.kind, job.name)},
       {configmap_resource(job.namespace_), configmap_name(job.kind, job.name)},
@@ -255,6 +282,7 @@ Status Reconciler::finalize(const ObservedJob& job) {
   owned.push_back({configmap_resource(job.namespace_), legacy[1]});
   for (const auto& [resource, name] : owned) {
     std::optional<Json> o = cache_->get(resource, name);
+    if (!o) TLT_RETURN_IF_ERROR(remove_unseen(job, resource, name));
     if (!o || !owned_by(*o, job.uid)) continue;
     Status s = client_->remove(resource, name);
     if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
@@ -278,7 +306,18 @@ Status Reconciler::finalize(const ObservedJob& job) {
 }
 
 ReconcileResult Reconciler::refuse(const ObservedJob& job, const std::string& reason,
-                                   const std::string& message, const std::string& log_message) {
+                                   const std::string& message, const std::string& log_message,
+                                   bool remove_pods) {
+  if (remove_pods) {
+    // Pods made while the spec (or the admin's policy) allowed them.
+    std::vector<Pod> pods = observe_pods(job);
+    std::vector<const Pod*> live;
+    for (const Pod& p : pods) {
+      if (!p.deleting) live.push_back(&p);
+    }
+    Status s = delete_pods(job, live, reason);
+    if (!s.ok()) return {s, std::nullopt, job.status.value("phase", "")};
+  }
   Outcome o;
   o.terminal = "Failed";
   o.terminal_reason = reason;
@@ -346,14 +385,18 @@ std::optional<Progress> Reconciler::read_progress(const JobView& job,
 }
 
 StatusOr<Json> Reconciler::create_child(const kube::Resource& r, const Json& want,
-                                        const ObservedJob& job) {
+                                        const ObservedJob& job, bool* created) {
+  if (created) *created = false;
   StatusOr<Json> out = client_->create(r, want);
+  if (out.ok() && created) *created = true;
   if (out.ok() || out.status().code() != StatusCode::kAlreadyExists) return out;
-  // The name is taken: by this job (a create the cache has not shown yet) or by someone else,
-  // whose object is never adopted or overwritten.
+  // The name is taken: by this job (a create the cache has not shown yet, or a child that lost
+  // its labels and so left the cache) or by someone else, whose object is never adopted or
+  // overwritten.
   const std::string name = want["metadata"].value("name", "");
   StatusOr<Json> have = client_->get(r, name);
-  if (have.ok() && owned_by(*have, job.uid)) return have;
+  if (have.ok() && owned_by(*have, job.uid))
+    return relabel(r, *have, missing_labels(*have, want), job);
   if (!have.ok()) {
     return have.status().code() == StatusCode::kNotFound
                ? Status::Unavailable(out.status().message() + " (then gone: retrying)")
@@ -368,16 +411,50 @@ Status Reconciler::foreign(const std::string& kind, const std::string& name) {
                                "leaves it alone: delete or rename it");
 }
 
-Status Reconciler::ensure_child(const kube::Resource& r, const Json& want,
-                                const std::vector<const char*>& compared, const ObservedJob& job) {
+StatusOr<Json> Reconciler::relabel(const kube::Resource& r, const Json& have, const Json& labels,
+                                   const ObservedJob& job) {
+  if (labels.empty()) return have;
+  const Json& meta = have["metadata"];
+  const std::string name = meta.value("name", "");
+  Json patch = {
+      {"metadata", {{"labels", labels}, {"resourceVersion", meta.value("resourceVersion", "")}}}};
+  StatusOr<Json> out = client_->patch(r, name, patch);
+  if (!out.ok()) return out.status();
+  cache_->written(r, *out);
+  log_info("Restored the labels of an object the job owns.",
+           fields(job, {{"object", r.plural + "/" + name}, {"labels", labels.dump()}}));
+  event(job, "Normal", "Relabeled",
+        "Restored the labels " + labels.dump() + " of " + r.plural + "/" + name + ".");
+  return out;
+}
+
+Status Reconciler::adopt_strays(const ObservedJob& job) {
+  Json labels = {{kJobLabel, job.name}, {kKindLabel, job.kind}, {kManagedByLabel, kManagedBy}};
+  for (const kube::Resource& r : owned_resources(job.namespace_)) {
+    ObjectStore* store = cache_->store(r.plural);
+    for (const std::string& name : store->strays(job.namespace_, job.uid)) {
+      StatusOr<Json> have = client_->get(r, name);
+      if (!have.ok() && have.status().code() != StatusCode::kNotFound) return have.status();
+      if (have.ok() && owned_by(*have, job.uid) &&
+          !(*have)["metadata"].contains("deletionTimestamp")) {
+        Json want = {{"metadata", {{"labels", labels}}}};
+        StatusOr<Json> out = relabel(r, *have, missing_labels(*have, want), job);
+        if (!out.ok()) return out.status();
+        cache_->written(r, *out);
+      }
+      store->forget_stray(job.namespace_, name);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Reconciler::ensure_child(const kube::Resource& r, const Json& want, const ObservedJob& job) {
   const std::string kind = want["kind"], name = want["metadata"]["name"];
-  auto same = [&](const Json& o) {
-    return std::all_of(compared.begin(), compared.end(),
-                       [&](const char* f) { return o.value(f, Json()) == want.value(f, Json()); });
-  };
+  const std::string digest = child_digest(r.plural, want);
+  auto same = [&](const Json& o) { return child_digest(r.plural, o) == digest; };
   std::optional<Json> have = cache_->get(r, name);
   if (have && !owned_by(*have, job.uid)) return foreign(kind, name);
-  if (have && same(*have)) return Status::Ok();
+  if (have && have->value("digest", "") == digest) return Status::Ok();
   StatusOr<Json> out = have ? client_->apply(r, want, kFieldManager) : create_child(r, want, job);
   if (out.ok() && !same(*out)) out = client_->apply(r, want, kFieldManager);  // from an older spec
   if (!out.ok()) return out.status();
@@ -388,31 +465,63 @@ Status Reconciler::ensure_child(const kube::Resource& r, const Json& want,
 }
 
 Status Reconciler::reconcile_configmap(const JobView& job) {
-  return ensure_child(configmap_resource(job.meta.namespace_), desired_configmap(job), {"data"},
-                      job.meta);
+  return ensure_child(configmap_resource(job.meta.namespace_), desired_configmap(job), job.meta);
 }
 
 Status Reconciler::reconcile_identity(const JobView& job) {
   const std::string& ns = job.meta.namespace_;
   // In this order: a RoleBinding is checked against its Role's rules when it is created.
-  TLT_RETURN_IF_ERROR(ensure_child(serviceaccount_resource(ns), desired_service_account(job),
-                                   {"automountServiceAccountToken"}, job.meta));
-  TLT_RETURN_IF_ERROR(ensure_child(role_resource(ns), desired_role(job), {"rules"}, job.meta));
-  return ensure_child(rolebinding_resource(ns), desired_role_binding(job), {"roleRef", "subjects"},
-                      job.meta);
+  TLT_RETURN_IF_ERROR(
+      ensure_child(serviceaccount_resource(ns), desired_service_account(job), job.meta));
+  TLT_RETURN_IF_ERROR(ensure_child(role_resource(ns), desired_role(job), job.meta));
+  return ensure_child(rolebinding_resource(ns), desired_role_binding(job), job.meta);
 }
 
 Status Reconciler::reconcile_service(const JobView& job) {
   kube::Resource r = service_resource(job.meta.namespace_);
   const std::string name = service_name(job.meta.kind, job.meta.name);
-  if (std::optional<Json> have = cache_->get(r, name))
-    return owned_by(*have, job.meta.uid) ? Status::Ok() : foreign("Service", name);
+  const Json want = desired_service(job, options_.pod);
+  const std::string digest = child_digest(r.plural, want);
+  std::optional<Json> have = cache_->get(r, name);
+  if (have && !owned_by(*have, job.meta.uid)) return foreign("Service", name);
+  if (have && have->value("digest", "") == digest) return Status::Ok();
+  if (have) return restore_service(r, want, job.meta);
   // Not in the cache: not created yet, or someone else's that carries no tlt.dev/job label (the
   // informers watch only labelled ones): create_child tells which.
-  StatusOr<Json> out = create_child(r, desired_service(job, options_.pod), job.meta);
+  StatusOr<Json> out = create_child(r, want, job.meta);
   if (!out.ok()) return out.status();
   cache_->written(r, *out);
+  if (child_digest(r.plural, *out) != digest) return restore_service(r, want, job.meta);
   log_info("Created the job's headless Service.", fields(job.meta, {{"service", name}}));
+  return Status::Ok();
+}
+
+Status Reconciler::restore_service(const kube::Resource& r, const Json& want,
+                                   const ObservedJob& job) {
+  const std::string name = want["metadata"]["name"];
+  StatusOr<Json> live = client_->get(r, name);
+  if (!live.ok()) return live.status();
+  if (!owned_by(*live, job.uid)) return foreign("Service", name);
+  // A merge patch replaces lists whole (ports); selector keys that the job does not set are
+  // removed one by one (null); the type goes back to ClusterIP.
+  Json spec = want["spec"];
+  spec["type"] = "ClusterIP";
+  const Json live_spec = live->value("spec", Json::object());
+  const Json live_selector = live_spec.is_object() ? live_spec.value("selector", Json()) : Json();
+  if (live_selector.is_object()) {
+    for (const auto& [k, v] : live_selector.items()) {
+      if (!spec["selector"].contains(k)) spec["selector"][k] = nullptr;
+    }
+  }
+  Json patch = {
+      {"metadata", {{"resourceVersion", (*live)["metadata"].value("resourceVersion", "")}}},
+      {"spec", spec}};
+  StatusOr<Json> out = client_->patch(r, name, patch);
+  if (!out.ok()) return out.status();
+  cache_->written(r, *out);
+  log_info("Restored the spec of the job's headless Service.", fields(job, {{"service", name}}));
+  event(job, "Normal", "ServiceRestored",
+        "Restored the spec of Service " + name + ", which differed from the job's.");
   return Status::Ok();
 }
 
@@ -549,15 +658,21 @@ Status Reconciler::create_pods(const JobView& job,
                                Outcome* o) {
   if (missing.empty()) return Status::Ok();
   kube::Resource r = pod_resource(job.meta.namespace_);
+  std::vector<char> created(missing.size(), 0);  // by index; each written by one call
   std::vector<Status> results = run_parallel(
       static_cast<int>(missing.size()), options_.max_parallel_creates, [&](int k) -> Status {
         const auto& [role, i] = missing[static_cast<size_t>(k)];
-        StatusOr<Json> out = create_child(r, desired_pod(job, *role, i, options_.pod), job.meta);
+        bool made = false;
+        StatusOr<Json> out =
+            create_child(r, desired_pod(job, *role, i, options_.pod), job.meta, &made);
         if (!out.ok()) return out.status();
         cache_->written(r, *out);
-        log_info("Created a pod.",
-                 fields(job.meta,
-                        {{"pod", pod_name(job.meta.name, role->name, i)}, {"role", role->name}}));
+        created[static_cast<size_t>(k)] = made;
+        if (made) {
+          log_info("Created a pod.",
+                   fields(job.meta,
+                          {{"pod", pod_name(job.meta.name, role->name, i)}, {"role", role->name}}));
+        }
         return Status::Ok();
       });
   std::string names;
@@ -567,6 +682,7 @@ Status Reconciler::create_pods(const JobView& job,
       if (first_error.ok()) first_error = results[k];
       continue;
     }
+    if (!created[k]) continue;  // the job's own pod, found by its name (and re-labelled)
     names += (names.empty() ? "" : ", ") +
              pod_name(job.meta.name, missing[k].first->name, missing[k].second);
   }

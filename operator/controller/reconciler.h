@@ -7,15 +7,23 @@
 // reconcile(key), in a fixed order:
 //   observe   the job from the cache; gone -> done. Being deleted -> delete what it owns (pods,
 //             Service, ConfigMap, RoleBinding, Role, ServiceAccount: no garbage collector is
-//             assumed), drop the finalizer, done.
+//             assumed; those of its names that the cache does not show are read by name, and
+//             deleted when the job owns them: a child that lost its labels), drop the
+//             finalizer, done.
 //   finalizer add tlt.dev/cleanup (a merge patch guarded by resourceVersion).
+//   strays    a child that lost its labels (cache.h: its owner uid in a store's strays) is
+//             re-labelled (tlt.dev/job, tlt.dev/kind, managed-by; a merge patch guarded by
+//             resourceVersion) and so comes back into the cache, with one Relabeled Event; a pod
+//             whose tlt.dev/role or tlt.dev/index was removed too is then a surplus pod (deleted,
+//             and replaced under its name). Also done first when the job is being deleted.
 //   validate  decode + validate with api/, then the JSON types of every podTemplate
 //             (pod_template.h); invalid -> status Failed, reason InvalidSpec, the message naming
-//             the fields; no pods; no requeue (retrying cannot fix it).
+//             the fields; the job's pods are deleted; no requeue (retrying cannot fix it).
 //   policy    every role's podTemplate against the admin's pod policy (options.pod.policy,
 //             pod_policy.h); refused -> Failed, reason ForbiddenByPodPolicy, the condition and a
-//             Warning Event naming each field and rule; no pods; no requeue. A job refused for
-//             either reason is looked at again when it changes (a fixed spec runs).
+//             Warning Event naming each field and rule; the job's pods (made while the policy
+//             allowed them) are deleted; no requeue. A job refused for either reason is looked
+//             at again when it changes (a fixed spec runs).
 //   reward    spec.reward on a cluster (reward_sidecar.h): an http URL outside the admin's
 //             --reward-url-allow -> Failed, reason RewardURLNotAllowed; a reward container
 //             with no command -> Failed, InvalidSpec; naming the field and the fix, no pods, as
@@ -25,7 +33,8 @@
 //   finished  Succeeded or Failed is kept: pods still running are deleted; after
 //             ttlSecondsAfterFinished the job itself is deleted (requeued until then).
 //   act       ConfigMap <job>-rl-spec / <job>-tst-spec (created when missing, applied when
-//             different), Service <job>-rl / <job>-tst (created when missing) and the job's
+//             different), Service <job>-rl / <job>-tst (created when missing; its spec restored
+//             by a merge patch when it differs: child_digest(), cache.h) and the job's
 //             identity: ServiceAccount, Role (its rules applied when they differ, e.g. after a
 //             scale) and RoleBinding, all named <job>-rl / <job>-tst; these three at once (names
 //             per kind, identity: desired.h); then
@@ -35,8 +44,11 @@
 //             surplus pods (highest index first) and create the missing ones, up to
 //             options.max_parallel_creates at a time. Pod names are deterministic and a
 //             create that a stale cache repeats finds the job's own object (AlreadyExists, then
-//             a get): never a second pod. An object of the name that the job does not own is
-//             never adopted or overwritten.
+//             a get): never a second pod, and no PodsCreated Event for it; the job's own object
+//             found so that lacks the labels of desired.h gets them back (a child that lost
+//             them while the operator was not watching). An object of the name that the job
+//             does not own is never adopted or overwritten. Whether a child differs is decided
+//             on child_digest() (cache.h), all the cache keeps of its content.
 //   refused   a write the apiserver refuses (Forbidden, Invalid, AlreadyExists, ...: not a
 //             transient 429/5xx/timeout/conflict) makes the phase Blocked, the Created condition
 //             False with reason = the apiserver's reason and its message (truncated), and one
@@ -119,12 +131,18 @@ class Reconciler {
   // (refuse()); Internal when even that throws. Never throws.
   ReconcileResult contain(const std::string& key, const std::string& kind,
                           const nlohmann::json& object, const std::string& what);
-  Status finalize(const ObservedJob& job);
+  // Deletes what the job owns (also what the cache does not show: remove_unseen()), then drops
+  // the finalizer.
+  Status finalize(const ObservedJob& job, const nlohmann::json& object);
+  // Deletes namespace/name of `r` when a get finds it owned by the job and not being deleted.
+  Status remove_unseen(const ObservedJob& job, const kube::Resource& r, const std::string& name);
   Status ensure_finalizer(const ObservedJob& job);
   // Failed with `reason` and `message` (condition and Warning Event, once), no pods, no requeue:
   // retrying cannot fix what the spec asks for.
+  // `remove_pods`: the job's pods are deleted first (Events of `reason`).
   ReconcileResult refuse(const ObservedJob& job, const std::string& reason,
-                         const std::string& message, const std::string& log_message);
+                         const std::string& message, const std::string& log_message,
+                         bool remove_pods = false);
   std::vector<Pod> observe_pods(const ObservedJob& job);
   std::optional<Progress> read_progress(const JobView& job, const std::vector<Pod>& pods);
   ReconcileResult finished(const JobView& job, const std::vector<Pod>& pods,
@@ -138,19 +156,29 @@ class Reconciler {
   ReconcileResult stuck(const JobView& job, const std::vector<Pod>& pods, const Status& why,
                         Outcome o);
   // Creates a child object; when its name is taken, the existing object if this job owns it
-  // (the cache lagged), else AlreadyExists: another's object is never adopted or overwritten.
+  // (the cache lagged, or it lost its labels: relabel()), else AlreadyExists: another's object
+  // is never adopted or overwritten. *created (when given): whether this call made it.
   StatusOr<nlohmann::json> create_child(const kube::Resource& r, const nlohmann::json& want,
-                                        const ObservedJob& job);
+                                        const ObservedJob& job, bool* created = nullptr);
+  // `have` (the job's own child) with `labels` merged into its labels (a patch guarded by its
+  // resourceVersion), written through, logged, one Relabeled Event; `have` itself when `labels`
+  // is empty.
+  StatusOr<nlohmann::json> relabel(const kube::Resource& r, const nlohmann::json& have,
+                                   const nlohmann::json& labels, const ObservedJob& job);
+  // Re-labels the job's strays (see the top); a stray that is gone or not the job's is forgotten.
+  Status adopt_strays(const ObservedJob& job);
   static Status foreign(const std::string& kind, const std::string& name);
   // Creates `want` (a desired object) when the cache has none of its name; applies it when the
-  // job's own copy differs in any of the top-level fields `compared`; a foreign object of the
-  // name is AlreadyExists (foreign()).
-  Status ensure_child(const kube::Resource& r, const nlohmann::json& want,
-                      const std::vector<const char*>& compared, const ObservedJob& job);
+  // job's own copy differs (child_digest(), cache.h); a foreign object of the name is
+  // AlreadyExists (foreign()).
+  Status ensure_child(const kube::Resource& r, const nlohmann::json& want, const ObservedJob& job);
   Status reconcile_configmap(const JobView& job);
   // The ServiceAccount, Role and RoleBinding of desired.h, in that order.
   Status reconcile_identity(const JobView& job);
   Status reconcile_service(const JobView& job);
+  // Merge-patches the live Service `want` names back to want's spec (ports, selector, type).
+  Status restore_service(const kube::Resource& r, const nlohmann::json& want,
+                         const ObservedJob& job);
   Status reconcile_pods(const JobView& job, const std::vector<Pod>& pods, Outcome* outcome);
   Status create_pods(const JobView& job,
                      const std::vector<std::pair<const RoleView*, int>>& missing, Outcome* outcome);

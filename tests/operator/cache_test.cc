@@ -6,11 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include "kube/fake_client.h"
 #include "operator/controller/cache.h"
+#include "operator/controller/desired.h"
 #include "operator/controller/events.h"
 #include "operator/controller/informer.h"
 #include "operator/controller/job.h"
-#include "kube/fake_client.h"
 
 namespace tlt::controller {
 namespace {
@@ -28,6 +29,25 @@ Json pod(const std::string& name, const std::string& rv, const std::string& job 
             {"resourceVersion", rv},
             {"labels", {{kJobLabel, job}}}}},
           {"status", {{"phase", "Running"}}}};
+}
+
+Json rl_job(const std::string& name, const std::string& uid, const std::string& ns = "ns") {
+  return {
+      {"apiVersion", "tlt.dev/v1alpha1"},
+      {"kind", "RLJob"},
+      {"metadata", {{"name", name}, {"namespace", ns}, {"uid", uid}, {"resourceVersion", "1"}}}};
+}
+
+// `object` with a controller ownerReference to the RLJob `job` of `uid`, and the labels the
+// operator sets.
+Json owned(Json object, const std::string& job, const std::string& uid) {
+  object["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "tlt.dev/v1alpha1"},
+                                                        {"kind", "RLJob"},
+                                                        {"name", job},
+                                                        {"uid", uid},
+                                                        {"controller", true}}});
+  object["metadata"]["labels"][kManagedByLabel] = kManagedBy;
+  return object;
 }
 
 std::string rv_of(const std::optional<Json>& o) {
@@ -141,7 +161,9 @@ TEST(ObjectStore, Trim_KeepsWhatTheReconcilerReads) {
               {"spec", {{"suspend", false}}}};
   EXPECT_EQ(trim_object(job),
             Json({{"metadata", {{"name", "j"}}}, {"spec", {{"suspend", false}}}}));
-  EXPECT_EQ(trim_service(job), Json({{"metadata", {{"name", "j"}}}}));
+  Json service = trim_child("services", job);
+  EXPECT_EQ(service["metadata"], Json({{"name", "j"}, {"labels", Json::object()}}));
+  EXPECT_EQ(service["digest"].get<std::string>().size(), 16u);
 }
 
 TEST(Cache, StoresOfTheCachedTypes_NotSyncedUntilListed) {
@@ -149,12 +171,15 @@ TEST(Cache, StoresOfTheCachedTypes_NotSyncedUntilListed) {
   EXPECT_EQ(cache.not_synced(),
             "configmaps, pods, rljobs, rolebindings, roles, serviceaccounts, services, "
             "tstpretrainjobs");
-  for (const char* plural : {"rljobs", "tstpretrainjobs", "pods", "services", "configmaps",
-                             "serviceaccounts", "roles", "rolebindings"})
+  for (const char* plural : {"tstpretrainjobs", "pods", "services", "configmaps", "serviceaccounts",
+                             "roles", "rolebindings"})
     cache.store(plural)->replace({}, "1");
+  EXPECT_FALSE(cache.jobs_synced());
+  cache.store("rljobs")->replace({rl_job("j", "job-uid")}, "1");
+  EXPECT_TRUE(cache.jobs_synced());
   EXPECT_EQ(cache.not_synced(), "");
   EXPECT_EQ(cache.store("secrets"), nullptr);
-  cache.written(pod_resource("ns"), pod("a", "2"));
+  cache.written(pod_resource("ns"), owned(pod("a", "2"), "j", "job-uid"));
   EXPECT_TRUE(cache.get(pod_resource("ns"), "a").has_value());
   EXPECT_FALSE(cache.get(kube::Resource{"", "v1", "secrets", "ns"}, "a").has_value());
   cache.deleted(pod_resource("ns"), "a");
@@ -189,6 +214,116 @@ class ScriptedClient : public kube::FakeKubeClient {
     return r.end;
   }
 };
+
+TEST(Cache, OwnedStores_AdmitOnlyChildrenOfKnownJobs) {
+  Cache cache;
+  cache.store("rljobs")->replace({rl_job("j", "job-uid")}, "1");
+  ObjectStore* pods = cache.store("pods");
+  Json foreign = pod("foreign", "2");  // labelled alike, no ownerReference
+  Json stale_uid = owned(pod("stale", "3"), "j", "old-uid");
+  Json other_ns = owned(pod("other", "4", "j", "elsewhere"), "j", "job-uid");
+  Json mine = owned(pod("mine", "5"), "j", "job-uid");
+  pods->replace({foreign, stale_uid, other_ns, mine}, "5");
+  std::vector<Json> listed = pods->list("");
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["metadata"]["name"], "mine");
+  pods->apply(event("ADDED", owned(pod("late", "6"), "j", "other")));
+  EXPECT_FALSE(pods->get("ns", "late"));
+  // The ownerReference taken away: the object leaves the store.
+  Json orphan = pod("mine", "7");
+  orphan["metadata"]["labels"][kManagedByLabel] = kManagedBy;
+  pods->apply(event("MODIFIED", orphan));
+  EXPECT_FALSE(pods->get("ns", "mine"));
+  EXPECT_EQ(pods->size(), 0u);
+}
+
+TEST(Cache, ConfigMap_StoredAsMetadataAndDigest_WhateverItsData) {
+  Cache cache;
+  cache.store("rljobs")->replace({rl_job("j", "job-uid")}, "1");
+  Json cm = owned({{"apiVersion", "v1"},
+                   {"kind", "ConfigMap"},
+                   {"metadata",
+                    {{"name", "j-rl-spec"},
+                     {"namespace", "ns"},
+                     {"uid", "cm-uid"},
+                     {"resourceVersion", "2"},
+                     {"labels", {{kJobLabel, "j"}, {"team", std::string(60, 'x')}}},
+                     {"annotations", {{"big", std::string(200000, 'a')}}}}},
+                   {"data", {{"job.json", std::string(900 * 1024, 'd')}}}},
+                  "j", "job-uid");
+  cache.written(configmap_resource("ns"), cm);
+  std::optional<Json> stored = cache.get(configmap_resource("ns"), "j-rl-spec");
+  ASSERT_TRUE(stored);
+  EXPECT_FALSE(stored->contains("data"));
+  EXPECT_FALSE(stored->at("metadata").contains("annotations"));
+  EXPECT_EQ(stored->at("metadata")["labels"],
+            Json({{kJobLabel, "j"}, {kManagedByLabel, kManagedBy}}));
+  EXPECT_LT(Json::to_msgpack(*stored).size(), 512u);
+  EXPECT_EQ(stored->value("digest", ""), child_digest("configmaps", cm));
+  Json edited = cm;
+  edited["data"]["job.json"] = "{}";
+  EXPECT_NE(child_digest("configmaps", edited), child_digest("configmaps", cm));
+}
+
+TEST(Cache, ServiceDigest_DesiredAgreesWithTheDefaultedSpec_EditsDiffer) {
+  Json want = {{"spec",
+                {{"clusterIP", "None"},
+                 {"publishNotReadyAddresses", true},
+                 {"selector", {{kJobLabel, "j"}}},
+                 {"ports", {{{"name", "rendezvous"}, {"port", 29500}, {"protocol", "TCP"}}}}}}};
+  Json stored = want;
+  stored["spec"]["type"] = "ClusterIP";
+  stored["spec"]["clusterIPs"] = {"None"};
+  stored["spec"]["sessionAffinity"] = "None";
+  stored["spec"]["ports"][0]["targetPort"] = 29500;
+  EXPECT_EQ(child_digest("services", stored), child_digest("services", want));
+  Json port = stored, selector = stored;
+  port["spec"]["ports"][0]["port"] = 80;
+  selector["spec"]["selector"]["app"] = "other";
+  EXPECT_NE(child_digest("services", port), child_digest("services", want));
+  EXPECT_NE(child_digest("services", selector), child_digest("services", want));
+  EXPECT_EQ(child_digest("pods", want), "");
+}
+
+TEST(Cache, DeletedEventUnseenDeletion_RemembersAPossibleStray) {
+  Cache cache;
+  cache.store("rljobs")->replace({rl_job("j", "job-uid")}, "1");
+  ObjectStore* pods = cache.store("pods");
+  Json p = owned(pod("j-trainer-0", "2"), "j", "job-uid");
+  pods->replace({p}, "2");
+  // kubectl label pod j-trainer-0 tlt.dev/job-: the selecting watch says DELETED, with the
+  // object as it was (labels included) and the new resourceVersion.
+  Json before = p;
+  before["metadata"]["resourceVersion"] = "3";
+  pods->apply(event("DELETED", before));
+  EXPECT_FALSE(pods->get("ns", "j-trainer-0"));
+  EXPECT_EQ(pods->strays("ns", "job-uid"), std::vector<std::string>{"j-trainer-0"});
+  EXPECT_TRUE(pods->strays("ns", "other-uid").empty());
+  EXPECT_TRUE(pods->strays("elsewhere", "job-uid").empty());
+  // Re-labelled (written through): no longer a stray.
+  Json relabelled = p;
+  relabelled["metadata"]["resourceVersion"] = "4";
+  pods->written(relabelled);
+  EXPECT_TRUE(pods->strays("ns", "job-uid").empty());
+  // Deletions that were seen: the operator's own (deleted()) and a graceful one.
+  pods->deleted("ns", "j-trainer-0");
+  pods->apply(event("DELETED", relabelled));
+  Json graceful = owned(pod("g", "5"), "j", "job-uid");
+  graceful["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z";
+  pods->apply(event("DELETED", graceful));
+  // A child of an unknown job.
+  pods->apply(event("DELETED", owned(pod("f", "6"), "j", "other-uid")));
+  EXPECT_TRUE(pods->strays("ns", "job-uid").empty());
+  EXPECT_TRUE(pods->strays("ns", "other-uid").empty());
+  // Unlabelled in the event (an etcd-backed watch without the cache): a stray too.
+  Json unlabelled = p;
+  unlabelled["metadata"]["labels"].erase(kJobLabel);
+  unlabelled["metadata"]["resourceVersion"] = "7";
+  pods->apply(event("DELETED", unlabelled));
+  EXPECT_EQ(pods->strays("ns", "job-uid").size(), 1u);
+  pods->forget_stray("ns", "j-trainer-0");
+  EXPECT_TRUE(pods->strays("ns", "job-uid").empty());
+}
 
 TEST(Informer, ListWatchResumeRelist_StoreUpdatedBeforeTheCallback) {
   ScriptedClient client;

@@ -218,8 +218,8 @@ class RebalancerTest : public ::testing::Test {
 
   // The informer cache from the fake apiserver (jobs and their owned objects).
   void sync() {
-    std::vector<kube::Resource> all = controller::owned_resources("");
-    all.push_back(job_resource("RLJob", ""));
+    std::vector<kube::Resource> all = {job_resource("RLJob", "")};  // first: children need it
+    for (const kube::Resource& r : controller::owned_resources("")) all.push_back(r);
     for (const kube::Resource& r : all) {
       kube::ListOptions lo;
       if (r.plural != "rljobs") lo.label_selector = controller::kJobLabel;
@@ -733,8 +733,8 @@ TEST_F(RebalancerTest, Rebalance_DrafterPodAddedThenRemoved_ReconcilerCreatesAnd
   controller::Reconciler reconciler(&kube_, &cache, &recorder, &clock_,
                                     controller::ReconcilerOptions{});
   auto reconcile = [&] {
-    std::vector<kube::Resource> all = controller::owned_resources("");
-    all.push_back(job_resource("RLJob", ""));
+    std::vector<kube::Resource> all = {job_resource("RLJob", "")};  // first: children need it
+    for (const kube::Resource& r : controller::owned_resources("")) all.push_back(r);
     for (const kube::Resource& r : all) {
       kube::ListOptions lo;
       if (r.plural != "rljobs") lo.label_selector = controller::kJobLabel;

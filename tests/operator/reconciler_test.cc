@@ -70,13 +70,14 @@ class ReconcilerTest : public ::testing::Test {
   }
   // Fills the cache from the fake apiserver, as the informers' lists would.
   void sync() {
-    std::vector<kube::Resource> all = owned_resources("");
-    all.push_back(job_resource("RLJob", ""));
-    all.push_back(job_resource("TSTPretrainJob", ""));
+    // The jobs first: the owned types' stores admit only children of known jobs.
+    std::vector<kube::Resource> all = {job_resource("RLJob", ""),
+                                       job_resource("TSTPretrainJob", "")};
+    for (const kube::Resource& r : owned_resources("")) all.push_back(r);
     for (const kube::Resource& r : all) {
       kube::ListOptions lo;
       if (r.group != api::kGroup)
-        lo.label_selector = kJobLabel;  // the owned types, as the informers
+        lo.label_selector = owned_selector();  // the owned types, as the informers
       StatusOr<kube::ObjectList> list = kube_.list(r, lo);
       ASSERT_TRUE(list.ok()) << list.status().to_string();
       cache_.store(r.plural)->replace(list->items, list->resource_version);
@@ -821,6 +822,129 @@ TEST_F(ReconcilerTest, Reconcile_PodsRefusedByApiserver_BlockedWithReasonTruncat
   r = reconcile(key);  // the apiserver takes it now
   EXPECT_EQ(r.phase, "Pending");
   EXPECT_EQ(condition(job(key), "Created", "status"), "True");
+}
+
+// ---- children converge: policy revoked, lost labels, an edited Service --------------------------
+
+TEST_F(ReconcilerTest, Reconcile_PolicyRevoked_FailedAndItsPodsDeleted) {
+  Json rl = example("rljob-cluster.yaml");
+  rl["spec"]["roles"]["trainer"]["podTemplate"] = {{"spec", {{"hostNetwork", true}}}};
+  std::string key = add(rl);
+  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4};
+  ASSERT_TRUE(allowing.pod.policy.allow("hostNetwork").ok());
+  Reconciler lenient(&kube_, &cache_, &events_, &clock_, allowing);
+  sync();
+  ASSERT_TRUE(lenient.reconcile(key).status.ok());
+  ASSERT_EQ(pod_names("research").size(), 9u);
+  // The operator restarted without the allowance.
+  ReconcileResult r = reconcile(key);
+  EXPECT_EQ(r.phase, "Failed");
+  EXPECT_EQ(condition(job(key), "Failed", "reason"), "ForbiddenByPodPolicy");
+  EXPECT_TRUE(pod_names("research").empty()) << "pods the policy now refuses do not run on";
+  EXPECT_EQ(reconcile(key).phase, "Failed");
+  EXPECT_EQ(events_with_reason("research", "ForbiddenByPodPolicy"), 2) << "deleted, failed";
+}
+
+// Removes `label` from the stored pod `name` of `ns`; returns the pod as it now is.
+Json unlabel(kube::FakeKubeClient* kube, const std::string& ns, const std::string& name,
+             const std::string& label) {
+  Json p = *kube->get(pod_resource(ns), name);
+  p["metadata"]["labels"].erase(label);
+  kube->put(pod_resource(ns), p);
+  return *kube->get(pod_resource(ns), name);
+}
+
+TEST_F(ReconcilerTest, Reconcile_PodLostItsLabelUnseen_FoundByNameRelabelledNotRecreated) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  ASSERT_EQ(events_with_reason("research", "PodsCreated"), 1);
+  // Removed while no watch reported it (e.g. the operator restarting): only the list shows.
+  unlabel(&kube_, "research", "tst-small-kjv-workers-0", kJobLabel);
+  kube_.reset_calls();
+  reconcile(key);
+  StatusOr<Json> p = kube_.get(pod_resource("research"), "tst-small-kjv-workers-0");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)["metadata"]["labels"][kJobLabel], "tst-small-kjv");
+  EXPECT_EQ(pod_names("research").size(), 16u);
+  EXPECT_EQ(events_with_reason("research", "PodsCreated"), 1) << "no Created pods for it";
+  EXPECT_EQ(events_with_reason("research", "Relabeled"), 1);
+  kube_.reset_calls();
+  reconcile(key);
+  EXPECT_EQ(kube_.calls("create", "pods"), 0) << "converged: back in the cache";
+  EXPECT_EQ(events_with_reason("research", "Relabeled"), 1);
+}
+
+TEST_F(ReconcilerTest, Reconcile_StrayPod_SuspendScaleDownAndDeletionReachIt) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  // kubectl label pod ...-workers-15 tlt.dev/job- : the selecting watch says DELETED, with the
+  // pod as it was (the apiserver's watch cache).
+  Json was = *kube_.get(pod_resource("research"), "tst-small-kjv-workers-15");
+  unlabel(&kube_, "research", "tst-small-kjv-workers-15", kJobLabel);
+  cache_.store("pods")->apply({"DELETED", was});
+  edit(key, {{"workers", {{"replicas", 8}}}});
+  // Another pod of the job deleted by someone else: a possible stray, read once, forgotten.
+  Json other = *kube_.get(pod_resource("research"), "tst-small-kjv-workers-2");
+  ASSERT_TRUE(kube_.remove(pod_resource("research"), "tst-small-kjv-workers-2").ok());
+  cache_.store("pods")->apply({"DELETED", other});
+  reconcile(key);
+  EXPECT_EQ(pod_names("research").size(), 8u) << "the stray pod scaled down too";
+  EXPECT_TRUE(cache_.store("pods")->strays("research", job(key)["metadata"]["uid"]).empty());
+  EXPECT_FALSE(kube_.get(pod_resource("research"), "tst-small-kjv-workers-15").ok());
+  // Suspend, with the tlt.dev/role label of another pod gone as well.
+  Json p = unlabel(&kube_, "research", "tst-small-kjv-workers-3", kJobLabel);
+  p = unlabel(&kube_, "research", "tst-small-kjv-workers-3", kRoleLabel);
+  cache_.store("pods")->apply({"DELETED", p});
+  edit(key, {{"suspend", true}});
+  EXPECT_EQ(reconcile(key).phase, "Suspended");
+  EXPECT_TRUE(pod_names("research").empty()) << "suspend reaches every pod the job owns";
+  // Resumed, one pod strays, the job is deleted: nothing is left.
+  edit(key, {{"suspend", false}});
+  reconcile(key);
+  ASSERT_EQ(pod_names("research").size(), 8u);
+  p = unlabel(&kube_, "research", "tst-small-kjv-workers-5", kManagedByLabel);
+  cache_.store("pods")->apply({"DELETED", p});
+  ASSERT_TRUE(kube_.remove(job_resource("TSTPretrainJob", "research"), "tst-small-kjv").ok());
+  reconcile(key);
+  EXPECT_TRUE(job(key).is_null());
+  EXPECT_TRUE(pod_names("research").empty());
+  EXPECT_TRUE(kube_.objects(service_resource("research")).empty());
+  EXPECT_TRUE(kube_.objects(configmap_resource("research")).empty());
+}
+
+TEST_F(ReconcilerTest, Reconcile_JobDeletedChildrenUnlabelledUnseen_DeletedByName) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  // Labels removed while no watch reported it: the cache never shows these.
+  unlabel(&kube_, "research", "tst-small-kjv-workers-7", kJobLabel);
+  Json cm = *kube_.get(configmap_resource("research"), "tst-small-kjv-tst-spec");
+  cm["metadata"]["labels"].erase(kManagedByLabel);
+  kube_.put(configmap_resource("research"), cm);
+  ASSERT_TRUE(kube_.remove(job_resource("TSTPretrainJob", "research"), "tst-small-kjv").ok());
+  reconcile(key);
+  EXPECT_TRUE(job(key).is_null());
+  EXPECT_TRUE(pod_names("research").empty());
+  EXPECT_TRUE(kube_.objects(configmap_resource("research")).empty());
+}
+
+TEST_F(ReconcilerTest, Reconcile_ServiceSpecEdited_RestoredOnce) {
+  std::string key = add(example("tst-cluster.yaml"));
+  reconcile(key);
+  Json svc = *kube_.get(service_resource("research"), "tst-small-kjv-tst");
+  const Json want = svc["spec"];
+  svc["spec"]["ports"] = {{{"name", "web"}, {"port", 80}}};
+  svc["spec"]["selector"]["app"] = "someone-else";
+  kube_.put(service_resource("research"), svc);
+  kube_.reset_calls();
+  reconcile(key);
+  Json now = (*kube_.get(service_resource("research"), "tst-small-kjv-tst"))["spec"];
+  EXPECT_EQ(now["ports"], want["ports"]);
+  EXPECT_EQ(now["selector"], want["selector"]);
+  EXPECT_EQ(kube_.calls("patch", "services"), 1);
+  EXPECT_EQ(events_with_reason("research", "ServiceRestored"), 1);
+  kube_.reset_calls();
+  reconcile(key);
+  EXPECT_EQ(kube_.calls("patch", "services") + kube_.calls("apply", "services"), 0);
 }
 
 // ---- a stale cache: the watch lags the reconciler's own writes ----------------------------------
