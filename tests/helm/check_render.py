@@ -87,10 +87,13 @@ prom = [a for a in c.get("args", []) if a.startswith("--prometheus-url")]
 want_prom = ["--prometheus-url=http://prometheus-operated.monitoring:9090",
              "--prometheus-url-allow=http://prometheus-operated.monitoring:9090"] if mode == "full" else []
 check(prom == want_prom, "prometheus flags %s, expected %s" % (prom, want_prom))
-# The pod policy (podPolicy values): default-deny unless the values lift a rule.
-policy = [a for a in c.get("args", []) if a.startswith("--pod-policy-")]
-want_policy = ["--pod-policy-allow=hostPath", "--pod-policy-allow=capabilities",
-               "--pod-policy-service-account=trainer-reader"] if mode == "full" else []
+# The pod policy (podPolicy values): restricted and default-deny unless the values say otherwise.
+policy = [a for a in c.get("args", []) if a.startswith(("--pod-policy-", "--pod-security"))]
+want_policy = ["--pod-security=baseline", "--pod-policy-allow=nodeName",
+               "--pod-policy-allow=controlPlaneTolerations",
+               "--pod-policy-service-account=trainer-reader",
+               "--pod-policy-priority-class=research-high"] if mode == "full" else [
+                   "--pod-security=restricted"]
 check(policy == want_policy, "pod policy flags %s, expected %s" % (policy, want_policy))
 release_ns = dep["metadata"]["namespace"]
 check(flags.get("--metrics-port") == str(ports.get("metrics")),
