@@ -35,28 +35,31 @@ void check_service_account(const PodPolicy& policy, const Json& spec, const std:
     if (sa == spec.end()) continue;
     const std::string name = sa->is_string() ? sa->get<std::string>() : "";
     if (!name.empty() && listed(policy.service_accounts, name)) continue;
-    const std::string what = name.empty() ? "an empty ServiceAccount (" + text(*sa) +
-                                                ", the namespace's default one)"
-                                          : "ServiceAccount \"" + name + "\"";
+    const std::string what =
+        name.empty() ? "an empty ServiceAccount (" + text(*sa) + ", the namespace's default one)"
+                     : "ServiceAccount \"" + name + "\"";
     out->push_back(at + "." + field + ": " + what +
                    " is refused by the operator's pod policy (rule serviceAccount); leave it "
                    "out (the pods run as the job's own ServiceAccount)" +
                    (name.empty() ? std::string()
                                  : ", or a cluster admin may allow it with "
-                                   "--pod-policy-service-account=" + name));
+                                   "--pod-policy-service-account=" +
+                                       name));
   }
 }
 
 // Scheduling: nodeName, priorityClassName, tolerations of the control-plane taints.
 void check_scheduling(const PodPolicy& policy, const Json& spec, const std::string& at,
                       std::vector<std::string>* out) {
-  if (std::string node = nonempty_string(spec, "nodeName"); !node.empty() && !policy.allow_node_name)
+  if (std::string node = nonempty_string(spec, "nodeName");
+      !node.empty() && !policy.allow_node_name)
     out->push_back(refused(at + ".nodeName", text(Json(node)), "nodeName"));
   if (std::string pc = nonempty_string(spec, "priorityClassName");
       !pc.empty() && !listed(policy.priority_classes, pc)) {
     out->push_back(at + ".priorityClassName: PriorityClass " + text(Json(pc)) +
                    " is refused by the operator's pod policy (rule priorityClass); a cluster "
-                   "admin may allow it with --pod-policy-priority-class=" + pc);
+                   "admin may allow it with --pod-policy-priority-class=" +
+                   pc);
   }
   auto tolerations = spec.find("tolerations");
   if (policy.allow_control_plane_tolerations || tolerations == spec.end() ||
@@ -127,15 +130,14 @@ std::vector<std::string> check_pod_template(const PodPolicy& policy, const Json&
   auto automount = spec->find("automountServiceAccountToken");
   if (!policy.allow_automount_token && automount != spec->end() && automount->is_boolean() &&
       automount->get<bool>())
-    out.push_back(refused(at + ".automountServiceAccountToken", "true",
-                          "automountServiceAccountToken"));
+    out.push_back(
+        refused(at + ".automountServiceAccountToken", "true", "automountServiceAccountToken"));
   check_scheduling(policy, *spec, at, &out);
   return out;
 }
 
-std::vector<std::string> check_pod_security_lines(const PodPolicy& policy,
-                                                  const Json& pod_template, const Json& pod,
-                                                  const std::string& path) {
+std::vector<std::string> check_pod_security_lines(const PodPolicy& policy, const Json& pod_template,
+                                                  const Json& pod, const std::string& path) {
   std::vector<std::string> out;
   for (const PodSecurityViolation& v : check_pod_security(policy.level, pod, path, &pod_template))
     out.push_back(describe(v, policy.level));

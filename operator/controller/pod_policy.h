@@ -44,9 +44,9 @@ namespace tlt::controller {
 
 struct PodPolicy {
   PodSecurityLevel level = PodSecurityLevel::kRestricted;  // --pod-security
-  bool allow_automount_token = false;        // "automountServiceAccountToken"
-  bool allow_node_name = false;              // "nodeName"
-  bool allow_control_plane_tolerations = false;  // "controlPlaneTolerations"
+  bool allow_automount_token = false;                      // "automountServiceAccountToken"
+  bool allow_node_name = false;                            // "nodeName"
+  bool allow_control_plane_tolerations = false;            // "controlPlaneTolerations"
   // ServiceAccounts a podTemplate may name, e.g. {"trainer-reader"}.
   std::vector<std::string> service_accounts;
   // PriorityClasses a podTemplate may name in priorityClassName.

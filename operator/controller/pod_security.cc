@@ -58,9 +58,9 @@ std::string json_string(const std::string& s) {
 // ---- the pod as the checks see it --------------------------------------------------------------
 
 struct Container {
-  const Json* json;   // the container (an object)
-  std::string path;   // e.g. "spec.roles.rollout.podTemplate.spec.initContainers[0]"
-  const Json* sc;     // its securityContext, or nullptr
+  const Json* json;  // the container (an object)
+  std::string path;  // e.g. "spec.roles.rollout.podTemplate.spec.initContainers[0]"
+  const Json* sc;    // its securityContext, or nullptr
 };
 
 struct PodView {
@@ -79,8 +79,8 @@ std::string name_of(const Json& c) {
 
 // The path of pod_list[i] (of list `list`): its index in `written` (the author's list) when
 // given, matched by name and occurrence; its own index otherwise.
-std::string container_path(const std::string& at, const char* list, const Json& pod_list,
-                           size_t i, const Json* written) {
+std::string container_path(const std::string& at, const char* list, const Json& pod_list, size_t i,
+                           const Json* written) {
   std::string own = at + "." + list + "[" + std::to_string(i) + "]";
   if (written == nullptr) return own;
   const std::string name = name_of(pod_list[i]);
@@ -113,8 +113,8 @@ PodView view_of(const Json& pod, const std::string& path, const Json* written) {
     for (size_t i = 0; i < l->size(); ++i) {
       const Json& c = (*l)[i];
       if (!c.is_object()) continue;
-      p.containers.push_back({&c, container_path(p.at, list, *l, i, written),
-                              object_at(&c, "securityContext")});
+      p.containers.push_back(
+          {&c, container_path(p.at, list, *l, i, written), object_at(&c, "securityContext")});
     }
   }
   return p;
@@ -148,15 +148,14 @@ void host_namespaces(const PodView& p, Out* out) {
 void privileged(const PodView& p, Out* out) {
   for (const Container& c : p.containers) {
     if (bool_at(c.sc, "privileged") == std::optional<bool>(true))
-      add(out, "Privileged Containers", c.path + ".securityContext.privileged",
-          "must not be true");
+      add(out, "Privileged Containers", c.path + ".securityContext.privileged", "must not be true");
   }
 }
 
 void capabilities_baseline(const PodView& p, Out* out) {
   static const std::set<std::string> allowed{
-      "AUDIT_WRITE", "CHOWN",  "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL",      "MKNOD",
-      "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"};
+      "AUDIT_WRITE",      "CHOWN",   "DAC_OVERRIDE", "FOWNER",  "FSETID", "KILL",      "MKNOD",
+      "NET_BIND_SERVICE", "SETFCAP", "SETGID",       "SETPCAP", "SETUID", "SYS_CHROOT"};
   for (const Container& c : p.containers) {
     const Json* add_list = array_at(object_at(c.sc, "capabilities"), "add");
     if (add_list == nullptr) continue;
@@ -244,8 +243,8 @@ void app_armor(const PodView& p, Out* out) {
 }
 
 void se_linux_options(const Json* sc, const std::string& at, Out* out) {
-  static const std::set<std::string> types{"", "container_t", "container_init_t",
-                                           "container_kvm_t", "container_engine_t"};
+  static const std::set<std::string> types{"", "container_t", "container_init_t", "container_kvm_t",
+                                           "container_engine_t"};
   const Json* o = object_at(sc, "seLinuxOptions");
   if (o == nullptr) return;
   const std::string field = at + ".securityContext.seLinuxOptions.";
@@ -253,7 +252,8 @@ void se_linux_options(const Json* sc, const std::string& at, Out* out) {
   if (!types.count(type))
     add(out, "SELinux", field + "type",
         "must be empty, container_t, container_init_t, container_kvm_t or container_engine_t "
-        "(is " + json_string(type) + ")");
+        "(is " +
+            json_string(type) + ")");
   for (const char* key : {"user", "role"}) {
     if (!string_at(o, key).value_or("").empty())
       add(out, "SELinux", field + key, "must not be set");
@@ -278,17 +278,23 @@ void proc_mount(const PodView& p, bool relaxed, Out* out) {
 
 void seccomp_baseline(const PodView& p, Out* out) {
   profile_type(p.sc, "seccompProfile", p.at, "Seccomp", out);
-  for (const Container& c : p.containers) profile_type(c.sc, "seccompProfile", c.path, "Seccomp", out);
+  for (const Container& c : p.containers)
+    profile_type(c.sc, "seccompProfile", c.path, "Seccomp", out);
 }
 
 void sysctls(const PodView& p, Out* out) {
-  static const std::set<std::string> safe{
-      "kernel.shm_rmid_forced",        "net.ipv4.ip_local_port_range",
-      "net.ipv4.tcp_syncookies",       "net.ipv4.ping_group_range",
-      "net.ipv4.ip_unprivileged_port_start", "net.ipv4.ip_local_reserved_ports",
-      "net.ipv4.tcp_keepalive_time",   "net.ipv4.tcp_fin_timeout",
-      "net.ipv4.tcp_keepalive_intvl",  "net.ipv4.tcp_keepalive_probes",
-      "net.ipv4.tcp_rmem",             "net.ipv4.tcp_wmem"};
+  static const std::set<std::string> safe{"kernel.shm_rmid_forced",
+                                          "net.ipv4.ip_local_port_range",
+                                          "net.ipv4.tcp_syncookies",
+                                          "net.ipv4.ping_group_range",
+                                          "net.ipv4.ip_unprivileged_port_start",
+                                          "net.ipv4.ip_local_reserved_ports",
+                                          "net.ipv4.tcp_keepalive_time",
+                                          "net.ipv4.tcp_fin_timeout",
+                                          "net.ipv4.tcp_keepalive_intvl",
+                                          "net.ipv4.tcp_keepalive_probes",
+                                          "net.ipv4.tcp_rmem",
+                                          "net.ipv4.tcp_wmem"};
   const Json* list = array_at(p.sc, "sysctls");
   if (list == nullptr) return;
   for (size_t i = 0; i < list->size(); ++i) {
@@ -304,15 +310,30 @@ void sysctls(const PodView& p, Out* out) {
 // The apiserver makes a volume with no source an emptyDir, so only a source outside the list
 // breaks the control.
 void volume_types(const PodView& p, Out* out) {
-  static const char* const allowed[] = {"configMap", "csi",    "downwardAPI",
-                                        "emptyDir",  "ephemeral", "image",
-                                        "persistentVolumeClaim", "projected", "secret"};
-  static const char* const refused[] = {
-      "hostPath", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo",   "nfs",
-      "iscsi",    "glusterfs",         "rbd",                  "flexVolume", "cinder",
-      "cephfs",   "flocker",           "fc",                   "azureFile",  "vsphereVolume",
-      "quobyte",  "azureDisk",         "photonPersistentDisk", "portworxVolume", "scaleIO",
-      "storageos"};
+  static const char* const allowed[] = {"configMap", "csi",   "downwardAPI",           "emptyDir",
+                                        "ephemeral", "image", "persistentVolumeClaim", "projected",
+                                        "secret"};
+  static const char* const refused[] = {"hostPath",
+                                        "gcePersistentDisk",
+                                        "awsElasticBlockStore",
+                                        "gitRepo",
+                                        "nfs",
+                                        "iscsi",
+                                        "glusterfs",
+                                        "rbd",
+                                        "flexVolume",
+                                        "cinder",
+                                        "cephfs",
+                                        "flocker",
+                                        "fc",
+                                        "azureFile",
+                                        "vsphereVolume",
+                                        "quobyte",
+                                        "azureDisk",
+                                        "photonPersistentDisk",
+                                        "portworxVolume",
+                                        "scaleIO",
+                                        "storageos"};
   const Json* volumes = array_at(p.spec, "volumes");
   if (volumes == nullptr) return;
   for (size_t i = 0; i < volumes->size(); ++i) {
@@ -387,8 +408,8 @@ void capabilities_restricted(const PodView& p, Out* out) {
   for (const Container& c : p.containers) {
     const Json* caps = object_at(c.sc, "capabilities");
     const Json* drop = array_at(caps, "drop");
-    bool drops_all = drop != nullptr && std::find(drop->begin(), drop->end(), Json("ALL")) !=
-                                            drop->end();
+    bool drops_all =
+        drop != nullptr && std::find(drop->begin(), drop->end(), Json("ALL")) != drop->end();
     if (!drops_all)
       add(out, "Capabilities", c.path + ".securityContext.capabilities.drop",
           "must include \"ALL\"");
@@ -426,8 +447,7 @@ const char* pod_security_level_name(PodSecurityLevel level) {
 }
 
 std::vector<PodSecurityViolation> check_pod_security(PodSecurityLevel level, const Json& pod,
-                                                     const std::string& path,
-                                                     const Json* written) {
+                                                     const std::string& path, const Json* written) {
   Out out;
   if (level == PodSecurityLevel::kPrivileged) return out;
   const PodView p = view_of(pod, path, written);
@@ -453,8 +473,8 @@ std::vector<PodSecurityViolation> check_pod_security(PodSecurityLevel level, con
 }
 
 std::string describe(const PodSecurityViolation& v, PodSecurityLevel level) {
-  return v.field + ": " + v.detail + " (Pod Security Standard " +
-         pod_security_level_name(level) + ", control \"" + v.control + "\")";
+  return v.field + ": " + v.detail + " (Pod Security Standard " + pod_security_level_name(level) +
+         ", control \"" + v.control + "\")";
 }
 
 }  // namespace tlt::controller

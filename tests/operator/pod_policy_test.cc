@@ -48,10 +48,9 @@ TEST(PodPolicy, Default_EachRuleRefusedNamingFieldAndRule) {
 }
 
 TEST(PodPolicy, EmptyOrNullServiceAccountName_RefusedLikeDefault) {
-  for (const char* t : {R"({"spec": {"serviceAccountName": ""}})",
-                        R"({"spec": {"serviceAccountName": null}})",
-                        R"({"spec": {"serviceAccount": ""}})",
-                        R"({"spec": {"serviceAccountName": "default"}})"}) {
+  for (const char* t :
+       {R"({"spec": {"serviceAccountName": ""}})", R"({"spec": {"serviceAccountName": null}})",
+        R"({"spec": {"serviceAccount": ""}})", R"({"spec": {"serviceAccountName": "default"}})"}) {
     std::vector<std::string> v = check_pod_template(PodPolicy{}, Json::parse(t), "t");
     ASSERT_EQ(v.size(), 1u) << t;
     EXPECT_NE(v[0].find("(rule serviceAccount)"), std::string::npos) << v[0];
@@ -115,7 +114,8 @@ TEST(PodPolicy, PodSecurityLines_NameTheTemplatesContainerAndControl) {
                       "capabilities": {"drop": ["ALL"]}}},
                      {"name": "side", "securityContext": {"allowPrivilegeEscalation": true,
                       "capabilities": {"drop": ["ALL"]}}}]}})");
-  std::vector<std::string> v = check_pod_security_lines(PodPolicy{}, tmpl, pod, "spec.workers.podTemplate");
+  std::vector<std::string> v =
+      check_pod_security_lines(PodPolicy{}, tmpl, pod, "spec.workers.podTemplate");
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0],
             "spec.workers.podTemplate.spec.containers[0].securityContext.allowPrivilegeEscalation: "

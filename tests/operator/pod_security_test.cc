@@ -83,7 +83,8 @@ TEST(PodSecurity, BaselineControls_EachRefusedNamingField) {
   for (const std::string list : {"containers", "initContainers"}) {
     const std::string c0 = list + "[0]";
     for (const Case& c : std::vector<Case>{
-             {"HostProcess", kBaseline, with_container(list, "windowsOptions", {{"hostProcess", true}}),
+             {"HostProcess", kBaseline,
+              with_container(list, "windowsOptions", {{"hostProcess", true}}),
               c0 + ".securityContext.windowsOptions.hostProcess"},
              {"Privileged Containers", kBaseline, with_container(list, "privileged", true),
               c0 + ".securityContext.privileged"},
@@ -91,7 +92,8 @@ TEST(PodSecurity, BaselineControls_EachRefusedNamingField) {
               c0 + ".securityContext.seLinuxOptions.type"},
              {"/proc Mount Type", kBaseline, with_container(list, "procMount", "Unmasked"),
               c0 + ".securityContext.procMount"},
-             {"Seccomp", kBaseline, with_container(list, "seccompProfile", {{"type", "Unconfined"}}),
+             {"Seccomp", kBaseline,
+              with_container(list, "seccompProfile", {{"type", "Unconfined"}}),
               c0 + ".securityContext.seccompProfile.type"},
              {"AppArmor", kBaseline,
               with_container(list, "appArmorProfile", {{"type", "Unconfined"}}),
@@ -136,19 +138,20 @@ TEST(PodSecurity, AppArmorAnnotation_RefusedUnlessDefaultOrLocalhost) {
   std::vector<PodSecurityViolation> v = check_pod_security(kBaseline, pod, "t");
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].control, "AppArmor");
-  EXPECT_EQ(v[0].field, R"(t.metadata.annotations["container.apparmor.security.beta.kubernetes.io/c"])");
+  EXPECT_EQ(v[0].field,
+            R"(t.metadata.annotations["container.apparmor.security.beta.kubernetes.io/c"])");
 }
 
 TEST(PodSecurity, ContainerLevelFields_Refused) {
   Json pod = compliant();
   pod["spec"]["containers"][0]["ports"] = {{{"containerPort", 80}, {"hostPort", 80}}};
   pod["spec"]["initContainers"][0]["securityContext"]["capabilities"]["add"] = {"SYS_ADMIN"};
-  pod["spec"]["containers"][0]["livenessProbe"] = {{"httpGet", {{"host", "10.0.0.1"}, {"port", 1}}}};
+  pod["spec"]["containers"][0]["livenessProbe"] = {
+      {"httpGet", {{"host", "10.0.0.1"}, {"port", 1}}}};
   pod["spec"]["volumes"] = {{{"name", "h"}, {"hostPath", {{"path", "/"}}}}};
-  std::vector<std::string> want = {"t.spec.initContainers[0].securityContext.capabilities.add[0]",
-                                   "t.spec.volumes[0].hostPath",
-                                   "t.spec.containers[0].ports[0].hostPort",
-                                   "t.spec.containers[0].livenessProbe.httpGet.host"};
+  std::vector<std::string> want = {
+      "t.spec.initContainers[0].securityContext.capabilities.add[0]", "t.spec.volumes[0].hostPath",
+      "t.spec.containers[0].ports[0].hostPort", "t.spec.containers[0].livenessProbe.httpGet.host"};
   EXPECT_EQ(fields(kBaseline, pod), want);
 }
 
@@ -166,7 +169,8 @@ TEST(PodSecurity, RestrictedControls_EachRefusedNamingField) {
              {"Capabilities", kRestricted,
               with_container(list, "capabilities", {{"drop", {"ALL"}}, {"add", {"CHOWN"}}}),
               c0 + ".securityContext.capabilities.add[0]"},
-             {"Capabilities", kRestricted, with_container(list, "capabilities", {{"drop", {"KILL"}}}),
+             {"Capabilities", kRestricted,
+              with_container(list, "capabilities", {{"drop", {"KILL"}}}),
               c0 + ".securityContext.capabilities.drop"}}) {
       expect_refused(c);
     }
@@ -174,15 +178,17 @@ TEST(PodSecurity, RestrictedControls_EachRefusedNamingField) {
 }
 
 TEST(PodSecurity, RestrictedPodControls_EachRefusedNamingField) {
-  for (const Case& c : std::vector<Case>{
-           {"Running as Non-root user", kRestricted,
-            with(R"({"spec": {"securityContext": {"runAsUser": 0}}})"), "securityContext.runAsUser"},
-           {"Running as Non-root", kRestricted,
-            with(R"({"spec": {"securityContext": {"runAsNonRoot": false}}})"),
-            "securityContext.runAsNonRoot"},
-           {"Volume Types", kRestricted,
-            with(R"({"spec": {"volumes": [{"name": "a", "secret": {}}, {"name": "n", "nfs": {}}]}})"),
-            "volumes[1].nfs"}}) {
+  for (
+      const Case& c : std::vector<Case>{
+          {"Running as Non-root user", kRestricted,
+           with(R"({"spec": {"securityContext": {"runAsUser": 0}}})"), "securityContext.runAsUser"},
+          {"Running as Non-root", kRestricted,
+           with(R"({"spec": {"securityContext": {"runAsNonRoot": false}}})"),
+           "securityContext.runAsNonRoot"},
+          {"Volume Types", kRestricted,
+           with(
+               R"({"spec": {"volumes": [{"name": "a", "secret": {}}, {"name": "n", "nfs": {}}]}})"),
+           "volumes[1].nfs"}}) {
     expect_refused(c);
   }
 }
@@ -222,12 +228,14 @@ TEST(PodSecurity, WindowsPod_ExemptFromLinuxOnlyRestrictedControls) {
 
 TEST(PodSecurity, VolumeWithoutSource_IsAnEmptyDirAndAllowed) {
   EXPECT_TRUE(fields(kRestricted, with(R"({"spec": {"volumes": [{"name": "a"},
-      {"name": "b", "hostPath": null}]}})")).empty());
+      {"name": "b", "hostPath": null}]}})"))
+                  .empty());
 }
 
 TEST(PodSecurity, NullIsAbsent_WrongTypesNeverThrow) {
   EXPECT_TRUE(fields(kBaseline, with(R"({"spec": {"hostNetwork": null, "securityContext":
-      {"seccompProfile": null, "sysctls": null}}})")).empty());
+      {"seccompProfile": null, "sysctls": null}}})"))
+                  .empty());
   const Json written = compliant();
   for (const char* t :
        {"null", "1", "[]", R"({"spec": []})", R"({"spec": {"containers": [1, null, "x"]}})",
