@@ -5,7 +5,8 @@ Writes COUNT pods, seeded, one JSON object a line, to stdout: each a valid Pod (
 apiserver's own validation lets it reach Pod Security Admission) built from a compliant or a bare
 base and then changed by a few random mutations, each touching the fields of one control of the
 standards (host namespaces, hostProcess, privileged, capabilities, volumes, hostPort, probe and
-lifecycle hosts, AppArmor fields and annotations, SELinux, procMount, seccomp, sysctls,
+lifecycle hosts, AppArmor fields and annotations, SELinux, procMount, seccomp fields and the
+alpha annotations, sysctls,
 allowPrivilegeEscalation, runAsNonRoot, runAsUser, hostUsers, os) with good and bad values, in
 containers and init containers. Pairs that the apiserver's validation refuses (privileged with
 allowPrivilegeEscalation false, windows pods with Linux fields, ...) are repaired, not emitted.
@@ -178,6 +179,13 @@ SYSCTLS = ["kernel.shm_rmid_forced", "net.ipv4.tcp_syncookies", "net.ipv4.ip_loc
            "kernel.msgmax", "net.core.somaxconn", "kernel.sem", "net.ipv4.tcp_fastopen"]
 
 
+def m_seccomp_annotation(rng, pod):
+    """The alpha annotations: not a control at the latest version."""
+    key = rng.choice(["seccomp.security.alpha.kubernetes.io/pod",
+                      "container.seccomp.security.alpha.kubernetes.io/" + pick_container(rng, pod)["name"]])
+    pod["metadata"].setdefault("annotations", {})[key] = rng.choice(["unconfined", "runtime/default"])
+
+
 def m_sysctls(rng, pod):
     names = rng.sample(SYSCTLS, rng.choice([1, 1, 2]))
     values = {"net.ipv4.ip_local_port_range": "1024 65000", "net.ipv4.tcp_rmem": "4096 87380 6291456",
@@ -208,7 +216,7 @@ def m_os(rng, pod):
 
 
 MUTATIONS = [m_host_namespaces, m_host_process, m_privileged, m_capabilities, m_volumes,
-             m_host_port, m_probe_host, m_apparmor, m_selinux, m_proc_mount, m_seccomp, m_sysctls,
+             m_host_port, m_probe_host, m_apparmor, m_selinux, m_proc_mount, m_seccomp, m_seccomp_annotation, m_sysctls,
              m_allow_privilege_escalation, m_run_as_non_root, m_run_as_user, m_host_users, m_os]
 
 # Fields the apiserver refuses on a pod whose spec.os.name is windows.
@@ -282,6 +290,12 @@ def repair(pod):
         key = "container.apparmor.security.beta.kubernetes.io/" + c["name"]
         if key in ann and ("appArmorProfile" in sc_of(c) or "appArmorProfile" in sc_of(spec)):
             del ann[key]
+    # Seccomp: an annotation and a field on the same pod or container must agree; keep the field.
+    if "seccompProfile" in sc_of(spec):
+        ann.pop("seccomp.security.alpha.kubernetes.io/pod", None)
+    for c in all_containers(pod):
+        if "seccompProfile" in sc_of(c):
+            ann.pop("container.seccomp.security.alpha.kubernetes.io/" + c["name"], None)
     for obj in [spec] + all_containers(pod):
         if not obj.get("securityContext"):
             obj.pop("securityContext", None)
