@@ -12,9 +12,10 @@
 //   validate  decode + validate with api/, then the JSON types of every podTemplate
 //             (pod_template.h); invalid -> status Failed, reason InvalidSpec, the message naming
 //             the fields; no pods; no requeue (retrying cannot fix it).
-//   policy    every role's podTemplate against the admin's pod policy (options.pod.policy,
-//             pod_policy.h); refused -> Failed, reason ForbiddenByPodPolicy, the condition and a
-//             Warning Event naming each field and rule; no pods; no requeue. A job refused for
+//   policy    every role's podTemplate, and the pod made of it, against the admin's pod policy
+//             (options.pod.policy: admin rules and a Pod Security Standards level, pod_policy.h);
+//             refused -> Failed, reason ForbiddenByPodPolicy, the condition and a Warning Event
+//             naming each field and rule or control; no pods; no requeue. A job refused for
 //             either reason is looked at again when it changes (a fixed spec runs).
 //   progress  the pods' tlt.dev/progress reports (progress.h); an unreadable one is skipped with
 //             one warning line and one Warning Event (ProgressUnreadable) per annotation value.
