@@ -14,7 +14,9 @@
 // (operator/controller/pod_policy.h). While it reconciles
 // (leads), the rebalancer (operator/rebalancer) runs too: it reads GPU utilisation from Prometheus
 // (a job's spec.rebalancing.prometheusURL when --prometheus-url-allow lists it, else
-// --prometheus-url) and assigns idle rollout pods to drafter training.
+// --prometheus-url) and assigns idle rollout pods to drafter training. --reward-url-allow lists
+// the URLs an http reward (spec.reward.url) may name; a command reward with a container runs
+// as a sidecar of the trainer pods (operator/controller/reward_sidecar.h).
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -131,6 +133,7 @@ struct RunFlags {
   std::vector<std::string> pod_policy_allow, pod_policy_service_accounts, prometheus_allow;
   std::vector<std::string> pod_policy_priority_classes;
   std::string pod_security = "restricted";
+  std::vector<std::string> reward_allow;
 };
 
 // glibc gives threads up to 8 malloc arenas per core. The operator's threads are short-lived
@@ -188,6 +191,7 @@ int run(const RunFlags& flags) {
     return 1;
   }
   options.pod.policy.level = *level;
+  options.pod.reward_url_allow = flags.reward_allow;
   options.namespace_ = flags.namespace_;
   options.workers = flags.workers;
   options.pod.runtime_image = flags.runtime_image;
@@ -345,6 +349,10 @@ int main(int argc, char** argv) {
                  "created: restricted, baseline or privileged")
       ->capture_default_str()
       ->check(CLI::IsMember({"restricted", "baseline", "privileged"}));
+  app.add_option("--reward-url-allow", f.reward_allow,
+                 "A URL that a job's spec.reward.url (type http) may name (it or a path below "
+                 "it; repeat or comma-separate; default: none, http rewards are refused)")
+      ->delimiter(',');
   app.add_option("--pod-policy-allow", f.pod_policy_allow,
                  "Allow job podTemplates this (repeat or comma-separate): "
                  "automountServiceAccountToken, nodeName, controlPlaneTolerations (default: none)")

@@ -6,6 +6,7 @@
 
 #include "api/labels.h"
 #include "api/spec.h"
+#include "operator/controller/reward_sidecar.h"
 
 namespace tlt::controller {
 namespace {
@@ -234,6 +235,7 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
                           {"configMap", {{"name", configmap_name(job.meta.kind, job.meta.name)}}}});
   upsert_named(&volumes, {{"name", kTmpVolume}, {"emptyDir", Json::object()}});
   spec["volumes"] = volumes;
+  add_reward_sidecar(job, role, &spec);  // an RLJob trainer's reward container, if any
   spec["restartPolicy"] = "Never";
   if (!spec.contains("serviceAccountName") && !spec.contains("serviceAccount"))
     spec["serviceAccountName"] = identity_name(job.meta.kind, job.meta.name);

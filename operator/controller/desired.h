@@ -6,7 +6,8 @@
 //     tlt.dev/index (and the job's own labels), a controller ownerReference to the job, the user's
 //     podTemplate merged in, and a container "tlt" running `tlt run-role` with TLT_JOB,
 //     TLT_ROLE, TLT_INDEX, TLT_NAMESPACE, TLT_SERVICE, TLT_JOB_FILE in its environment and the
-//     job's ConfigMap mounted at /etc/tlt;
+//     job's ConfigMap mounted at /etc/tlt; an RLJob's trainer pods also carry the reward
+//     sidecar when spec.reward asks for one (reward_sidecar.h);
 //   - a headless Service <job>-rl or <job>-tst selecting the job's pods (rendezvous by DNS:
 //     <pod>.<service>.<namespace>.svc; TLT_SERVICE names it);
 //   - a ConfigMap <service>-spec whose job.json is the job (spec with defaults filled in);
@@ -60,6 +61,8 @@ struct PodOptions {
   std::string runtime_image = "ghcr.io/tlt-dev/tlt:latest";  // the `tlt` binary's image
   int rendezvous_port = 29500;                               // the Service's port
   PodPolicy policy;  // what a podTemplate may ask for (pod_policy.h); checked by the reconciler
+  // URLs an http reward may name (reward_sidecar.h), e.g. {"http://reward.scoring:8000"}.
+  std::vector<std::string> reward_url_allow;
 };
 
 std::string pod_name(const std::string& job, const std::string& role, int index);

@@ -12,6 +12,7 @@
 #include "api/spec.h"
 #include "operator/controller/log.h"
 #include "operator/controller/pod_template.h"
+#include "operator/controller/reward_sidecar.h"
 
 namespace tlt::controller {
 namespace {
@@ -62,7 +63,8 @@ bool terminal_phase(const std::string& p) {
 // Failed for a reason that an edit of the spec (or of the admin's policy) can take away: such a
 // job is looked at again on every pass instead of being kept as finished.
 bool refused_reason(const std::string& reason) {
-  return reason == kInvalidSpec || reason == kForbiddenByPodPolicy || reason == kReconcileError;
+  return reason == kInvalidSpec || reason == kForbiddenByPodPolicy || reason == kReconcileError ||
+         reason == kRewardURLNotAllowed;
 }
 
 // Every field of the job's podTemplates whose JSON type is wrong (pod_template.h), one line each.
@@ -197,6 +199,9 @@ ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& o
                   "The operator's pod policy refuses the podTemplate: " + join(violations, "; "),
                   "The pod policy refuses the podTemplate; no pods will be created.");
   }
+  if (auto r = check_cluster_reward(*job, options_.pod.reward_url_allow))
+    return refuse(meta, r->reason, r->message,
+                  "The job's reward is refused; no pods will be created.");
   std::vector<Pod> pods = observe_pods(meta);
   std::optional<Progress> progress = read_progress(*job, pods);
   if (terminal_phase(phase) && !refused_reason(failed_reason(meta.status)))

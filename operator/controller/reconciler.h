@@ -17,6 +17,10 @@
 //             refused -> Failed, reason ForbiddenByPodPolicy, the condition and a Warning Event
 //             naming each field and rule or control; no pods; no requeue. A job refused for
 //             either reason is looked at again when it changes (a fixed spec runs).
+//   reward    spec.reward on a cluster (reward_sidecar.h): an http URL outside the admin's
+//             --reward-url-allow -> Failed, reason RewardURLNotAllowed; a reward container
+//             with no command -> Failed, InvalidSpec; naming the field and the fix, no pods, as
+//             above.
 //   progress  the pods' tlt.dev/progress reports (progress.h); an unreadable one is skipped with
 //             one warning line and one Warning Event (ProgressUnreadable) per annotation value.
 //   finished  Succeeded or Failed is kept: pods still running are deleted; after

@@ -5,7 +5,8 @@
 // win. When the template's types are right, the pod it makes has right types too, and when the
 // policy allows the template, it allows the pod made from it.
 // Input: JSON text; its length's parity picks the job kind (odd: RLJob trainer, even:
-// TSTPretrainJob workers).
+// TSTPretrainJob workers); a length of 1 mod 4 gives the RLJob a reward container, so its
+// trainer pod carries the reward sidecar.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -75,6 +76,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   role.path = size % 2 ? "spec.roles.trainer" : "spec.workers";
   role.pod_template = std::move(tmpl);
   job.roles = {role};
+  if (size % 4 == 1) {  // an RLJob trainer that carries the reward sidecar (reward_sidecar.h)
+    job.document = {{"spec",
+                     {{"reward",
+                       {{"type", "command"},
+                        {"container", {{"image", "r:1"}, {"command", {"python3", "r.py"}}}}}}}}};
+  }
   try {
     check_pod_template(PodPolicy{}, role.pod_template, role.path + ".podTemplate");
     check_pod(job, role, desired_pod(job, role, 0, PodOptions{}));

@@ -87,6 +87,10 @@ prom = [a for a in c.get("args", []) if a.startswith("--prometheus-url")]
 want_prom = ["--prometheus-url=http://prometheus-operated.monitoring:9090",
              "--prometheus-url-allow=http://prometheus-operated.monitoring:9090"] if mode == "full" else []
 check(prom == want_prom, "prometheus flags %s, expected %s" % (prom, want_prom))
+# Rewards: no http reward URL is allowed unless the values list it.
+reward = [a for a in c.get("args", []) if a.startswith("--reward-url")]
+want_reward = ["--reward-url-allow=http://reward.scoring:8000"] if mode == "full" else []
+check(reward == want_reward, "reward flags %s, expected %s" % (reward, want_reward))
 # The pod policy (podPolicy values): restricted and default-deny unless the values say otherwise.
 policy = [a for a in c.get("args", []) if a.startswith(("--pod-policy-", "--pod-security"))]
 want_policy = ["--pod-security=baseline", "--pod-policy-allow=nodeName",

@@ -21,6 +21,7 @@
 #include "operator/controller/job_status.h"
 #include "operator/controller/log.h"
 #include "operator/controller/reconciler.h"
+#include "operator/controller/reward_sidecar.h"
 #include "kube/fake_client.h"
 #include "operator/rebalancer/fake_prometheus.h"
 #include "operator/rebalancer/rebalancer.h"
@@ -480,6 +481,18 @@ TEST(PrometheusURL, Allowed_EqualOrBelowAnEntryOnly) {
     EXPECT_FALSE(prometheus_url_allowed(bad, allow)) << bad;
   EXPECT_FALSE(prometheus_url_allowed("http://a", {}));
   EXPECT_FALSE(prometheus_url_allowed("/", {"", "/"})) << "empty entries allow nothing";
+}
+
+// --reward-url-allow mirrors --prometheus-url-allow (reward_sidecar.h): one rule for both.
+TEST(PrometheusURL, RewardURLAllowList_SameRule) {
+  const std::vector<std::string> allow = {"http://prom:9090/", "https://thanos.example/q", ""};
+  for (const char* url : {"http://prom:9090", "http://prom:9090/", "http://prom:9090/x/y",
+                          "https://thanos.example/q/r", "http://prom:9090.evil.example",
+                          "http://prom:9090@evil.example/", "http://prom:90901", "http://prom",
+                          "https://thanos.example/qq", "https://thanos.example", "", "/"}) {
+    EXPECT_EQ(controller::reward_url_allowed(url, allow), prometheus_url_allowed(url, allow))
+        << url;
+  }
 }
 
 TEST_F(RebalancerTest, Rebalance_DCGMPercent_ScaledAndPodLabelUsed) {

@@ -56,7 +56,7 @@ class ReconcilerTest : public ::testing::Test {
       : clock_(std::chrono::system_clock::from_time_t(1700000000)),
         events_(&kube_, &clock_, "tlt-operator"),
         reconciler_(&kube_, &cache_, &events_, &clock_,
-                    ReconcilerOptions{PodOptions{"registry.example/tlt:test", 29500, {}}, 4}) {
+                    ReconcilerOptions{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4}) {
     set_log_sink([this](const std::string& line) { logs_.push_back(line); });
   }
   ~ReconcilerTest() override { set_log_sink(nullptr); }
@@ -360,7 +360,7 @@ TEST_F(ReconcilerTest, Reconcile_TemplateNamesAdminServiceAccount_PodsRunAsIt) {
   ReconcileResult r = reconcile(key);
   EXPECT_EQ(r.phase, "Failed") << "not in the admin's list";
   EXPECT_TRUE(pod_names("research").empty());
-  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}}, 4};
+  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4};
   allowing.pod.policy.service_accounts = {"reader"};
   Reconciler admin(&kube_, &cache_, &events_, &clock_, allowing);
   sync();
@@ -581,7 +581,7 @@ TEST_F(ReconcilerTest, Reconcile_PodPolicyRefusesTemplate_FailedNamingFieldEvent
   reconcile(key);
   EXPECT_EQ(events_with_reason("research", "ForbiddenByPodPolicy"), 1) << "once, not per pass";
   // The admin's level allows both: the same job runs.
-  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}}, 4};
+  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4};
   allowing.pod.policy.level = PodSecurityLevel::kPrivileged;
   Reconciler lenient(&kube_, &cache_, &events_, &clock_, allowing);
   sync();
