@@ -193,6 +193,15 @@ TEST(PodSecurity, RestrictedPodControls_EachRefusedNamingField) {
   }
 }
 
+TEST(PodSecurity, EphemeralContainers_JudgedLikeTheOthers) {
+  Json pod = compliant();
+  pod["spec"]["ephemeralContainers"] = {
+      {{"name", "debug"}, {"securityContext", {{"privileged", true}}}}};
+  std::vector<std::string> want = {"t.spec.ephemeralContainers[0].securityContext.privileged"};
+  EXPECT_EQ(fields(kBaseline, pod), want);
+  EXPECT_EQ(fields(kRestricted, pod).size(), 3u) << "and drop ALL, allowPrivilegeEscalation";
+}
+
 TEST(PodSecurity, RestrictedUnsetFields_RefusedPerContainer) {
   Json pod = compliant();
   pod["spec"].erase("securityContext");
