@@ -25,9 +25,9 @@
 //                                (--pod-policy-allow=controlPlaneTolerations)
 //       rule "finalizers"        a non-empty metadata.finalizers (never allowed: the pods would
 //                                outlive their job)
-// The rules of the earlier deny-list (privileged, capabilities, hostNetwork, hostPID, hostIPC,
-// hostPath) are retired: the PSS level decides them (baseline and restricted refuse each;
-// privileged allows them). Naming one in allow() is an error that says so.
+// privileged, capabilities, hostNetwork, hostPID, hostIPC and hostPath are not admin rules: the
+// PSS level decides them (baseline and restricted refuse each; privileged allows them), and
+// allow() refuses those names saying so.
 //
 // Thread safety: plain values and stateless functions.
 #pragma once

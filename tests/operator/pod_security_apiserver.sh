@@ -2,7 +2,7 @@
 # The operator holds job authors to the Pod Security Standards and its admin rules (issue 41), on a
 # real etcd + kube-apiserver (scripts/k8s-env.sh) with the real tlt-operator at its default
 # level (restricted) under tests/operator/rbac.yaml. User `tenant` may create RLJobs, not pods:
-#   1. RLJob `escape`, whose rollout podTemplate slipped past the old deny-list (a pod-level
+#   1. RLJob `escape`, whose rollout podTemplate holds the escapes issue 41 lists (a pod-level
 #      windowsOptions.hostProcess, an init container with allowPrivilegeEscalation, runAsUser 0,
 #      procMount Unmasked and seccomp Unconfined, a sidecar with a hostPort, an SELinux type and
 #      AppArmor Unconfined, an unsafe sysctl, an nfs volume), turns Failed (ForbiddenByPodPolicy);
@@ -65,7 +65,7 @@ refused() {
   k8s_say "$job: Failed (ForbiddenByPodPolicy), the condition naming each field and control or rule, no children"
 }
 
-# ---- 1. what slipped past the deny-list -----------------------------------------------------------
+# ---- 1. the escapes of issue 41 -------------------------------------------------------------------
 K8S_STEP="a tenant's RLJob with PSS escapes"
 kc --as tenant apply -f - >/dev/null <<'YAML'
 apiVersion: tlt.dev/v1alpha1
