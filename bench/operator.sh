@@ -183,7 +183,8 @@ k8s_start operator "$K8S_TMP/operator.log" env KUBERNETES_SERVICE_HOST=127.0.0.1
   KUBERNETES_SERVICE_PORT="$API_PORT" "$op" --service-account-dir "$K8S_TMP/sa" \
   --metrics-port "$METRICS_PORT" --metrics-bind-address 127.0.0.1 \
   --runtime-image registry.invalid/tlt:bench --leader-elect \
-  --leader-election-namespace tlt-system --leader-election-identity bench ${op_args[@]+"${op_args[@]}"}
+  --leader-election-namespace tlt-system --leader-election-identity bench \
+  --pod-policy-allow nodeName ${op_args[@]+"${op_args[@]}"}
 OP_PID=$K8S_LAST_PID
 METRICS=http://127.0.0.1:$METRICS_PORT/metrics
 K8S_STEP="tlt-operator did not report ready on /readyz within 30 s"

@@ -58,7 +58,8 @@ done >"$K8S_TMP/jobs.yaml"
 
 k8s_free_port METRICS_PORT
 k8s_start_operator "$op" "$METRICS_PORT" --leader-elect --leader-election-namespace tlt-system \
-  --leader-election-identity soak ${op_args[@]+"${op_args[@]}"} || k8s_fail "$K8S_STEP"
+  --leader-election-identity soak --pod-policy-allow nodeName ${op_args[@]+"${op_args[@]}"} ||
+  k8s_fail "$K8S_STEP"
 k8s_say "tlt-operator ready (pid $OP_PID); idle for $idle s, then $n_jobs RLJobs ($n_pods pods); VmRSS every $every s"
 
 t0=$SECONDS

@@ -8,8 +8,10 @@
 // SIGINT stops it (releasing the Lease). Its Kubernetes client retries transient apiserver
 // failures and holds itself to --kube-qps / --kube-burst (kube/client.h). Also: --check
 // (decode and validate manifests as the operator would), --print-crds / --write-crds (the CRDs
-// generated from api/). --pod-policy-allow and --pod-policy-service-account loosen the pod policy
-// that job podTemplates are held to (operator/controller/pod_policy.h). While it reconciles
+// generated from api/), --check-pod-security (judge pods at a Pod Security Standard level).
+// --pod-security sets the level job pods are held to; --pod-policy-allow,
+// --pod-policy-service-account and --pod-policy-priority-class loosen the admin rules beside it
+// (operator/controller/pod_policy.h). While it reconciles
 // (leads), the rebalancer (operator/rebalancer) runs too: it reads GPU utilisation from Prometheus
 // (a job's spec.rebalancing.prometheusURL when --prometheus-url-allow lists it, else
 // --prometheus-url) and assigns idle rollout pods to drafter training. --reward-url-allow lists
@@ -33,6 +35,7 @@
 #include "operator/controller/leader.h"
 #include "operator/controller/log.h"
 #include "operator/controller/metrics.h"
+#include "operator/controller/pod_security.h"
 #include "kube/client.h"
 #include "kube/cpprest_transport.h"
 #include "kube/kubeconfig.h"
@@ -87,6 +90,33 @@ int check_manifests(const std::vector<std::string>& files) {
   return code;
 }
 
+// Reads Pods (JSON, one a line) from `in` and writes one verdict a line to `out`, as the
+// operator's pod policy judges the pods at `level_name` (pod_security.h): "allow", or "deny" and
+// a tab and every violation ("; "-separated); "error" and a tab and why for a line that is not
+// JSON. Returns the exit code (1 for an unknown level or an unreadable line).
+int check_pod_security(const std::string& level_name, std::istream& in, std::ostream& out) {
+  using namespace tlt::controller;
+  tlt::StatusOr<PodSecurityLevel> level = parse_pod_security_level(level_name);
+  if (!level.ok()) {
+    std::cerr << "tlt-operator: --check-pod-security: " << level.status().message() << "\n";
+    return 1;
+  }
+  int code = 0;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json pod = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (pod.is_discarded()) {
+      out << "error\tnot JSON\n";
+      code = 1;
+      continue;
+    }
+    std::string why;
+    for (const PodSecurityViolation& v : check_pod_security(*level, pod, ""))
+      why += (why.empty() ? "" : "; ") + describe(v, *level);
+    out << (why.empty() ? "allow" : "deny\t" + why) << "\n";
+  }
+  return code;
+}
+
 struct RunFlags {
   std::string kubeconfig, context, service_account_dir, namespace_, runtime_image;
   std::string metrics_bind = "0.0.0.0";
@@ -101,6 +131,8 @@ struct RunFlags {
   std::string prometheus_url;
   double prometheus_timeout = 5;
   std::vector<std::string> pod_policy_allow, pod_policy_service_accounts, prometheus_allow;
+  std::vector<std::string> pod_policy_priority_classes;
+  std::string pod_security = "restricted";
   std::vector<std::string> reward_allow;
 };
 
@@ -152,6 +184,13 @@ int run(const RunFlags& flags) {
     }
   }
   options.pod.policy.service_accounts = flags.pod_policy_service_accounts;
+  options.pod.policy.priority_classes = flags.pod_policy_priority_classes;
+  tlt::StatusOr<PodSecurityLevel> level = parse_pod_security_level(flags.pod_security);
+  if (!level.ok()) {
+    std::cerr << "tlt-operator: --pod-security: " << level.status().message() << "\n";
+    return 1;
+  }
+  options.pod.policy.level = *level;
   options.pod.reward_url_allow = flags.reward_allow;
   options.namespace_ = flags.namespace_;
   options.workers = flags.workers;
@@ -305,20 +344,33 @@ int main(int argc, char** argv) {
                  "Seconds one Prometheus query may take")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 300.0));
+  app.add_option("--pod-security", f.pod_security,
+                 "The Pod Security Standard every job pod must meet, checked before any is "
+                 "created: restricted, baseline or privileged")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"restricted", "baseline", "privileged"}));
   app.add_option("--reward-url-allow", f.reward_allow,
                  "A URL that a job's spec.reward.url (type http) may name (it or a path below "
                  "it; repeat or comma-separate; default: none, http rewards are refused)")
       ->delimiter(',');
   app.add_option("--pod-policy-allow", f.pod_policy_allow,
-                 "Allow job podTemplates this (repeat or comma-separate): privileged, "
-                 "capabilities, hostNetwork, hostPID, hostIPC, hostPath (default: none)")
+                 "Allow job podTemplates this (repeat or comma-separate): "
+                 "automountServiceAccountToken, nodeName, controlPlaneTolerations (default: none)")
       ->delimiter(',');
   app.add_option("--pod-policy-service-account", f.pod_policy_service_accounts,
                  "A serviceAccountName job podTemplates may set (repeat or comma-separate; "
-                 "default: none, the pods run as the namespace's default ServiceAccount)")
+                 "default: none, the pods run as the job's own ServiceAccount)")
+      ->delimiter(',');
+  app.add_option("--pod-policy-priority-class", f.pod_policy_priority_classes,
+                 "A priorityClassName job podTemplates may set (repeat or comma-separate; "
+                 "default: none)")
       ->delimiter(',');
   app.add_flag("--version", show_version, "Print the version and exit");
   app.add_option("--check", check_files, "Decode and validate manifests as the operator would");
+  std::string check_level;
+  app.add_option("--check-pod-security", check_level,
+                 "Judge Pods (JSON, one a line on stdin) at this Pod Security Standard level, one "
+                 "verdict a line (allow, or deny and the violations), and exit");
   app.add_flag("--print-crds", show_crds,
                "Print the CustomResourceDefinitions (generated from api/spec.h) and exit");
   app.add_option("--write-crds", crd_dir,
@@ -331,5 +383,6 @@ int main(int argc, char** argv) {
   }
   if (show_crds || !crd_dir.empty()) return print_crds(crd_dir, std::cout, std::cerr);
   if (!check_files.empty()) return check_manifests(check_files);
+  if (!check_level.empty()) return check_pod_security(check_level, std::cin, std::cout);
   return run(f);
 }

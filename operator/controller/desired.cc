@@ -17,10 +17,12 @@ constexpr const char* kSpecVolume = "tlt-spec";
 constexpr const char* kSpecDir = "/etc/tlt";
 constexpr const char* kTmpVolume = "tlt-tmp";  // /tmp: the runtime's only writable place
 
-// Sets object[key] = value unless the object already has the key (the podTemplate's own choice).
+// Sets object[key] = value unless the object already has the key (the podTemplate's own choice;
+// null is the key's absence, as on the apiserver).
 void set_default(Json* object, const char* key, const Json& value) {
   if (!object->is_object()) *object = Json::object();
-  if (!object->contains(key)) (*object)[key] = value;
+  auto it = object->find(key);
+  if (it == object->end() || it->is_null()) (*object)[key] = value;
 }
 
 // A container under the `restricted` Pod Security Standard, where the template is silent: no

@@ -77,11 +77,17 @@ std::vector<std::string> template_type_errors(const JobView& job) {
   return out;
 }
 
-// Every way the job's podTemplates break `policy` (pod_policy.h), one line each.
-std::vector<std::string> policy_violations(const JobView& job, const PodPolicy& policy) {
+// Every way the job's podTemplates, and the pods made of them, break the admin's pod policy
+// (pod_policy.h), one line each. A role's pods differ only in names and environment, which no
+// rule looks at: its pod 0 stands for all.
+std::vector<std::string> policy_violations(const JobView& job, const PodOptions& options) {
   std::vector<std::string> out;
   for (const RoleView& role : job.roles) {
-    for (std::string& v : check_pod_template(policy, role.pod_template, role.path + ".podTemplate"))
+    const std::string path = role.path + ".podTemplate";
+    for (std::string& v : check_pod_template(options.policy, role.pod_template, path))
+      out.push_back(std::move(v));
+    Json pod = desired_pod(job, role, 0, options);
+    for (std::string& v : check_pod_security_lines(options.policy, role.pod_template, pod, path))
       out.push_back(std::move(v));
   }
   return out;
@@ -188,7 +194,7 @@ ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& o
     return refuse(meta, kInvalidSpec, "The spec is invalid: " + join(wrong, "; "),
                   "The spec is invalid; no pods will be created.", true);
   }
-  if (std::vector<std::string> violations = policy_violations(*job, options_.pod.policy);
+  if (std::vector<std::string> violations = policy_violations(*job, options_.pod);
       !violations.empty()) {
     return refuse(meta, kForbiddenByPodPolicy,
                   "The operator's pod policy refuses the podTemplate: " + join(violations, "; "),

@@ -19,9 +19,10 @@
 //   validate  decode + validate with api/, then the JSON types of every podTemplate
 //             (pod_template.h); invalid -> status Failed, reason InvalidSpec, the message naming
 //             the fields; the job's pods are deleted; no requeue (retrying cannot fix it).
-//   policy    every role's podTemplate against the admin's pod policy (options.pod.policy,
-//             pod_policy.h); refused -> Failed, reason ForbiddenByPodPolicy, the condition and a
-//             Warning Event naming each field and rule; the job's pods (made while the policy
+//   policy    every role's podTemplate, and the pod made of it, against the admin's pod policy
+//             (options.pod.policy: admin rules and a Pod Security Standards level, pod_policy.h);
+//             refused -> Failed, reason ForbiddenByPodPolicy, the condition and a Warning Event
+//             naming each field and rule or control; the job's pods (made while the policy
 //             allowed them) are deleted; no requeue. A job refused for either reason is looked
 //             at again when it changes (a fixed spec runs).
 //   reward    spec.reward on a cluster (reward_sidecar.h): an http URL outside the admin's

@@ -46,8 +46,14 @@ void check_pod(const JobView& job, const RoleView& role, const Json& pod) {
   Json as_template = {{"metadata", meta}, {"spec", spec}};
   if (!check_template_types(as_template, "pod").empty()) fail("pod of wrong types", tmpl, pod);
   PodPolicy policy;
+  check_pod_security_lines(policy, tmpl, pod, path);
+  // What the template meets, the pod made of it meets too (the operator only adds defaults).
+  if (check_pod_security(PodSecurityLevel::kRestricted, tmpl, path).empty() &&
+      !check_pod_security(PodSecurityLevel::kRestricted, pod, "pod").empty())
+    fail("the template meets restricted but not its pod", tmpl, pod);
   if (!check_pod_template(policy, tmpl, path).empty()) return;
   policy.service_accounts.push_back(identity_name(job.meta.kind, job.meta.name));
+  policy.allow_automount_token = true;  // the operator's own choice for the progress pod
   if (!check_pod_template(policy, as_template, "pod").empty())
     fail("the policy allows the template but not its pod", tmpl, pod);
 }

@@ -91,10 +91,13 @@ check(prom == want_prom, "prometheus flags %s, expected %s" % (prom, want_prom))
 reward = [a for a in c.get("args", []) if a.startswith("--reward-url")]
 want_reward = ["--reward-url-allow=http://reward.scoring:8000"] if mode == "full" else []
 check(reward == want_reward, "reward flags %s, expected %s" % (reward, want_reward))
-# The pod policy (podPolicy values): default-deny unless the values lift a rule.
-policy = [a for a in c.get("args", []) if a.startswith("--pod-policy-")]
-want_policy = ["--pod-policy-allow=hostPath", "--pod-policy-allow=capabilities",
-               "--pod-policy-service-account=trainer-reader"] if mode == "full" else []
+# The pod policy (podPolicy values): restricted and default-deny unless the values say otherwise.
+policy = [a for a in c.get("args", []) if a.startswith(("--pod-policy-", "--pod-security"))]
+want_policy = ["--pod-security=baseline", "--pod-policy-allow=nodeName",
+               "--pod-policy-allow=controlPlaneTolerations",
+               "--pod-policy-service-account=trainer-reader",
+               "--pod-policy-priority-class=research-high"] if mode == "full" else [
+                   "--pod-security=restricted"]
 check(policy == want_policy, "pod policy flags %s, expected %s" % (policy, want_policy))
 release_ns = dep["metadata"]["namespace"]
 check(flags.get("--metrics-port") == str(ports.get("metrics")),

@@ -571,8 +571,8 @@ TEST_F(ReconcilerTest, Reconcile_PodPolicyRefusesTemplate_FailedNamingFieldEvent
   EXPECT_EQ(condition(j, "Failed", "reason"), "ForbiddenByPodPolicy");
   std::string message = condition(j, "Failed", "message");
   for (const char* needle :
-       {"spec.roles.trainer.podTemplate.spec.hostNetwork", "rule hostNetwork",
-        "spec.roles.trainer.podTemplate.spec.volumes[0].hostPath", "rule hostPath"}) {
+       {"spec.roles.trainer.podTemplate.spec.hostNetwork", "control \"Host Namespaces\"",
+        "spec.roles.trainer.podTemplate.spec.volumes[0].hostPath", "control \"Volume Types\""}) {
     EXPECT_NE(message.find(needle), std::string::npos) << message;
   }
   EXPECT_TRUE(pod_names("research").empty());
@@ -581,10 +581,9 @@ TEST_F(ReconcilerTest, Reconcile_PodPolicyRefusesTemplate_FailedNamingFieldEvent
   EXPECT_EQ(events_with_reason("research", "ForbiddenByPodPolicy"), 1);
   reconcile(key);
   EXPECT_EQ(events_with_reason("research", "ForbiddenByPodPolicy"), 1) << "once, not per pass";
-  // The admin allows both: the same job runs.
+  // The admin's level allows both: the same job runs.
   ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4};
-  ASSERT_TRUE(allowing.pod.policy.allow("hostNetwork").ok());
-  ASSERT_TRUE(allowing.pod.policy.allow("hostPath").ok());
+  allowing.pod.policy.level = PodSecurityLevel::kPrivileged;
   Reconciler lenient(&kube_, &cache_, &events_, &clock_, allowing);
   sync();
   r = lenient.reconcile(key);

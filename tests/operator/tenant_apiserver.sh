@@ -2,11 +2,13 @@
 # The operator under a hostile job author and a cluster that refuses its writes (issue 21), on a
 # real etcd + kube-apiserver (scripts/k8s-env.sh) with kwok running a fake GPU node, the real
 # tlt-operator under tests/operator/rbac.yaml:
-#   1. pod policy: user `tenant` may create RLJobs but not pods. Its RLJob whose podTemplate asks
-#      for a privileged container, hostNetwork, hostPID, a hostPath of / and another
-#      ServiceAccount turns Failed (ForbiddenByPodPolicy), the condition and a Warning Event name
-#      each field and rule, and no pod, Service or ConfigMap appears. A ServiceAccount the admin
-#      listed (--pod-policy-service-account) is allowed: that job's pods run under it.
+#   1. pod policy (the operator at --pod-security=baseline, so that section 3 sees the
+#      apiserver's own refusal): user `tenant` may create RLJobs but not pods. Its RLJob whose
+#      podTemplate asks for a privileged container, hostNetwork, hostPID, a hostPath of / and
+#      another ServiceAccount turns Failed (ForbiddenByPodPolicy), the condition and a Warning
+#      Event name each field and control or rule, and no pod, Service or ConfigMap appears. A
+#      ServiceAccount the admin listed (--pod-policy-service-account) is allowed: that job's pods
+#      run under it. (tests/operator/pod_security_apiserver.sh: the restricted level.)
 #   2. Prometheus URLs: a job naming an endpoint not in --prometheus-url-allow is never fetched
 #      (RebalancerDegraded, reason PrometheusURLNotAllowed); one that is allowed but answers with a
 #      secret body is reported by status code and content type only: the secret appears in no
@@ -92,7 +94,8 @@ curl -fsS "$INTERNAL/x" | grep -q "$SECRET" || fail "the internal endpoint does 
 kc create serviceaccount trainer-reader -n research >/dev/null
 k8s_free_port METRICS_PORT
 k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 --prometheus-timeout 2 \
-  --prometheus-url-allow "$ALLOWED" --pod-policy-service-account trainer-reader
+  --prometheus-url-allow "$ALLOWED" --pod-policy-service-account trainer-reader \
+  --pod-security baseline
 K8S_WATCH_PID=$OP_PID
 
 
@@ -129,15 +132,16 @@ wait_until 30 "the hostile RLJob did not turn Failed" phase_is rljob/escape Fail
 reason=$(cond rljob/escape Failed reason)
 [[ $reason == ForbiddenByPodPolicy ]] || fail "Failed reason $reason, want ForbiddenByPodPolicy"
 message=$(cond rljob/escape Failed message)
-for needle in "spec.roles.rollout.podTemplate.spec.hostNetwork" "rule hostNetwork" \
-  "spec.roles.rollout.podTemplate.spec.hostPID" "rule hostPID" \
-  "spec.roles.rollout.podTemplate.spec.containers[0].securityContext.privileged" "rule privileged" \
-  "spec.roles.rollout.podTemplate.spec.volumes[0].hostPath" "rule hostPath" \
+for needle in "spec.roles.rollout.podTemplate.spec.hostNetwork" 'control "Host Namespaces"' \
+  "spec.roles.rollout.podTemplate.spec.hostPID" \
+  "spec.roles.rollout.podTemplate.spec.containers[0].securityContext.privileged" \
+  'control "Privileged Containers"' \
+  "spec.roles.rollout.podTemplate.spec.volumes[0].hostPath" 'control "HostPath Volumes"' \
   "spec.roles.rollout.podTemplate.spec.serviceAccountName" "rule serviceAccount"; do
   [[ $message == *"$needle"* ]] || fail "the Failed condition does not name $needle: $message"
 done
 wait_until 30 "no Warning Event ForbiddenByPodPolicy" has_event escape ForbiddenByPodPolicy
-events escape ForbiddenByPodPolicy | grep -q '^Warning: .*hostPath.*rule hostPath' ||
+events escape ForbiddenByPodPolicy | grep -q '^Warning: .*hostPath.*HostPath Volumes' ||
   fail "the Event does not name hostPath: $(events escape ForbiddenByPodPolicy)"
 sleep 2  # anything the operator would create shows up by now
 [[ -z $(owned escape) ]] || fail "the refused job got children: $(owned escape)"
