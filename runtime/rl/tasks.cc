@@ -360,10 +360,6 @@ class Countdown : public Task {
 
 }  // namespace
 
-StatusOr<std::vector<int64_t>> Task::encode(const Codec& codec, const Problem& p) const {
-  return codec.encode_prompt(p.prompt, codec.has_chat() ? chat_prompt(p) : std::string());
-}
-
 StatusOr<std::vector<int64_t>> prompt_ids(const Codec& codec, const Task& task, const Problem& p) {
   return task.encode(codec, p);
 }

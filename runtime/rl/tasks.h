@@ -57,7 +57,9 @@ class Task {
   // The ids the policy reads for `p` (prompt_ids below). The default: codec.encode_prompt(
   // p.prompt, chat_prompt(p)) (the chat template's rendering when the codec has one, else the
   // plain prompt). A task whose prompts are chat messages renders them (Codec::encode_messages).
-  virtual StatusOr<std::vector<int64_t>> encode(const Codec& codec, const Problem& p) const;
+  virtual StatusOr<std::vector<int64_t>> encode(const Codec& codec, const Problem& p) const {
+    return codec.encode_prompt(p.prompt, codec.has_chat() ? chat_prompt(p) : std::string());
+  }
 };
 
 // The ids the policy reads for `p`: task.encode(codec, p). Errors as Codec::encode_prompt.
