@@ -16,10 +16,15 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 bool has_suffix(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
-bool is_jsonl(const std::string& p) { return has_suffix(p, ".jsonl") || has_suffix(p, ".json"); }
-bool is_parquet(const std::string& p) { return has_suffix(p, ".parquet"); }
+bool is_jsonl(const std::string& p) {
+  return has_suffix(p, ".jsonl") || has_suffix(p, ".json");
+}
+bool is_parquet(const std::string& p) {
+  return has_suffix(p, ".parquet");
+}
 
 // An open file descriptor, closed with its owner.
 struct Fd {
@@ -58,7 +63,7 @@ Status JsonlFile::take_line(const std::string& line, uint64_t offset, uint64_t n
                             uint64_t first, const RowVisitor& visit) {
   std::string place = path_ + ":" + std::to_string(number);
   size_t end = line.size();
-  if (end > 0 && line[end - 1] == '\r') --end;  // CRLF files
+  if (end > 0 && line[end - 1] == '\r') --end;                                    // CRLF files
   if (line.find_first_not_of(" \t\r") == std::string::npos) return Status::Ok();  // blank
   size_t bad = 0;
   if (!valid_utf8(line.data(), end, &bad))
@@ -95,10 +100,9 @@ Status JsonlFile::scan(uint64_t first, const RowVisitor& visit) {
       line.append(buf.data() + k, size_t(stop - k));
       offset += uint64_t(stop - k);
       if (line.size() > kMaxLineBytes)
-        return Status::InvalidArgument(path_ + ":" + std::to_string(number) +
-                                       ": the line is longer than " +
-                                       std::to_string(kMaxLineBytes >> 20) +
-                                       " MiB, the limit of a JSONL row");
+        return Status::InvalidArgument(
+            path_ + ":" + std::to_string(number) + ": the line is longer than " +
+            std::to_string(kMaxLineBytes >> 20) + " MiB, the limit of a JSONL row");
       k = stop;
       if (!nl) break;
       TLT_RETURN_IF_ERROR(take_line(line, line_start, number, first, visit));
@@ -141,8 +145,9 @@ StatusOr<std::vector<std::string>> shard_paths(const std::string& path) {
   }
   if (ec) return Status::InvalidArgument(path + ": " + ec.message());
   if (out.empty())
-    return Status::InvalidArgument(path + ": the directory holds no .jsonl, .json or .parquet "
-                                          "shard");
+    return Status::InvalidArgument(path +
+                                   ": the directory holds no .jsonl, .json or .parquet "
+                                   "shard");
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -167,8 +172,7 @@ StatusOr<std::unique_ptr<RowFile>> open_jsonl(const std::string& path, uint64_t 
 
 Dataset::~Dataset() = default;
 
-StatusOr<std::unique_ptr<Dataset>> Dataset::open(const std::string& path,
-                                                 const RowVisitor& visit) {
+StatusOr<std::unique_ptr<Dataset>> Dataset::open(const std::string& path, const RowVisitor& visit) {
   StatusOr<std::vector<std::string>> shards = shard_paths(path);
   if (!shards.ok()) return shards.status();
   std::unique_ptr<Dataset> d(new Dataset());
@@ -221,7 +225,10 @@ bool valid_utf8(const char* s, size_t n, size_t* bad_at) {
       ++i;
       continue;
     }
-    size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
     if (len == 0 || i + len > n) return fail();
     unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
     if (c == 0xE0) lo = 0xA0;

@@ -10,8 +10,8 @@ TltParquet* tlt_pq_open(const uint8_t* path, size_t len, char** error, size_t* e
 uint64_t tlt_pq_rows(const TltParquet* p);
 uint64_t tlt_pq_groups(const TltParquet* p);
 uint64_t tlt_pq_group_start(const TltParquet* p, uint64_t g);
-bool tlt_pq_group_json(const TltParquet* p, uint64_t g, char** out, size_t* out_len,
-                       char** error, size_t* error_len);
+bool tlt_pq_group_json(const TltParquet* p, uint64_t g, char** out, size_t* out_len, char** error,
+                       size_t* error_len);
 void tlt_pq_free(TltParquet* p);
 void tlt_pq_free_bytes(char* ptr, size_t len);
 }
@@ -32,9 +32,7 @@ class ParquetFile : public RowFile {
   ~ParquetFile() override { tlt_pq_free(pq_); }
   uint64_t rows() const override { return tlt_pq_rows(pq_); }
   StatusOr<std::string> text(uint64_t i) const override;
-  std::string where(uint64_t i) const override {
-    return path_ + ": row " + std::to_string(i + 1);
-  }
+  std::string where(uint64_t i) const override { return path_ + ": row " + std::to_string(i + 1); }
   Status scan(uint64_t first, const RowVisitor& visit);
 
  private:

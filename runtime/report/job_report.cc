@@ -137,7 +137,9 @@ json JobReport::add_rl_run(const std::string& label, const rl::RLRunResult& res,
       {"heldOutDifference", res.held_out_difference.mean},
       {"heldOutDifferenceCi95", {res.held_out_difference.lo, res.held_out_difference.hi}},
       {"totalSeconds", j["totalSeconds"]},
-      {"reclaimedShare", j["reclaimedShare"]}};
+      {"reclaimedShare", j["reclaimedShare"]},
+      {"promptsSkipped", res.prompts_skipped},
+      {"promptsTruncated", res.prompts_truncated}};
   rl_labels_.push_back(label);
   if (!res.interrupted && have_gnuplot() && !res.steps.empty()) {
     std::string t = plot_timeline(dir_, label, res.steps.back(), workers);
@@ -208,6 +210,8 @@ json rl_result_json(const rl::RLRunResult& res) {
           {"heldOut", held_out},
           {"interrupted", res.interrupted},
           {"warmStart", res.warm_start},
+          {"promptsSkipped", res.prompts_skipped},
+          {"promptsTruncated", res.prompts_truncated},
           {"totalSeconds", total},
           {"generatingWorkerSeconds", gen},
           {"generatingPhaseSeconds", phases},

@@ -36,10 +36,9 @@ StatusOr<RowPrompt> read_prompt(const json& row, const std::string& field) {
   }
   const std::string shape = "; a prompt is a string or a list of chat messages [{role, content}]";
   if (!v->is_array() || v->empty())
-    return Status::InvalidArgument(name + ": \"" + field + "\" is " +
-                                   (v->is_array() ? "an empty list" : std::string("a ") +
-                                                                          v->type_name()) +
-                                   shape);
+    return Status::InvalidArgument(
+        name + ": \"" + field + "\" is " +
+        (v->is_array() ? "an empty list" : std::string("a ") + v->type_name()) + shape);
   p.messages = true;
   for (size_t k = 0; k < v->size(); ++k) {
     const json& m = (*v)[k];
@@ -87,8 +86,7 @@ StatusOr<std::unique_ptr<DatasetTask>> DatasetTask::open(const api::DatasetSpec&
     const json* answer = dataset::at_path(row, spec.answer_field);
     if (!answer)
       return Status::InvalidArgument("spec.task.dataset.answerField: the row has no field \"" +
-                                     spec.answer_field + "\" (its fields: " + fields_of(row) +
-                                     ")");
+                                     spec.answer_field + "\" (its fields: " + fields_of(row) + ")");
     if (t->builtin_) {
       StatusOr<double> probe = reward::score(t->verifier_, "", *answer);
       if (!probe.ok())
@@ -110,10 +108,10 @@ StatusOr<std::unique_ptr<DatasetTask>> DatasetTask::open(const api::DatasetSpec&
     t->sources_.push_back({std::move(*d), s == 1});
   }
   TLT_RETURN_IF_ERROR(t->split(hashes));
-  t->fingerprint_ = fnv1a64(spec.prompt_field + "|" + spec.answer_field + "|" +
-                                std::to_string(spec.held_out) + "|" + spec.long_prompts + "|" +
-                                std::to_string(seed),
-                            t->fingerprint_);
+  t->fingerprint_ =
+      fnv1a64(spec.prompt_field + "|" + spec.answer_field + "|" + std::to_string(spec.held_out) +
+                  "|" + spec.long_prompts + "|" + std::to_string(seed),
+              t->fingerprint_);
   return t;
 }
 
@@ -129,10 +127,10 @@ Status DatasetTask::split(const std::vector<uint64_t>& hashes) {
   }
   uint64_t n_held = uint64_t(std::max(spec_.held_out, 0));
   if (n_held >= rows)
-    return Status::InvalidArgument(
-        "spec.task.dataset.heldOut: " + std::to_string(n_held) + " rows held out of the " +
-        std::to_string(rows) + " rows of " + spec_.path +
-        " leave none to train on; lower heldOut or give heldOutPath");
+    return Status::InvalidArgument("spec.task.dataset.heldOut: " + std::to_string(n_held) +
+                                   " rows held out of the " + std::to_string(rows) + " rows of " +
+                                   spec_.path +
+                                   " leave none to train on; lower heldOut or give heldOutPath");
   std::vector<uint64_t> order(rows);
   std::iota(order.begin(), order.end(), 0);
   auto less = [&](uint64_t a, uint64_t b) {
@@ -158,7 +156,8 @@ Problem DatasetTask::row_problem(const RowRef& r, size_t drop) const {
     std::string& last = prompt->turns.back().content;
     last.erase(0, std::min(drop, last.size()));
     json list = json::array();
-    for (const ChatTurn& t : prompt->turns) list.push_back({{"role", t.role}, {"content", t.content}});
+    for (const ChatTurn& t : prompt->turns)
+      list.push_back({{"role", t.role}, {"content", t.content}});
     p.messages_json = list.dump();
     prompt->text.clear();
     for (const ChatTurn& t : prompt->turns)
@@ -221,8 +220,10 @@ StatusOr<std::vector<int64_t>> DatasetTask::fit_row(const Codec& codec, int64_t 
     size_t mid = lo + (hi - lo) / 2;
     StatusOr<int64_t> n = size(char_start(text, mid));
     if (!n.ok()) return n.status();
-    if (*n <= max_prompt) hi = mid;
-    else lo = mid + 1;
+    if (*n <= max_prompt)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   drop_[key(r)] = char_start(text, hi);
   ++truncated_;

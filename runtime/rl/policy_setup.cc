@@ -103,12 +103,13 @@ Status PolicyBuilder::fit_dataset(DatasetTask* task) {
   // evaluation's.
   constexpr int64_t kHeadroom = 64;
   TLT_RETURN_IF_ERROR(task->fit(*p_.codec, p_.max_seq - plan_.max_response_tokens - kHeadroom));
+  p_.prompts_skipped = task->skipped(), p_.prompts_truncated = task->truncated();
   log("dataset: " + plan_.dataset.path + ": " + std::to_string(task->train_rows()) +
       " training rows, " + std::to_string(task->held_out_rows()) + " held out" +
       (plan_.dataset.held_out_path.empty() ? "" : " (" + plan_.dataset.held_out_path + ")") +
       "; prompts skipped " + std::to_string(task->skipped()) + ", truncated " +
-      std::to_string(task->truncated()) + " (spec.task.dataset.longPrompts: " +
-      plan_.dataset.long_prompts + ")");
+      std::to_string(task->truncated()) +
+      " (spec.task.dataset.longPrompts: " + plan_.dataset.long_prompts + ")");
   return Status::Ok();
 }
 
@@ -167,9 +168,8 @@ Status PolicyBuilder::load_model_policy() {
 Status PolicyBuilder::warm_start_policy() {
   WarmStartOptions wo = warm_start_options();
   std::ostringstream key;
-  key << p_.model_key << "-" << task_key() << "-" << wo.steps << "-"
-      << wo.learning_rate << "-" << wo.batch << "-" << wo.max_response_tokens << "-"
-      << wo.max_prompt_chars << "-" << wo.seed;
+  key << p_.model_key << "-" << task_key() << "-" << wo.steps << "-" << wo.learning_rate << "-"
+      << wo.batch << "-" << wo.max_response_tokens << "-" << wo.max_prompt_chars << "-" << wo.seed;
   if (wo.unmarked_answers > 0) key << "-unmarked" << wo.unmarked_answers;  // older keys unchanged
   p_.warm_start_key = plan_.cache_dir + "/rl/warm-start-" +
                       std::to_string(fnv1a64(key.str()) % 1000000007ull) + ".ckpt";
@@ -247,9 +247,9 @@ Status PolicyBuilder::warm_start_drafter_on_generations() {
   o.bfloat16 = o.train_bfloat16 = p_.bfloat16;
   // The target is the policy as RL starts: the model file, and its own warm start if it had one.
   std::string model_key = p_.model_key + (p_.warm_start.empty() ? "" : " " + p_.warm_start_key);
-  StatusOr<GenerationsWarmStart> r = load_or_train_drafter_on_generations(
-      p_.policy, p_.drafter, *p_.task, o, model_key,
-      task_key(), plan_.cache_dir, cb_.drafter_warm_start);
+  StatusOr<GenerationsWarmStart> r =
+      load_or_train_drafter_on_generations(p_.policy, p_.drafter, *p_.task, o, model_key,
+                                           task_key(), plan_.cache_dir, cb_.drafter_warm_start);
   if (!r.ok()) return r.status();
   if (r->draft_vocab.defined()) {
     const int64_t* ids = r->draft_vocab.data_ptr<int64_t>();

@@ -81,6 +81,7 @@ Status Driver::init_models() {
       plan_, cb_, [this] { return stopping(); }, &m_);
   result_.warm_start = m_.warm_start;
   result_.warm_start_trained = m_.warm_start_trained;
+  result_.prompts_skipped = m_.prompts_skipped, result_.prompts_truncated = m_.prompts_truncated;
   TLT_RETURN_IF_ERROR(set_up);
   GrpoOptions go;
   go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;

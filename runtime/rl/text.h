@@ -55,8 +55,9 @@ class Codec {
   virtual StatusOr<std::vector<int64_t>> encode_prompt(const std::string& plain_text,
                                                        const std::string& chat_text) const = 0;
   // Ids of a prompt given as chat messages, rendered as they are by the chat template (its default
-  // system turn when they have none, as encode_prompt), then the assistant's opening. Without a chat template: the contents joined by newlines, read as
-  // encode_prompt reads a plain prompt. Errors as encode.
+  // system turn when they have none, as encode_prompt), then the assistant's opening. Without a
+  // chat template: the contents joined by newlines, read as encode_prompt reads a plain prompt.
+  // Errors as encode.
   virtual StatusOr<std::vector<int64_t>> encode_messages(const std::vector<ChatTurn>& turns) const {
     std::string joined;
     for (const ChatTurn& t : turns) joined += (joined.empty() ? "" : "\n") + t.content;

@@ -47,6 +47,9 @@ w = sys.argv[1]
 for name in ("jsonl", "parquet"):
     steps = json.load(open("%s/%s/report/tlt.json" % (w, name)))["steps"]
     if len(steps) != 2: print("FAIL: %s: expected 2 steps, got %d" % (name, len(steps))); sys.exit(1)
+    summary = json.load(open("%s/%s/report/report.json" % (w, name)))["tlt"]
+    if summary.get("promptsSkipped") != 0 or summary.get("promptsTruncated") != 0:
+        print("FAIL: %s: report.json does not count long prompts: %s" % (name, summary)); sys.exit(1)
 PY
 
 # refused NAME DATASET_LINES PATTERN: the run fails naming PATTERN and writes no checkpoint.

@@ -34,7 +34,9 @@ std::string open_error(const api::DatasetSpec& spec, const api::RewardSpec& rewa
 }
 
 std::string write(const std::string& name, const std::string& text) {
-  std::string p = (fs::temp_directory_path() / ("tlt-dstask-" + std::to_string(::getpid()) + "-" + name)).string();
+  std::string p =
+      (fs::temp_directory_path() / ("tlt-dstask-" + std::to_string(::getpid()) + "-" + name))
+          .string();
   std::ofstream(p, std::ios::binary) << text;
   return p;
 }
@@ -42,7 +44,8 @@ std::string write(const std::string& name, const std::string& text) {
 // Records the turns it is asked to render.
 class RecordingCodec : public AsciiCodec {
  public:
-  StatusOr<std::vector<int64_t>> encode_messages(const std::vector<ChatTurn>& turns) const override {
+  StatusOr<std::vector<int64_t>> encode_messages(
+      const std::vector<ChatTurn>& turns) const override {
     last = turns;
     return AsciiCodec::encode_messages(turns);
   }
@@ -85,7 +88,8 @@ TEST(DatasetTask, ShufflePerEpochAndResumedOrder) {
             std::set<std::string>(epoch1.begin(), epoch1.end()));
   EXPECT_NE(epoch0, epoch1);  // each epoch has its own order
   std::vector<std::string> file_order;
-  for (uint64_t r = 0; r < 12; ++r) file_order.push_back(kDir + "arith.jsonl:" + std::to_string(r + 1));
+  for (uint64_t r = 0; r < 12; ++r)
+    file_order.push_back(kDir + "arith.jsonl:" + std::to_string(r + 1));
   EXPECT_NE(std::vector<std::string>(epoch0.begin(), epoch0.end()),
             std::vector<std::string>(file_order.begin(), file_order.begin() + 10));
   // A resumed run (a new process: a new task) at step 4 of 3 prompts a step reads positions
@@ -170,7 +174,8 @@ TEST(DatasetTask, MissingFieldsNameTheField) {
 }
 
 TEST(DatasetTask, PromptOfTheWrongShape) {
-  std::string p = write("shape.jsonl", "{\"prompt\": \"ok\", \"answer\": 1}\n{\"prompt\": 5, \"answer\": 1}\n");
+  std::string p =
+      write("shape.jsonl", "{\"prompt\": \"ok\", \"answer\": 1}\n{\"prompt\": 5, \"answer\": 1}\n");
   std::string e = open_error(spec_of(p, 0));
   EXPECT_NE(e.find(p + ":2: spec.task.dataset.promptField: \"prompt\" is a number; a prompt is a "
                        "string or a list of chat messages"),
