@@ -7,9 +7,11 @@
 //            A line is at most kMaxLineBytes: a longer one is refused as soon as the limit is
 //            passed, without being held whole. At most 2^32 - 1 rows and lines a file.
 //   Parquet  read through the `parquet` crate's record API (runtime/dataset/src/lib.rs): each
-//            row group becomes one JSON object per row (nested groups become objects, lists
-//            arrays), so one code path handles both formats. row() keeps the row group last
-//            read in memory: a row group's rows as JSON text is the limit there.
+//            row group is decoded once into one JSON object per row (nested groups become
+//            objects, lists arrays), so one code path handles both formats. The rows' JSON
+//            text is spooled to an unlinked temporary file (TMPDIR; about the rows' JSON size
+//            on disk) and indexed (16 bytes a row): rows in any order cost a pread each. One
+//            row group's JSON is held in memory while it is read.
 //
 // open() checks every row before it returns (nothing trains on a dataset with a bad row): a
 // malformed JSON line, a line that is not UTF-8, a line over the limit and a row that is not an
@@ -17,8 +19,8 @@
 // The visitor, when given, sees each row in order in the same pass and may refuse it; its error
 // gets the row's place (where()) prefixed.
 //
-// Thread safety: after open(), row() may be called from several threads (a mutex guards the
-// Parquet row group cache; JSONL rows are read with pread).
+// Thread safety: after open(), row() may be called from several threads (rows are read with
+// pread).
 #pragma once
 
 #include <cstdint>

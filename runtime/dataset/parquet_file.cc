@@ -1,6 +1,12 @@
 // A Parquet file's rows through the C ABI of runtime/dataset/src/lib.rs (the `parquet` crate).
-#include <algorithm>
-#include <mutex>
+// open_parquet decodes each row group once, checks its rows, and spools their JSON text to an
+// unlinked temporary file (TMPDIR) indexed like a JSONL file, so that rows read in any order
+// (a shuffled epoch) cost one pread each, not a row group's decoding.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "runtime/dataset/row_file.h"
 
@@ -28,82 +34,88 @@ std::string take(char* ptr, size_t len) {
 
 class ParquetFile : public RowFile {
  public:
-  ParquetFile(std::string path, TltParquet* pq) : path_(std::move(path)), pq_(pq) {}
-  ~ParquetFile() override { tlt_pq_free(pq_); }
-  uint64_t rows() const override { return tlt_pq_rows(pq_); }
+  explicit ParquetFile(std::string path) : path_(std::move(path)) {}
+  ~ParquetFile() override {
+    if (spool_) std::fclose(spool_);
+  }
+  uint64_t rows() const override { return rows_.size(); }
   StatusOr<std::string> text(uint64_t i) const override;
   std::string where(uint64_t i) const override { return path_ + ": row " + std::to_string(i + 1); }
-  Status scan(uint64_t first, const RowVisitor& visit);
+  Status scan(TltParquet* pq, uint64_t first, const RowVisitor& visit);
 
  private:
-  // Row group g's rows as JSON lines (start offsets into `text`).
-  struct Group {
-    uint64_t index = UINT64_MAX;
-    std::string text;
-    std::vector<size_t> starts;  // one past the last: text.size()
+  struct Row {
+    uint64_t offset;  // in the spool
+    uint64_t length;
   };
-  Status read_group(uint64_t g, Group* out) const;
+  Status take_group(TltParquet* pq, uint64_t g, uint64_t first, const RowVisitor& visit);
 
   std::string path_;
-  TltParquet* pq_;
-  mutable std::mutex mu_;
-  mutable Group cached_;  // guarded by mu_
+  std::FILE* spool_ = nullptr;  // the rows' JSON text, one after another (deleted on close)
+  uint64_t spooled_ = 0;
+  std::vector<Row> rows_;
 };
 
-Status ParquetFile::read_group(uint64_t g, Group* out) const {
+Status ParquetFile::take_group(TltParquet* pq, uint64_t g, uint64_t first,
+                               const RowVisitor& visit) {
   char *buf = nullptr, *err = nullptr;
   size_t len = 0, err_len = 0;
-  if (!tlt_pq_group_json(pq_, g, &buf, &len, &err, &err_len))
+  if (!tlt_pq_group_json(pq, g, &buf, &len, &err, &err_len))
     return Status::InvalidArgument(path_ + ": row group " + std::to_string(g) + ": " +
                                    take(err, err_len));
-  out->index = g;
-  out->text = take(buf, len);
-  out->starts.clear();
-  for (size_t at = 0; at < out->text.size();) {
-    out->starts.push_back(at);
-    size_t nl = out->text.find('\n', at);
-    at = nl == std::string::npos ? out->text.size() : nl + 1;
-  }
-  out->starts.push_back(out->text.size());
-  uint64_t want = tlt_pq_group_start(pq_, g + 1) - tlt_pq_group_start(pq_, g);
-  if (out->starts.size() - 1 != want)
-    return Status::InvalidArgument(path_ + ": row group " + std::to_string(g) + " has " +
-                                   std::to_string(out->starts.size() - 1) + " rows, its footer " +
-                                   std::to_string(want));
-  return Status::Ok();
-}
-
-Status ParquetFile::scan(uint64_t first, const RowVisitor& visit) {
-  Group group;
-  uint64_t index = 0;
-  for (uint64_t g = 0; g < tlt_pq_groups(pq_); ++g) {
-    TLT_RETURN_IF_ERROR(read_group(g, &group));
-    for (size_t r = 0; r + 1 < group.starts.size(); ++r, ++index) {
-      const char* s = group.text.data() + group.starts[r];
-      size_t n = group.starts[r + 1] - group.starts[r] - 1;  // without its '\n'
-      StatusOr<nlohmann::json> row = parse_row(s, n);
-      if (!row.ok()) return Status::InvalidArgument(where(index) + ": " + row.status().message());
-      if (!visit) continue;
+  std::string text = take(buf, len);
+  uint64_t want = tlt_pq_group_start(pq, g + 1) - tlt_pq_group_start(pq, g), got = 0;
+  for (size_t at = 0; at < text.size(); ++got) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    uint64_t index = rows_.size();
+    StatusOr<nlohmann::json> row = parse_row(text.data() + at, nl - at);
+    if (!row.ok()) return Status::InvalidArgument(where(index) + ": " + row.status().message());
+    if (std::fwrite(text.data() + at, 1, nl - at, spool_) != nl - at)
+      return Status::Unavailable(
+          path_ + ": writing its rows to a temporary file (TMPDIR): " + std::strerror(errno));
+    rows_.push_back({spooled_, nl - at});
+    spooled_ += nl - at;
+    at = nl + 1;
+    if (visit) {
       Status v = visit(first + index, *row);
       if (!v.ok()) return Status(v.code(), where(index) + ": " + v.message());
     }
   }
+  if (got != want)
+    return Status::InvalidArgument(path_ + ": row group " + std::to_string(g) + " has " +
+                                   std::to_string(got) + " rows, its footer " +
+                                   std::to_string(want));
+  return Status::Ok();
+}
+
+Status ParquetFile::scan(TltParquet* pq, uint64_t first, const RowVisitor& visit) {
+  spool_ = std::tmpfile();
+  if (!spool_)
+    return Status::Unavailable(
+        path_ + ": no temporary file for its rows (TMPDIR): " + std::strerror(errno));
+  rows_.reserve(tlt_pq_rows(pq));
+  for (uint64_t g = 0; g < tlt_pq_groups(pq); ++g)
+    TLT_RETURN_IF_ERROR(take_group(pq, g, first, visit));
+  if (std::fflush(spool_) != 0)
+    return Status::Unavailable(
+        path_ + ": writing its rows to a temporary file (TMPDIR): " + std::strerror(errno));
   return Status::Ok();
 }
 
 StatusOr<std::string> ParquetFile::text(uint64_t i) const {
-  uint64_t groups = tlt_pq_groups(pq_), g = 0;
-  while (g + 1 < groups && tlt_pq_group_start(pq_, g + 1) <= i) ++g;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cached_.index != g) {
-    Status s = read_group(g, &cached_);
-    if (!s.ok()) {
-      cached_.index = UINT64_MAX;
-      return s;
-    }
+  const Row& r = rows_[size_t(i)];
+  std::string s(r.length, '\0');
+  size_t got = 0;
+  while (got < s.size()) {
+    ssize_t n = ::pread(fileno(spool_), s.data() + got, s.size() - got, off_t(r.offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return Status::Unavailable(
+          where(i) + ": reading its spooled row: " + (n < 0 ? std::strerror(errno) : "short read"));
+    got += size_t(n);
   }
-  size_t r = size_t(i - tlt_pq_group_start(pq_, g));
-  return cached_.text.substr(cached_.starts[r], cached_.starts[r + 1] - cached_.starts[r] - 1);
+  return s;
 }
 
 }  // namespace
@@ -115,8 +127,10 @@ StatusOr<std::unique_ptr<RowFile>> open_parquet(const std::string& path, uint64_
   TltParquet* pq =
       tlt_pq_open(reinterpret_cast<const uint8_t*>(path.data()), path.size(), &err, &err_len);
   if (!pq) return Status::InvalidArgument(path + ": not a Parquet file: " + take(err, err_len));
-  auto f = std::make_unique<ParquetFile>(path, pq);
-  TLT_RETURN_IF_ERROR(f->scan(first, visit));
+  auto f = std::make_unique<ParquetFile>(path);
+  Status s = f->scan(pq, first, visit);
+  tlt_pq_free(pq);
+  if (!s.ok()) return s;
   return std::unique_ptr<RowFile>(std::move(f));
 }
 

@@ -123,13 +123,16 @@ void write_tsv(const fs::path& path, const std::vector<tst::Point>& pts) {
 }  // namespace
 
 JobReport::JobReport(fs::path dir, const std::string& job, const std::string& kind)
-    : dir_(std::move(dir)), summary_{{"job", job}, {"kind", kind}} {
+    : dir_(std::move(dir)), summary_{{"job", job}, {"kind", kind}} {}
+
+void JobReport::make_dir() const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
 }
 
 json JobReport::add_rl_run(const std::string& label, const rl::RLRunResult& res, int workers) {
   json j = rl_result_json(res);
+  make_dir();
   std::ofstream(dir_ / (label + ".json")) << j.dump(2) << "\n";
   summary_[label] = {
       {"heldOutRewardBefore", res.held_out_before},
@@ -149,6 +152,7 @@ json JobReport::add_rl_run(const std::string& label, const rl::RLRunResult& res,
 }
 
 void JobReport::add_tst_run(const std::string& label, const std::vector<tst::Point>& points) {
+  make_dir();
   write_tsv(dir_ / (label + ".tsv"), points);
   summary_[label] = points_json(points);
 }
@@ -163,6 +167,7 @@ std::string JobReport::finish_rl(const metrics::RuntimeMetrics* metrics) {
 
 std::string JobReport::finish_tst(bool with_baseline, bool baseline_only,
                                   const metrics::RuntimeMetrics* metrics) {
+  make_dir();
   std::string picture = plot_loss(dir_, with_baseline);
   std::error_code ec;
   if (baseline_only)
@@ -175,10 +180,12 @@ std::string JobReport::finish_tst(bool with_baseline, bool baseline_only,
 }
 
 void JobReport::write_summary() const {
+  make_dir();
   std::ofstream(summary_path()) << summary_.dump(2) << "\n";
 }
 
 void JobReport::write_metrics(const metrics::RuntimeMetrics* metrics) const {
+  make_dir();
   if (metrics) std::ofstream(dir_ / "metrics.prom") << metrics::render(*metrics);
 }
 

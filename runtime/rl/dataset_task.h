@@ -22,8 +22,8 @@
 //              of the response against the row's answer. command and http rewards are scored
 //              outside the task (the reward runner); reward() of such a task is 0.
 //
-// Memory: the reader's index (16 bytes a JSONL row), 8 bytes a row for the split, and one
-// epoch's permutation (8 bytes a training row); rows are read from the files on demand.
+// Memory: the reader's index (16 bytes a row), 16 bytes a row for the split (8 more while it is
+// drawn), and one epoch's permutation (4 bytes a training row); rows are read on demand.
 // Errors name the spec field (spec.task.dataset.<field>) and the row's file and line.
 // Thread safety: after open() and fit(), all methods are const and safe from several threads.
 #pragma once

@@ -2,7 +2,7 @@
 # spec.task.dataset end to end through `tlt run` (issue 39): a 2-step RLJob of the tiny Hugging
 # Face llama of tests/models/fixtures on a JSONL dataset (tests/dataset/arith.jsonl) and on a
 # Parquet one in verl's layout (chat-message prompts, reward_model.ground_truth); and bad
-# datasets refused before any training, with nothing written (no checkpoint directory).
+# datasets refused before any training, with nothing written (no checkpoint, no report).
 # Usage: rl_dataset.sh TLT_BINARY SOURCE_DIR
 set -u
 tlt=$1; src=$2
@@ -57,7 +57,9 @@ refused() {
   manifest "$1" "$2" > "$work/$1.yaml"
   if "$tlt" run "$work/$1.yaml" > "$work/$1.log" 2>&1; then cat "$work/$1.log"; fail "$1: the run succeeded"; fi
   grep -q -- "$3" "$work/$1.log" || { cat "$work/$1.log"; fail "$1: the error does not say: $3"; }
-  [ ! -e "$work/$1" ] || fail "$1: the checkpoint directory was made"
+  # Nothing written: no checkpoint, no report (a scratch directory outside /dev/shm may remain).
+  [ -z "$(find "$work/$1" \( -name 'step-*' -o -name 'report*' -o -name '*.ckpt' \) 2>/dev/null)" ] ||
+    { find "$work/$1"; fail "$1: a checkpoint or a report was written"; }
 }
 printf '{"prompt": "1 + 1?", "answer": "2"}\n{"prompt": "2 + 2?", "answer": \n' > "$work/bad.jsonl"
 refused malformed "path: $work/bad.jsonl, heldOut: 1" "bad.jsonl:2: malformed JSON"
