@@ -8,7 +8,7 @@ set -u
 tlt=$1; src=$2
 fx=$src/tests/models/fixtures
 data=$src/tests/dataset
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+work=${KEEP_WORK:-$(mktemp -d)}; [ -n "${KEEP_WORK:-}" ] || trap 'rm -rf "$work"' EXIT
 export TLT_CACHE=$work/cache
 fail() { echo "FAIL: $*"; exit 1; }
 
