@@ -89,7 +89,7 @@ Status PolicyBuilder::open_dataset(DatasetTask** out) {
   if (plan_.warm_start_steps > 0)
     return Status::InvalidArgument(
         "spec.algorithm.warmStartSteps: a dataset's rows carry no worked solutions to imitate; "
-        "set it to 0 (a preset policy needs spec.model.path instead)");
+        "set it to 0 (the default with spec.model.path, a trained model)");
   StatusOr<std::unique_ptr<DatasetTask>> task =
       DatasetTask::open(plan_.dataset, plan_.reward, plan_.task_seed);
   if (!task.ok()) return task.status();
