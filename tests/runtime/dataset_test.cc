@@ -127,6 +127,19 @@ TEST(Dataset, ShardsInNameOrderAcrossFormats) {
   EXPECT_EQ((*d)->where(8), kDir + "shards/part-002.parquet: row 3");
 }
 
+TEST(Dataset, AnEmptyShardAmongOthers) {
+  Scratch s;
+  s.write("a.jsonl", "{\"x\": 0}\n{\"x\": 1}\n");
+  s.write("b.jsonl", "");
+  s.write("c.jsonl", "{\"x\": 2}\n");
+  s.write("notes.txt", "not a shard");
+  StatusOr<std::unique_ptr<Dataset>> d = Dataset::open(s.path(""));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_EQ((*d)->rows(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ((*(*d)->row(i))["x"], int(i));
+  EXPECT_EQ((*d)->where(2), s.path("c.jsonl") + ":1");
+}
+
 TEST(Dataset, VisitorSeesEveryRowAndItsErrorsArePlaced) {
   std::vector<uint64_t> seen;
   auto visit = [&](uint64_t i, const json&) {
