@@ -80,19 +80,22 @@ else
   say "installed: ${missing[*]}"
 fi
 
-# The tokenizers crate behind runtime/tokenizer's C ABI: fetched once into cargo's cache, so the
-# build (cargo build --offline) needs no registry.
+# The crates behind runtime/tokenizer's and runtime/dataset's C ABIs (tokenizers; parquet):
+# fetched once into cargo's cache, so the build (cargo build --offline) needs no registry.
 command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ] ||
-  die "cargo is missing; install Rust (rustup) to build the tokenizers crate"
+  die "cargo is missing; install Rust (rustup) to build the tokenizers and parquet crates"
 cargo_bin=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if "$cargo_bin" fetch --locked --offline --manifest-path "$repo/runtime/tokenizer/Cargo.toml" >/dev/null 2>&1; then
-  say "tokenizers crate already fetched"
-else
-  say "fetching the tokenizers crate and its dependencies (cargo fetch)"
-  "$cargo_bin" fetch --locked --manifest-path "$repo/runtime/tokenizer/Cargo.toml" >/tmp/tlt-cargo-fetch.log 2>&1 ||
-    { tail -5 /tmp/tlt-cargo-fetch.log >&2; die "cargo fetch failed (log: /tmp/tlt-cargo-fetch.log)"; }
-fi
+for crate in tokenizer dataset; do
+  manifest=$repo/runtime/$crate/Cargo.toml
+  if "$cargo_bin" fetch --locked --offline --manifest-path "$manifest" >/dev/null 2>&1; then
+    say "runtime/$crate's crates already fetched"
+  else
+    say "fetching runtime/$crate's crates and their dependencies (cargo fetch)"
+    "$cargo_bin" fetch --locked --manifest-path "$manifest" >/tmp/tlt-cargo-fetch.log 2>&1 ||
+      { tail -5 /tmp/tlt-cargo-fetch.log >&2; die "cargo fetch failed (log: /tmp/tlt-cargo-fetch.log)"; }
+  fi
+done
 
 # BLAS: point libblas.so.3 at BLIS (OpenMP flavour).
 arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)

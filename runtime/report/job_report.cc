@@ -123,13 +123,16 @@ void write_tsv(const fs::path& path, const std::vector<tst::Point>& pts) {
 }  // namespace
 
 JobReport::JobReport(fs::path dir, const std::string& job, const std::string& kind)
-    : dir_(std::move(dir)), summary_{{"job", job}, {"kind", kind}} {
+    : dir_(std::move(dir)), summary_{{"job", job}, {"kind", kind}} {}
+
+void JobReport::make_dir() const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
 }
 
 json JobReport::add_rl_run(const std::string& label, const rl::RLRunResult& res, int workers) {
   json j = rl_result_json(res);
+  make_dir();
   std::ofstream(dir_ / (label + ".json")) << j.dump(2) << "\n";
   summary_[label] = {
       {"heldOutRewardBefore", res.held_out_before},
@@ -137,7 +140,9 @@ json JobReport::add_rl_run(const std::string& label, const rl::RLRunResult& res,
       {"heldOutDifference", res.held_out_difference.mean},
       {"heldOutDifferenceCi95", {res.held_out_difference.lo, res.held_out_difference.hi}},
       {"totalSeconds", j["totalSeconds"]},
-      {"reclaimedShare", j["reclaimedShare"]}};
+      {"reclaimedShare", j["reclaimedShare"]},
+      {"promptsSkipped", res.prompts_skipped},
+      {"promptsTruncated", res.prompts_truncated}};
   rl_labels_.push_back(label);
   if (!res.interrupted && have_gnuplot() && !res.steps.empty()) {
     std::string t = plot_timeline(dir_, label, res.steps.back(), workers);
@@ -147,6 +152,7 @@ json JobReport::add_rl_run(const std::string& label, const rl::RLRunResult& res,
 }
 
 void JobReport::add_tst_run(const std::string& label, const std::vector<tst::Point>& points) {
+  make_dir();
   write_tsv(dir_ / (label + ".tsv"), points);
   summary_[label] = points_json(points);
 }
@@ -161,6 +167,7 @@ std::string JobReport::finish_rl(const metrics::RuntimeMetrics* metrics) {
 
 std::string JobReport::finish_tst(bool with_baseline, bool baseline_only,
                                   const metrics::RuntimeMetrics* metrics) {
+  make_dir();
   std::string picture = plot_loss(dir_, with_baseline);
   std::error_code ec;
   if (baseline_only)
@@ -173,10 +180,12 @@ std::string JobReport::finish_tst(bool with_baseline, bool baseline_only,
 }
 
 void JobReport::write_summary() const {
+  make_dir();
   std::ofstream(summary_path()) << summary_.dump(2) << "\n";
 }
 
 void JobReport::write_metrics(const metrics::RuntimeMetrics* metrics) const {
+  make_dir();
   if (metrics) std::ofstream(dir_ / "metrics.prom") << metrics::render(*metrics);
 }
 
@@ -208,6 +217,8 @@ json rl_result_json(const rl::RLRunResult& res) {
           {"heldOut", held_out},
           {"interrupted", res.interrupted},
           {"warmStart", res.warm_start},
+          {"promptsSkipped", res.prompts_skipped},
+          {"promptsTruncated", res.prompts_truncated},
           {"totalSeconds", total},
           {"generatingWorkerSeconds", gen},
           {"generatingPhaseSeconds", phases},

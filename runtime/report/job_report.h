@@ -30,7 +30,8 @@ namespace tlt::report {
 
 class JobReport {
  public:
-  // Over `dir` (created when missing); `job` and `kind` head the summary.
+  // Over `dir` (created, when missing, by the first write: a job that fails before its first run
+  // ends leaves nothing behind); `job` and `kind` head the summary.
   JobReport(std::filesystem::path dir, const std::string& job, const std::string& kind);
 
   // An RL run: writes <label>.json, adds the run's headline numbers to the summary and draws its
@@ -54,6 +55,7 @@ class JobReport {
 
  private:
   void write_metrics(const metrics::RuntimeMetrics* metrics) const;
+  void make_dir() const;  // dir_, when missing
 
   std::filesystem::path dir_;
   nlohmann::json summary_;

@@ -59,7 +59,9 @@ RLRunPlan plan_from_spec(const api::RLJob& job, bool baseline) {
   p.job = job.metadata.name;
   p.preset = s.model.effective_preset();
   p.model_path = s.model.path, p.model_format = s.model.format, p.model_dtype = s.model.dtype;
-  p.task = s.task.effective_name(), p.task_seed = uint64_t(s.task.seed), p.held_out = s.task.held_out;
+  p.task = s.task.effective_name(), p.task_seed = uint64_t(s.task.seed);
+  // A dataset's evaluation reads its held-out rows (spec.task.dataset.heldOut of them).
+  p.held_out = s.task.has_dataset() ? s.task.dataset.held_out : s.task.held_out;
   p.task_free_text = s.task.free_text_answer(!s.model.path.empty());
   p.dataset = s.task.dataset, p.reward = s.reward;
   const api::AlgorithmSpec& a = s.algorithm;

@@ -41,6 +41,14 @@ StatusOr<std::vector<int64_t>> ModelCodec::encode_prompt(const std::string& plai
   return tok_->encode_prompt(plain_text);
 }
 
+StatusOr<std::vector<int64_t>> ModelCodec::encode_messages(
+    const std::vector<ChatTurn>& turns) const {
+  if (!has_chat()) return Codec::encode_messages(turns);
+  std::vector<tokenizer::ChatMessage> messages;
+  for (const ChatTurn& t : turns) messages.push_back({t.role, t.content});
+  return tok_->encode_chat(messages);
+}
+
 StatusOr<std::string> ModelCodec::decode(const std::vector<int64_t>& ids) const {
   const std::vector<int64_t>& ends = tok_->end_ids();
   auto end = std::find_if(ids.begin(), ids.end(), [&ends](int64_t id) {

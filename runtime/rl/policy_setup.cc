@@ -9,6 +9,7 @@
 #include "runtime/model/config.h"
 #include "runtime/model/precision.h"
 #include "runtime/model/pretrained.h"
+#include "runtime/rl/dataset_task.h"
 #include "runtime/rl/drafter_on_generations.h"
 #include "runtime/rl/model_codec.h"
 #include "runtime/rl/seeds.h"
@@ -30,6 +31,12 @@ class PolicyBuilder {
   // The policy (and an uninitialised reference of its shape): the preset with the ASCII codec,
   // or spec.model.path's model with its own tokenizer.
   Status make_preset_policy();
+  // spec.task.dataset's task (checked whole before any model loads), then its prompts fitted to
+  // the policy's context; both before anything is written.
+  Status open_dataset(DatasetTask** out);
+  Status fit_dataset(DatasetTask* task);
+  // The task's identity in cache keys: its name, or the dataset's files and fields.
+  std::string task_key() const;
   Status load_model_policy();
   Status warm_start_policy();
   Status warm_start_drafter();
@@ -46,11 +53,17 @@ class PolicyBuilder {
 };
 
 Status PolicyBuilder::build() {
-  StatusOr<std::unique_ptr<Task>> task =
-      make_task(plan_.task, plan_.task_seed, TaskOptions{plan_.task_free_text});
-  if (!task.ok()) return task.status();
-  p_.task = std::move(*task);
+  DatasetTask* dataset = nullptr;
+  if (plan_.dataset.path.empty()) {
+    StatusOr<std::unique_ptr<Task>> task =
+        make_task(plan_.task, plan_.task_seed, TaskOptions{plan_.task_free_text});
+    if (!task.ok()) return task.status();
+    p_.task = std::move(*task);
+  } else {
+    TLT_RETURN_IF_ERROR(open_dataset(&dataset));
+  }
   TLT_RETURN_IF_ERROR(plan_.model_path.empty() ? make_preset_policy() : load_model_policy());
+  if (dataset) TLT_RETURN_IF_ERROR(fit_dataset(dataset));
   TLT_RETURN_IF_ERROR(warm_start_policy());
   for (auto& p : p_.reference->parameters()) p.set_requires_grad(false);
   p_.reference->eval();
@@ -70,6 +83,40 @@ Status PolicyBuilder::build() {
   // (the baseline skips it), so the two modes take the same random draws from here on.
   torch::manual_seed(mix_seeds(plan_.seed, 11));
   return Status::Ok();
+}
+
+Status PolicyBuilder::open_dataset(DatasetTask** out) {
+  if (plan_.warm_start_steps > 0)
+    return Status::InvalidArgument(
+        "spec.algorithm.warmStartSteps: a dataset's rows carry no worked solutions to imitate; "
+        "set it to 0 (the default with spec.model.path, a trained model)");
+  StatusOr<std::unique_ptr<DatasetTask>> task =
+      DatasetTask::open(plan_.dataset, plan_.reward, plan_.task_seed);
+  if (!task.ok()) return task.status();
+  *out = task->get();
+  p_.task = std::move(*task);
+  return Status::Ok();
+}
+
+Status PolicyBuilder::fit_dataset(DatasetTask* task) {
+  // The rollouts' budget (runtime/rl/rollout_phase.cc), the tighter of the rollouts' and the
+  // evaluation's.
+  constexpr int64_t kHeadroom = 64;
+  TLT_RETURN_IF_ERROR(task->fit(*p_.codec, p_.max_seq - plan_.max_response_tokens - kHeadroom));
+  p_.prompts_skipped = task->skipped(), p_.prompts_truncated = task->truncated();
+  log("dataset: " + plan_.dataset.path + ": " + std::to_string(task->train_rows()) +
+      " training rows, " + std::to_string(task->held_out_rows()) + " held out" +
+      (plan_.dataset.held_out_path.empty() ? "" : " (" + plan_.dataset.held_out_path + ")") +
+      "; prompts skipped " + std::to_string(task->skipped()) + ", truncated " +
+      std::to_string(task->truncated()) +
+      " (spec.task.dataset.longPrompts: " + plan_.dataset.long_prompts + ")");
+  return Status::Ok();
+}
+
+std::string PolicyBuilder::task_key() const {
+  if (plan_.dataset.path.empty()) return plan_.task + "-" + std::to_string(plan_.task_seed);
+  const auto& task = static_cast<const DatasetTask&>(*p_.task);
+  return "dataset-" + std::to_string(task.fingerprint() % 1000000007ull);
 }
 
 Status PolicyBuilder::make_preset_policy() {
@@ -121,9 +168,8 @@ Status PolicyBuilder::load_model_policy() {
 Status PolicyBuilder::warm_start_policy() {
   WarmStartOptions wo = warm_start_options();
   std::ostringstream key;
-  key << p_.model_key << "-" << plan_.task << "-" << plan_.task_seed << "-" << wo.steps << "-"
-      << wo.learning_rate << "-" << wo.batch << "-" << wo.max_response_tokens << "-"
-      << wo.max_prompt_chars << "-" << wo.seed;
+  key << p_.model_key << "-" << task_key() << "-" << wo.steps << "-" << wo.learning_rate << "-"
+      << wo.batch << "-" << wo.max_response_tokens << "-" << wo.max_prompt_chars << "-" << wo.seed;
   if (wo.unmarked_answers > 0) key << "-unmarked" << wo.unmarked_answers;  // older keys unchanged
   p_.warm_start_key = plan_.cache_dir + "/rl/warm-start-" +
                       std::to_string(fnv1a64(key.str()) % 1000000007ull) + ".ckpt";
@@ -201,9 +247,9 @@ Status PolicyBuilder::warm_start_drafter_on_generations() {
   o.bfloat16 = o.train_bfloat16 = p_.bfloat16;
   // The target is the policy as RL starts: the model file, and its own warm start if it had one.
   std::string model_key = p_.model_key + (p_.warm_start.empty() ? "" : " " + p_.warm_start_key);
-  StatusOr<GenerationsWarmStart> r = load_or_train_drafter_on_generations(
-      p_.policy, p_.drafter, *p_.task, o, model_key,
-      plan_.task + "-" + std::to_string(plan_.task_seed), plan_.cache_dir, cb_.drafter_warm_start);
+  StatusOr<GenerationsWarmStart> r =
+      load_or_train_drafter_on_generations(p_.policy, p_.drafter, *p_.task, o, model_key,
+                                           task_key(), plan_.cache_dir, cb_.drafter_warm_start);
   if (!r.ok()) return r.status();
   if (r->draft_vocab.defined()) {
     const int64_t* ids = r->draft_vocab.data_ptr<int64_t>();

@@ -49,6 +49,7 @@ struct PolicySetup {
   std::string warm_start_key;  // the cached warm start's path (the drafter's cache key base)
   std::string warm_start;      // RLRunResult::warm_start: "" when the policy has none
   bool warm_start_trained = false;
+  int64_t prompts_skipped = 0, prompts_truncated = 0;      // a dataset's longPrompts (DatasetTask)
   model::Transformer policy{nullptr}, reference{nullptr};  // reference: frozen, eval mode
   model::Drafter drafter{nullptr};
   // The drafter warm start's draft vocabulary (pretrained models): the workers' until they have

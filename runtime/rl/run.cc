@@ -86,6 +86,7 @@ Status Driver::init_models() {
       plan_, cb_, [this] { return stopping(); }, &m_);
   result_.warm_start = m_.warm_start;
   result_.warm_start_trained = m_.warm_start_trained;
+  result_.prompts_skipped = m_.prompts_skipped, result_.prompts_truncated = m_.prompts_truncated;
   TLT_RETURN_IF_ERROR(set_up);
   StatusOr<std::unique_ptr<reward::Scorer>> scorer = make_run_scorer(plan_, *m_.task);
   if (!scorer.ok()) return scorer.status();

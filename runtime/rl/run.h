@@ -155,6 +155,8 @@ struct RLRunResult {
   PairedDifference held_out_difference;
   bool interrupted = false;  // stopped by the stop flag (SIGTERM) before the last step
   std::string warm_start;    // path of the cached warm-start checkpoint
+  // spec.task.dataset: rows whose prompt was longer than the budget (longPrompts skip, truncate).
+  int64_t prompts_skipped = 0, prompts_truncated = 0;
   bool warm_start_trained = false;
 };
 

@@ -361,7 +361,7 @@ class Countdown : public Task {
 }  // namespace
 
 StatusOr<std::vector<int64_t>> prompt_ids(const Codec& codec, const Task& task, const Problem& p) {
-  return codec.encode_prompt(p.prompt, codec.has_chat() ? task.chat_prompt(p) : std::string());
+  return task.encode(codec, p);
 }
 
 StatusOr<FittedProblem> fitting_problem(const Task& task, const Codec& codec, uint64_t i,

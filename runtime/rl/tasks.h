@@ -54,10 +54,15 @@ class Task {
   virtual double reward(const Problem& p, const std::string& response) const = 0;
   // The user turn a chat model reads for `p`: its prompt and how to answer.
   virtual std::string chat_prompt(const Problem& p) const = 0;
+  // The ids the policy reads for `p` (prompt_ids below). The default: codec.encode_prompt(
+  // p.prompt, chat_prompt(p)) (the chat template's rendering when the codec has one, else the
+  // plain prompt). A task whose prompts are chat messages renders them (Codec::encode_messages).
+  virtual StatusOr<std::vector<int64_t>> encode(const Codec& codec, const Problem& p) const {
+    return codec.encode_prompt(p.prompt, codec.has_chat() ? chat_prompt(p) : std::string());
+  }
 };
 
-// The ids the policy reads for `p`: codec.encode_prompt(p.prompt, task.chat_prompt(p)) (the chat
-// template's rendering when the codec has one, else the plain prompt). Errors as encode_prompt.
+// The ids the policy reads for `p`: task.encode(codec, p). Errors as Codec::encode_prompt.
 StatusOr<std::vector<int64_t>> prompt_ids(const Codec& codec, const Task& task, const Problem& p);
 
 struct FittedProblem {

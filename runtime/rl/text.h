@@ -18,6 +18,12 @@
 
 namespace tlt::rl {
 
+// One turn of a prompt given as chat messages (a dataset row's message list).
+struct ChatTurn {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
 inline constexpr int64_t kTextVocab = 128;
 inline constexpr int64_t kEndOfText = 0;
 
@@ -48,6 +54,15 @@ class Codec {
   // Without: `plain_text`, BOS first when the tokenizer adds one. Errors as encode.
   virtual StatusOr<std::vector<int64_t>> encode_prompt(const std::string& plain_text,
                                                        const std::string& chat_text) const = 0;
+  // Ids of a prompt given as chat messages, rendered as they are by the chat template (its default
+  // system turn when they have none, as encode_prompt), then the assistant's opening. Without a
+  // chat template: the contents joined by newlines, read as encode_prompt reads a plain prompt.
+  // Errors as encode.
+  virtual StatusOr<std::vector<int64_t>> encode_messages(const std::vector<ChatTurn>& turns) const {
+    std::string joined;
+    for (const ChatTurn& t : turns) joined += (joined.empty() ? "" : "\n") + t.content;
+    return encode_prompt(joined, joined);
+  }
   // Text of a response: the ids up to the first end id (excluded), special tokens left out.
   // InvalidArgument for an id outside [0, vocab_size()).
   virtual StatusOr<std::string> decode(const std::vector<int64_t>& ids) const = 0;

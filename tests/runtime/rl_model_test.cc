@@ -75,6 +75,21 @@ TEST(RlCodec, ModelCodecRendersTheChatTemplateAndStopsOnEndTokens) {
   EXPECT_FALSE(codec->decode({64}).ok()) << "an id outside the model's vocabulary";
 }
 
+// A dataset's message list renders through the template as it is: one user turn as
+// encode_prompt's, a system turn of its own in place of the template's default.
+TEST(RlCodec, ModelCodecRendersMessageLists) {
+  std::unique_ptr<ModelCodec> codec = llama_codec();
+  ASSERT_TRUE(codec);
+  EXPECT_EQ(*codec->encode_messages({{"user", "3*4="}}), *codec->encode_prompt("1+2=", "3*4="));
+  std::vector<int64_t> with_system = *codec->encode_messages({{"system", "1+1"}, {"user", "3*4="}});
+  std::vector<int64_t> system = *codec->encode("1+1");
+  EXPECT_NE(std::search(with_system.begin(), with_system.end(), system.begin(), system.end()),
+            with_system.end());
+  EXPECT_NE(with_system, *codec->encode_prompt("1+2=", "3*4="));
+  // Without a template (the ASCII codec) the contents are joined.
+  EXPECT_EQ(*ascii_codec().encode_messages({{"system", "a"}, {"user", "b"}}), encode_text("a\nb"));
+}
+
 TEST(RlCodec, TasksAskChatModelsForTheAnswerLine) {
   std::unique_ptr<Task> task = arithmetic();
   Problem p = task->problem(0, false);

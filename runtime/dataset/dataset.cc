@@ -1,0 +1,263 @@
+#include "runtime/dataset/dataset.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/dataset/row_file.h"
+
+namespace tlt::dataset {
+namespace {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+bool has_suffix(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool is_jsonl(const std::string& p) {
+  return has_suffix(p, ".jsonl") || has_suffix(p, ".json");
+}
+bool is_parquet(const std::string& p) {
+  return has_suffix(p, ".parquet");
+}
+
+// An open file descriptor, closed with its owner.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The rows of one JSONL file: byte offset, length and line number of each non-blank line.
+class JsonlFile : public RowFile {
+ public:
+  explicit JsonlFile(std::string path) : path_(std::move(path)) {}
+  uint64_t rows() const override { return rows_.size(); }
+  StatusOr<std::string> text(uint64_t i) const override;
+  std::string where(uint64_t i) const override {
+    return path_ + ":" + std::to_string(rows_[size_t(i)].line);
+  }
+  Status scan(uint64_t first, const RowVisitor& visit);
+
+ private:
+  struct Row {
+    uint64_t offset;
+    uint32_t length;
+    uint32_t line;  // 1-based
+  };
+  Status take_line(const std::string& line, uint64_t offset, uint64_t number, uint64_t first,
+                   const RowVisitor& visit);
+
+  std::string path_;
+  Fd fd_;
+  std::vector<Row> rows_;
+};
+
+Status JsonlFile::take_line(const std::string& line, uint64_t offset, uint64_t number,
+                            uint64_t first, const RowVisitor& visit) {
+  std::string place = path_ + ":" + std::to_string(number);
+  size_t end = line.size();
+  if (end > 0 && line[end - 1] == '\r') --end;                                    // CRLF files
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return Status::Ok();  // blank
+  size_t bad = 0;
+  if (!valid_utf8(line.data(), end, &bad))
+    return Status::InvalidArgument(place + ": the line is not UTF-8 (byte " +
+                                   std::to_string(bad + 1) + ")");
+  if (number > UINT32_MAX)
+    return Status::InvalidArgument(place + ": more than 2^32 - 1 lines in one file; split it");
+  StatusOr<json> row = parse_row(line.data(), end);
+  if (!row.ok()) return Status::InvalidArgument(place + ": " + row.status().message());
+  rows_.push_back({offset, uint32_t(end), uint32_t(number)});
+  if (visit) {
+    Status s = visit(first + rows_.size() - 1, *row);
+    if (!s.ok()) return Status(s.code(), place + ": " + s.message());
+  }
+  return Status::Ok();
+}
+
+// One streaming pass: a line is gathered up to kMaxLineBytes, then refused; the rest of an
+// over-long line is never held.
+Status JsonlFile::scan(uint64_t first, const RowVisitor& visit) {
+  fd_.fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_.fd < 0) return Status::NotFound(path_ + ": " + std::strerror(errno));
+  std::vector<char> buf(1 << 20);
+  std::string line;
+  uint64_t offset = 0, line_start = 0, number = 1;
+  for (;;) {
+    ssize_t n = ::read(fd_.fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::InvalidArgument(path_ + ": " + std::strerror(errno));
+    if (n == 0) break;
+    for (ssize_t k = 0; k < n;) {
+      const char* nl = static_cast<const char*>(std::memchr(buf.data() + k, '\n', size_t(n - k)));
+      ssize_t stop = nl ? nl - buf.data() : n;
+      line.append(buf.data() + k, size_t(stop - k));
+      offset += uint64_t(stop - k);
+      if (line.size() > kMaxLineBytes)
+        return Status::InvalidArgument(
+            path_ + ":" + std::to_string(number) + ": the line is longer than " +
+            std::to_string(kMaxLineBytes >> 20) + " MiB, the limit of a JSONL row");
+      k = stop;
+      if (!nl) break;
+      TLT_RETURN_IF_ERROR(take_line(line, line_start, number, first, visit));
+      line.clear();
+      ++k, ++offset, ++number;
+      line_start = offset;
+    }
+  }
+  return take_line(line, line_start, number, first, visit);
+}
+
+StatusOr<std::string> JsonlFile::text(uint64_t i) const {
+  const Row& r = rows_[size_t(i)];
+  std::string s(r.length, '\0');
+  size_t got = 0;
+  while (got < s.size()) {
+    ssize_t n = ::pread(fd_.fd, s.data() + got, s.size() - got, off_t(r.offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return Status::InvalidArgument(where(i) + ": the file changed since it was read (" +
+                                     (n < 0 ? std::strerror(errno) : "short read") + ")");
+    got += size_t(n);
+  }
+  return s;
+}
+
+// The shards of a dataset path in name order.
+StatusOr<std::vector<std::string>> shard_paths(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such file or directory");
+  if (!fs::is_directory(path, ec)) {
+    if (!is_jsonl(path) && !is_parquet(path))
+      return Status::InvalidArgument(path + ": a dataset file ends in .jsonl, .json or .parquet");
+    return std::vector<std::string>{path};
+  }
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    std::string p = e.path().string();
+    if (e.is_regular_file(ec) && (is_jsonl(p) || is_parquet(p))) out.push_back(p);
+  }
+  if (ec) return Status::InvalidArgument(path + ": " + ec.message());
+  if (out.empty())
+    return Status::InvalidArgument(path +
+                                   ": the directory holds no .jsonl, .json or .parquet "
+                                   "shard");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+StatusOr<json> parse_row(const char* s, size_t n) {
+  json row = json::parse(s, s + n, nullptr, /*allow_exceptions=*/false);
+  if (row.is_discarded()) return Status::InvalidArgument("malformed JSON");
+  if (!row.is_object())
+    return Status::InvalidArgument(std::string("the row is a JSON ") + row.type_name() +
+                                   ", not an object");
+  return row;
+}
+
+StatusOr<std::unique_ptr<RowFile>> open_jsonl(const std::string& path, uint64_t first,
+                                              const RowVisitor& visit) {
+  auto f = std::make_unique<JsonlFile>(path);
+  TLT_RETURN_IF_ERROR(f->scan(first, visit));
+  return std::unique_ptr<RowFile>(std::move(f));
+}
+
+Dataset::~Dataset() = default;
+
+StatusOr<std::unique_ptr<Dataset>> Dataset::open(const std::string& path, const RowVisitor& visit) {
+  StatusOr<std::vector<std::string>> shards = shard_paths(path);
+  if (!shards.ok()) return shards.status();
+  std::unique_ptr<Dataset> d(new Dataset());
+  for (const std::string& p : *shards) {
+    StatusOr<std::unique_ptr<RowFile>> f =
+        is_parquet(p) ? open_parquet(p, d->total_, visit) : open_jsonl(p, d->total_, visit);
+    if (!f.ok()) return f.status();
+    d->starts_.push_back(d->total_);
+    d->total_ += (*f)->rows();
+    d->files_.push_back(std::move(*f));
+  }
+  return d;
+}
+
+std::pair<const RowFile*, uint64_t> Dataset::locate(uint64_t i) const {
+  size_t f = size_t(std::upper_bound(starts_.begin(), starts_.end(), i) - starts_.begin()) - 1;
+  // Skip empty files that share a start with the next.
+  while (f + 1 < starts_.size() && starts_[f + 1] <= i) ++f;
+  return {files_[f].get(), i - starts_[f]};
+}
+
+StatusOr<std::string> Dataset::row_text(uint64_t i) const {
+  auto [file, local] = locate(i);
+  return file->text(local);
+}
+
+StatusOr<json> Dataset::row(uint64_t i) const {
+  StatusOr<std::string> text = row_text(i);
+  if (!text.ok()) return text.status();
+  StatusOr<json> r = parse_row(text->data(), text->size());
+  if (!r.ok()) return Status::InvalidArgument(where(i) + ": " + r.status().message());
+  return r;
+}
+
+std::string Dataset::where(uint64_t i) const {
+  auto [file, local] = locate(i);
+  return file->where(local);
+}
+
+bool valid_utf8(const char* s, size_t n, size_t* bad_at) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s);
+  size_t i = 0;
+  auto fail = [&] {
+    if (bad_at) *bad_at = i;
+    return false;
+  };
+  while (i < n) {
+    unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+                 : c >= 0xE0 && c <= 0xEF ? 3
+                 : c >= 0xF0 && c <= 0xF4 ? 4
+                                          : 0;
+    if (len == 0 || i + len > n) return fail();
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;  // no surrogates
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+    if (p[i + 1] < lo || p[i + 1] > hi) return fail();
+    for (size_t k = 2; k < len; ++k)
+      if ((p[i + k] & 0xC0) != 0x80) return fail();
+    i += len;
+  }
+  return true;
+}
+
+const json* at_path(const json& row, const std::string& dotted) {
+  if (!row.is_object()) return nullptr;
+  if (auto it = row.find(dotted); it != row.end()) return &*it;
+  const json* at = &row;
+  size_t pos = 0;
+  for (;;) {
+    size_t dot = dotted.find('.', pos);
+    std::string key = dotted.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(key);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+    if (dot == std::string::npos) return at;
+    pos = dot + 1;
+  }
+}
+
+}  // namespace tlt::dataset

@@ -1,0 +1,297 @@
+#include "runtime/rl/dataset_task.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "api/fnv.h"
+#include "runtime/rl/seeds.h"
+
+namespace tlt::rl {
+namespace {
+using json = nlohmann::json;
+
+// A row's prompt: text, or chat messages (then `text` joins their contents).
+struct RowPrompt {
+  std::string text;
+  std::vector<ChatTurn> turns;
+  bool messages = false;
+};
+
+std::string fields_of(const json& row) {
+  std::string out;
+  for (auto it = row.begin(); it != row.end(); ++it) out += (out.empty() ? "" : ", ") + it.key();
+  return out.empty() ? "none" : out;
+}
+
+StatusOr<RowPrompt> read_prompt(const json& row, const std::string& field) {
+  const std::string name = "spec.task.dataset.promptField";
+  const json* v = dataset::at_path(row, field);
+  if (!v)
+    return Status::InvalidArgument(name + ": the row has no field \"" + field +
+                                   "\" (its fields: " + fields_of(row) + ")");
+  RowPrompt p;
+  if (v->is_string()) {
+    p.text = v->get<std::string>();
+    return p;
+  }
+  const std::string shape = "; a prompt is a string or a list of chat messages [{role, content}]";
+  if (!v->is_array() || v->empty())
+    return Status::InvalidArgument(
+        name + ": \"" + field + "\" is " +
+        (v->is_array() ? "an empty list" : std::string("a ") + v->type_name()) + shape);
+  p.messages = true;
+  for (size_t k = 0; k < v->size(); ++k) {
+    const json& m = (*v)[k];
+    auto role = m.is_object() ? m.find("role") : m.end();
+    auto content = m.is_object() ? m.find("content") : m.end();
+    if (!m.is_object() || role == m.end() || !role->is_string() || content == m.end() ||
+        !content->is_string())
+      return Status::InvalidArgument(name + ": \"" + field + "\" message " + std::to_string(k) +
+                                     " is not {\"role\": string, \"content\": string}" + shape);
+    p.turns.push_back({role->get<std::string>(), content->get<std::string>()});
+    p.text += (p.text.empty() ? "" : "\n") + p.turns.back().content;
+  }
+  return p;
+}
+
+// The first index >= at that starts a UTF-8 character of `s`.
+size_t char_start(const std::string& s, size_t at) {
+  while (at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) ++at;
+  return at;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<DatasetTask>> DatasetTask::open(const api::DatasetSpec& spec,
+                                                         const api::RewardSpec& reward,
+                                                         uint64_t seed) {
+  std::unique_ptr<DatasetTask> t(new DatasetTask());
+  t->spec_ = spec, t->reward_spec_ = reward, t->seed_ = seed;
+  t->builtin_ = reward.type != "command" && reward.type != "http";
+  if (t->builtin_) {
+    StatusOr<reward::VerifierType> type =
+        reward::verifier_type_from_name(reward.type.empty() ? "math" : reward.type);
+    if (!type.ok()) return type.status();
+    t->verifier_.type = *type;
+    t->verifier_.relative_tolerance = reward.relative_tolerance;
+    t->verifier_.absolute_tolerance = reward.absolute_tolerance;
+    t->verifier_.pattern = reward.pattern;
+    TLT_RETURN_IF_ERROR(t->verifier_.validate());
+  }
+  std::vector<uint64_t> hashes;
+  bool hash_rows = spec.held_out_path.empty();
+  auto check = [&](uint64_t, const json& row) -> Status {
+    StatusOr<RowPrompt> prompt = read_prompt(row, spec.prompt_field);
+    if (!prompt.ok()) return prompt.status();
+    const json* answer = dataset::at_path(row, spec.answer_field);
+    if (!answer)
+      return Status::InvalidArgument("spec.task.dataset.answerField: the row has no field \"" +
+                                     spec.answer_field + "\" (its fields: " + fields_of(row) + ")");
+    if (t->builtin_) {
+      StatusOr<double> probe = reward::score(t->verifier_, "", *answer);
+      if (!probe.ok())
+        return Status::InvalidArgument("spec.task.dataset.answerField: \"" + spec.answer_field +
+                                       "\": " + probe.status().message());
+    }
+    uint64_t h = fnv1a64(row.dump());
+    t->fingerprint_ = mix_seeds(t->fingerprint_, h);
+    if (hash_rows) hashes.push_back(mix_seeds(seed, h));
+    return Status::Ok();
+  };
+  for (int s = 0; s < (spec.held_out_path.empty() ? 1 : 2); ++s) {
+    const std::string& path = s == 0 ? spec.path : spec.held_out_path;
+    const std::string field = s == 0 ? "spec.task.dataset.path" : "spec.task.dataset.heldOutPath";
+    hash_rows = s == 0 && spec.held_out_path.empty();
+    StatusOr<std::unique_ptr<dataset::Dataset>> d = dataset::Dataset::open(path, check);
+    if (!d.ok()) return d.status().with_context(field);
+    if ((*d)->rows() == 0) return Status::InvalidArgument(field + ": " + path + " holds no rows");
+    t->sources_.push_back({std::move(*d), s == 1});
+  }
+  TLT_RETURN_IF_ERROR(t->split(hashes));
+  t->fingerprint_ =
+      fnv1a64(spec.prompt_field + "|" + spec.answer_field + "|" + std::to_string(spec.held_out) +
+                  "|" + spec.long_prompts + "|" + std::to_string(seed),
+              t->fingerprint_);
+  return t;
+}
+
+// The held-out rows: heldOutPath's, or the heldOut rows of smallest hash (ties: the earlier row).
+Status DatasetTask::split(const std::vector<uint64_t>& hashes) {
+  uint64_t rows = sources_[0].data->rows();
+  if (rows > UINT32_MAX)
+    return Status::InvalidArgument("spec.task.dataset.path: more than 2^32 - 1 rows");
+  if (sources_.size() == 2) {
+    for (uint64_t r = 0; r < rows; ++r) train_.push_back({0, r});
+    for (uint64_t r = 0; r < sources_[1].data->rows(); ++r) held_.push_back({1, r});
+    return Status::Ok();
+  }
+  uint64_t n_held = uint64_t(std::max(spec_.held_out, 0));
+  if (n_held >= rows)
+    return Status::InvalidArgument("spec.task.dataset.heldOut: " + std::to_string(n_held) +
+                                   " rows held out of the " + std::to_string(rows) + " rows of " +
+                                   spec_.path +
+                                   " leave none to train on; lower heldOut or give heldOutPath");
+  std::vector<uint64_t> order(rows);
+  std::iota(order.begin(), order.end(), 0);
+  auto less = [&](uint64_t a, uint64_t b) {
+    return hashes[a] != hashes[b] ? hashes[a] < hashes[b] : a < b;
+  };
+  std::nth_element(order.begin(), order.begin() + int64_t(n_held), order.end(), less);
+  std::vector<bool> is_held(rows, false);
+  for (uint64_t k = 0; k < n_held; ++k) is_held[order[k]] = true;
+  for (uint64_t r = 0; r < rows; ++r) (is_held[r] ? held_ : train_).push_back({0, r});
+  return Status::Ok();
+}
+
+Problem DatasetTask::row_problem(const RowRef& r, size_t drop) const {
+  const dataset::Dataset& d = *sources_[r.source].data;
+  Problem p;
+  p.id = d.where(r.row);
+  StatusOr<json> row = d.row(r.row);
+  if (!row.ok()) return p;
+  StatusOr<RowPrompt> prompt = read_prompt(*row, spec_.prompt_field);
+  const json* answer = dataset::at_path(*row, spec_.answer_field);
+  if (!prompt.ok() || !answer) return p;
+  if (prompt->messages) {
+    std::string& last = prompt->turns.back().content;
+    last.erase(0, std::min(drop, last.size()));
+    json list = json::array();
+    for (const ChatTurn& t : prompt->turns)
+      list.push_back({{"role", t.role}, {"content", t.content}});
+    p.messages_json = list.dump();
+    prompt->text.clear();
+    for (const ChatTurn& t : prompt->turns)
+      prompt->text += (prompt->text.empty() ? "" : "\n") + t.content;
+    p.prompt = prompt->text;
+  } else {
+    p.prompt = prompt->text.substr(std::min(drop, prompt->text.size()));
+  }
+  p.reference_json = answer->dump();
+  p.answer = answer->is_string() ? answer->get<std::string>() : p.reference_json;
+  return p;
+}
+
+StatusOr<std::vector<int64_t>> DatasetTask::encode(const Codec& codec, const Problem& p) const {
+  if (p.messages_json.empty()) return codec.encode_prompt(p.prompt, p.prompt);
+  json list = json::parse(p.messages_json, nullptr, /*allow_exceptions=*/false);
+  std::vector<ChatTurn> turns;
+  if (list.is_array())
+    for (const json& m : list)
+      if (m.is_object() && m.value("role", json()).is_string() &&
+          m.value("content", json()).is_string())
+        turns.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  if (turns.empty())
+    return Status::InvalidArgument("problem " + p.id + ": messages_json is not a message list");
+  return codec.encode_messages(turns);
+}
+
+// Row r's prompt ids under longPrompts; *keep false when the row is skipped.
+StatusOr<std::vector<int64_t>> DatasetTask::fit_row(const Codec& codec, int64_t max_prompt,
+                                                    RowRef r, bool* keep) {
+  *keep = true;
+  Problem p = row_problem(r, 0);
+  StatusOr<std::vector<int64_t>> ids = encode(codec, p);
+  if (!ids.ok()) return ids.status().with_context(p.id);
+  if (int64_t(ids->size()) <= max_prompt) return ids;
+  const std::string over = p.id + ": the prompt is " + std::to_string(ids->size()) +
+                           " tokens, more than the " + std::to_string(max_prompt) +
+                           " the model's context leaves besides spec.algorithm.maxResponseTokens";
+  if (spec_.long_prompts == "fail")
+    return Status::FailedPrecondition("spec.task.dataset.longPrompts (fail): " + over);
+  if (spec_.long_prompts != "truncate") {
+    *keep = false, ++skipped_;
+    return ids;
+  }
+  // The text truncate cuts: the prompt, or a message list's last content.
+  std::string text = p.prompt;
+  if (!p.messages_json.empty()) text = json::parse(p.messages_json).back()["content"];
+  auto size = [&](size_t drop) -> StatusOr<int64_t> {
+    StatusOr<std::vector<int64_t>> cut = encode(codec, row_problem(r, drop));
+    if (!cut.ok()) return cut.status().with_context(p.id);
+    return int64_t(cut->size());
+  };
+  StatusOr<int64_t> bare = size(text.size());
+  if (!bare.ok()) return bare.status();
+  if (*bare > max_prompt)
+    return Status::FailedPrecondition("spec.task.dataset.longPrompts (truncate): " + over +
+                                      ", and so is its chat template (other turns) alone");
+  size_t lo = 1, hi = text.size();  // dropping hi characters fits
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    StatusOr<int64_t> n = size(char_start(text, mid));
+    if (!n.ok()) return n.status();
+    if (*n <= max_prompt)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  drop_[key(r)] = char_start(text, hi);
+  ++truncated_;
+  return encode(codec, row_problem(r, drop_[key(r)]));
+}
+
+Status DatasetTask::fit(const Codec& codec, int64_t max_prompt) {
+  for (std::vector<RowRef>* split : {&train_, &held_}) {
+    std::vector<RowRef> kept;
+    for (const RowRef& r : *split) {
+      bool keep = true;
+      StatusOr<std::vector<int64_t>> ids = fit_row(codec, max_prompt, r, &keep);
+      if (!ids.ok()) return ids.status();
+      if (keep) kept.push_back(r);
+    }
+    if (kept.empty() && !split->empty())
+      return Status::FailedPrecondition(
+          std::string("spec.task.dataset.longPrompts (skip): every ") +
+          (split == &train_ ? "training" : "held-out") + " row's prompt is longer than the " +
+          std::to_string(max_prompt) +
+          " tokens the model's context leaves besides spec.algorithm.maxResponseTokens");
+    *split = std::move(kept);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  perm_epoch_ = UINT64_MAX;
+  return Status::Ok();
+}
+
+uint64_t DatasetTask::train_row(uint64_t j) const {
+  uint64_t n = train_.size(), epoch = j / n;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (perm_epoch_ != epoch) {
+    perm_.resize(n);
+    std::iota(perm_.begin(), perm_.end(), 0u);
+    uint64_t state = mix_seeds(seed_, epoch + 0x5EED);
+    for (uint64_t k = n - 1; k > 0; --k) {  // Fisher-Yates, splitmix64 draws
+      state += 0x9E3779B97F4A7C15ull;
+      uint64_t z = state;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      std::swap(perm_[k], perm_[z % (k + 1)]);
+    }
+    perm_epoch_ = epoch;
+  }
+  return train_[perm_[j % n]].row;
+}
+
+Problem DatasetTask::problem(uint64_t i, bool held_out) const {
+  if (held_out) {
+    if (held_.empty()) return Problem{};
+    const RowRef& r = held_[i % held_.size()];
+    auto d = drop_.find(key(r));
+    return row_problem(r, d == drop_.end() ? 0 : d->second);
+  }
+  if (train_.empty()) return Problem{};
+  uint64_t j = (i & 0xFFFFFFFFull) + (i >> 40);
+  RowRef r{0, train_row(j)};
+  auto d = drop_.find(key(r));
+  return row_problem(r, d == drop_.end() ? 0 : d->second);
+}
+
+double DatasetTask::reward(const Problem& p, const std::string& response) const {
+  if (!builtin_ || p.reference_json.empty()) return 0.0;
+  json answer = json::parse(p.reference_json, nullptr, /*allow_exceptions=*/false);
+  if (answer.is_discarded()) return 0.0;
+  StatusOr<double> r = reward::score(verifier_, response, answer);
+  return r.ok() ? *r : 0.0;
+}
+
+}  // namespace tlt::rl
