@@ -199,7 +199,8 @@ struct DatasetSpec {
     v("heldOut", held_out,
       Rule().ge(0).le(1000000).doc(
           "Rows held out for evaluation, chosen by a hash of the row and spec.task.seed (never "
-          "trained on). Ignored when heldOutPath is set."));
+          "trained on). With heldOutPath: how many of that file's rows are evaluated (all of "
+          "them when it holds fewer)."));
     v("heldOutPath", held_out_path,
       Rule().doc("A second file (or directory) of held-out rows, in the same format."));
     v("longPrompts", long_prompts,

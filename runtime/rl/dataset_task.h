@@ -63,6 +63,7 @@ class DatasetTask : public Task {
 
   int64_t train_rows() const { return int64_t(train_.size()); }
   int64_t held_out_rows() const { return int64_t(held_.size()); }
+  int64_t held_out_count() const override { return held_out_rows(); }
   int64_t skipped() const { return skipped_; }      // rows fit() dropped (longPrompts: skip)
   int64_t truncated() const { return truncated_; }  // rows fit() cut (longPrompts: truncate)
   // A hash of every row's content, the split and the fields: the task's identity in cache keys.

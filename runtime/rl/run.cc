@@ -290,7 +290,9 @@ StatusOr<HeldOutResult> Driver::evaluate(model::Transformer model) const {
     }
     return scorer->wait();
   };
-  return evaluate_held_out(std::move(model), *m_.task, plan_.held_out, plan_.max_response_tokens,
+  // A dataset's held-out file may hold fewer rows than spec.task.dataset.heldOut asks for.
+  int64_t held_out = std::min<int64_t>(plan_.held_out, m_.task->held_out_count());
+  return evaluate_held_out(std::move(model), *m_.task, held_out, plan_.max_response_tokens,
                            plan_.temperature, kHeldOutSamples, plan_.seed, m_.codec, rewards);
 }
 

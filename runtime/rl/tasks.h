@@ -54,6 +54,9 @@ class Task {
   virtual double reward(const Problem& p, const std::string& response) const = 0;
   // The user turn a chat model reads for `p`: its prompt and how to answer.
   virtual std::string chat_prompt(const Problem& p) const = 0;
+  // How many distinct held-out problems there are: a generated task's stream is endless; a
+  // dataset's held-out rows are counted. Evaluation reads at most this many.
+  virtual int64_t held_out_count() const { return INT64_MAX; }
   // The ids the policy reads for `p` (prompt_ids below). The default: codec.encode_prompt(
   // p.prompt, chat_prompt(p)) (the chat template's rendering when the codec has one, else the
   // plain prompt). A task whose prompts are chat messages renders them (Codec::encode_messages).
