@@ -4,7 +4,7 @@
 # under tests/operator/rbac.yaml. No garbage collector runs: what is deleted, the operator
 # deletes. Each step states the time within which the job converges:
 #   a. policy revoked: RLJob `hostnet` (trainer hostNetwork) runs under an operator started with
-#      --pod-policy-allow=hostNetwork; restarted without it, the job is Failed
+#      --pod-security=privileged; restarted at the default (restricted), the job is Failed
 #      (ForbiddenByPodPolicy) and its pods are gone within 30 s;
 #   b. lost labels: `kubectl label pod lab-trainer-0 tlt.dev/job-` -> the same pod (same uid) is
 #      labelled again within 10 s, one Relabeled Event, still one PodsCreated Event; the same
@@ -77,8 +77,8 @@ timed() {  # BOUND WHAT CMD...: wait_until, then say how long it took
 }
 
 # ---- a. a revoked policy: the job Failed and its pods deleted ----------------------------------
-K8S_STEP="operator with --pod-policy-allow=hostNetwork"
-start_op --pod-policy-allow=hostNetwork
+K8S_STEP="operator with --pod-security=privileged"
+start_op --pod-security=privileged
 K8S_STEP="a: RLJob hostnet"
 kc apply -f - >/dev/null <<'YAML'
 apiVersion: tlt.dev/v1alpha1
@@ -94,7 +94,7 @@ spec:
 YAML
 wait_until 60 "hostnet did not get its 2 pods" pods_named_are hostnet "hostnet-rollout-0 hostnet-trainer-0"
 stop_op
-K8S_STEP="a: operator restarted without the allowance"
+K8S_STEP="a: operator restarted at --pod-security=restricted (the default)"
 start_op
 revoked() {
   phase_is rljob/hostnet Failed && [[ $(cond rljob/hostnet Failed reason) == ForbiddenByPodPolicy ]] &&

@@ -830,12 +830,12 @@ TEST_F(ReconcilerTest, Reconcile_PolicyRevoked_FailedAndItsPodsDeleted) {
   rl["spec"]["roles"]["trainer"]["podTemplate"] = {{"spec", {{"hostNetwork", true}}}};
   std::string key = add(rl);
   ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4};
-  ASSERT_TRUE(allowing.pod.policy.allow("hostNetwork").ok());
+  allowing.pod.policy.level = PodSecurityLevel::kPrivileged;  // hostNetwork allowed
   Reconciler lenient(&kube_, &cache_, &events_, &clock_, allowing);
   sync();
   ASSERT_TRUE(lenient.reconcile(key).status.ok());
   ASSERT_EQ(pod_names("research").size(), 9u);
-  // The operator restarted without the allowance.
+  // The operator restarted at the default level, restricted.
   ReconcileResult r = reconcile(key);
   EXPECT_EQ(r.phase, "Failed");
   EXPECT_EQ(condition(job(key), "Failed", "reason"), "ForbiddenByPodPolicy");

@@ -455,5 +455,63 @@ TEST_F(ScorerTest, PythonNumericRewardMatchesTheBuiltInVerifier) {
               numeric.size(), correct);
 }
 
+// The short replies of examples/rljob-smollm2-short-arith.yaml: bare, marked, wordy, cut off.
+std::vector<std::pair<std::string, std::string>> short_replies() {
+  const char* forms[] = {"%d",     "%d.",  " %d \n",  "The answer is %d.", "Answer: **%d**",
+                         "%d + 0", "=%d",  "\\boxed{%d}", "It equals %d.",  "%d\n\nExplanation: the sum",
+                         "THE ANSWER IS %d", "%d. %d"};
+  std::vector<std::pair<std::string, std::string>> out;
+  std::mt19937 rng(11);
+  for (int i = 0; i < 240; ++i) {
+    int v = int(rng() % 40), said = rng() % 4 == 0 ? v + 1 : v;
+    char text[128];
+    std::snprintf(text, sizeof text, forms[i % 12], said, said);
+    out.emplace_back(text, std::to_string(v));
+  }
+  return out;
+}
+
+TEST_F(ScorerTest, PythonExactRewardMatchesTheBuiltInVerifier) {
+  std::vector<std::pair<std::string, std::string>> cases;  // (response, reference JSON)
+  std::ifstream fixture(std::string(TLT_SOURCE_DIR) +
+                        "/tests/reward/fixtures/math_verify_cases.jsonl");
+  for (std::string line; std::getline(fixture, line);) {
+    nlohmann::json c = nlohmann::json::parse(line);
+    cases.emplace_back(c["response"].get<std::string>(), c["reference"].dump());
+  }
+  for (const auto& [response, ref] : arithmetic_responses(300))
+    cases.emplace_back(response, nlohmann::json(ref).dump());
+  for (const auto& [response, ref] : short_replies())
+    cases.emplace_back(response, nlohmann::json(ref).dump());
+  api::RewardSpec builtin;
+  builtin.type = "exact";
+  auto verifier = make(builtin);
+  ASSERT_TRUE(verifier.ok());
+  api::RewardSpec command;
+  command.type = "command";
+  command.command = {"python3", std::string(TLT_SOURCE_DIR) + "/examples/rewards/exact_reward.py"};
+  auto program = make(command);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  std::vector<double> want, got;
+  for (Scorer* s : {verifier->get(), program->get()}) {
+    s->begin(cases.size());
+    for (size_t i = 0; i < cases.size(); ++i)
+      s->submit(i, ScoreRequest{"c" + std::to_string(i), "", cases[i].first, cases[i].second});
+    auto r = s->wait();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    (s == verifier->get() ? want : got) = *r;
+  }
+  int correct = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << cases[i].first << " vs " << cases[i].second;
+    correct += want[i] > 0;
+  }
+  // Both verdicts occur, so agreement is not agreement on a constant.
+  EXPECT_GT(correct, 100);
+  EXPECT_LT(correct, int(cases.size()) - 100);
+  std::printf("exact_reward.py agrees with exact on %zu responses (%d correct)\n", cases.size(),
+              correct);
+}
+
 }  // namespace
 }  // namespace tlt::reward
