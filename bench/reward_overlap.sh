@@ -4,19 +4,19 @@
 # scoring differs) twice, its reward a command (examples/rewards/numeric_reward.py) that sleeps
 # SLEEP_MS per response:
 #   serial      TLT_REWARD_SERIAL=1: every response scored after the rollout, in the update;
-#   overlapped  each worker's responses submitted as the worker hands them back, scored while
-#               the other worker still generates the tail.
+#   overlapped  each response submitted the moment it finishes (workers stream them), scored while
+#               the tail still generates.
 # Prints each run's mean step seconds (steps 2.. : step 1 also loads the workers), their ratio,
 # and how long the policy update waited for rewards after the rollout (the driver's log: the
 # direct measure, less noisy than whole steps on a shared machine); fails unless the two runs'
 # per-step rewards are identical (overlap must not change them).
 # Usage: bench/reward_overlap.sh [TLT_BINARY] [STEPS] [SLEEP_MS]   (defaults: build/bin/tlt 6 50)
-# Environment: PROMPTS (8), GROUP (4), WORKERS (2), MAX_TOKENS (96), HELD_OUT (8): the job's shape; MODEL: a
+# Environment: PRESET (micro), PROMPTS (8), GROUP (4), WORKERS (2), MAX_TOKENS (96), HELD_OUT (8): the job's shape; MODEL: a
 # model directory (spec.model.path, e.g. tests/models/fixtures/tiny-llama-hf) instead of micro.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 tlt=${1:-$src/build/bin/tlt}; steps=${2:-6}; sleep_ms=${3:-50}
-model="preset: micro"; [ -n "${MODEL:-}" ] && model="path: $(cd "$MODEL" && pwd)"
+model="preset: ${PRESET:-micro}"; [ -n "${MODEL:-}" ] && model="path: $(cd "$MODEL" && pwd)"
 prompts=${PROMPTS:-8}; group=${GROUP:-4}; workers=${WORKERS:-2}; max_tokens=${MAX_TOKENS:-96}
 work=$(mktemp -d); trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT; echo "reward_overlap: work directory $work" >&2
 manifest() {  # manifest NAME > FILE

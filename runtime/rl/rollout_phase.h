@@ -8,8 +8,10 @@
 // logged, and whether the fault injection (TLT_FAULT_KILL_WORKER=<step>: SIGKILL worker 0
 // mid-step, once) has fired.
 //
-// Rewards: as a worker hands back its responses they are submitted to the run's scorer
-// (runtime/rl/scoring.h), which scores them while the other workers still generate; run() opens
+// Rewards: workers stream each response as it finishes (a `completed` message; the `generated`
+// reply still carries them all) and it is submitted to the run's scorer (runtime/rl/scoring.h)
+// at once, scored while the tail still generates; a response once submitted is final (a worker
+// restarted mid-step regenerates it, and the first version is kept); run() opens
 // the step's batch (one slot per request id) and the policy update waits for it. Nothing is
 // submitted with serial scoring (TLT_REWARD_SERIAL=1) or without a scorer.
 //

@@ -94,7 +94,7 @@ Status Driver::init_models() {
   log("rewards (spec.reward.type: " + (plan_.reward.type.empty() ? "unset" : plan_.reward.type) +
       "): scored " +
       (serial_scoring() ? "after each rollout (TLT_REWARD_SERIAL=1)"
-                        : "as each worker hands its responses back"));
+                        : "as each response finishes"));
   GrpoOptions go;
   go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;
   go.temperature = plan_.temperature;

@@ -1,9 +1,9 @@
 // How an RL run scores its responses (spec.reward) through runtime/reward/scorer.h: the scorer of
 // a run's plan, the request of one response, and the switch that makes scoring serial.
 //
-// Overlap: the rollout phase submits a worker's responses as soon as the worker hands them back
-// (runtime/rl/rollout_phase.h), while the other workers still generate the tail; the policy
-// update waits for the batch. With TLT_REWARD_SERIAL=1 in the environment nothing is submitted
+// Overlap: the rollout phase submits each response as soon as it finishes (workers stream them,
+// runtime/rl/rollout_phase.h), while the tail still generates; the policy update waits for the
+// batch. With TLT_REWARD_SERIAL=1 in the environment nothing is submitted
 // during the rollout and the update scores the whole batch itself (the A/B of
 // bench/reward_overlap.sh). Rewards are identical either way: a response's request depends only
 // on (step, request id, problem, response).
