@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -16,6 +17,7 @@
 #include "runtime/rl/scoring.h"
 #include "runtime/rl/seeds.h"
 #include "runtime/rl/sequences.h"
+#include "runtime/rl/weight_sync.h"
 #include "runtime/rl/worker_options.h"
 #include "runtime/rl/worker_pool.h"
 #include "runtime/torch_env.h"
@@ -45,7 +47,15 @@ class Driver {
   Status evaluate_before();
   Status start_workers();
   Status evaluate_after();
-  json setup_message(int w) const;
+  json setup_message(int w);
+  // TLT_WEIGHT_SYNC=gloo (local workers only): the weight-sync group, opened before the workers
+  // start (their setup messages carry its port) and joined after.
+  Status open_weight_sync();
+  // Before step `step`'s rollout: broadcasts policy v(step - 1), and the drafter when it changed,
+  // to every rollout worker and counts the refused publishes. A broken group (a worker died) is
+  // let go: from then on every worker loads the checkpoint files the generate message names.
+  Status publish_weights(int64_t step, StepReport* r);
+  void drop_weight_sync(const std::string& why);
   int64_t rollout_workers() const {
     return std::max<int64_t>(1, plan_.workers - plan_.drafter_role_workers);
   }
@@ -74,6 +84,10 @@ class Driver {
   std::unique_ptr<reward::Scorer> scorer_;  // spec.reward: every batch of the run
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<RolloutPhase> rollout_;
+  std::unique_ptr<WeightSync> sync_;  // null: the workers load checkpoint files
+  std::vector<bool> sync_joined_;     // rollout worker w was set up with the group
+  bool sync_lost_ = false;            // a worker was set up again: it is not in the group
+  int64_t synced_drafter_ = -1;       // the drafter version last published
   RLRunResult result_;
   int64_t start_step_ = 0;  // steps already done (resume)
   int64_t drafter_version_ = 0;
@@ -111,7 +125,7 @@ Status Driver::init_models() {
   return Status::Ok();
 }
 
-json Driver::setup_message(int w) const {
+json Driver::setup_message(int w) {
   std::vector<int> cpus = runtime::allowed_cpus();
   WorkerOptions o;
   o.index = w;
@@ -127,7 +141,78 @@ json Driver::setup_message(int w) const {
   o.decode_bfloat16 = o.drafter_bfloat16 = m_.bfloat16;
   o.drafter_vocab_ids = m_.drafter_vocab_ids;
   o.spec = plan_.worker;
-  return to_json(o);
+  json m = to_json(o);
+  if (sync_ && w < rollout_workers()) {
+    if (sync_joined_[size_t(w)]) {
+      sync_lost_ = true;  // a restarted worker: the group's world is fixed
+    } else {
+      sync_joined_[size_t(w)] = true;
+      m["weight_sync"] = {
+          {"port", sync_->port()}, {"rank", w + 1}, {"world", sync_->world()}};
+    }
+  }
+  return m;
+}
+
+Status Driver::open_weight_sync() {
+  const char* mode = std::getenv("TLT_WEIGHT_SYNC");
+  std::string m = mode ? mode : "";
+  if (m.empty() || m == "file") return Status::Ok();
+  if (m != "gloo")
+    return Status::InvalidArgument("TLT_WEIGHT_SYNC=" + m + ": expected gloo or file");
+  if (plan_.listen_port > 0) {
+    log("weight sync: TLT_WEIGHT_SYNC=gloo covers local workers only; pods load files");
+    return Status::Ok();
+  }
+  WeightSyncOptions o;
+  o.rank = 0, o.world = int(rollout_workers()) + 1;
+  StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
+  if (!s.ok()) return s.status();
+  sync_ = std::move(*s);
+  sync_joined_.assign(size_t(rollout_workers()), false);
+  log("weight sync: Gloo group of " + std::to_string(o.world) + " ranks on port " +
+      std::to_string(sync_->port()));
+  return Status::Ok();
+}
+
+void Driver::drop_weight_sync(const std::string& why) {
+  log("weight sync: " + why + "; the workers load checkpoint files from now on");
+  sync_.reset();
+}
+
+Status Driver::publish_weights(int64_t step, StepReport* r) {
+  if (!sync_) return Status::Ok();
+  if (sync_lost_) {
+    drop_weight_sync("a rollout worker was restarted and is not in the group");
+    return Status::Ok();
+  }
+  double t = now_s();
+  int64_t dv = drafter_version_ != synced_drafter_ ? drafter_version_ : -1;
+  json m = {{"op", "weights"}, {"policy_version", step - 1}, {"drafter_version", dv}};
+  for (int w = 0; w < rollout_workers(); ++w) {
+    Status st = pool_->send(w, m);
+    if (!st.ok()) return st;
+  }
+  const char* corrupt = std::getenv("TLT_WEIGHT_SYNC_CORRUPT");  // a test hook: a policy version
+  int64_t bad = corrupt && std::atoll(corrupt) == step - 1 ? 0 : -1;
+  Status st = sync_->publish(WeightKind::kPolicy, step - 1, synced_tensors(*m_.policy), bad);
+  if (st.ok() && dv >= 0)
+    st = sync_->publish(WeightKind::kDrafter, dv, synced_tensors(*m_.drafter));
+  if (st.ok()) synced_drafter_ = drafter_version_;
+  std::string error = st.ok() ? "" : st.message();
+  for (int w = 0; w < rollout_workers(); ++w) {
+    StatusOr<std::optional<json>> reply = pool_->channel(w).receive(600 * 1000);
+    if (!reply.ok() || !*reply || (**reply).value("op", "") != "weights") {
+      if (error.empty()) error = "worker " + std::to_string(w) + " did not acknowledge";
+      continue;
+    }
+    r->weight_sync_refused += (**reply).value("refused", int64_t(0));
+    std::string e = (**reply).value("error", "");
+    if (!e.empty() && error.empty()) error = "worker " + std::to_string(w) + ": " + e;
+  }
+  r->publish_seconds += now_s() - t;
+  if (!error.empty()) drop_weight_sync(error);
+  return Status::Ok();
 }
 
 Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts) {
@@ -154,6 +239,7 @@ Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>
 Status Driver::run_step(int64_t step, StepReport* r) {
   r->step = step;
   pool_->admit_drafter_pods(step);  // drafter pods that connected since the last step
+  TLT_RETURN_IF_ERROR(publish_weights(step, r));
   StatusOr<Rollouts> s = rollout_->run(step, drafter_version_, r);
   if (!s.ok()) return s.status();
   TLT_RETURN_IF_ERROR(merge_drafters(s->drafter_parts));
@@ -219,7 +305,7 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   double t = now_s();
   Status saved = model::save_checkpoint(*m_.policy, policy_path(plan_.run_dir, step),
                                         "policy v" + std::to_string(step), io::Sync::kNone);
-  r->publish_seconds = now_s() - t;
+  r->publish_seconds += now_s() - t;  // with the broadcast of the step's weights, if any
   if (!saved.ok()) return saved;
   // Every worker loads this version next; the previous one is read by no one any more (a resumed
   // run republishes its checkpoint's policy), and a real model's is hundreds of MB a step.
@@ -319,7 +405,9 @@ Status Driver::start_workers() {
   po.drafter_start_grace_s = plan_.drafter_start_grace_s;
   pool_ = std::make_unique<WorkerPool>(
       po, [this](int w) { return setup_message(w); }, [this](const std::string& m) { log(m); });
+  TLT_RETURN_IF_ERROR(open_weight_sync());
   TLT_RETURN_IF_ERROR(pool_->start(start_step_ + 1));
+  if (sync_) TLT_RETURN_IF_ERROR(sync_->join());
   rollout_ = std::make_unique<RolloutPhase>(plan_, cb_, stop_, *pool_, *m_.task, *m_.codec,
                                             m_.max_seq, scorer_.get());
   return Status::Ok();
