@@ -76,7 +76,7 @@ double publish_file(model::Transformer& policy, std::vector<model::Transformer>&
 double publish_channel(model::Transformer& policy, std::vector<model::Transformer>& workers,
                        const std::string& dir) {
   const int n = int(workers.size());
-  std::vector<int> driver_fd(size_t(n)), worker_fd(size_t(n));
+  std::vector<int> driver_fd(static_cast<size_t>(n)), worker_fd(static_cast<size_t>(n));
   for (int w = 0; w < n; ++w) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) check(Status::Internal("socketpair"), "");

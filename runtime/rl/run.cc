@@ -200,6 +200,9 @@ Status Driver::publish_weights(int64_t step, StepReport* r) {
     st = sync_->publish(WeightKind::kDrafter, dv, synced_tensors(*m_.drafter));
   if (st.ok()) synced_drafter_ = drafter_version_;
   std::string error = st.ok() ? "" : st.message();
+  // Closing rank 0's connections ends the workers' part of a broken publish now, not at the
+  // group's timeout.
+  if (!st.ok()) drop_weight_sync(error);
   for (int w = 0; w < rollout_workers(); ++w) {
     StatusOr<std::optional<json>> reply = pool_->channel(w).receive(600 * 1000);
     if (!reply.ok() || !*reply || (**reply).value("op", "") != "weights") {
@@ -211,7 +214,7 @@ Status Driver::publish_weights(int64_t step, StepReport* r) {
     if (!e.empty() && error.empty()) error = "worker " + std::to_string(w) + ": " + e;
   }
   r->publish_seconds += now_s() - t;
-  if (!error.empty()) drop_weight_sync(error);
+  if (sync_ && !error.empty()) drop_weight_sync(error);
   return Status::Ok();
 }
 
