@@ -96,7 +96,8 @@ double publish_channel(model::Transformer& policy, std::vector<model::Transforme
   on_threads(n, [&](int w) {
     rl::Channel ch(worker_fd[size_t(w)], worker_fd[size_t(w)]);
     ch.mirror_files(dir + "/w" + std::to_string(w));
-    StatusOr<std::optional<nlohmann::json>> m = ch.receive(-1);
+    StatusOr<std::optional<nlohmann::json>> m = std::optional<nlohmann::json>();
+    while (m.ok() && !*m) m = ch.receive(-1);  // file frames first, then the message
     check(m.status(), "receive");
     std::string path = (**m).at("policy").get<std::string>();
     check(model::load_checkpoint(*workers[size_t(w)], path).status(), "load");
