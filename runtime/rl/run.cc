@@ -147,8 +147,7 @@ json Driver::setup_message(int w) {
       sync_lost_ = true;  // a restarted worker: the group's world is fixed
     } else {
       sync_joined_[size_t(w)] = true;
-      m["weight_sync"] = {
-          {"port", sync_->port()}, {"rank", w + 1}, {"world", sync_->world()}};
+      m["weight_sync"] = {{"port", sync_->port()}, {"rank", w + 1}, {"world", sync_->world()}};
     }
   }
   return m;

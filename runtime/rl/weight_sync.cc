@@ -145,8 +145,7 @@ Status WeightSync::publish(WeightKind kind, int64_t version,
   torch::Tensor header =
       torch::tensor({kMagic, int64_t(kind), version, k, bb, flat.size(0)}, torch::kInt64);
   torch::Tensor sums = torch::empty({k}, torch::kInt64);  // (K,)
-  for (int64_t b = 0; b < k; ++b)
-    sums[b] = int64_t(weight_checksum(bucket(flat, b, bb)));
+  for (int64_t b = 0; b < k; ++b) sums[b] = int64_t(weight_checksum(bucket(flat, b, bb)));
   if (corrupt_bucket >= 0 && corrupt_bucket < k) {
     torch::Tensor bad = bucket(flat, corrupt_bucket, bb);
     auto* p = static_cast<unsigned char*>(bad.data_ptr());
