@@ -52,9 +52,14 @@ class Driver {
   // start (their setup messages carry its port) and joined after.
   Status open_weight_sync();
   // Before step `step`'s rollout: broadcasts policy v(step - 1), and the drafter when it changed,
-  // to every rollout worker and counts the refused publishes. A broken group (a worker died) is
-  // let go: from then on every worker loads the checkpoint files the generate message names.
+  // to every rollout worker and counts the refused publishes. After a worker was restarted, every
+  // worker first joins a new generation of the group (regroup_weight_sync). A broken group, or
+  // one a worker does not join, is let go: from then on every worker loads the checkpoint files
+  // the generate message names.
   Status publish_weights(int64_t step, StepReport* r);
+  // A new group (its own store and port) that every rollout worker is asked, on its channel, to
+  // join; false (the group let go) when one does not join within the rendezvous timeout.
+  bool regroup_weight_sync();
   void drop_weight_sync(const std::string& why);
   int64_t rollout_workers() const {
     return std::max<int64_t>(1, plan_.workers - plan_.drafter_role_workers);
@@ -85,8 +90,9 @@ class Driver {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<RolloutPhase> rollout_;
   std::unique_ptr<WeightSync> sync_;  // null: the workers load checkpoint files
-  std::vector<bool> sync_joined_;     // rollout worker w was set up with the group
+  bool sync_starting_ = false;        // setup messages of the pool's start name the group
   bool sync_lost_ = false;            // a worker was set up again: it is not in the group
+  int64_t sync_generation_ = 0;       // groups opened so far
   int64_t synced_drafter_ = -1;       // the drafter version last published
   RLRunResult result_;
   int64_t start_step_ = 0;  // steps already done (resume)
@@ -143,12 +149,10 @@ json Driver::setup_message(int w) {
   o.spec = plan_.worker;
   json m = to_json(o);
   if (sync_ && w < rollout_workers()) {
-    if (sync_joined_[size_t(w)]) {
-      sync_lost_ = true;  // a restarted worker: the group's world is fixed
-    } else {
-      sync_joined_[size_t(w)] = true;
+    if (sync_starting_)
       m["weight_sync"] = {{"port", sync_->port()}, {"rank", w + 1}, {"world", sync_->world()}};
-    }
+    else
+      sync_lost_ = true;  // a restarted worker: it joins the next generation
   }
   return m;
 }
@@ -168,7 +172,7 @@ Status Driver::open_weight_sync() {
   StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
   if (!s.ok()) return s.status();
   sync_ = std::move(*s);
-  sync_joined_.assign(size_t(rollout_workers()), false);
+  sync_generation_ = 1;
   log("weight sync: Gloo group of " + std::to_string(o.world) + " ranks on port " +
       std::to_string(sync_->port()));
   return Status::Ok();
@@ -179,13 +183,42 @@ void Driver::drop_weight_sync(const std::string& why) {
   sync_.reset();
 }
 
+bool Driver::regroup_weight_sync() {
+  sync_lost_ = false;
+  WeightSyncOptions o;
+  o.rank = 0, o.world = int(rollout_workers()) + 1;
+  o.rendezvous_timeout_s = 60;
+  sync_.reset();  // the old generation's store and connections
+  StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
+  if (!s.ok()) {
+    log("weight sync: " + s.status().message() + "; the workers load checkpoint files");
+    return false;
+  }
+  sync_ = std::move(*s);
+  ++sync_generation_;
+  for (int w = 0; w < rollout_workers(); ++w) {
+    json m = {{"op", "weight_sync"},
+              {"port", sync_->port()},
+              {"rank", w + 1},
+              {"world", o.world},
+              {"rendezvous_timeout_s", o.rendezvous_timeout_s}};
+    if (!pool_->send(w, m).ok()) break;  // the join below fails and says so
+  }
+  Status joined = sync_->join();
+  if (!joined.ok()) {
+    drop_weight_sync("generation " + std::to_string(sync_generation_) + ": " + joined.message());
+    return false;
+  }
+  log("weight sync: a rollout worker was restarted; group generation " +
+      std::to_string(sync_generation_) + " of " + std::to_string(o.world) + " ranks on port " +
+      std::to_string(sync_->port()));
+  return true;
+}
+
 Status Driver::publish_weights(int64_t step, StepReport* r) {
   if (!sync_) return Status::Ok();
-  if (sync_lost_) {
-    drop_weight_sync("a rollout worker was restarted and is not in the group");
-    return Status::Ok();
-  }
   double t = now_s();
+  if (sync_lost_ && !regroup_weight_sync()) return Status::Ok();
   int64_t dv = drafter_version_ != synced_drafter_ ? drafter_version_ : -1;
   json m = {{"op", "weights"}, {"policy_version", step - 1}, {"drafter_version", dv}};
   for (int w = 0; w < rollout_workers(); ++w) {
@@ -408,7 +441,10 @@ Status Driver::start_workers() {
   pool_ = std::make_unique<WorkerPool>(
       po, [this](int w) { return setup_message(w); }, [this](const std::string& m) { log(m); });
   TLT_RETURN_IF_ERROR(open_weight_sync());
-  TLT_RETURN_IF_ERROR(pool_->start(start_step_ + 1));
+  sync_starting_ = true;
+  Status started = pool_->start(start_step_ + 1);
+  sync_starting_ = false;
+  TLT_RETURN_IF_ERROR(started);
   if (sync_) TLT_RETURN_IF_ERROR(sync_->join());
   rollout_ = std::make_unique<RolloutPhase>(plan_, cb_, stop_, *pool_, *m_.task, *m_.codec,
                                             m_.max_seq, scorer_.get());

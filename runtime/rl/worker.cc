@@ -43,7 +43,8 @@ class Worker {
   Status generate(const json& m);
   Status train(const json& m);
   Status load_weights(const json& m);
-  Status join_weight_sync(const json& m);
+  Status join_weight_sync(const json& group);
+  Status rejoin_weight_sync(const json& m);
   Status receive_weights(const json& m);
 
   Channel ch_;
@@ -122,15 +123,17 @@ Status Worker::setup(const json& m) {
   for (int64_t id : o.drafter_vocab_ids)
     if (id >= 0 && id < cfg->vocab) token_counts_[size_t(id)] = 1;
   rng_.seed(eo.seed);
-  return join_weight_sync(m);
+  return m.contains("weight_sync") ? join_weight_sync(m.at("weight_sync")) : Status::Ok();
 }
 
-// The setup message's "weight_sync" {port, rank, world, bucket_bytes}: joins the driver's group
-// (blocks until every rank has). A worker set up without it loads the checkpoint files.
-Status Worker::join_weight_sync(const json& m) {
-  if (!m.contains("weight_sync")) return Status::Ok();
-  const json& g = m.at("weight_sync");
+// `group` {port, rank, world, bucket_bytes, rendezvous_timeout_s}, from the setup message or a
+// {"op": "weight_sync", ...} message (a new generation after a worker was restarted): leaves the
+// group it was in and joins the driver's (blocks until every rank has). A worker in no group
+// loads the checkpoint files.
+Status Worker::join_weight_sync(const json& g) {
+  sync_.reset();
   WeightSyncOptions o;
+  o.rendezvous_timeout_s = g.value("rendezvous_timeout_s", o.rendezvous_timeout_s);
   o.rank = g.at("rank").get<int>(), o.world = g.at("world").get<int>();
   o.port = g.at("port").get<int>();
   o.bucket_bytes = g.value("bucket_bytes", o.bucket_bytes);
@@ -138,6 +141,14 @@ Status Worker::join_weight_sync(const json& m) {
   if (!s.ok()) return s.status();
   TLT_RETURN_IF_ERROR((*s)->join());
   sync_ = std::move(*s);
+  return Status::Ok();
+}
+
+// {"op": "weight_sync", ...}: a new generation of the group. A failed join is no error here: the
+// driver's join fails too and it lets the group go, and this worker loads the files.
+Status Worker::rejoin_weight_sync(const json& m) {
+  Status st = join_weight_sync(m);
+  if (!st.ok()) std::cerr << "tlt rl-worker " << index_ << ": " << st.message() << "\n";
   return Status::Ok();
 }
 
@@ -398,6 +409,8 @@ int Worker::loop() {
         st = train(m);
       else if (op == "weights")
         st = receive_weights(m);
+      else if (op == "weight_sync")
+        st = rejoin_weight_sync(m);
       else if (op == "stop")
         continue;  // a stop that crossed our `trained` reply
       else if (op == "exit")

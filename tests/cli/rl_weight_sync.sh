@@ -6,8 +6,9 @@
 #   2. a publish corrupted on purpose (TLT_WEIGHT_SYNC_CORRUPT=1: one byte of policy v1's first
 #      bucket) is refused by both workers and counted in step 2's weightSyncRefused; they load
 #      the file instead, so the rollouts are still identical;
-#   3. a rollout worker killed mid-step 2 (TLT_FAULT_KILL_WORKER) is restarted; the group is let
-#      go (its world is fixed) and the run goes on over the files, still identical;
+#   3. a rollout worker killed mid-step 2 (TLT_FAULT_KILL_WORKER) is restarted (it loads the files
+#      for the rest of step 2); at the next step boundary every worker joins a new generation of
+#      the group, and the rollouts are still identical;
 #   4. the tiny Hugging Face llama (tests/models/fixtures, 2 steps): identical.
 # Usage: rl_weight_sync.sh TLT_BINARY SOURCE_DIR
 set -u
@@ -51,11 +52,11 @@ llama lgloo; run lgloo gloo
 for n in gloo bad kill lgloo; do
   grep -q "weight sync: Gloo group of 3 ranks" "$work/$n.log" || { cat "$work/$n.log"; fail "$n: no weight-sync group"; }
 done
-for n in gloo bad lgloo; do
+for n in gloo bad kill lgloo; do
   if grep -q "load checkpoint files from now on" "$work/$n.log"; then cat "$work/$n.log"; fail "$n: the group was let go"; fi
 done
 grep -q "died" "$work/kill.log" || { cat "$work/kill.log"; fail "the worker was not killed"; }
-grep -q "weight sync: a rollout worker was restarted" "$work/kill.log" || { cat "$work/kill.log"; fail "kill: the group was kept"; }
+grep -q "weight sync: a rollout worker was restarted; group generation 2 of 3 ranks" "$work/kill.log" || { cat "$work/kill.log"; fail "kill: no new group generation"; }
 grep -q "weight sync refused policy v1: bucket 0 of" "$work/bad.log" || { cat "$work/bad.log"; fail "bad: no refusal logged"; }
 python3 - "$work" <<'PY' || exit 1
 import json, sys
@@ -77,5 +78,5 @@ for n in ("gloo", "kill", "lgloo"):
 refused = [s["weightSyncRefused"] for s in steps("bad")]
 if refused != [0, 2, 0]: fail("bad: refused by step %s, expected [0, 2, 0]" % refused)
 print("weight sync: Gloo and file rollouts identical (micro 3 steps, tiny llama 2 steps); "
-      "a corrupt bucket refused by both workers; a killed worker falls back to files")
+      "a corrupt bucket refused by both workers; a killed worker rejoins a new generation")
 PY
