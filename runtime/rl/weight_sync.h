@@ -15,8 +15,9 @@
 // copying an accepted publish into its module it checks the bytes it now holds against the
 // header's checksums again (Corruption, counted, when they differ).
 //
-// Membership: the group is made once per run (the world is fixed). A rank that dies breaks it:
-// every later call returns Unavailable, and callers fall back to the checkpoint files.
+// Membership: a group's world is fixed. A rank that dies breaks it: every later call returns
+// Unavailable. The RL driver then opens a new group (a generation: its own store and port) that
+// every worker joins at a step boundary, and until then the workers load checkpoint files.
 // Thread safety: one thread per object.
 #pragma once
 
