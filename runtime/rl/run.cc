@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -16,6 +17,7 @@
 #include "runtime/rl/scoring.h"
 #include "runtime/rl/seeds.h"
 #include "runtime/rl/sequences.h"
+#include "runtime/rl/weight_sync.h"
 #include "runtime/rl/worker_options.h"
 #include "runtime/rl/worker_pool.h"
 #include "runtime/torch_env.h"
@@ -45,7 +47,20 @@ class Driver {
   Status evaluate_before();
   Status start_workers();
   Status evaluate_after();
-  json setup_message(int w) const;
+  json setup_message(int w);
+  // TLT_WEIGHT_SYNC=gloo (local workers only): the weight-sync group, opened before the workers
+  // start (their setup messages carry its port) and joined after.
+  Status open_weight_sync();
+  // Before step `step`'s rollout: broadcasts policy v(step - 1), and the drafter when it changed,
+  // to every rollout worker and counts the refused publishes. After a worker was restarted, every
+  // worker first joins a new generation of the group (regroup_weight_sync). A broken group, or
+  // one a worker does not join, is let go: from then on every worker loads the checkpoint files
+  // the generate message names.
+  Status publish_weights(int64_t step, StepReport* r);
+  // A new group (its own store and port) that every rollout worker is asked, on its channel, to
+  // join; false (the group let go) when one does not join within the rendezvous timeout.
+  bool regroup_weight_sync();
+  void drop_weight_sync(const std::string& why);
   int64_t rollout_workers() const {
     return std::max<int64_t>(1, plan_.workers - plan_.drafter_role_workers);
   }
@@ -74,6 +89,11 @@ class Driver {
   std::unique_ptr<reward::Scorer> scorer_;  // spec.reward: every batch of the run
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<RolloutPhase> rollout_;
+  std::unique_ptr<WeightSync> sync_;  // null: the workers load checkpoint files
+  bool sync_starting_ = false;        // setup messages of the pool's start name the group
+  bool sync_lost_ = false;            // a worker was set up again: it is not in the group
+  int64_t sync_generation_ = 0;       // groups opened so far
+  int64_t synced_drafter_ = -1;       // the drafter version last published
   RLRunResult result_;
   int64_t start_step_ = 0;  // steps already done (resume)
   int64_t drafter_version_ = 0;
@@ -111,7 +131,7 @@ Status Driver::init_models() {
   return Status::Ok();
 }
 
-json Driver::setup_message(int w) const {
+json Driver::setup_message(int w) {
   std::vector<int> cpus = runtime::allowed_cpus();
   WorkerOptions o;
   o.index = w;
@@ -127,7 +147,107 @@ json Driver::setup_message(int w) const {
   o.decode_bfloat16 = o.drafter_bfloat16 = m_.bfloat16;
   o.drafter_vocab_ids = m_.drafter_vocab_ids;
   o.spec = plan_.worker;
-  return to_json(o);
+  json m = to_json(o);
+  if (sync_ && w < rollout_workers()) {
+    if (sync_starting_)
+      m["weight_sync"] = {{"port", sync_->port()}, {"rank", w + 1}, {"world", sync_->world()}};
+    else
+      sync_lost_ = true;  // a restarted worker: it joins the next generation
+  }
+  return m;
+}
+
+Status Driver::open_weight_sync() {
+  const char* mode = std::getenv("TLT_WEIGHT_SYNC");
+  std::string m = mode ? mode : "";
+  if (m.empty() || m == "file") return Status::Ok();
+  if (m != "gloo")
+    return Status::InvalidArgument("TLT_WEIGHT_SYNC=" + m + ": expected gloo or file");
+  if (plan_.listen_port > 0) {
+    log("weight sync: TLT_WEIGHT_SYNC=gloo covers local workers only; pods load files");
+    return Status::Ok();
+  }
+  WeightSyncOptions o;
+  o.rank = 0, o.world = int(rollout_workers()) + 1;
+  StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
+  if (!s.ok()) return s.status();
+  sync_ = std::move(*s);
+  sync_generation_ = 1;
+  log("weight sync: Gloo group of " + std::to_string(o.world) + " ranks on port " +
+      std::to_string(sync_->port()));
+  return Status::Ok();
+}
+
+void Driver::drop_weight_sync(const std::string& why) {
+  log("weight sync: " + why + "; the workers load checkpoint files from now on");
+  sync_.reset();
+}
+
+bool Driver::regroup_weight_sync() {
+  sync_lost_ = false;
+  WeightSyncOptions o;
+  o.rank = 0, o.world = int(rollout_workers()) + 1;
+  o.rendezvous_timeout_s = 60;
+  sync_.reset();  // the old generation's store and connections
+  StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
+  if (!s.ok()) {
+    log("weight sync: " + s.status().message() + "; the workers load checkpoint files");
+    return false;
+  }
+  sync_ = std::move(*s);
+  ++sync_generation_;
+  for (int w = 0; w < rollout_workers(); ++w) {
+    json m = {{"op", "weight_sync"},
+              {"port", sync_->port()},
+              {"rank", w + 1},
+              {"world", o.world},
+              {"rendezvous_timeout_s", o.rendezvous_timeout_s}};
+    if (!pool_->send(w, m).ok()) break;  // the join below fails and says so
+  }
+  Status joined = sync_->join();
+  if (!joined.ok()) {
+    drop_weight_sync("generation " + std::to_string(sync_generation_) + ": " + joined.message());
+    return false;
+  }
+  log("weight sync: a rollout worker was restarted; group generation " +
+      std::to_string(sync_generation_) + " of " + std::to_string(o.world) + " ranks on port " +
+      std::to_string(sync_->port()));
+  return true;
+}
+
+Status Driver::publish_weights(int64_t step, StepReport* r) {
+  if (!sync_) return Status::Ok();
+  double t = now_s();
+  if (sync_lost_ && !regroup_weight_sync()) return Status::Ok();
+  int64_t dv = drafter_version_ != synced_drafter_ ? drafter_version_ : -1;
+  json m = {{"op", "weights"}, {"policy_version", step - 1}, {"drafter_version", dv}};
+  for (int w = 0; w < rollout_workers(); ++w) {
+    Status st = pool_->send(w, m);
+    if (!st.ok()) return st;
+  }
+  const char* corrupt = std::getenv("TLT_WEIGHT_SYNC_CORRUPT");  // a test hook: a policy version
+  int64_t bad = corrupt && std::atoll(corrupt) == step - 1 ? 0 : -1;
+  Status st = sync_->publish(WeightKind::kPolicy, step - 1, synced_tensors(*m_.policy), bad);
+  if (st.ok() && dv >= 0)
+    st = sync_->publish(WeightKind::kDrafter, dv, synced_tensors(*m_.drafter));
+  if (st.ok()) synced_drafter_ = drafter_version_;
+  std::string error = st.ok() ? "" : st.message();
+  // Closing rank 0's connections ends the workers' part of a broken publish now, not at the
+  // group's timeout.
+  if (!st.ok()) drop_weight_sync(error);
+  for (int w = 0; w < rollout_workers(); ++w) {
+    StatusOr<std::optional<json>> reply = pool_->channel(w).receive(600 * 1000);
+    if (!reply.ok() || !*reply || (**reply).value("op", "") != "weights") {
+      if (error.empty()) error = "worker " + std::to_string(w) + " did not acknowledge";
+      continue;
+    }
+    r->weight_sync_refused += (**reply).value("refused", int64_t(0));
+    std::string e = (**reply).value("error", "");
+    if (!e.empty() && error.empty()) error = "worker " + std::to_string(w) + ": " + e;
+  }
+  r->publish_seconds += now_s() - t;
+  if (sync_ && !error.empty()) drop_weight_sync(error);
+  return Status::Ok();
 }
 
 Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts) {
@@ -154,6 +274,7 @@ Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>
 Status Driver::run_step(int64_t step, StepReport* r) {
   r->step = step;
   pool_->admit_drafter_pods(step);  // drafter pods that connected since the last step
+  TLT_RETURN_IF_ERROR(publish_weights(step, r));
   StatusOr<Rollouts> s = rollout_->run(step, drafter_version_, r);
   if (!s.ok()) return s.status();
   TLT_RETURN_IF_ERROR(merge_drafters(s->drafter_parts));
@@ -219,7 +340,7 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   double t = now_s();
   Status saved = model::save_checkpoint(*m_.policy, policy_path(plan_.run_dir, step),
                                         "policy v" + std::to_string(step), io::Sync::kNone);
-  r->publish_seconds = now_s() - t;
+  r->publish_seconds += now_s() - t;  // with the broadcast of the step's weights, if any
   if (!saved.ok()) return saved;
   // Every worker loads this version next; the previous one is read by no one any more (a resumed
   // run republishes its checkpoint's policy), and a real model's is hundreds of MB a step.
@@ -321,7 +442,12 @@ Status Driver::start_workers() {
   po.drafter_start_grace_s = plan_.drafter_start_grace_s;
   pool_ = std::make_unique<WorkerPool>(
       po, [this](int w) { return setup_message(w); }, [this](const std::string& m) { log(m); });
-  TLT_RETURN_IF_ERROR(pool_->start(start_step_ + 1));
+  TLT_RETURN_IF_ERROR(open_weight_sync());
+  sync_starting_ = true;
+  Status started = pool_->start(start_step_ + 1);
+  sync_starting_ = false;
+  TLT_RETURN_IF_ERROR(started);
+  if (sync_) TLT_RETURN_IF_ERROR(sync_->join());
   rollout_ = std::make_unique<RolloutPhase>(plan_, cb_, stop_, *pool_, *m_.task, *m_.codec,
                                             m_.max_seq, scorer_.get());
   return Status::Ok();

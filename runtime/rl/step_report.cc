@@ -38,6 +38,7 @@ json to_json(const StepReport& r) {
           {"clipFraction", r.clip_fraction},
           {"loss", r.loss},
           {"restarts", r.restarts},
+          {"weightSyncRefused", r.weight_sync_refused},
           {"drafterWorkers", r.drafter_workers},
           {"timeline", tl}};
 }
@@ -52,6 +53,7 @@ StepReport step_from_json(const json& j) {
   r.step_seconds = j.at("stepSeconds");
   r.publish_seconds = j.value("publishSeconds", 0.0);  // absent from older reports
   r.update_positions = j.value("updatePositions", int64_t(0));
+  r.weight_sync_refused = j.value("weightSyncRefused", int64_t(0));
   r.update_microbatches = j.value("updateMicrobatches", int64_t(0));
   r.generating_worker_seconds = j.at("generatingWorkerSeconds");
   r.idle_worker_seconds = j.at("idleWorkerSeconds");

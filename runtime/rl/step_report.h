@@ -47,6 +47,9 @@ struct StepReport {
   double stop_latency_ms = 0;  // slowest preemption of a drafter trainer
   double kl = 0, clip_fraction = 0, loss = 0;
   int64_t restarts = 0;
+  // Weight publishes over the weight-sync group (runtime/rl/weight_sync.h) that a worker refused
+  // (a bucket failed its checksum, or a stale version): must be 0. Such a worker loaded the file.
+  int64_t weight_sync_refused = 0;
   std::vector<int> drafter_workers;  // dedicated to drafter training this step (rebalancer)
   std::vector<Interval> timeline;
 };

@@ -18,6 +18,7 @@
 #include "runtime/rl/channel.h"
 #include "runtime/rl/rendezvous.h"
 #include "runtime/rl/spot_work.h"
+#include "runtime/rl/weight_sync.h"
 #include "runtime/rl/worker_options.h"
 #include "runtime/rollout/engine.h"
 #include "runtime/torch_env.h"
@@ -42,6 +43,9 @@ class Worker {
   Status generate(const json& m);
   Status train(const json& m);
   Status load_weights(const json& m);
+  Status join_weight_sync(const json& group);
+  Status rejoin_weight_sync(const json& m);
+  Status receive_weights(const json& m);
 
   Channel ch_;
   int index_ = 0;
@@ -50,6 +54,7 @@ class Worker {
   model::Drafter drafter_{nullptr};
   std::unique_ptr<rollout::Engine> engine_;
   std::unique_ptr<drafter::DrafterTrainer> trainer_;
+  std::unique_ptr<WeightSync> sync_;  // the setup message's weight-sync group, if it named one
   int64_t policy_version_ = -1, drafter_version_ = -1;
   int64_t drafter_batch_ = 32;
   // spec.drafter.vocabSubset: drafts range over the tokens this worker generated most often.
@@ -118,7 +123,65 @@ Status Worker::setup(const json& m) {
   for (int64_t id : o.drafter_vocab_ids)
     if (id >= 0 && id < cfg->vocab) token_counts_[size_t(id)] = 1;
   rng_.seed(eo.seed);
+  return m.contains("weight_sync") ? join_weight_sync(m.at("weight_sync")) : Status::Ok();
+}
+
+// `group` {port, rank, world, bucket_bytes, rendezvous_timeout_s}, from the setup message or a
+// {"op": "weight_sync", ...} message (a new generation after a worker was restarted): leaves the
+// group it was in and joins the driver's (blocks until every rank has). A worker in no group
+// loads the checkpoint files.
+Status Worker::join_weight_sync(const json& g) {
+  sync_.reset();
+  WeightSyncOptions o;
+  o.rendezvous_timeout_s = g.value("rendezvous_timeout_s", o.rendezvous_timeout_s);
+  o.rank = g.at("rank").get<int>(), o.world = g.at("world").get<int>();
+  o.port = g.at("port").get<int>();
+  o.bucket_bytes = g.value("bucket_bytes", o.bucket_bytes);
+  StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
+  if (!s.ok()) return s.status();
+  TLT_RETURN_IF_ERROR((*s)->join());
+  sync_ = std::move(*s);
   return Status::Ok();
+}
+
+// {"op": "weight_sync", ...}: a new generation of the group. A failed join is no error here: the
+// driver's join fails too and it lets the group go, and this worker loads the files.
+Status Worker::rejoin_weight_sync(const json& m) {
+  Status st = join_weight_sync(m);
+  if (!st.ok()) std::cerr << "tlt rl-worker " << index_ << ": " << st.message() << "\n";
+  return Status::Ok();
+}
+
+// {"op": "weights", "policy_version": P, "drafter_version": D (-1: unchanged)}: takes part in
+// the driver's publishes, then replies {"op": "weights", "worker", "policy_version",
+// "drafter_version" (the versions now held), "refused" (publishes refused: corrupt or stale),
+// "error" (the group broke: "" when it did not)}. A refused or failed version is loaded from its
+// file by the next generate message instead.
+Status Worker::receive_weights(const json& m) {
+  int64_t refused = 0;
+  std::string error;
+  auto take = [&](WeightKind kind, int64_t v, torch::nn::Module& module, int64_t* held) {
+    Status st = sync_ ? sync_->receive(kind, v, synced_tensors(module))
+                      : Status::FailedPrecondition("this worker is in no weight-sync group");
+    if (st.ok()) {
+      *held = v;
+      return;
+    }
+    std::cerr << "tlt rl-worker " << index_ << ": " << st.message() << "\n";
+    if (st.code() == StatusCode::kCorruption)
+      ++refused;
+    else if (error.empty())
+      error = st.message();
+  };
+  take(WeightKind::kPolicy, m.at("policy_version").get<int64_t>(), *target_, &policy_version_);
+  int64_t dv = m.value("drafter_version", int64_t(-1));
+  if (dv >= 0) take(WeightKind::kDrafter, dv, *drafter_, &drafter_version_);
+  return ch_.send({{"op", "weights"},
+                   {"worker", index_},
+                   {"policy_version", policy_version_},
+                   {"drafter_version", drafter_version_},
+                   {"refused", refused},
+                   {"error", error}});
 }
 
 Status Worker::load_weights(const json& m) {
@@ -344,6 +407,10 @@ int Worker::loop() {
         st = generate(m);
       else if (op == "train")
         st = train(m);
+      else if (op == "weights")
+        st = receive_weights(m);
+      else if (op == "weight_sync")
+        st = rejoin_weight_sync(m);
       else if (op == "stop")
         continue;  // a stop that crossed our `trained` reply
       else if (op == "exit")

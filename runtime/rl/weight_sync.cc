@@ -1,0 +1,214 @@
+// The weight-sync group over runtime/tst/group.h's c10d set-up (TCPStore + process group).
+#include "runtime/rl/weight_sync.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/tst/data_parallel.h"
+#include "runtime/tst/group.h"
+
+namespace tlt::rl {
+namespace {
+
+constexpr int64_t kMagic = 0x746c7457534e43;  // "tltWSNC"
+constexpr int64_t kHeaderSize = 6;
+
+uint64_t mix(uint64_t h, uint64_t w) {
+  h ^= w;
+  h *= 0x9E3779B97F4A7C15ull;
+  return h ^ (h >> 29);
+}
+
+// `tensors`' bytes end to end: uint8 (T,).
+torch::Tensor flat_bytes(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> parts;
+  parts.reserve(tensors.size());
+  for (const torch::Tensor& t : tensors)
+    parts.push_back(t.detach().to(torch::kCPU).contiguous().reshape({-1}).view(torch::kUInt8));
+  if (parts.empty()) return torch::empty({0}, torch::kUInt8);
+  return torch::cat(parts);
+}
+
+int64_t total_bytes(const std::vector<torch::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const torch::Tensor& t : tensors) n += t.numel() * int64_t(t.element_size());
+  return n;
+}
+
+// Bucket k of a flat buffer: uint8 (<= bucket_bytes,), a view.
+torch::Tensor bucket(const torch::Tensor& flat, int64_t k, int64_t bucket_bytes) {
+  int64_t begin = k * bucket_bytes;
+  return flat.narrow(0, begin, std::min(bucket_bytes, flat.size(0) - begin));
+}
+
+int64_t bucket_count(int64_t total, int64_t bucket_bytes) {
+  return (total + bucket_bytes - 1) / bucket_bytes;
+}
+
+std::string kind_name(WeightKind k) {
+  return k == WeightKind::kPolicy ? "policy" : "drafter";
+}
+
+}  // namespace
+
+uint64_t weight_checksum(const torch::Tensor& bytes) {
+  const auto* p = static_cast<const unsigned char*>(bytes.data_ptr());
+  const size_t n = size_t(bytes.numel());
+  uint64_t h = mix(0xcbf29ce484222325ull, n);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = mix(h, w);
+  }
+  uint64_t tail = 0;
+  if (i < n) std::memcpy(&tail, p + i, n - i);
+  return mix(h, tail);
+}
+
+std::vector<torch::Tensor> synced_tensors(torch::nn::Module& module) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : module.named_parameters()) out.push_back(p.value());
+  for (const auto& b : module.named_buffers()) out.push_back(b.value());
+  return out;
+}
+
+struct WeightSync::Impl {
+  WeightSyncOptions options;
+  std::unique_ptr<tst::DataParallelGroup> group;
+  int64_t refused = 0;
+  bool broken = false;
+
+  // In place, from rank 0; a CUDA collective gets a device copy.
+  Status broadcast(torch::Tensor& t) {
+    tst::Collective* c = group->collective();
+    if (!c) return Status::FailedPrecondition("the weight-sync group has not joined");
+    Status st;
+    if (c->cuda()) {
+      torch::Tensor d = t.to(torch::kCUDA);
+      st = c->broadcast(d, 0);
+      if (st.ok()) t.copy_(d.to(torch::kCPU));
+    } else {
+      st = c->broadcast(t, 0);
+    }
+    if (!st.ok()) broken = true;
+    return st;
+  }
+};
+
+WeightSync::WeightSync(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+WeightSync::~WeightSync() = default;
+int WeightSync::rank() const {
+  return impl_->options.rank;
+}
+int WeightSync::world() const {
+  return impl_->options.world;
+}
+int WeightSync::port() const {
+  return impl_->group->port();
+}
+int64_t WeightSync::refused() const {
+  return impl_->refused;
+}
+bool WeightSync::broken() const {
+  return impl_->broken;
+}
+
+StatusOr<std::unique_ptr<WeightSync>> WeightSync::open(const WeightSyncOptions& o) {
+  if (o.bucket_bytes < 8)
+    return Status::InvalidArgument("weight-sync buckets of " + std::to_string(o.bucket_bytes) +
+                                   " bytes are too small");
+  tst::GroupOptions g;
+  g.rank = o.rank, g.world = o.world, g.host = o.host, g.port = o.port;
+  g.loopback = o.host == "127.0.0.1";
+  g.rendezvous_timeout_s = o.rendezvous_timeout_s, g.timeout_s = o.timeout_s, g.cuda = o.cuda;
+  StatusOr<std::unique_ptr<tst::DataParallelGroup>> group = tst::DataParallelGroup::open(g);
+  if (!group.ok()) return group.status().with_context("weight-sync group");
+  auto impl = std::make_unique<Impl>();
+  impl->options = o;
+  impl->group = std::move(*group);
+  return std::unique_ptr<WeightSync>(new WeightSync(std::move(impl)));
+}
+
+Status WeightSync::join() {
+  Status st = impl_->group->join();
+  if (!st.ok()) impl_->broken = true;
+  return st.with_context("weight-sync group");
+}
+
+Status WeightSync::publish(WeightKind kind, int64_t version,
+                           const std::vector<torch::Tensor>& tensors, int64_t corrupt_bucket) {
+  if (impl_->broken) return Status::Unavailable("the weight-sync group is broken");
+  const int64_t bb = impl_->options.bucket_bytes;
+  torch::Tensor flat = flat_bytes(tensors);  // (T,)
+  const int64_t k = bucket_count(flat.size(0), bb);
+  torch::Tensor header =
+      torch::tensor({kMagic, int64_t(kind), version, k, bb, flat.size(0)}, torch::kInt64);
+  torch::Tensor sums = torch::empty({k}, torch::kInt64);  // (K,)
+  for (int64_t b = 0; b < k; ++b) sums[b] = int64_t(weight_checksum(bucket(flat, b, bb)));
+  if (corrupt_bucket >= 0 && corrupt_bucket < k) {
+    torch::Tensor bad = bucket(flat, corrupt_bucket, bb);
+    auto* p = static_cast<unsigned char*>(bad.data_ptr());
+    p[0] ^= 0x5a;
+  }
+  TLT_RETURN_IF_ERROR(impl_->broadcast(header));
+  TLT_RETURN_IF_ERROR(impl_->broadcast(sums));
+  for (int64_t b = 0; b < k; ++b) {
+    torch::Tensor slice = bucket(flat, b, bb);
+    TLT_RETURN_IF_ERROR(impl_->broadcast(slice));
+  }
+  return Status::Ok();
+}
+
+Status WeightSync::receive(WeightKind kind, int64_t version,
+                           const std::vector<torch::Tensor>& tensors) {
+  if (impl_->broken) return Status::Unavailable("the weight-sync group is broken");
+  torch::Tensor header = torch::zeros({kHeaderSize}, torch::kInt64);  // (6,)
+  TLT_RETURN_IF_ERROR(impl_->broadcast(header));
+  const int64_t* h = header.data_ptr<int64_t>();
+  const int64_t k = h[3], bb = h[4], total = h[5];
+  if (h[0] != kMagic || k < 0 || bb < 8 || total < 0 || k != bucket_count(total, bb)) {
+    impl_->broken = true;  // the ranks no longer agree on what comes next
+    return Status::Corruption("weight-sync header is malformed: " + std::to_string(h[0]));
+  }
+  torch::Tensor sums = torch::empty({k}, torch::kInt64);  // (K,)
+  TLT_RETURN_IF_ERROR(impl_->broadcast(sums));
+  torch::Tensor flat = torch::empty({total}, torch::kUInt8);  // (T,)
+  std::string why;
+  for (int64_t b = 0; b < k; ++b) {
+    torch::Tensor slice = bucket(flat, b, bb);
+    TLT_RETURN_IF_ERROR(impl_->broadcast(slice));
+    if (why.empty() && int64_t(weight_checksum(slice)) != sums[b].item<int64_t>())
+      why = "bucket " + std::to_string(b) + " of " + std::to_string(k) + " fails its checksum";
+  }
+  const std::string what = kind_name(kind) + " v" + std::to_string(version);
+  if (why.empty() && (h[1] != int64_t(kind) || h[2] != version))
+    why = "it carries " + kind_name(WeightKind(h[1])) + " v" + std::to_string(h[2]);
+  if (why.empty() && total != total_bytes(tensors))
+    why = "it has " + std::to_string(total) + " bytes, the model " +
+          std::to_string(total_bytes(tensors));
+  if (!why.empty()) {
+    ++impl_->refused;
+    return Status::Corruption("weight sync refused " + what + ": " + why);
+  }
+  torch::NoGradGuard no_grad;
+  int64_t at = 0;
+  for (const torch::Tensor& t : tensors) {
+    int64_t n = t.numel() * int64_t(t.element_size());
+    t.view({-1}).view(torch::kUInt8).copy_(flat.narrow(0, at, n));  // t is contiguous
+    at += n;
+  }
+  flat = torch::Tensor();  // one copy of the weights at a time
+  // The guard: what the module holds now is what was published.
+  torch::Tensor held = flat_bytes(tensors);
+  for (int64_t b = 0; b < k; ++b) {
+    if (int64_t(weight_checksum(bucket(held, b, bb))) != sums[b].item<int64_t>()) {
+      ++impl_->refused;
+      return Status::Corruption("weight sync: the " + what + " held after the update differs " +
+                                "from the published bucket " + std::to_string(b));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tlt::rl

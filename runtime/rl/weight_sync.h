@@ -1,0 +1,87 @@
+// The RL run's weight-sync group: the driver (rank 0) broadcasts the policy's and the drafter's
+// weights to every local rollout worker (ranks 1..R) over c10d (Gloo on CPU tensors; NCCL in the
+// GPU flavour), instead of each worker loading a checkpoint file. Control messages stay on the
+// channel (runtime/rl/channel.h); only the bulk bytes travel here.
+//
+// One publish of a module's tensors (its parameters, then its buffers, in named order: the set
+// model::load_checkpoint fills), every rank calling in the same order:
+//   1. a header, int64 (6,): {magic, kind, version, bucket count K, bucket bytes, total bytes T};
+//   2. the K bucket checksums, int64 (K,): weight_checksum() of each bucket's bytes;
+//   3. the K buckets: the tensors' bytes laid end to end (T bytes), cut into slices of
+//      `bucket bytes` (the last one shorter), each a uint8 (<= bucket bytes,) broadcast.
+// A receiver always takes part in every broadcast of a publish (the group stays in step), then
+// refuses it (Corruption; the module untouched; refused() counts it) when the magic, kind,
+// version or T differ from what it expects, or a bucket's bytes do not match its checksum. After
+// copying an accepted publish into its module it checks the bytes it now holds against the
+// header's checksums again (Corruption, counted, when they differ).
+//
+// Membership: a group's world is fixed. A rank that dies breaks it: every later call returns
+// Unavailable. The RL driver then opens a new group (a generation: its own store and port) that
+// every worker joins at a step boundary, and until then the workers load checkpoint files.
+// Thread safety: one thread per object.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/status.h"
+
+namespace tlt::rl {
+
+enum class WeightKind : int64_t { kPolicy = 1, kDrafter = 2 };
+
+// A 64-bit hash of `bytes` (a contiguous CPU uint8 tensor): any change of one byte changes it
+// (with overwhelming probability). The same on every machine (little-endian words).
+uint64_t weight_checksum(const torch::Tensor& bytes);
+
+// The tensors a publish carries: `module`'s parameters, then its buffers, in named order.
+std::vector<torch::Tensor> synced_tensors(torch::nn::Module& module);
+
+struct WeightSyncOptions {
+  int rank = 0, world = 1;
+  std::string host = "127.0.0.1";  // rank 0's store address (ranks > 0 connect to it)
+  int port = 0;                    // rank 0: 0 picks a free port (see port())
+  int rendezvous_timeout_s = 120;  // for every rank to join
+  int timeout_s = 300;             // one broadcast: a stuck peer breaks the group after this
+  int64_t bucket_bytes = int64_t(32) << 20;
+  bool cuda = false;  // NCCL over CUDA tensors (GPU flavour only), else Gloo over CPU tensors
+};
+
+class WeightSync {
+ public:
+  // Rank 0 starts the store and returns at once; a rank > 0 connects to it (retrying until the
+  // rendezvous timeout: DeadlineExceeded). InvalidArgument for a bad rank, world or bucket size.
+  static StatusOr<std::unique_ptr<WeightSync>> open(const WeightSyncOptions& options);
+  ~WeightSync();
+  WeightSync(const WeightSync&) = delete;
+  WeightSync& operator=(const WeightSync&) = delete;
+
+  int rank() const;
+  int world() const;
+  int port() const;  // the store's port
+  // Blocks until every rank joined; Unimplemented when this build has no Gloo.
+  Status join();
+
+  // Rank 0: broadcasts `tensors` as `version` of `kind`. corrupt_bucket >= 0 (a test hook) flips
+  // one byte of that bucket after its checksum was taken. Unavailable when the group is broken.
+  Status publish(WeightKind kind, int64_t version, const std::vector<torch::Tensor>& tensors,
+                 int64_t corrupt_bucket = -1);
+  // Rank > 0: receives a publish into `tensors` (the module's, in synced_tensors() order), which
+  // must be `version` of `kind`. Corruption when it is refused (see the top), Unavailable when
+  // the group is broken.
+  Status receive(WeightKind kind, int64_t version, const std::vector<torch::Tensor>& tensors);
+
+  int64_t refused() const;  // publishes refused by this rank so far
+  bool broken() const;      // a broadcast failed: the group is unusable
+
+ private:
+  struct Impl;
+  explicit WeightSync(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tlt::rl
