@@ -164,7 +164,7 @@ row=$(kc get tstj tst-tiny --no-headers | tr -s ' ')
 k8s_say "kubectl get tstj: $header / $row"
 K8S_STEP="kubectl get tlt (the category) -A"
 all=$(kc get tlt -A -o name | sort | tr '\n' ' ')
-[[ $all == "rljob.tlt.dev/bare rljob.tlt.dev/qwen-math-grpo rljob.tlt.dev/rljob-smollm2 rljob.tlt.dev/rljob-tiny tstpretrainjob.tlt.dev/tst-small-kjv tstpretrainjob.tlt.dev/tst-smollm2 tstpretrainjob.tlt.dev/tst-tiny " ]] ||
+[[ $all == "rljob.tlt.dev/bare rljob.tlt.dev/qwen-math-grpo rljob.tlt.dev/rljob-smollm2 rljob.tlt.dev/rljob-smollm2-short-arith rljob.tlt.dev/rljob-tiny tstpretrainjob.tlt.dev/tst-small-kjv tstpretrainjob.tlt.dev/tst-smollm2 tstpretrainjob.tlt.dev/tst-tiny " ]] ||
   fail "$K8S_STEP: got \"$all\""
 K8S_STEP="a status write must not change the spec, nor a spec write the status"
 [[ $(kc get rljob rljob-tiny -o 'jsonpath={.metadata.generation}') == 1 ]] || fail "$K8S_STEP"
