@@ -406,51 +406,66 @@ std::vector<std::pair<std::string, std::string>> arithmetic_responses(int n) {
   return out;
 }
 
-// examples/rewards/numeric_reward.py, run as a command reward, gives the built-in numeric
-// verifier's rewards: on the math-verify fixture's responses with a numeric reference and on
-// arithmetic-cot-style responses.
-TEST_F(ScorerTest, PythonNumericRewardMatchesTheBuiltInVerifier) {
-  std::vector<std::pair<std::string, std::string>> cases;  // (response, reference JSON)
+using Cases = std::vector<std::pair<std::string, std::string>>;  // (response, reference JSON)
+
+// The math-verify fixture's responses and `arithmetic` arithmetic-cot-style responses.
+Cases fixture_and_arithmetic_cases(int arithmetic) {
+  Cases cases;
   std::ifstream fixture(std::string(TLT_SOURCE_DIR) +
                         "/tests/reward/fixtures/math_verify_cases.jsonl");
   for (std::string line; std::getline(fixture, line);) {
     nlohmann::json c = nlohmann::json::parse(line);
     cases.emplace_back(c["response"].get<std::string>(), c["reference"].dump());
   }
-  for (const auto& [response, ref] : arithmetic_responses(300))
+  for (const auto& [response, ref] : arithmetic_responses(arithmetic))
     cases.emplace_back(response, nlohmann::json(ref).dump());
+  return cases;
+}
+
+// Scores `cases` with `verifier` and with the Python program examples/rewards/`program`
+// (type command); expects equal rewards case by case. Returns how many the verifier scored 1.
+int expect_program_matches(Scorer* verifier, const std::string& program, const Cases& cases) {
+  api::RewardSpec command;
+  command.type = "command";
+  command.command = {"python3", std::string(TLT_SOURCE_DIR) + "/examples/rewards/" + program};
+  auto made = make(command);
+  EXPECT_TRUE(made.ok()) << made.status().to_string();
+  if (!made.ok()) return 0;
+  std::vector<double> want, got;
+  for (Scorer* s : {verifier, made->get()}) {
+    s->begin(cases.size());
+    for (size_t i = 0; i < cases.size(); ++i)
+      s->submit(i, ScoreRequest{"c" + std::to_string(i), "", cases[i].first, cases[i].second});
+    auto r = s->wait();
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (!r.ok()) return 0;
+    (s == verifier ? want : got) = *r;
+  }
+  int correct = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << cases[i].first << " vs " << cases[i].second;
+    correct += want[i] > 0;
+  }
+  return correct;
+}
+
+// examples/rewards/numeric_reward.py, run as a command reward, gives the built-in numeric
+// verifier's rewards: on the math-verify fixture's responses with a numeric reference and on
+// arithmetic-cot-style responses.
+TEST_F(ScorerTest, PythonNumericRewardMatchesTheBuiltInVerifier) {
   api::RewardSpec builtin;
   builtin.type = "numeric";
   auto verifier = make(builtin);
   ASSERT_TRUE(verifier.ok());
   // The fixture's references that are not numbers are errors for both: keep the others.
-  std::vector<std::pair<std::string, std::string>> numeric;
-  for (const auto& c : cases) {
+  Cases numeric;
+  for (const auto& c : fixture_and_arithmetic_cases(300)) {
     (*verifier)->begin(1);
     (*verifier)->submit(0, ScoreRequest{"x", "", c.first, c.second});
     if ((*verifier)->wait().ok()) numeric.push_back(c);
   }
   ASSERT_GT(numeric.size(), 400u);
-  api::RewardSpec command;
-  command.type = "command";
-  command.command = {"python3",
-                     std::string(TLT_SOURCE_DIR) + "/examples/rewards/numeric_reward.py"};
-  auto program = make(command);
-  ASSERT_TRUE(program.ok()) << program.status().to_string();
-  std::vector<double> want, got;
-  for (Scorer* s : {verifier->get(), program->get()}) {
-    s->begin(numeric.size());
-    for (size_t i = 0; i < numeric.size(); ++i)
-      s->submit(i, ScoreRequest{"c" + std::to_string(i), "", numeric[i].first, numeric[i].second});
-    auto r = s->wait();
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    (s == verifier->get() ? want : got) = *r;
-  }
-  int correct = 0;
-  for (size_t i = 0; i < numeric.size(); ++i) {
-    EXPECT_EQ(got[i], want[i]) << numeric[i].first << " vs " << numeric[i].second;
-    correct += want[i] > 0;
-  }
+  int correct = expect_program_matches(verifier->get(), "numeric_reward.py", numeric);
   std::printf("numeric_reward.py agrees with numeric on %zu responses (%d correct)\n",
               numeric.size(), correct);
 }
@@ -472,40 +487,14 @@ std::vector<std::pair<std::string, std::string>> short_replies() {
 }
 
 TEST_F(ScorerTest, PythonExactRewardMatchesTheBuiltInVerifier) {
-  std::vector<std::pair<std::string, std::string>> cases;  // (response, reference JSON)
-  std::ifstream fixture(std::string(TLT_SOURCE_DIR) +
-                        "/tests/reward/fixtures/math_verify_cases.jsonl");
-  for (std::string line; std::getline(fixture, line);) {
-    nlohmann::json c = nlohmann::json::parse(line);
-    cases.emplace_back(c["response"].get<std::string>(), c["reference"].dump());
-  }
-  for (const auto& [response, ref] : arithmetic_responses(300))
-    cases.emplace_back(response, nlohmann::json(ref).dump());
+  Cases cases = fixture_and_arithmetic_cases(300);
   for (const auto& [response, ref] : short_replies())
     cases.emplace_back(response, nlohmann::json(ref).dump());
   api::RewardSpec builtin;
   builtin.type = "exact";
   auto verifier = make(builtin);
   ASSERT_TRUE(verifier.ok());
-  api::RewardSpec command;
-  command.type = "command";
-  command.command = {"python3", std::string(TLT_SOURCE_DIR) + "/examples/rewards/exact_reward.py"};
-  auto program = make(command);
-  ASSERT_TRUE(program.ok()) << program.status().to_string();
-  std::vector<double> want, got;
-  for (Scorer* s : {verifier->get(), program->get()}) {
-    s->begin(cases.size());
-    for (size_t i = 0; i < cases.size(); ++i)
-      s->submit(i, ScoreRequest{"c" + std::to_string(i), "", cases[i].first, cases[i].second});
-    auto r = s->wait();
-    ASSERT_TRUE(r.ok()) << r.status().to_string();
-    (s == verifier->get() ? want : got) = *r;
-  }
-  int correct = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    EXPECT_EQ(got[i], want[i]) << cases[i].first << " vs " << cases[i].second;
-    correct += want[i] > 0;
-  }
+  int correct = expect_program_matches(verifier->get(), "exact_reward.py", cases);
   // Both verdicts occur, so agreement is not agreement on a constant.
   EXPECT_GT(correct, 100);
   EXPECT_LT(correct, int(cases.size()) - 100);
