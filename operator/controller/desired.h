@@ -9,9 +9,13 @@
 //     podTemplate merged in, and a container "tlt" running `tlt run-role` with TLT_JOB,
 //     TLT_ROLE, TLT_INDEX, TLT_NAMESPACE, TLT_SERVICE, TLT_JOB_FILE in its environment and the
 //     job's ConfigMap mounted at /etc/tlt; an RLJob's trainer pods also carry the reward
-//     sidecar when spec.reward asks for one (reward_sidecar.h);
+//     sidecar when spec.reward asks for one (reward_sidecar.h). Every RLJob pod also gets
+//     TLT_WEIGHT_SYNC_PORT and TLT_WEIGHT_SYNC_ADDRESS (<job>-trainer-0.<service>:<port>: the
+//     weight-sync group's rendezvous), and the "tlt" container of trainer pod 0 a container
+//     port named "weight-sync" on that port;
 //   - a headless Service <job>-rl or <job>-tst selecting the job's pods (rendezvous by DNS:
-//     <pod>.<service>.<namespace>.svc; TLT_SERVICE names it);
+//     <pod>.<service>.<namespace>.svc; TLT_SERVICE names it), with the port "rendezvous" and,
+//     for an RLJob, "weight-sync";
 //   - a ConfigMap <service>-spec whose job.json is the job (spec with defaults filled in);
 //   - the job's identity, all three named like the Service (<job>-rl, <job>-tst): a
 //     ServiceAccount (automountServiceAccountToken false), a Role and a RoleBinding of the Role
@@ -59,9 +63,15 @@ namespace tlt::controller {
 // The uid and gid of the runtime image (docker/runtime.Dockerfile: USER 65532:65532).
 inline constexpr int64_t kRuntimeUser = 65532;
 
+// The name of the weight-sync port on an RLJob's Service and trainer pod 0 (PodOptions).
+inline constexpr const char* kWeightSyncPortName = "weight-sync";
+
 struct PodOptions {
   std::string runtime_image = "ghcr.io/tlt-dev/tlt:latest";  // the `tlt` binary's image
   int rendezvous_port = 29500;                               // the Service's port
+  // An RLJob's weight-sync group (runtime/rl/weight_sync.h): its trainer pod 0 hosts the c10d
+  // store on this port; the Service and that pod's "tlt" container name it "weight-sync".
+  int weight_sync_port = 29501;
   PodPolicy policy;  // what a podTemplate may ask for (pod_policy.h); checked by the reconciler
   // URLs an http reward may name (reward_sidecar.h), e.g. {"http://reward.scoring:8000"}.
   std::vector<std::string> reward_url_allow;
