@@ -138,6 +138,12 @@ int run_role_command(std::ostream& out, std::ostream& err) {
   if (role == "trainer" && index == 0) {
     RLRunFlags f;
     f.listen_port = int(port);
+    long sync_port = std::strtol(env_or("TLT_WEIGHT_SYNC_PORT", "29501").c_str(), nullptr, 10);
+    if (sync_port <= 0 || sync_port > 65535) {
+      err << "tlt run-role: TLT_WEIGHT_SYNC_PORT is not a port\n";
+      return kExitInvalid;
+    }
+    f.weight_sync_port = int(sync_port);
     // The link to the apiserver needs credentials: $KUBECONFIG, or a mounted service-account
     // token (absent with automountServiceAccountToken: false). Without them the job trains
     // without it (no assignments, no progress in the job's status), saying so.

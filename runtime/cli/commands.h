@@ -49,9 +49,14 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
 //   TLT_JOB_FILE (the job, from the spec ConfigMap), TLT_ROLE, TLT_INDEX, TLT_NAMESPACE; and
 //   optionally TLT_RENDEZVOUS_PORT (29500, the headless Service's port), TLT_TRAINER_ADDRESS
 //   (default <job>-trainer-0.<TLT_SERVICE>, the trainer pod's DNS name), TLT_WORK_DIR
-//   (/tmp/tlt-work: where a rollout pod keeps the files it is sent).
+//   (/tmp/tlt-work: where a rollout pod keeps the files it is sent), TLT_WEIGHT_SYNC_PORT
+//   (29501: where the trainer hosts the weight-sync group's store) and TLT_WEIGHT_SYNC_ADDRESS
+//   (host:port the rollout pods reach it at; default the trainer's address and the port the
+//   trainer names).
 // RLJob: the trainer pod (index 0) runs the driver, whose rollout workers are the rollout pods
-// (they connect to it; weights, drafters and hidden states travel over the connection); with
+// (they connect to it; control messages, drafter parts and hidden states travel over the
+// connection; policy and drafter weights over the weight-sync group with TLT_WEIGHT_SYNC=gloo,
+// runtime/rl/weight_sync.h, else over the connection too); with
 // Kubernetes credentials (in-cluster or $KUBECONFIG) it also takes the rebalancer's assignments
 // and writes progress to its pod (as `tlt run --attach`). A rollout pod is one worker; a drafter
 // pod (spec.roles.drafter) is a worker that never generates and trains the drafter through

@@ -210,6 +210,7 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
   rl::JobRunOptions options;
   options.baseline = flags.baseline, options.compare = flags.compare;
   options.resume = flags.resume, options.listen_port = flags.listen_port;
+  options.weight_sync_port = flags.weight_sync_port;
   for (rl::JobRun& run : rl::job_runs(job, options)) {
     const std::string& label = run.label;
     rl::RLRunPlan& plan = run.plan;

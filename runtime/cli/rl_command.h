@@ -26,6 +26,7 @@ struct RLRunFlags {
   // > 0: the rollout workers are remote (a cluster job's pods, `tlt run-role`) and connect to
   // this port, instead of being child processes.
   int listen_port = 0;
+  int weight_sync_port = 29501;  // with listen_port: the weight-sync group's port
 };
 
 // Returns the process exit code: 0 (also after SIGTERM, once checkpointed), 1 on failure.

@@ -51,13 +51,29 @@ Status Channel::send(const nlohmann::json& message) {
   return write_all(line.data(), line.size());
 }
 
-Status Channel::send_file(const std::string& path) {
-  std::string rel = relative_to(mirror_dir_, path);
+namespace {
+
+// "size:mtime" of `path`, or "" when it cannot be read.
+std::string file_state(const std::string& path) {
   std::error_code ec;
   uint64_t size = fs::file_size(path, ec);
-  if (ec) return Status::FailedPrecondition(path + ": " + ec.message());
+  if (ec) return "";
   auto mtime = fs::last_write_time(path, ec).time_since_epoch().count();
-  std::string state = std::to_string(size) + ":" + std::to_string(mtime);
+  return ec ? "" : std::to_string(size) + ":" + std::to_string(mtime);
+}
+
+}  // namespace
+
+void Channel::mark_mirrored(const std::string& path) {
+  if (mirror_dir_.empty()) return;
+  std::string rel = relative_to(mirror_dir_, path), state = file_state(path);
+  if (!rel.empty() && !state.empty()) sent_[rel] = state;
+}
+
+Status Channel::send_file(const std::string& path) {
+  std::string rel = relative_to(mirror_dir_, path);
+  std::string state = file_state(path);
+  if (state.empty()) return Status::FailedPrecondition(path + ": cannot be read");
   if (sent_[rel] == state) return Status::Ok();
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -112,8 +128,8 @@ Status Channel::split_lines() {
       std::error_code ec;
       fs::create_directories(path.parent_path(), ec);
       // A mirror of the sender's file, re-sent after a reconnect: no sync.
-      TLT_RETURN_IF_ERROR(io::atomic_write(
-          path.string(), std::string_view(partial_.data(), size), io::Sync::kNone));
+      TLT_RETURN_IF_ERROR(io::atomic_write(path.string(), std::string_view(partial_.data(), size),
+                                           io::Sync::kNone));
       partial_.erase(0, size);
       file_header_.reset();
       continue;

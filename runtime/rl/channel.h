@@ -38,6 +38,10 @@ class Channel {
   void mirror_files(std::string dir) { mirror_dir_ = std::move(dir); }
 
   Status send(const nlohmann::json& message);
+  // Mirroring: the peer already holds `path`'s contents as they are now (the weight-sync group
+  // delivered them), so later messages name it without sending it. No-op when not mirroring,
+  // for a path outside this side's directory, or for a missing file.
+  void mark_mirrored(const std::string& path);
   // The next message, waiting at most timeout_ms (-1: forever); nullopt on timeout.
   StatusOr<std::optional<nlohmann::json>> receive(int timeout_ms);
   // Whether a complete message is already buffered (no system call).

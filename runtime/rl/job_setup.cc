@@ -40,6 +40,7 @@ RLRunPlan run_plan(const api::RLJob& job, const JobRunOptions& options, const st
   if (!spec.checkpoint.path.empty()) plan.checkpoint_dir = spec.checkpoint.path + "/" + label;
   plan.resume = options.resume;
   plan.listen_port = options.listen_port;
+  plan.weight_sync_port = options.weight_sync_port;
   if (plan.listen_port > 0) {
     // A cluster job's drafter pods come and go with the rebalancer: a worker slot for every
     // pod maxReplicas allows; at the start only the spec's replicas are awaited.

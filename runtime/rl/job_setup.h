@@ -24,6 +24,7 @@ struct JobRunOptions {
   bool resume = false;    // each run continues from its last checkpoint
   // > 0: the rollout workers are remote and connect to this port (RLRunPlan::listen_port).
   int listen_port = 0;
+  int weight_sync_port = 29501;  // RLRunPlan::weight_sync_port
 };
 
 struct JobRun {

@@ -133,6 +133,9 @@ struct RLRunPlan {
   // processes.
   int listen_port = 0;
   bool listen_loopback = false;  // listen on 127.0.0.1 only (tests)
+  // Remote only: the port the weight-sync group's store listens on (TLT_WEIGHT_SYNC_PORT, the
+  // trainer pod's "weight-sync" port); every generation of the group reuses it.
+  int weight_sync_port = 29501;
   int connect_timeout_s = 600;   // how long to wait for a remote worker to (re)connect
   // Remote only: the drafter pods awaited at the start (spec.roles.drafter.replicas; -1: every
   // slot), for at most drafter_start_grace_s; later ones join at a step boundary.

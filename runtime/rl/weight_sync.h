@@ -16,8 +16,9 @@
 // header's checksums again (Corruption, counted, when they differ).
 //
 // Membership: a group's world is fixed. A rank that dies breaks it: every later call returns
-// Unavailable. The RL driver then opens a new group (a generation: its own store and port) that
-// every worker joins at a step boundary, and until then the workers load checkpoint files.
+// Unavailable. The RL driver then opens a new group (a generation: its own store; a free port
+// locally, the same fixed port on a cluster) that every worker joins at a step boundary, and
+// until then the workers load checkpoint files.
 // Thread safety: one thread per object.
 #pragma once
 
@@ -43,7 +44,9 @@ std::vector<torch::Tensor> synced_tensors(torch::nn::Module& module);
 
 struct WeightSyncOptions {
   int rank = 0, world = 1;
-  std::string host = "127.0.0.1";  // rank 0's store address (ranks > 0 connect to it)
+  // Ranks > 0: rank 0's store address. Rank 0: "127.0.0.1" keeps the group on this machine
+  // (Gloo binds loopback); any other (e.g. "0.0.0.0", pods) binds the host's interface.
+  std::string host = "127.0.0.1";
   int port = 0;                    // rank 0: 0 picks a free port (see port())
   int rendezvous_timeout_s = 120;  // for every rank to join
   int timeout_s = 300;             // one broadcast: a stuck peer breaks the group after this

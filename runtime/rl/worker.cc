@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -36,6 +37,8 @@ class Worker {
  public:
   Worker(int in_fd, int out_fd) : ch_(in_fd, out_fd) {}
   void mirror_files(const std::string& dir) { ch_.mirror_files(dir); }
+  // Where the weight-sync group's store is: the driver's host (a remote worker's trainer).
+  void set_sync_host(const std::string& host) { sync_host_ = host; }
   int loop();
 
  private:
@@ -55,6 +58,7 @@ class Worker {
   std::unique_ptr<rollout::Engine> engine_;
   std::unique_ptr<drafter::DrafterTrainer> trainer_;
   std::unique_ptr<WeightSync> sync_;  // the setup message's weight-sync group, if it named one
+  std::string sync_host_ = "127.0.0.1";
   int64_t policy_version_ = -1, drafter_version_ = -1;
   int64_t drafter_batch_ = 32;
   // spec.drafter.vocabSubset: drafts range over the tokens this worker generated most often.
@@ -123,19 +127,31 @@ Status Worker::setup(const json& m) {
   for (int64_t id : o.drafter_vocab_ids)
     if (id >= 0 && id < cfg->vocab) token_counts_[size_t(id)] = 1;
   rng_.seed(eo.seed);
-  return m.contains("weight_sync") ? join_weight_sync(m.at("weight_sync")) : Status::Ok();
+  return m.contains("weight_sync") ? rejoin_weight_sync(m.at("weight_sync")) : Status::Ok();
 }
 
-// `group` {port, rank, world, bucket_bytes, rendezvous_timeout_s}, from the setup message or a
+// `group` {port, rank, world, bucket_bytes, rendezvous_timeout_s, timeout_s}, from the setup
+// message or a
 // {"op": "weight_sync", ...} message (a new generation after a worker was restarted): leaves the
-// group it was in and joins the driver's (blocks until every rank has). A worker in no group
-// loads the checkpoint files.
+// group it was in and joins the driver's (blocks until every rank has) at the sync host and the
+// message's port, or at TLT_WEIGHT_SYNC_ADDRESS (host:port, a cluster pod's env) when it is set.
+// A worker in no group loads the checkpoint files.
 Status Worker::join_weight_sync(const json& g) {
   sync_.reset();
   WeightSyncOptions o;
   o.rendezvous_timeout_s = g.value("rendezvous_timeout_s", o.rendezvous_timeout_s);
+  o.timeout_s = g.value("timeout_s", o.timeout_s);
   o.rank = g.at("rank").get<int>(), o.world = g.at("world").get<int>();
-  o.port = g.at("port").get<int>();
+  o.host = sync_host_, o.port = g.at("port").get<int>();
+  const char* address = std::getenv("TLT_WEIGHT_SYNC_ADDRESS");
+  if (address && *address) {
+    std::string a = address;
+    size_t colon = a.rfind(':');
+    int port = colon == std::string::npos ? 0 : std::atoi(a.c_str() + colon + 1);
+    if (colon == 0 || port <= 0 || port > 65535)
+      return Status::InvalidArgument("TLT_WEIGHT_SYNC_ADDRESS=" + a + ": expected host:port");
+    o.host = a.substr(0, colon), o.port = port;
+  }
   o.bucket_bytes = g.value("bucket_bytes", o.bucket_bytes);
   StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
   if (!s.ok()) return s.status();
@@ -144,8 +160,9 @@ Status Worker::join_weight_sync(const json& g) {
   return Status::Ok();
 }
 
-// {"op": "weight_sync", ...}: a new generation of the group. A failed join is no error here: the
-// driver's join fails too and it lets the group go, and this worker loads the files.
+// The setup message's group or {"op": "weight_sync", ...}, a new generation. A failed join is no
+// error here: the driver's join fails too and it ends the generation, and this worker loads the
+// files.
 Status Worker::rejoin_weight_sync(const json& m) {
   Status st = join_weight_sync(m);
   if (!st.ok()) std::cerr << "tlt rl-worker " << index_ << ": " << st.message() << "\n";
@@ -381,8 +398,7 @@ Status Worker::train(const json& m) {
   }
   std::string path = dir_ + "/drafter-w" + std::to_string(index_) + ".ckpt";
   if (steps > 0)
-    TLT_RETURN_IF_ERROR(
-        model::save_checkpoint(*drafter_, path, "worker drafter", io::Sync::kNone));
+    TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, path, "worker drafter", io::Sync::kNone));
   reply["steps"] = steps;
   reply["loss_first"] = first;
   reply["loss_last"] = last;
@@ -435,6 +451,18 @@ int run_worker(int in_fd, int out_fd, const std::string& mirror_dir) {
   return w.loop();
 }
 
+namespace {
+
+// A remote worker: files mirrored under `dir`, the weight-sync group at `host` (the trainer).
+int serve_remote(int fd, const std::string& dir, const std::string& host) {
+  Worker w(fd, fd);
+  w.mirror_files(dir);
+  w.set_sync_host(host);
+  return w.loop();
+}
+
+}  // namespace
+
 int run_remote_worker(const std::string& host, int port, int index, const std::string& work_dir,
                       std::ostream& out, std::ostream& err) {
   std::error_code ec;
@@ -453,7 +481,7 @@ int run_remote_worker(const std::string& host, int port, int index, const std::s
   }
   out << "tlt run-role: rollout " << index << " connected; files under " << work_dir << "\n"
       << std::flush;
-  int rc = run_worker(*fd, *fd, work_dir);
+  int rc = serve_remote(*fd, work_dir, host);
   ::close(*fd);
   return rc;
 }

@@ -56,7 +56,7 @@ for n in gloo bad kill lgloo; do
   if grep -q "load checkpoint files from now on" "$work/$n.log"; then cat "$work/$n.log"; fail "$n: the group was let go"; fi
 done
 grep -q "died" "$work/kill.log" || { cat "$work/kill.log"; fail "the worker was not killed"; }
-grep -q "weight sync: a rollout worker was restarted; group generation 2 of 3 ranks" "$work/kill.log" || { cat "$work/kill.log"; fail "kill: no new group generation"; }
+grep -q "weight sync: group generation 2 of 3 ranks" "$work/kill.log" || { cat "$work/kill.log"; fail "kill: no new group generation"; }
 grep -q "weight sync refused policy v1: bucket 0 of" "$work/bad.log" || { cat "$work/bad.log"; fail "bad: no refusal logged"; }
 python3 - "$work" <<'PY' || exit 1
 import json, sys

@@ -12,6 +12,11 @@
 # step boundary and trains, and the first drafter pod killed mid-job (a scale-down deleting it)
 # does not block a step: the job goes on with the other; a pod of an unknown role says clearly
 # that it has nothing to run.
+# The pods' policy and drafter weights travel over the weight-sync group (TLT_WEIGHT_SYNC=gloo,
+# the trainer's store on TLT_WEIGHT_SYNC_PORT, the pods joining at TLT_WEIGHT_SYNC_ADDRESS, as the
+# operator sets them): no policy file travels to a rollout pod that stays up; a pod that joins
+# (drafter pod 1, the restarted rollout pod) or leaves (drafter pod 0) makes a new group
+# generation at the next step boundary; the group is never let go and no publish is refused.
 # Usage: run_role.sh TLT_BINARY SOURCE_DIR
 set -u
 tlt=$1
@@ -21,7 +26,10 @@ work=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; [[ -n ${KEEP:-} ]] || rm -rf "$work"; }
 trap cleanup EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+sync_port=$(free_port)
+export TLT_WEIGHT_SYNC=gloo TLT_WEIGHT_SYNC_TIMEOUT_S=10
 mk() {  # NAME: the e2e job with 6 steps and a drafter pod, its checkpoints under $work/NAME
   sed -e "s|PLACEHOLDER|$work/$1|" -e "s|METRICSPORT|0|" -e "s|^    steps: 4$|    steps: 6|" \
     -e "s|^      replicas: 2$|      replicas: 2\n    drafter:\n      replicas: 1|" \
@@ -29,17 +37,18 @@ mk() {  # NAME: the e2e job with 6 steps and a drafter pod, its checkpoints unde
 }
 mk local
 mk pods
-"$tlt" run "$work/local.yaml" > "$work/local.log" 2>&1 || { tail "$work/local.log"; fail "local tlt run failed"; }
+TLT_WEIGHT_SYNC=file "$tlt" run "$work/local.yaml" > "$work/local.log" 2>&1 || { tail "$work/local.log"; fail "local tlt run failed"; }
 
 pod() {  # ROLE INDEX LOG
   env TLT_JOB_FILE="$work/pods.yaml" TLT_ROLE="$1" TLT_INDEX="$2" TLT_NAMESPACE=research \
     TLT_RENDEZVOUS_PORT="$port" TLT_TRAINER_ADDRESS=127.0.0.1 TLT_WORK_DIR="$work/pod-$1-$2" \
+    TLT_WEIGHT_SYNC_ADDRESS="127.0.0.1:$sync_port" \
     "$tlt" run-role > "$3" 2>&1 &
   pids+=($!)
 }
 rollout() { pod rollout "$@"; }
 env -u KUBECONFIG -u KUBERNETES_SERVICE_HOST TLT_JOB_FILE="$work/pods.yaml" TLT_ROLE=trainer \
-  TLT_INDEX=0 TLT_NAMESPACE=research TLT_RENDEZVOUS_PORT="$port" \
+  TLT_INDEX=0 TLT_NAMESPACE=research TLT_RENDEZVOUS_PORT="$port" TLT_WEIGHT_SYNC_PORT="$sync_port" \
   TLT_FAULT_KILL_WORKER= "$tlt" run-role > "$work/trainer.log" 2>&1 &
 trainer=$!
 pids+=($trainer)
@@ -75,7 +84,24 @@ joined=$(sed -n 's/.*drafter pod 1 (worker 3) joined at step \([0-9]*\).*/\1/p' 
 [[ -n $joined ]] || fail "drafter pod 1 never joined"
 grep -q "drafter pod 0 (worker 2) left" "$work/trainer.log" || fail "the trainer did not drop drafter pod 0"
 [[ $(grep -c "rollout worker 1 connected" "$work/trainer.log") -ge 2 ]] || fail "rollout 1 did not rejoin"
-[[ -n $(ls "$work/pod-rollout-0"/policy* 2>/dev/null) ]] || fail "no policy file reached rollout 0's directory"
+grep -q "weight sync: Gloo group of 3 ranks on port $sync_port" "$work/trainer.log" ||
+  { tail -20 "$work/trainer.log"; fail "the trainer opened no weight-sync group"; }
+# Generations: the drafter pod of the start joins at step 1, drafter pod 1 when it is admitted, the
+# restarted rollout pod at the next boundary, and drafter pod 0 leaves when it is dropped. Where
+# a kill lands in a publish or a regroup varies: that generation breaks or does not form (the
+# step goes on over the files), and the next boundary forms one of the members left.
+grep -q "ranks (workers 0,1,3) on port $sync_port" "$work/trainer.log" ||
+  { grep "weight sync" "$work/trainer.log"; fail "no group generation with drafter pod 1 and without drafter pod 0"; }
+sed -n '/rollout worker 1 died/,$p' "$work/trainer.log" | grep -q "weight sync: group generation" ||
+  { grep "weight sync\|died" "$work/trainer.log"; fail "the restarted rollout pod joined no new group generation"; }
+if grep -q "load checkpoint files from now on" "$work/trainer.log"; then
+  tail -20 "$work/trainer.log"; fail "the weight-sync group was let go"
+fi
+# A policy file travels to rollout 0 only for a step whose generation broke or did not form.
+broke=$(grep -c "weight sync: generation .*the workers load checkpoint files" "$work/trainer.log")
+files=$(ls "$work/pod-rollout-0"/policy* 2>/dev/null | wc -l)
+((files <= broke)) ||
+  fail "$files policy files travelled to rollout 0 with $broke generations broken or not formed"
 python3 - "$work/local/report" "$work/pods/report" "$joined" <<'PY' || fail "the pods' run differs from the local run"
 import json, sys
 a = json.load(open(sys.argv[1] + "/tlt.json")); b = json.load(open(sys.argv[2] + "/tlt.json"))
@@ -85,6 +111,7 @@ assert ka == kb, "steps differ:\n local %s\n pods  %s" % (ka, kb)
 ra, rb = json.load(open(sys.argv[1] + "/report.json")), json.load(open(sys.argv[2] + "/report.json"))
 assert ra["tlt"]["heldOutRewardAfter"] == rb["tlt"]["heldOutRewardAfter"], (ra, rb)
 assert sum(s["drafterSteps"] for s in b["steps"]) > 0, "the rollout pods trained no drafter"
+assert all(s.get("weightSyncRefused", -1) == 0 for s in b["steps"]), [s.get("weightSyncRefused") for s in b["steps"]]
 assert all(s["drafterWorkers"] == [2] for s in a["steps"]), [s["drafterWorkers"] for s in a["steps"]]
 # The pods: drafter pod 0 (worker 2) until drafter pod 1 (worker 3) joins at step J, both in
 # step J (drafter pod 0 is killed during it), drafter pod 1 alone after.
