@@ -101,9 +101,9 @@ Json env_var(const std::string& name, const std::string& value) {
 
 // An RLJob pod's weight-sync rendezvous (desired.h): the env of every pod, and the named
 // container port of trainer pod 0, which hosts the group's store.
-void add_weight_sync(const JobView& job, const RoleView& role, int index, const PodOptions& options,
-                     Json* container, Json* env) {
-  const std::string port = std::to_string(options.weight_sync_port);
+void add_weight_sync(const JobView& job, const RoleView& role, int index, Json* container,
+                     Json* env) {
+  const std::string port = std::to_string(kWeightSyncPort);
   const std::string host = pod_name(job.meta.name, "trainer", 0) + "." +
                            service_name(job.meta.kind, job.meta.name) + "." + job.meta.namespace_ +
                            ".svc";
@@ -111,9 +111,9 @@ void add_weight_sync(const JobView& job, const RoleView& role, int index, const 
   upsert_named(env, env_var("TLT_WEIGHT_SYNC_ADDRESS", host + ":" + port));
   if (role.name != "trainer" || index != 0) return;
   Json ports = member(*container, "ports", Json::array());
-  upsert_named(&ports, {{"name", kWeightSyncPortName},
-                        {"containerPort", options.weight_sync_port},
-                        {"protocol", "TCP"}});
+  upsert_named(
+      &ports,
+      {{"name", kWeightSyncPortName}, {"containerPort", kWeightSyncPort}, {"protocol", "TCP"}});
   (*container)["ports"] = ports;
 }
 
@@ -134,7 +134,7 @@ Json tlt_container(const JobView& job, const RoleView& role, int index, const Js
         env_var("TLT_RENDEZVOUS_PORT", std::to_string(options.rendezvous_port))}) {
     upsert_named(&env, e);
   }
-  if (job.meta.kind == api::kRLJobKind) add_weight_sync(job, role, index, options, &c, &env);
+  if (job.meta.kind == api::kRLJobKind) add_weight_sync(job, role, index, &c, &env);
   c["env"] = env;
   if (!role.resources.empty()) c["resources"] = role.resources;
   Json mounts = member(c, "volumeMounts", Json::array());
@@ -235,7 +235,7 @@ Json desired_service(const JobView& job, const PodOptions& options) {
   Json ports = {{{"name", "rendezvous"}, {"port", options.rendezvous_port}, {"protocol", "TCP"}}};
   if (job.meta.kind == api::kRLJobKind)
     ports.push_back(
-        {{"name", kWeightSyncPortName}, {"port", options.weight_sync_port}, {"protocol", "TCP"}});
+        {{"name", kWeightSyncPortName}, {"port", kWeightSyncPort}, {"protocol", "TCP"}});
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
           {"metadata", object_meta(job, service_name(job.meta.kind, job.meta.name))},

@@ -63,15 +63,15 @@ namespace tlt::controller {
 // The uid and gid of the runtime image (docker/runtime.Dockerfile: USER 65532:65532).
 inline constexpr int64_t kRuntimeUser = 65532;
 
-// The name of the weight-sync port on an RLJob's Service and trainer pod 0 (PodOptions).
+// An RLJob's weight-sync group (runtime/rl/weight_sync.h): its trainer pod 0 hosts the c10d
+// store on this port (the runtime's default TLT_WEIGHT_SYNC_PORT), which the Service and that
+// pod's "tlt" container name kWeightSyncPortName.
+inline constexpr int kWeightSyncPort = 29501;
 inline constexpr const char* kWeightSyncPortName = "weight-sync";
 
 struct PodOptions {
   std::string runtime_image = "ghcr.io/tlt-dev/tlt:latest";  // the `tlt` binary's image
   int rendezvous_port = 29500;                               // the Service's port
-  // An RLJob's weight-sync group (runtime/rl/weight_sync.h): its trainer pod 0 hosts the c10d
-  // store on this port; the Service and that pod's "tlt" container name it "weight-sync".
-  int weight_sync_port = 29501;
   PodPolicy policy;  // what a podTemplate may ask for (pod_policy.h); checked by the reconciler
   // URLs an http reward may name (reward_sidecar.h), e.g. {"http://reward.scoring:8000"}.
   std::vector<std::string> reward_url_allow;

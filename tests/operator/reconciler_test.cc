@@ -225,15 +225,24 @@ TEST_F(ReconcilerTest, Reconcile_RLJobExample_CreatesPodsServiceConfigMap) {
                                         {"readOnlyRootFilesystem", true}}));
   EXPECT_EQ(c["volumeMounts"][1], Json({{"name", "tlt-tmp"}, {"mountPath", "/tmp"}}));
   EXPECT_EQ(env["TLT_SERVICE"], "qwen-math-grpo-rl.research.svc");
+  EXPECT_EQ(env["TLT_WEIGHT_SYNC_ADDRESS"],
+            "qwen-math-grpo-trainer-0.qwen-math-grpo-rl.research.svc:29501")
+      << "where the pods join the weight-sync group";
+  EXPECT_FALSE(c.contains("ports")) << "only trainer pod 0 hosts the weight-sync group";
   EXPECT_EQ(spec["volumes"][0]["configMap"]["name"], "qwen-math-grpo-rl-spec");
   StatusOr<Json> trainer = kube_.get(pod_resource("research"), "qwen-math-grpo-trainer-0");
   ASSERT_TRUE(trainer.ok());
   EXPECT_FALSE((*trainer)["spec"].contains("nodeSelector")) << "the rollout's template only";
   EXPECT_EQ((*trainer)["spec"]["containers"][0]["resources"]["requests"]["cpu"], "16");
+  EXPECT_EQ(
+      (*trainer)["spec"]["containers"][0]["ports"],
+      Json::array({{{"name", "weight-sync"}, {"containerPort", 29501}, {"protocol", "TCP"}}}));
 
   StatusOr<Json> svc = kube_.get(service_resource("research"), "qwen-math-grpo-rl");
   ASSERT_TRUE(svc.ok());
   EXPECT_EQ((*svc)["spec"]["clusterIP"], "None");
+  EXPECT_EQ((*svc)["spec"]["ports"][1],
+            Json({{"name", "weight-sync"}, {"port", 29501}, {"protocol", "TCP"}}));
   EXPECT_EQ((*svc)["spec"]["selector"],
             Json({{"tlt.dev/job", "qwen-math-grpo"}, {"tlt.dev/kind", "RLJob"}}));
   StatusOr<Json> cm = kube_.get(configmap_resource("research"), "qwen-math-grpo-rl-spec");
