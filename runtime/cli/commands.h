@@ -55,8 +55,8 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
 //   trainer names).
 // RLJob: the trainer pod (index 0) runs the driver, whose rollout workers are the rollout pods
 // (they connect to it; control messages, drafter parts and hidden states travel over the
-// connection; policy and drafter weights over the weight-sync group with TLT_WEIGHT_SYNC=gloo,
-// runtime/rl/weight_sync.h, else over the connection too); with
+// connection; policy and drafter weights over the weight-sync group, runtime/rl/weight_sync.h,
+// unless TLT_WEIGHT_SYNC=file sends them over the connection too); with
 // Kubernetes credentials (in-cluster or $KUBECONFIG) it also takes the rebalancer's assignments
 // and writes progress to its pod (as `tlt run --attach`). A rollout pod is one worker; a drafter
 // pod (spec.roles.drafter) is a worker that never generates and trains the drafter through

@@ -48,9 +48,10 @@ class Driver {
   Status start_workers();
   Status evaluate_after();
   json setup_message(int w);
-  // TLT_WEIGHT_SYNC=gloo: the weight-sync group of the driver (rank 0) and the workers that
-  // hold weights (weight_holders), opened before the workers start (the rollout workers' setup
-  // messages carry its port; drafter slots join the next generation) and joined after.
+  // TLT_WEIGHT_SYNC=gloo (the default; file: none): the weight-sync group of the driver (rank 0)
+  // and the workers that hold weights (weight_holders), opened before the workers start (the
+  // rollout workers' setup messages carry its port; drafter slots join the next generation) and
+  // joined after. A group that cannot be opened or joined leaves the workers on the files.
   Status open_weight_sync();
   // Rank 0's options for `world` ranks: a free port on 127.0.0.1 for local workers; for remote
   // ones the plan's weight_sync_port on every interface, waiting as long as for a pod to connect.
@@ -181,12 +182,16 @@ json Driver::setup_message(int w) {
 Status Driver::open_weight_sync() {
   const char* mode = std::getenv("TLT_WEIGHT_SYNC");
   std::string m = mode ? mode : "";
-  if (m.empty() || m == "file") return Status::Ok();
-  if (m != "gloo")
-    return Status::InvalidArgument("TLT_WEIGHT_SYNC=" + m + ": expected gloo or file");
+  if (m == "file") return Status::Ok();
+  if (!m.empty() && m != "gloo")
+    return Status::InvalidArgument("TLT_WEIGHT_SYNC=" + m +
+                                   ": expected gloo (the default) or file");
   WeightSyncOptions o = sync_options(int(rollout_workers()) + 1);
   StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
-  if (!s.ok()) return s.status();
+  if (!s.ok()) {
+    log("weight sync: " + s.status().message() + "; the workers load checkpoint files");
+    return Status::Ok();
+  }
   sync_ = std::move(*s);
   sync_wanted_ = true;
   sync_generation_ = 1;
@@ -525,7 +530,13 @@ Status Driver::start_workers() {
   TLT_RETURN_IF_ERROR(started);
   if (sync_) {
     Status joined = sync_->join();
-    if (!joined.ok()) break_weight_sync(joined.message());
+    if (joined.code() == StatusCode::kUnimplemented) {  // a build without Gloo: no generation forms
+      sync_wanted_ = false;
+      log("weight sync: " + joined.message() + "; the workers load checkpoint files from now on");
+      sync_.reset();
+    } else if (!joined.ok()) {
+      break_weight_sync(joined.message());
+    }
   }
   rollout_ = std::make_unique<RolloutPhase>(plan_, cb_, stop_, *pool_, *m_.task, *m_.codec,
                                             m_.max_seq, scorer_.get());

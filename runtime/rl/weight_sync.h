@@ -1,7 +1,9 @@
 // The RL run's weight-sync group: the driver (rank 0) broadcasts the policy's and the drafter's
-// weights to every local rollout worker (ranks 1..R) over c10d (Gloo on CPU tensors; NCCL in the
-// GPU flavour), instead of each worker loading a checkpoint file. Control messages stay on the
-// channel (runtime/rl/channel.h); only the bulk bytes travel here.
+// weights to every worker that holds them (local worker processes, or a cluster job's rollout
+// and drafter pods; ranks 1..W) over c10d (Gloo on CPU tensors; NCCL in the GPU flavour),
+// instead of each worker loading a checkpoint file (or a pod receiving it over its connection).
+// Control messages, drafter parts and hidden-state buffers stay on the channel
+// (runtime/rl/channel.h); only the weights' bulk bytes travel here.
 //
 // One publish of a module's tensors (its parameters, then its buffers, in named order: the set
 // model::load_checkpoint fills), every rank calling in the same order:
