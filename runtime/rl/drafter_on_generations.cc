@@ -86,7 +86,9 @@ StatusOr<std::vector<int64_t>> generate_into(model::Transformer target,
   StatusOr<std::unique_ptr<rollout::Engine>> engine =
       rollout::Engine::create(target, model::Drafter(nullptr), eo);
   if (!engine.ok()) return engine.status();
-  std::map<int64_t, int64_t> unseen;  // request id -> prompt positions its first sink call holds
+  // Per request in flight: prompt positions its sink calls have yet to pass, response tokens
+  // counted so far (the sink lags the last token; a completion settles the count).
+  std::map<int64_t, int64_t> unseen, counted;
   for (const rollout::Request& r : requests) {
     buffer->add_request(r.id, int64_t(r.prompt.size()));
     unseen[r.id] = int64_t(r.prompt.size());
@@ -104,15 +106,20 @@ StatusOr<std::vector<int64_t>> generate_into(model::Transformer target,
   (*engine)->set_hidden_sink(
       [&](int64_t id, const std::vector<int64_t>& toks, const torch::Tensor& hidden) {
         record(id, toks, hidden);
-        generated += int64_t(toks.size());
+        int64_t n = int64_t(toks.size());
         if (auto it = unseen.find(id); it != unseen.end()) {
-          int64_t prompt = std::min<int64_t>(it->second, int64_t(toks.size()));
-          generated -= prompt;
+          int64_t prompt = std::min(it->second, n);
+          n -= prompt;
           if ((it->second -= prompt) == 0) unseen.erase(it);
         }
+        counted[id] += n, generated += n;
         report();
       });
-  (*engine)->set_completion_sink([&](const rollout::Completion&) { ++done, report(); });
+  (*engine)->set_completion_sink([&](const rollout::Completion& c) {
+    generated += int64_t(c.tokens.size()) - counted[c.id];
+    counted.erase(c.id), ++done;
+    report();
+  });
   StatusOr<std::vector<rollout::Completion>> out = (*engine)->generate(requests);
   if (!out.ok()) return out.status();
   std::vector<int64_t> counts(size_t(target->config().vocab), 0);
