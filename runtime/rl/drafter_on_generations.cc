@@ -332,9 +332,10 @@ StatusOr<GenerationsWarmStart> drafter_warm_start_on_generations(
     char line[256];
     std::snprintf(line, sizeof line,
                   "drafter warm start: generating %lld answers (temperature %g, top-p %g, seed "
-                  "%llu, up to %lld tokens each), %lld at a time on %d threads",
+                  "%llu, up to %lld tokens each), %lld at a time on %d thread%s",
                   (long long)o.prompts, o.temperature, o.top_p, (unsigned long long)o.seed,
-                  (long long)o.max_new_tokens, (long long)o.generation_batch, result.threads);
+                  (long long)o.max_new_tokens, (long long)o.generation_batch, result.threads,
+                  result.threads == 1 ? "" : "s");
     o.log(line);
   }
   drafter::HiddenBuffer buffer;

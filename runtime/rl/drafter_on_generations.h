@@ -149,7 +149,9 @@ StatusOr<drafter::LevelAgreement> held_out_agreement(model::Transformer target,
 // target's weights: model::model_identity of its file, plus its own warm start if any), `task_key`
 // (task name and seed), the drafter's layer count and options.key(). A file that exists but does
 // not load (truncated, another shape, another key) is an error naming the file and the fix (delete
-// it); it is never silently retrained. The cache file holds the drafter and its draft vocabulary.
+// it); it is never silently retrained. The cache file holds the drafter and its draft vocabulary,
+// and its metadata the losses, the token count and the curve; a load logs the file and that curve.
+// cache_dir is the caller's (data::cache_root(): $TLT_CACHE, else ~/.cache/tlt).
 StatusOr<GenerationsWarmStart> load_or_train_drafter_on_generations(
     model::Transformer target, model::Drafter drafter, const Task& task,
     const GenerationsWarmStartOptions& options, const std::string& model_key,
