@@ -606,6 +606,8 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
   o.train_levels = d.levels;
   o.temperature = 1.0;  // as an RLJob's rollouts sample
   o.max_seq = engine_max_seq, o.codec = &codec;
+  o.log = [](const std::string& s) { std::printf("  %s\n", s.c_str()), std::fflush(stdout); };
+  o.curve_every = std::max(1, d.steps / 4);  // the acceptance curve, printed as it trains
   double t0 = now();
   std::printf(
       "drafter: warm start on the model's generations (%lld prompts, %d steps, %d "

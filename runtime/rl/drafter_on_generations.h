@@ -13,6 +13,14 @@
 //      generated most often (model::most_frequent_tokens; set on the drafter).
 //   3. Train: `steps` optimizer steps of drafter::DrafterTrainer (the online training's loss) on
 //      windows drawn from that buffer (drafter::sample_windows), `batch` windows per step.
+//   4. Optionally the acceptance curve: every `curve_every` steps the drafter's greedy agreement
+//      with the target's greedy answers to held-out problems (generated once, before step 1),
+//      level by level (drafter::AcceptanceCurve).
+//
+// Progress goes to `log` (nullptr: silent), a line at most every `log_seconds`: answers done of
+// all, tokens generated, tokens a second and the time left while generating; the step, loss,
+// steps a second and time left while training. Decoding runs on the caller's LibTorch threads
+// (runtime::configure_threads: the job's or bench's thread setting), which the first line names.
 //
 // Memory is bounded by prompts x (longest prompt + max_new_tokens) positions of C floats (64 x
 // 330 x 576 floats = 49 MB for SmolLM2 at the defaults).
@@ -29,6 +37,7 @@
 #include <string>
 
 #include "api/status.h"
+#include "runtime/drafter/curve.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/drafter.h"
 #include "runtime/model/transformer.h"
@@ -82,6 +91,19 @@ struct GenerationsWarmStartOptions {
   // How prompts become ids (borrowed; must outlive the call); nullptr: the ASCII codec.
   const Codec* codec = nullptr;
 
+  // Neither changes the drafter trained (the evaluations draw no random numbers and leave the
+  // drafter's weights and modes as they were), so neither is part of key().
+  // Progress lines (without a trailing newline); nullptr: none.
+  std::function<void(const std::string&)> log;
+  double log_seconds = 5.0;  // at most one line per phase this often (0: every event)
+  // The acceptance curve: every curve_every training steps (and before step 1 and after the
+  // last) the greedy agreement over curve_levels levels on the target's greedy answers to
+  // held-out problems curve_first..curve_first+curve_problems-1; 0: no curve.
+  int64_t curve_every = 0;
+  int64_t curve_problems = 16;
+  int64_t curve_levels = 4;
+  uint64_t curve_first = 1000;
+
   // InvalidArgument naming the field when a value cannot work.
   Status validate() const;
   // Every option that changes the result, as text (the codec is the model's: callers key on it).
@@ -89,15 +111,21 @@ struct GenerationsWarmStartOptions {
 };
 
 struct GenerationsWarmStart {
-  double loss_first = 0;         // the drafter loss over the first 10 steps (mean)
-  double loss_last = 0;          // ... and over the last 10
-  int64_t generated_tokens = 0;  // tokens the target generated (positions trained on)
-  torch::Tensor draft_vocab;     // (K) int64 the drafter drafts over; undefined: all
-  bool trained = false;          // trained now (false: loaded from the cache)
-  std::string cache_path;        // the cache file ("" when not cached)
+  double loss_first = 0;          // the drafter loss over the first 10 steps (mean)
+  double loss_last = 0;           // ... and over the last 10
+  int64_t generated_tokens = 0;   // tokens the target generated (positions trained on)
+  torch::Tensor draft_vocab;      // (K) int64 the drafter drafts over; undefined: all
+  bool trained = false;           // trained now (false: loaded from the cache)
+  std::string cache_path;         // the cache file ("" when not cached)
+  double generation_seconds = 0;  // step 1's wall time (0 when loaded)
+  double training_seconds = 0;    // step 3's (the curve's evaluations excluded)
+  int threads = 0;                // LibTorch threads it ran on
+  // Step 4's points in step order (empty without curve_every); a cached warm start keeps the
+  // curve it was trained with.
+  drafter::AcceptanceCurve curve;
 };
 
-// Steps 1-3 above on `drafter` (trained in place; its draft vocabulary set when vocab_subset > 0).
+// Steps 1-4 above on `drafter` (trained in place; its draft vocabulary set when vocab_subset > 0).
 // `target` is only read. `progress(step, loss)` after every training step when set. Errors:
 // the options' validate(), the codec's, the engine's (Internal), FailedPrecondition when a
 // prompt cannot fit max_seq.
@@ -121,7 +149,9 @@ StatusOr<drafter::LevelAgreement> held_out_agreement(model::Transformer target,
 // target's weights: model::model_identity of its file, plus its own warm start if any), `task_key`
 // (task name and seed), the drafter's layer count and options.key(). A file that exists but does
 // not load (truncated, another shape, another key) is an error naming the file and the fix (delete
-// it); it is never silently retrained. The cache file holds the drafter and its draft vocabulary.
+// it); it is never silently retrained. The cache file holds the drafter and its draft vocabulary,
+// and its metadata the losses, the token count and the curve; a load logs the file and that curve.
+// cache_dir is the caller's (data::cache_root(): $TLT_CACHE, else ~/.cache/tlt).
 StatusOr<GenerationsWarmStart> load_or_train_drafter_on_generations(
     model::Transformer target, model::Drafter drafter, const Task& task,
     const GenerationsWarmStartOptions& options, const std::string& model_key,

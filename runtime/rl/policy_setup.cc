@@ -245,6 +245,7 @@ Status PolicyBuilder::warm_start_drafter_on_generations() {
   o.max_seq = p_.max_seq;
   o.codec = p_.codec;
   o.bfloat16 = o.train_bfloat16 = p_.bfloat16;
+  o.log = [this](const std::string& s) { log(s); };
   // The target is the policy as RL starts: the model file, and its own warm start if it had one.
   std::string model_key = p_.model_key + (p_.warm_start.empty() ? "" : " " + p_.warm_start_key);
   StatusOr<GenerationsWarmStart> r =

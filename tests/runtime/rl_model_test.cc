@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <random>
 
@@ -318,6 +319,117 @@ TEST(RlFromModel, DrafterTrainLevelsAreCachedApartAndAgreementCountsEveryAnswer)
   }
   EXPECT_NE(paths[0], paths[1]);
   std::filesystem::remove_all(cache);
+}
+
+// The acceptance curve and the progress lines leave the trained drafter as it is without them;
+// the curve's last point is held_out_agreement on the same problems, and a cached warm start
+// brings back the curve it was trained with.
+TEST(RlFromModel, DrafterWarmStartCurveAndProgressLeaveTheDrafterAsItIs) {
+  StatusOr<model::PretrainedModel> m = model::load_pretrained(kLlama);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::unique_ptr<ModelCodec> codec = llama_codec();
+  ASSERT_TRUE(codec);
+  std::unique_ptr<Task> task = arithmetic();
+  GenerationsWarmStartOptions plain = small_warm_start(codec.get());
+  plain.steps = 20;
+  torch::manual_seed(5);
+  model::Drafter want(m->model, 1);
+  ASSERT_TRUE(drafter_warm_start_on_generations(m->model, want, *task, plain).ok());
+
+  GenerationsWarmStartOptions o = plain;
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& s) { lines.push_back(s); };
+  o.log_seconds = 0;  // a line at every event
+  o.curve_every = 8, o.curve_problems = 3, o.curve_levels = 3, o.curve_first = 40;
+  EXPECT_EQ(o.key(), plain.key()) << "neither changes what is trained";
+  std::string cache = ::testing::TempDir() + "/drafter-curve-" + std::to_string(getpid());
+  std::filesystem::remove_all(cache);
+  torch::manual_seed(5);
+  model::Drafter got(m->model, 1);
+  StatusOr<GenerationsWarmStart> w = load_or_train_drafter_on_generations(
+      m->model, got, *task, o, "tiny-llama", "arithmetic-cot-1", cache);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  auto params = want->named_parameters();
+  for (const auto& p : got->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), params[p.key()])) << p.key();
+  EXPECT_GT(w->generation_seconds, 0);
+  EXPECT_EQ(w->threads, at::get_num_threads());
+
+  std::vector<int64_t> steps;
+  for (const drafter::CurvePoint& p : w->curve) steps.push_back(p.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 8, 16, 20}));
+  StatusOr<drafter::LevelAgreement> last =
+      held_out_agreement(m->model, got, *task, codec.get(), o.curve_first, o.curve_problems,
+                         o.max_new_tokens, o.max_seq, o.curve_levels);
+  ASSERT_TRUE(last.ok()) << last.status().message();
+  ASSERT_FALSE(w->curve.empty());
+  EXPECT_EQ(w->curve.back().agreement.agreed, last->agreed);
+  EXPECT_EQ(w->curve.back().agreement.bases, last->bases);
+
+  auto has = [&](const std::string& part) {
+    for (const std::string& l : lines)
+      if (l.find(part) != std::string::npos) return true;
+    return false;
+  };
+  std::cout << drafter::format_curve(w->curve);
+  EXPECT_TRUE(has("generating 12 answers (temperature 1, top-p 1, seed 3"));
+  EXPECT_TRUE(has("generated answers 6/12, "));
+  EXPECT_TRUE(has(" tokens/s, eta "));
+  EXPECT_TRUE(has("generated answers 12/12, " + std::to_string(w->generated_tokens) + " tokens, "));
+  EXPECT_TRUE(has("training step 20/20, loss "));
+  EXPECT_TRUE(has("acceptance step 8: d1 "));
+  EXPECT_TRUE(has("drafter acceptance curve"));
+
+  lines.clear();
+  model::Drafter again(m->model, 1);
+  StatusOr<GenerationsWarmStart> loaded = load_or_train_drafter_on_generations(
+      m->model, again, *task, o, "tiny-llama", "arithmetic-cot-1", cache);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_FALSE(loaded->trained);
+  ASSERT_EQ(loaded->curve.size(), w->curve.size());
+  EXPECT_EQ(drafter::encode_curve(loaded->curve), drafter::encode_curve(w->curve));
+  EXPECT_TRUE(has("drafter warm start: loaded " + w->cache_path));
+  EXPECT_TRUE(has("drafter acceptance curve"));
+  std::filesystem::remove_all(cache);
+
+  // The sampling that makes the generations is in the key; a change of it trains anew.
+  for (auto change : std::vector<std::function<void(GenerationsWarmStartOptions*)>>{
+           [](GenerationsWarmStartOptions* x) { x->temperature = 0.7; },
+           [](GenerationsWarmStartOptions* x) { x->top_p = 0.9; },
+           [](GenerationsWarmStartOptions* x) { x->seed = 4; },
+           [](GenerationsWarmStartOptions* x) { x->generation_batch = 4; }}) {
+    GenerationsWarmStartOptions other = plain;
+    change(&other);
+    EXPECT_NE(other.key(), plain.key());
+  }
+
+  GenerationsWarmStartOptions bad = plain;
+  bad.curve_every = 5, bad.curve_levels = 0;
+  EXPECT_EQ(bad.validate().code(), StatusCode::kInvalidArgument);
+  bad.curve_levels = 2, bad.curve_problems = 0;
+  EXPECT_EQ(bad.validate().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(DrafterCurve, FormatsAndRoundTripsThroughText) {
+  drafter::AcceptanceCurve c;
+  c.push_back({0, {{1, 0}, {40, 40}}});
+  c.push_back({200, {{30, 10}, {40, 38}}});
+  EXPECT_NEAR(c[1].accepted(), 0.75 + 10.0 / 38, 1e-12);
+  EXPECT_EQ(drafter::format_point(c[1]), "step 200: d1 0.750 d2 0.263 accepted 1.01 of 2");
+  std::string text = drafter::encode_curve(c);
+  EXPECT_EQ(text, "0:1/40,0/40;200:30/40,10/38");
+  drafter::AcceptanceCurve back = drafter::decode_curve(text);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].step, 200);
+  EXPECT_EQ(back[1].agreement.agreed, c[1].agreement.agreed);
+  EXPECT_EQ(back[1].agreement.bases, c[1].agreement.bases);
+  EXPECT_TRUE(drafter::decode_curve("0:5/4").empty()) << "more agreed than bases";
+  EXPECT_TRUE(drafter::decode_curve("x").empty());
+  EXPECT_TRUE(drafter::decode_curve("").empty());
+  std::string table = drafter::format_curve(c);
+  EXPECT_NE(table.find("share of 40 held-out positions"), std::string::npos) << table;
+  EXPECT_NE(table.find("    200  0.750  0.263  1.01\n"), std::string::npos) << table;
+  EXPECT_EQ(drafter::format_curve({}), "");
 }
 
 // 4 rows of random tokens below `vocab` from torch's generator: row i has a prompt of 3 + i tokens
