@@ -117,7 +117,7 @@ inline DraftRun draft_steps(const std::string& arm_name, torch::Device dev,
   for (int i = 0; i < 3; ++i) {
     Request r;
     r.sampling.temperature = 0.0;
-    ActiveRequest a{r, Rng(uint64_t(i))};
+    ActiveRequest a{r, Rng(uint64_t(i)), {}, 0, false, false, {}, 0, 0, 0, 0, 0};
     for (int j = 0; j < 5 + 3 * i; ++j) a.tokens.push_back(int64_t(rng() % 64));
     a.feats.push_back(hidden_of(m, a.tokens, 0));
     ctx.add_slot();
