@@ -154,7 +154,9 @@ TEST(CudaGraphPool, EngineWithGraphsEqualsWithoutAndTheCpu) {
       EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " requests differ";
       if (graphs) {
         EXPECT_EQ(st.graph_replays, st.spec_steps + st.plain_steps) << what;
-        if (arms[0] != "ngram") EXPECT_GT(st.draft_graph_replays, 0) << what;
+        if (arms[0] != "ngram") {
+          EXPECT_GT(st.draft_graph_replays, 0) << what;
+        }
       } else {
         EXPECT_EQ(st.graph_replays, 0) << what;
         EXPECT_EQ(st.draft_graph_replays + st.draft_eager_fallbacks, 0) << what;
