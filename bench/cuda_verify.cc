@@ -15,11 +15,13 @@
 // Each time is the median of --reps timed forwards after 3 warm-ups, with the device synchronised
 // around each.
 //
-// --engine adds the rollout engine end to end on the same target (float32, untied LM head, random
-// weights, so acceptance is this model's, not a trained one's): B greedy requests of 32 prompt
-// tokens and --new tokens each, plain decoding eager and with graphs, the n-gram arm, an EAGLE
-// chain with an untrained drafter (acceptance about 1: the arm's pure cost) and the adaptive
-// bandit over both, each timed on its second generate() (the first captures the graphs).
+// --engine adds the rollout engine end to end on the same target (float32, or the one dtype
+// --dtype names; untied LM head, random weights, so acceptance is this model's, not a trained
+// one's): B requests of 32 prompt tokens and --new tokens each at each of --temperatures (default
+// greedy), plain decoding eager and with graphs, the n-gram arm, an EAGLE chain with an untrained
+// drafter and the adaptive bandit over both, each timed on its second generate() (the first
+// captures the graphs). With graphs the drafter's forwards replay too (draft_graph.h): the table
+// counts its replays and its eager fallbacks.
 // Shapes: B rows, N tokens per row, V vocab.
 #include <torch/torch.h>
 
@@ -50,6 +52,8 @@ struct Options {
   std::vector<torch::ScalarType> dtypes{torch::kFloat32, torch::kBFloat16};
   bool engine = false;
   int32_t new_tokens = 128;
+  torch::ScalarType engine_dtype = torch::kFloat32;  // --dtype naming one dtype sets it too
+  std::vector<double> temperatures{0.0};
 };
 
 tlt::model::ModelConfig smollm2_135m_shape(int64_t max_seq) {
@@ -141,7 +145,8 @@ struct EngineCase {
   std::string selector;
 };
 
-std::vector<tlt::rollout::Request> greedy_requests(int64_t n, int64_t vocab, int32_t new_tokens) {
+std::vector<tlt::rollout::Request> make_requests(int64_t n, int64_t vocab, int32_t new_tokens,
+                                                 double temperature) {
   std::mt19937_64 rng(7);
   std::vector<tlt::rollout::Request> out;
   for (int64_t i = 0; i < n; ++i) {
@@ -149,6 +154,7 @@ std::vector<tlt::rollout::Request> greedy_requests(int64_t n, int64_t vocab, int
     r.id = i;
     for (int j = 0; j < 32; ++j) r.prompt.push_back(int64_t(rng() % uint64_t(vocab)));
     r.max_new_tokens = new_tokens;
+    r.sampling.temperature = temperature;
     r.seed = uint64_t(i);
     out.push_back(r);
   }
@@ -157,7 +163,8 @@ std::vector<tlt::rollout::Request> greedy_requests(int64_t n, int64_t vocab, int
 
 // Tokens per second of one case on its second generate(); stats of that call in *st.
 double engine_tokens_per_s(Transformer& m, tlt::model::Drafter drafter, const EngineCase& c,
-                           int64_t b, const Options& o, tlt::rollout::EngineStats* st) {
+                           int64_t b, double temperature, const Options& o,
+                           tlt::rollout::EngineStats* st) {
   tlt::rollout::EngineOptions eo;
   eo.max_batch = b, eo.max_seq = 32 + o.new_tokens + 16;
   eo.speculative = c.speculative, eo.cuda_graphs = c.graphs;
@@ -168,7 +175,8 @@ double engine_tokens_per_s(Transformer& m, tlt::model::Drafter drafter, const En
   }
   auto engine = tlt::rollout::Engine::create(m, drafter, eo);
   if (!engine.ok()) throw std::runtime_error(engine.status().to_string());
-  std::vector<tlt::rollout::Request> reqs = greedy_requests(b, m->config().vocab, o.new_tokens);
+  std::vector<tlt::rollout::Request> reqs =
+      make_requests(b, m->config().vocab, o.new_tokens, temperature);
   double tps = 0.0;
   for (int pass = 0; pass < 2; ++pass) {
     (*engine)->reset_stats();
@@ -184,12 +192,32 @@ double engine_tokens_per_s(Transformer& m, tlt::model::Drafter drafter, const En
   return tps;
 }
 
+// One batch size's rows: every case, ratios against plain with graphs (case 1) and eager (case 0).
+void engine_rows(Transformer& m, tlt::model::Drafter& drafter, const std::vector<EngineCase>& cases,
+                 int64_t b, double temperature, const Options& o) {
+  std::vector<std::pair<double, tlt::rollout::EngineStats>> runs;  // per case, in order
+  for (const EngineCase& c : cases) {
+    tlt::rollout::EngineStats st;
+    double tps = engine_tokens_per_s(m, c.speculative ? drafter : tlt::model::Drafter(nullptr), c,
+                                     b, temperature, o, &st);
+    runs.emplace_back(tps, st);
+  }
+  double eager = runs[0].first, plain = runs[1].first;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& [tps, st] = runs[i];
+    std::printf("%5lld  %-32s %10.1f %8.2fx %8.2fx %8.2f %7lld %13lld %15lld\n", (long long)b,
+                cases[i].name.c_str(), tps, tps / plain, tps / eager, st.accept_length(),
+                (long long)st.graph_replays, (long long)st.draft_graph_replays,
+                (long long)st.draft_eager_fallbacks);
+  }
+}
+
 void run_engine(const Options& o) {
   torch::manual_seed(0);
   tlt::model::ModelConfig cfg = smollm2_135m_shape(32 + o.new_tokens + 16);
   cfg.tied_embeddings = false;
   Transformer m(cfg);
-  m->to(torch::Device(torch::kCUDA), torch::kFloat32);
+  m->to(torch::Device(torch::kCUDA), o.engine_dtype);
   m->eval();
   tlt::model::Drafter drafter(m, 1);  // untrained: its drafts are rarely accepted
   drafter->eval();
@@ -202,25 +230,12 @@ void run_engine(const Options& o) {
                                        true,
                                        {"4_1_5", "6_2_8", "ngram"},
                                        "bucketed-epsilon-greedy"}};
-  std::printf("\nengine end to end on CUDA: float32, %d new tokens per request, greedy\n",
-              o.new_tokens);
-  std::printf("%5s  %-32s %10s %9s %9s %8s %7s\n", "B", "case", "tokens/s", "vs plain", "vs eager",
-              "accept", "graphs");
-  for (int64_t b : o.batches) {
-    std::vector<std::pair<double, tlt::rollout::EngineStats>> runs;  // per case, in order
-    for (const EngineCase& c : cases) {
-      tlt::rollout::EngineStats st;
-      double tps = engine_tokens_per_s(m, c.speculative ? drafter : tlt::model::Drafter(nullptr), c,
-                                       b, o, &st);
-      runs.emplace_back(tps, st);
-    }
-    double eager = runs[0].first, plain = runs[1].first;  // cases 0 and 1
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const auto& [tps, st] = runs[i];
-      std::printf("%5lld  %-32s %10.1f %8.2fx %8.2fx %8.2f %7lld\n", (long long)b,
-                  cases[i].name.c_str(), tps, tps / plain, tps / eager, st.accept_length(),
-                  (long long)st.graph_replays);
-    }
+  for (double temperature : o.temperatures) {
+    std::printf("\nengine end to end on CUDA: %s, %d new tokens per request, temperature %g\n",
+                c10::toString(o.engine_dtype), o.new_tokens, temperature);
+    std::printf("%5s  %-32s %10s %9s %9s %8s %7s %13s %15s\n", "B", "case", "tokens/s", "vs plain",
+                "vs eager", "accept", "graphs", "draft replays", "eager fallbacks");
+    for (int64_t b : o.batches) engine_rows(m, drafter, cases, b, temperature, o);
   }
 }
 
@@ -228,7 +243,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: bench_cuda_verify [--batches 1,4,16,64] [--tokens 1,4,8,16] "
                "[--prefix 256] [--reps 20] [--dtype float32|bfloat16|both] [--engine] "
-               "[--new 128]\n");
+               "[--new 128] [--temperatures 0,0.7]\n");
   return 2;
 }
 
@@ -262,6 +277,12 @@ int main(int argc, char** argv) {
         o.dtypes = {torch::kBFloat16};
       else if (d != "both")
         return usage();
+      if (o.dtypes.size() == 1) o.engine_dtype = o.dtypes[0];
+    } else if (a == "--temperatures") {
+      o.temperatures.clear();
+      std::stringstream in(v);
+      for (std::string item; std::getline(in, item, ',');)
+        o.temperatures.push_back(std::atof(item.c_str()));
     } else {
       return usage();
     }

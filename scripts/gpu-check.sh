@@ -16,7 +16,8 @@
 #   5. build     tlt_core and runtime_test (ninja, all cores).
 #   6. cuda      runtime_test's Cuda.* and CudaGraphPool.* tests: transformer forward and the
 #                rollout engine on CUDA against the CPU, NCCL collectives, CUDA graphs of the
-#                verify forward against the eager one. Without a CUDA device: SKIP.
+#                verify forward and of the drafter's forwards (chain, tree, catch-up) against the
+#                eager ones. Without a CUDA device: SKIP.
 #   7. bench     bench_cuda_verify: verify forwards of a SmolLM2-135M-shaped target on the GPU,
 #                eager vs CUDA-graph replay, and speculation's ceiling N x T(B,1)/T(B,N), in
 #                float32 and bfloat16, then the engine end to end (plain eager and with graphs,
@@ -31,7 +32,7 @@
 # Environment: TLT_PYTHON, CUDA_HOME, GPU_CHECK_BUILD_DIR (default build-gpu),
 # GPU_CHECK_CACHE (default ~/.cache/tlt; the assembled toolkit and gtest go there),
 # GPU_CHECK_SUITE_TIMEOUT, GPU_CHECK_GTEST_SOURCE=1 (build gtest from .cache/googletest even when
-# the system has one).
+# the system has one), GPU_CHECK_BUILD_ONLY=1 (stop after step 5; scripts/gpu-run.sh's first call).
 # Usage: scripts/gpu-check.sh            (on the device machine, from anywhere)
 #        scripts/gpu-check.sh --prepare  (here: copy /usr/src/googletest into .cache/googletest)
 set -uo pipefail
@@ -182,6 +183,10 @@ if ! ninja -C "$build" -j "$jobs" "${targets[@]}" >"$log/build.log" 2>&1; then
   finish
 fi
 pass "build: ${targets[*]} in $((SECONDS - t)) s on $jobs cores"
+if [[ -n ${GPU_CHECK_BUILD_ONLY:-} ]]; then  # scripts/gpu-run.sh receive: build, no device steps
+  ((n_dev > 0)) && finish
+  finish nodevice
+fi
 if [[ ! -x $build/bin/runtime_test ]]; then
   skip "cuda: no runtime_test (no gtest)"
   skip "suite: no runtime_test (no gtest)"

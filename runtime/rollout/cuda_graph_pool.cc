@@ -33,6 +33,60 @@ struct DeviceLengths {
   model::KVCache* cache_;
 };
 
+// PyTorch's recipe: f once eagerly on a side stream (cuBLAS handles, workspaces, the rope tables'
+// device copies are made there, outside the capture), then f captured into `graph` on that stream
+// in memory pool `pool`. Returns the captured call's result (the graph's static output).
+template <typename F>
+auto capture(at::cuda::CUDAGraph& graph, c10::MempoolId_t pool, torch::Device device, F&& f) {
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
+  c10::cuda::getCurrentCUDAStream(device.index()).synchronize();  // staged inputs are ready
+  decltype(f()) out;
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);
+    f();  // warm-up
+    side.synchronize();
+    graph.capture_begin(pool);
+    out = f();
+    graph.capture_end();
+  }
+  side.synchronize();
+  return out;
+}
+
+class CudaRecorded : public RecordedForward {
+ public:
+  void replay() override { graph.replay(); }
+  const torch::Tensor& output() const override { return out; }
+  at::cuda::CUDAGraph graph;
+  torch::Tensor out;
+};
+
+class CudaRecorder : public ForwardRecorder {
+ public:
+  CudaRecorder(c10::MempoolId_t pool, torch::Device device) : pool_(pool), device_(device) {}
+  std::unique_ptr<RecordedForward> record(const std::function<torch::Tensor()>& f) override {
+    auto r = std::make_unique<CudaRecorded>();
+    r->out = capture(r->graph, pool_, device_, f);
+    return r;
+  }
+
+ private:
+  c10::MempoolId_t pool_;
+  torch::Device device_;
+};
+
+// Rows [0, B) of every defined field of a graph's static outputs (views).
+model::ForwardResult rows_of(const model::ForwardResult& out, int64_t b) {
+  // A field added to ForwardResult is a static output of the graph too: narrow it here as well.
+  static_assert(sizeof(model::ForwardResult) == 2 * sizeof(torch::Tensor),
+                "ForwardResult has a new field: return its rows [0, B) in rows_of");
+  model::ForwardResult r = out;
+  for (torch::Tensor* t : {&r.logits, &r.hidden}) {
+    if (t->defined()) *t = t->narrow(0, 0, b);
+  }
+  return r;
+}
+
 }  // namespace
 
 CudaGraphPool::CudaGraphPool(model::Transformer target, model::KVCache* cache)
@@ -46,6 +100,10 @@ CudaGraphPool::CudaGraphPool(model::Transformer target, model::KVCache* cache)
 }
 
 CudaGraphPool::~CudaGraphPool() = default;
+
+std::unique_ptr<ForwardRecorder> CudaGraphPool::draft_recorder() const {
+  return std::make_unique<CudaRecorder>(pool_, device_);
+}
 
 int64_t CudaGraphPool::bucket(int64_t b) const {
   for (int64_t bb : buckets_) {
@@ -72,7 +130,7 @@ model::ForwardResult CudaGraphPool::forward(const torch::Tensor& tokens,
   stage(g, tokens, positions, tree, lengths);
   g.graph.replay();
   ++replays_;
-  return {g.out.logits.narrow(0, 0, b), g.out.hidden.narrow(0, 0, b)};
+  return rows_of(g.out, b);
 }
 
 // Rows [0, B) from the caller; padding rows [B, Bb) read token 0 at position 0 and see only
@@ -104,18 +162,11 @@ CudaGraphPool::Graph& CudaGraphPool::graph_for(int64_t bb, int64_t n,
   g->lengths.copy_(lengths);
   model::AttentionLayout layout;
   layout.tree = g->tree;
-  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device_.index());
-  c10::cuda::getCurrentCUDAStream(device_.index()).synchronize();  // staged inputs are ready
   {
-    c10::cuda::CUDAStreamGuard on_side(side);
     DeviceLengths static_mode(cache_, g->lengths);
-    target_->forward(g->tokens, g->positions, cache_, layout);  // warm-up
-    side.synchronize();
-    g->graph.capture_begin(pool_);
-    g->out = target_->forward(g->tokens, g->positions, cache_, layout);
-    g->graph.capture_end();
+    g->out = capture(g->graph, pool_, device_,
+                     [&] { return target_->forward(g->tokens, g->positions, cache_, layout); });
   }
-  side.synchronize();
   ++captures_;
   Graph& ref = *g;
   graphs_[{bb, n}] = std::move(g);

@@ -17,7 +17,8 @@
 // attention than the eager forward's max(length) + N span.
 //
 // Plain decode steps replay the graph of N = 1 (a one-node tree is the causal layout).
-// What it leaves out: drafting forwards (their shapes change every level) and prefill.
+// Drafting forwards are recorded by draft_recorder() into the same memory pool (draft_graph.h);
+// prefill stays eager.
 // Shapes: B rows, Bb bucket (B <= Bb), N tokens per row, V vocab, C dim.
 //
 // Thread safety: one thread (the engine's). Replays of graphs that share the memory pool must not
@@ -33,6 +34,7 @@
 
 #include "runtime/model/kv_cache.h"
 #include "runtime/model/transformer.h"
+#include "runtime/rollout/draft_graph.h"
 
 namespace tlt::rollout {
 
@@ -54,11 +56,16 @@ class CudaGraphPool {
   // keys/values after slot b's committed length and attends to that prefix and to the nodes
   // tree[b] allows, exactly as TransformerImpl::forward with the cache would. The first call for
   // a (bucket, N) runs one eager warm-up forward and captures the graph; later ones replay it.
-  // Returns views of the graph's static outputs ((B, N, V) logits, (B, N, C) hidden), valid until
-  // the next call. Throws (c10::Error, std::invalid_argument) like the eager forward; after a
-  // throw the pool must not be used again.
+  // Returns views of rows [0, B) of every field of the graph's static outputs ((B, N, V) logits,
+  // (B, N, C) hidden), valid until the next call. Throws (c10::Error, std::invalid_argument) like
+  // the eager forward; after a throw the pool must not be used again.
   model::ForwardResult forward(const torch::Tensor& tokens, const torch::Tensor& positions,
                                const torch::Tensor& tree);
+
+  // A recorder of CUDA graphs in this pool's memory pool, for the drafter's forwards
+  // (DraftGraphs); it may outlive the pool. Its recordings follow the same recipe as the verify
+  // graphs (warm-up, then capture, on a side stream).
+  std::unique_ptr<ForwardRecorder> draft_recorder() const;
 
   int64_t graphs() const { return int64_t(graphs_.size()); }
   int64_t captures() const { return captures_; }

@@ -135,9 +135,9 @@ std::vector<Draft> EagleChainSource::propose(std::vector<ActiveRequest>& batch) 
       if (chains[i].ended && !was_ended) --live;
     }
     if (k == depth_ || live == 0) break;
-    h = drafter
+    h = drafter_
             ->forward(long_tensor(toks, dev).view({b, 1}), h.unsqueeze(1),
-                      long_tensor(pos, dev).view({b, 1}), drafter_->cache())
+                      long_tensor(pos, dev).view({b, 1}))
             .squeeze(1);  // (B, C)
     for (int64_t i = 0; i < b; ++i) drafter_->cache()->commit_prefix(i, 1);
   }

@@ -138,9 +138,8 @@ void EagleTreeSource::expand_level(const std::vector<ActiveRequest>& batch, int3
   torch::Tensor rows = long_tensor(rows_of_chosen, dev).view({b, k, 1}).expand({b, k, c});
   torch::Tensor feats = g.feat_of_frontier.gather(1, rows);  // (B, K, C)
   model::AttentionLayout layout = chosen_layout(batch, g, chosen, dev);
-  torch::Tensor h = drafter_->drafter()->forward(long_tensor(toks, dev).view({b, k}), feats,
-                                                 long_tensor(pos, dev).view({b, k}),
-                                                 drafter_->cache(), layout);  // (B, K, C)
+  torch::Tensor h = drafter_->forward(long_tensor(toks, dev).view({b, k}), feats,
+                                      long_tensor(pos, dev).view({b, k}), layout);  // (B, K, C)
   for (int64_t i = 0; i < b; ++i) {
     drafter_->cache()->commit_prefix(i, k);
     for (int32_t node : chosen[i]) g.expanded[i].push_back(node);

@@ -17,6 +17,22 @@ DrafterContext::DrafterContext(model::Drafter drafter, int64_t max_batch, int64_
       catch_up_limit_(catch_up_limit),
       stats_(stats) {}
 
+void DrafterContext::use_graphs(std::unique_ptr<ForwardRecorder> recorder, int64_t max_batch) {
+  DraftGraphOptions o;
+  o.max_batch = max_batch;
+  graphs_ = std::make_unique<DraftGraphs>(drafter_, cache_.get(), std::move(recorder), o);
+}
+
+torch::Tensor DrafterContext::forward(const torch::Tensor& tokens, const torch::Tensor& features,
+                                      const torch::Tensor& positions,
+                                      const model::AttentionLayout& layout) {
+  if (!graphs_) return drafter_->forward(tokens, features, positions, cache_.get(), layout);
+  bool replayed = false;
+  torch::Tensor out = graphs_->forward({tokens, features, positions, layout}, &replayed);
+  ++(replayed ? stats_->draft_graph_replays : stats_->draft_eager_fallbacks);
+  return out;
+}
+
 void DrafterContext::record(ActiveRequest& a, const torch::Tensor& hidden) {
   a.feats.push_back(hidden);
   skip_old_pairs(a, /*when_over=*/2 * int64_t(catch_up_limit_));  // amortized
@@ -38,12 +54,16 @@ torch::Tensor DrafterContext::catch_up(std::vector<ActiveRequest>& batch) {
   int64_t b = int64_t(batch.size()), c = dim_;
   torch::Device dev = feat_options_.device();
   std::vector<int64_t> n(b);
-  int64_t t = 1;
+  int64_t t = 1, start = 0;  // start: the largest position or cache length a row writes from
   for (int64_t i = 0; i < b; ++i) {
     skip_old_pairs(batch[i], 0);
+    start = std::max({start, batch[i].drafter_len, cache_->length(i)});
     n[i] = batch[i].committed() - batch[i].drafter_len;
     t = std::max(t, n[i]);
   }
+  // Padding to a recorded length changes no row's result: rows past a request's pairs come after
+  // them (causal) and are never committed.
+  if (graphs_) t = graphs_->padded_tokens(t, start);
   std::vector<int64_t> toks(b * t, 0), pos(b * t, 0);
   torch::Tensor feats = torch::zeros({b, t, c}, feat_options_);  // (B, T, C)
   for (int64_t i = 0; i < b; ++i) {
@@ -55,8 +75,8 @@ torch::Tensor DrafterContext::catch_up(std::vector<ActiveRequest>& batch) {
       pos[i * t + j] = a.drafter_len + j;
     }
   }
-  torch::Tensor out = drafter_->forward(long_tensor(toks, dev).view({b, t}), feats,
-                                        long_tensor(pos, dev).view({b, t}), cache_.get());
+  torch::Tensor out =
+      forward(long_tensor(toks, dev).view({b, t}), feats, long_tensor(pos, dev).view({b, t}));
   std::vector<int64_t> last(b);
   for (int64_t i = 0; i < b; ++i) {
     cache_->commit_prefix(i, n[i]);

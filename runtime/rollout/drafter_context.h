@@ -23,6 +23,7 @@
 #include "runtime/model/drafter.h"
 #include "runtime/model/kv_cache.h"
 #include "runtime/rollout/active_request.h"
+#include "runtime/rollout/draft_graph.h"
 
 namespace tlt::rollout {
 
@@ -43,6 +44,14 @@ class DrafterContext {
 
   model::Drafter& drafter() { return drafter_; }
   model::KVCache* cache() { return cache_.get(); }
+
+  // From now on the drafter's forwards replay graphs recorded by `recorder` where they can
+  // (draft_graph.h), counted in stats (draft_graph_replays, draft_eager_fallbacks).
+  void use_graphs(std::unique_ptr<ForwardRecorder> recorder, int64_t max_batch);
+  // The drafter's forward with its cache, as DrafterImpl::forward: tokens (B, N), features
+  // (B, N, F), positions (B, N) -> (B, N, C), replayed when graphs are in use and can.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& features,
+                        const torch::Tensor& positions, const model::AttentionLayout& layout = {});
 
   // Slots follow the engine's active list: a new request appends one, a retired one's goes.
   void add_slot() { cache_->add_slot(); }
@@ -68,6 +77,7 @@ class DrafterContext {
   torch::TensorOptions feat_options_;
   int32_t catch_up_limit_;
   EngineStats* stats_;
+  std::unique_ptr<DraftGraphs> graphs_;  // null: eager forwards
 };
 
 }  // namespace tlt::rollout

@@ -112,6 +112,7 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
 #ifdef TLT_GPU
   if (options_.cuda_graphs && target_->lm_head->weight.is_cuda()) {
     graphs_ = std::make_shared<CudaGraphPool>(target_, cache_tgt_.get());
+    if (drafter_ctx_) drafter_ctx_->use_graphs(graphs_->draft_recorder(), options_.max_batch);
   }
 #endif
   reset_stats();

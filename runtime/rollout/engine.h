@@ -173,6 +173,9 @@ struct EngineStats {
   int64_t catch_up_skipped = 0;  // pairs never given to the drafter (drafter_catch_up_limit)
   int64_t drafted = 0;           // drafted tokens verified (all arms; accepted <= drafted)
   int64_t graph_replays = 0;     // target forwards (verify, plain) replayed from CUDA graphs
+  // Drafter forwards (levels, catch-up) replayed from CUDA graphs, and those run eagerly although
+  // graphs were in use (shapes outside the recorded ones: runtime/rollout/draft_graph.h).
+  int64_t draft_graph_replays = 0, draft_eager_fallbacks = 0;
   double seconds = 0.0;
   bool bfloat16 = false;  // the last generate() decoded with bfloat16 products
   EnginePhases phases;    // how `seconds` splits

@@ -5,7 +5,9 @@
 //  - graphs are keyed by (bucket, N): batches in one bucket and arms with one N share a graph;
 //  - the engine with graphs produces exactly the tokens of the engine without them and of the
 //    CPU (plain decoding, whose steps replay the graph of N = 1; chain, tree and n-gram arms;
-//    two arms sharing N = 5).
+//    two arms sharing N = 5), and its drafter's forwards replay graphs too;
+//  - drafting through CUDA graphs of the drafter's forwards (draft_graph.h) proposes exactly the
+//    trees of eager drafting on CUDA and on the CPU, chain and tree arms.
 // Shapes: B rows, N tokens per row, V vocab.
 #include <gtest/gtest.h>
 
@@ -13,6 +15,7 @@
 
 #include "runtime/rollout/cuda_graph_pool.h"
 #include "runtime/rollout/engine.h"
+#include "tests/runtime/draft_graph_fixture.h"
 #include "tests/runtime/requests.h"
 
 namespace tlt::rollout {
@@ -151,13 +154,41 @@ TEST(CudaGraphPool, EngineWithGraphsEqualsWithoutAndTheCpu) {
       EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " requests differ";
       if (graphs) {
         EXPECT_EQ(st.graph_replays, st.spec_steps + st.plain_steps) << what;
+        if (arms[0] != "ngram") {
+          EXPECT_GT(st.draft_graph_replays, 0) << what;
+        }
       } else {
         EXPECT_EQ(st.graph_replays, 0) << what;
+        EXPECT_EQ(st.draft_graph_replays + st.draft_eager_fallbacks, 0) << what;
       }
       EXPECT_GT(st.spec_steps, 0) << what;
       std::cout << what << ": " << st.spec_steps << " speculative steps, " << st.graph_replays
-                << " graph replays, accept length " << st.accept_length() << "\n";
+                << " graph replays, " << st.draft_graph_replays << " drafter replays, "
+                << st.draft_eager_fallbacks << " drafter eager fallbacks, accept length "
+                << st.accept_length() << "\n";
     }
+  }
+}
+
+TEST(CudaGraphPool, DraftingWithGraphsProposesTheEagerTrees) {
+  TLT_REQUIRE_CUDA();
+  torch::Device dev(torch::kCUDA);
+  Transformer m = make_target(1, dev);
+  auto cache = m->make_cache(8, 128);
+  CudaGraphPool pool(m, cache.get());  // its memory pool holds the drafter's graphs
+  for (const char* arm : {"4_1_5", "3_3_8"}) {
+    test_support::DraftRun cpu = test_support::draft_steps(arm, torch::kCPU, nullptr);
+    test_support::DraftRun eager = test_support::draft_steps(arm, dev, nullptr);
+    test_support::DraftRun graphed =
+        test_support::draft_steps(arm, dev, [&] { return pool.draft_recorder(); });
+    EXPECT_EQ(graphed.trees, eager.trees) << arm;
+    EXPECT_EQ(graphed.trees, cpu.trees) << arm;
+    EXPECT_GT(graphed.stats.draft_graph_replays, 0) << arm;
+    EXPECT_EQ(graphed.stats.draft_eager_fallbacks, 0) << arm;
+    double d = test_support::score_maxdiff(graphed, eager);
+    std::cout << arm << ": drafter graphs vs eager on CUDA: " << graphed.stats.draft_graph_replays
+              << " replays, score maxdiff " << d << "\n";
+    EXPECT_LT(d, 1e-9) << arm;
   }
 }
 

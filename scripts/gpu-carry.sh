@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# gpu-carry.sh: packs what the device run needs beyond the source tree into parts a device call
+# can carry (at most 64 MiB a call, the tree included), under the ignored folder .cache/gpu-carry/:
+#   model.gguf     the target (default ~/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf)
+#   drafter.ckpt   a drafter trained on the target's own generations (default: the newest
+#                  ~/.cache/tlt/drafter/generations-*.ckpt)
+#   bundle/        optional (GPU_CARRY_BUNDLE=DIR): prebuilt GPU-flavour binaries and their libraries
+# as one tar, cut into part-1, part-2... of at most GPU_CARRY_PART_MIB (default 60) MiB, and
+# googletest.tar.gz (GoogleTest's sources, under 1 MB, for a device without a system gtest; every
+# call carries it), with SHA256SUMS (of the tar, every part and googletest.tar.gz). scripts/gpu-run.sh on the device stores each part it
+# is carried, joins them once all are there and checks the sums before using anything.
+#
+# Exit status: 0 packed; 1 an input is missing or a part would be too large.
+# Environment: GPU_CARRY_MODEL, GPU_CARRY_DRAFTER, GPU_CARRY_PART_MIB, GPU_CARRY_BUNDLE.
+# Usage: scripts/gpu-carry.sh   (then the run(...) calls in docs/gpu.md, one per part)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache=$HOME/.cache/tlt
+model=${GPU_CARRY_MODEL:-$cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+drafter=${GPU_CARRY_DRAFTER:-$(ls -t "$cache"/drafter/generations-*.ckpt 2>/dev/null | head -1)}
+part_mib=${GPU_CARRY_PART_MIB:-60}
+out=.cache/gpu-carry
+[[ -f $model ]] || { echo "FAIL: carry: no model $model (GPU_CARRY_MODEL)"; exit 1; }
+[[ -n $drafter && -f $drafter ]] || { echo "FAIL: carry: no drafter checkpoint (GPU_CARRY_DRAFTER)"; exit 1; }
+
+stage=$(mktemp -d /tmp/tlt-gpu-carry.XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/payload"
+ln -s "$(realpath "$model")" "$stage/payload/model.gguf"
+ln -s "$(realpath "$drafter")" "$stage/payload/drafter.ckpt"
+if [[ -n ${GPU_CARRY_BUNDLE:-} ]]; then
+  [[ -d $GPU_CARRY_BUNDLE ]] || { echo "FAIL: carry: no bundle folder $GPU_CARRY_BUNDLE"; exit 1; }
+  ln -s "$(realpath "$GPU_CARRY_BUNDLE")" "$stage/payload/bundle"
+fi
+{
+  echo "model $(basename "$model") $(sha256sum "$model" | cut -d' ' -f1)"
+  echo "drafter $(basename "$drafter") $(sha256sum "$drafter" | cut -d' ' -f1)"
+} >"$stage/payload/SOURCES"
+# -h: follow the links; no compression (GGUF and checkpoints hardly compress).
+tar -C "$stage/payload" -chf "$stage/carry.tar" .
+
+rm -rf "$out" && mkdir -p "$out"
+# As few parts as the limit allows, of equal size (each call carries the source tree too).
+total=$(stat -c %s "$stage/carry.tar")
+limit=$((part_mib * 1024 * 1024))
+n=$(((total + limit - 1) / limit))
+split -n "$n" -d -a 1 "$stage/carry.tar" "$out/part-"
+for i in $(seq $((n - 1)) -1 0); do mv "$out/part-$i" "$out/part-$((i + 1))"; done
+if [[ -f /usr/src/googletest/CMakeLists.txt ]]; then
+  tar -C /usr/src -czf "$out/googletest.tar.gz" googletest
+fi
+{
+  echo "$(sha256sum "$stage/carry.tar" | cut -d' ' -f1)  carry.tar"
+  (cd "$out" && sha256sum part-* googletest.tar.gz 2>/dev/null)
+} >"$out/SHA256SUMS"
+echo "$n" >"$out/PARTS"
+# Every part travels with SHA256SUMS, PARTS (a few hundred bytes) and googletest.tar.gz.
+size=0
+for i in $(seq 1 "$n"); do
+  size=$(($(stat -c %s "$out/part-$i") > size ? $(stat -c %s "$out/part-$i") : size))
+  if ((size > limit)); then
+    echo "FAIL: carry: part-$i is $size bytes"
+    exit 1
+  fi
+done
+tree_mib=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | awk '{printf "%d", $1 / 1048576 + 1}')
+size=$((size + $(stat -c %s "$out/googletest.tar.gz" 2>/dev/null || echo 0)))
+if ((size + tree_mib * 1048576 > 64 * 1048576)); then
+  echo "FAIL: carry: a part and the source tree ($tree_mib MiB) pass the 64 MiB a call carries"
+  exit 1
+fi
+echo "PASS: carry: $n part(s) of at most $part_mib MiB in $out (tar $(du -h "$stage/carry.tar" | cut -f1);" \
+  "source tree about $tree_mib MiB); model $(basename "$model"), drafter $(basename "$drafter")"
+for i in $(seq 1 "$n"); do
+  echo "  call $i: carry [\".cache/gpu-carry/part-$i\", \".cache/gpu-carry/SHA256SUMS\"," \
+    "\".cache/gpu-carry/PARTS\", \".cache/gpu-carry/googletest.tar.gz\"]"
+done

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# gpu-run.sh: the one device run of issue 44 (docs/gpu.md, "The device run"), made of two calls
+# while the machine stays warm, because the model and the drafter (scripts/gpu-carry.sh) need two
+# carries:
+#   scripts/gpu-run.sh receive   call 1: stores the carried part(s) outside the tree (the next
+#                                call's carry would drop them), then builds the GPU flavour so the
+#                                second call finds it built (gpu-check.sh's steps 1-5).
+#   scripts/gpu-run.sh           call 2: stores its part, joins all parts and checks SHA256SUMS,
+#                                then, with one PASS/FAIL/SKIP line each:
+#     1. payload   model.gguf, drafter.ckpt (and googletest.tar.gz -> .cache/googletest for
+#                  gpu-check.sh, taken in by either call).
+#     2. check     scripts/gpu-check.sh: build, the Cuda.*/CudaGraphPool.* tests (graph replay
+#                  equals eager for verify and for drafting, chain and tree), then
+#                  bench_cuda_verify --engine in bfloat16 at batch 1/4/16/64 (plain with graphs
+#                  vs EAGLE and adaptive with graphed drafting; draft replays and eager fallbacks
+#                  counted). Without a CUDA device it stops here (exit 2).
+#     3. bench     the rollout bench on the real model with the trained drafter, temperature 0 and
+#                  0.7, graphed plain vs adaptive: runs a GPU-flavour `tlt` carried in the payload
+#                  (payload/bundle/bin, GPU_CARRY_BUNDLE); SKIP (blocked) without one.
+#     4. jobs      `tlt run` of examples/rljob-smollm2.yaml and examples/tst-tiny.yaml with
+#                  spec.model.device: cuda and 2 steps, TLT and --baseline; same bundle.
+# Logs and tables go to $OUT/gpu-run (the device call returns it), else to a temp dir.
+# Exit status: 0 all passed; 1 something failed; 2 no CUDA device (CPU-side steps passed);
+# 3 parts still missing (call 1, or a call whose carry lacked a part).
+# Environment: GPU_RUN_STORE (default ~/.cache/tlt/gpu-carry-parts), GPU_RUN_BENCH_ARGS,
+# and gpu-check.sh's (GPU_CHECK_SUITE_TIMEOUT defaults to 0 here: the CPU suite runs in CI).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+mode=${1:-all}
+store=${GPU_RUN_STORE:-$HOME/.cache/tlt/gpu-carry-parts}
+carried=.cache/gpu-carry
+payload=.cache/gpu-payload
+if [[ -n ${OUT:-} ]]; then log=$OUT/gpu-run; else log=$(mktemp -d /tmp/tlt-gpu-run.XXXXXX); fi
+mkdir -p "$log" "$store"
+failed=0
+pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $1"; failed=1; }
+skip() { echo "SKIP: $1"; }
+
+# ---- 0. carry: keep what came, join when complete --------------------------------------------
+receive() {
+  local f n have=0
+  [[ -f $carried/SHA256SUMS ]] && cp "$carried/SHA256SUMS" "$carried/PARTS" "$store/"
+  for f in "$carried"/part-*; do
+    [[ -f $f ]] || continue
+    if (cd "$carried" && grep " $(basename "$f")\$" SHA256SUMS | sha256sum -c --quiet -); then
+      cp "$f" "$store/" && echo "received $(basename "$f") ($(du -h "$f" | cut -f1))"
+    else
+      fail "carry: $(basename "$f") does not match SHA256SUMS"
+    fi
+  done
+  local gt=$carried/googletest.tar.gz
+  if [[ -f $gt && ! -f .cache/googletest/CMakeLists.txt ]] &&
+    (cd "$carried" && grep " googletest.tar.gz\$" SHA256SUMS | sha256sum -c --quiet -); then
+    mkdir -p .cache && tar -C .cache -xzf "$gt"  # for gpu-check.sh on a device without gtest
+  fi
+  [[ -f $store/PARTS ]] || { echo "no part carried yet"; return 3; }
+  n=$(cat "$store/PARTS")
+  for i in $(seq 1 "$n"); do [[ -f $store/part-$i ]] && have=$((have + 1)); done
+  echo "parts: $have of $n in $store"
+  ((have == n)) || return 3
+}
+join() {
+  local n
+  n=$(cat "$store/PARTS")
+  rm -rf "$payload" && mkdir -p "$payload"
+  for i in $(seq 1 "$n"); do cat "$store/part-$i"; done >"$store/carry.tar"
+  if ! (cd "$store" && grep " carry.tar\$" SHA256SUMS | sha256sum -c --quiet -); then
+    fail "payload: the joined tar does not match SHA256SUMS"
+    return 1
+  fi
+  tar -C "$payload" -xf "$store/carry.tar" && rm -f "$store/carry.tar"
+  pass "payload: $(tr '\n' ';' <"$payload/SOURCES")$([[ -d $payload/bundle ]] && echo ' bundle')"
+}
+
+receive
+received=$?
+if [[ $mode == receive ]]; then
+  # Build now (no device steps) so that the second call's check finds everything compiled.
+  GPU_CHECK_BENCH=0 GPU_CHECK_SUITE_TIMEOUT=0 GPU_CHECK_BUILD_ONLY=1 scripts/gpu-check.sh \
+    >"$log/build.log" 2>&1
+  grep -E "^(PASS|FAIL|SKIP)|^gpu-check" "$log/build.log"
+  exit "$received"
+fi
+if ((received == 3)); then
+  fail "payload: parts missing (call 1 first: scripts/gpu-run.sh receive, see docs/gpu.md)"
+  exit 3
+fi
+join || exit 1
+
+# ---- 2. build, CUDA tests, the synthetic-target bench --------------------------------------------
+GPU_CHECK_SUITE_TIMEOUT=${GPU_CHECK_SUITE_TIMEOUT:-0} \
+  GPU_CHECK_BENCH_ARGS=${GPU_RUN_BENCH_ARGS:---engine --dtype bfloat16 --batches 1,4,16,64} \
+  scripts/gpu-check.sh 2>&1 | tee "$log/gpu-check.log"
+rc=${PIPESTATUS[0]}
+if ((rc == 2)); then
+  echo "gpu-run: no CUDA device: stopped after the CPU-side steps (carry joined and checked, built)"
+  exit 2
+fi
+((rc == 0)) && pass "check: scripts/gpu-check.sh" || fail "check: scripts/gpu-check.sh (exit $rc)"
+
+# ---- 3-4. the real model and the jobs: a GPU-flavour tlt is needed --------------------------------
+tlt=$payload/bundle/bin/tlt
+if [[ ! -x $tlt ]]; then
+  why="no GPU-flavour tlt in the payload (the device builds the core only: tlt needs yaml-cpp,"
+  why+=" cpprestsdk, prometheus-cpp and the Rust tokenizers; carry one with GPU_CARRY_BUNDLE)"
+  skip "bench: blocked: $why"
+  skip "jobs: blocked: $why"
+else
+  export LD_LIBRARY_PATH=$payload/bundle/lib:${LD_LIBRARY_PATH:-}
+  mkdir -p "$HOME/.cache/tlt/models" "$HOME/.cache/tlt/drafter"
+  ln -sf "$(realpath "$payload/model.gguf")" "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+  for temp in 0 0.7; do
+    if "$payload/bundle/bin/bench_rollout" --model "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
+      --dtype bfloat16 --batches 1,4,16,64 --temperature "$temp" >"$log/bench-t$temp.log" 2>&1; then
+      pass "bench: temperature $temp (table in $log/bench-t$temp.log)" && tail -12 "$log/bench-t$temp.log"
+    else
+      fail "bench: temperature $temp (see $log/bench-t$temp.log)"
+    fi
+  done
+  for job in examples/rljob-smollm2.yaml examples/tst-tiny.yaml; do
+    spec=$log/$(basename "$job" .yaml)-cuda.yaml
+    sed -e 's/^\(  model:\)$/\1\n    device: cuda/' -e 's/^\(    steps:\).*/\1 2/' "$job" >"$spec"
+    for flag in "" --baseline; do
+      name=$(basename "$spec" .yaml)${flag:+-baseline}
+      if timeout 240 "$tlt" run "$spec" $flag >"$log/$name.log" 2>&1; then
+        pass "jobs: $name ($(grep -m1 -o 'tlt_gpu_busy_ratio[^,]*' "$log/$name.log" || echo 'no ratio line'))"
+      else
+        fail "jobs: $name (see $log/$name.log)"
+      fi
+    done
+  done
+fi
+((failed)) && { echo "gpu-run: FAIL (logs in $log)"; exit 1; }
+echo "gpu-run: PASS (logs in $log)"
