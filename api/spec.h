@@ -540,6 +540,7 @@ struct DrafterSpec {
   int32_t warm_start_steps = 200;
   int32_t warm_start_prompts = 64;
   int32_t train_levels = 3;
+  std::string features = "last";
   DrafterTrainingSpec training;
 
   template <class V>
@@ -567,6 +568,15 @@ struct DrafterSpec {
           "training on that input as well keeps deeper drafts accepted (on SmolLM2, 3 levels "
           "accepted 11% more tokens per verification than 1). 1 trains on the target's hidden "
           "states only; each level adds about one drafter forward and backward to a step."));
+    v("features", features,
+      Rule()
+          .values({"last", "fused"})
+          .doc("What the drafter reads of the target at each position. last: its final hidden "
+               "state (EAGLE-1/2; trained with hidden-state regression). fused: the outputs of a "
+               "low, a middle and the final layer, fused (EAGLE-3; the target exports them from "
+               "the same forward, and training optimises the tokens' cross-entropy through the "
+               "unrolled trainLevels levels, so set trainLevels >= 2). A drafter checkpoint of the "
+               "other kind is refused."));
     v("training", training, Rule().doc("Online drafter training."));
   }
 };

@@ -29,7 +29,12 @@
 //                      [--dtype auto]
 //        bench_rollout --model PATH --ceiling-only [--batches 1,4,16] [--threads 1]
 //        bench_rollout --model PATH [--max-new 128] [--waves 2] [--drafter-steps 200]
-//                      [--drafter-vocab 2048] [the decoding flags above]
+//                      [--drafter-vocab 2048] [--drafter-features last|fused|both]
+//                      [--temperatures 0,0.7,1] [the decoding flags above]
+// --drafter-features both: the `last` and the fused (EAGLE-3) drafter, each warm-started on the
+// same generations, measured against the same plain runs; with --temperatures, one table per
+// temperature and then a summary of accept length and ratio to plain per drafter, batch size and
+// arm (the adaptive engine, and each arm alone at --fixed-batches) side by side.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -70,6 +75,23 @@ double now() {
 }
 
 // A comma-separated list of batch sizes ("" is empty); false at anything but positive integers.
+// "0,0.7,1" -> {0, 0.7, 1}; false on an empty list, a malformed or a negative entry.
+bool parse_doubles(const std::string& s, std::vector<double>* v) {
+  v->clear();
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    try {
+      size_t used = 0;
+      double x = std::stod(item, &used);
+      if (used != item.size() || x < 0) return false;
+      v->push_back(x);
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  return !v->empty();
+}
+
 bool parse_list(const std::string& s, std::vector<int>* v) {
   std::stringstream ss(s);
   for (std::string x; std::getline(ss, x, ',');) {
@@ -252,6 +274,13 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   return r;
 }
 
+// "0", "0.7", "1": a temperature as --temperatures takes it.
+std::string format_temperature(double t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", t);
+  return buf;
+}
+
 // What one side-by-side table measures (main's flags).
 struct Table {
   std::vector<int> batches, fixed;  // batch sizes; those where each arm also runs alone
@@ -265,23 +294,64 @@ struct Table {
 // n requests from the `offset`-th prompt on (a GRPO group of `group` requests shares one).
 using RequestMaker = std::function<std::vector<rollout::Request>(int n, int offset)>;
 
+// One drafter's adaptive row of a table against plain decoding, its phases and whether its
+// outputs are plain decoding's.
+void print_row(int b, const std::string& name, const Run& plain, const Run& spec, const Table& t) {
+  std::string usage;
+  for (size_t a = 0; a < t.arms.size(); ++a)
+    usage += t.arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
+  usage += "plain:" + std::to_string(spec.stats.plain_chosen);
+  std::printf("%6d %-6s %12.1f %12.1f %7.2fx %8.2f %8lld %6.2f %s\n", b, name.c_str(),
+              plain.tokens_per_s, spec.tokens_per_s, spec.tokens_per_s / plain.tokens_per_s,
+              spec.accept, (long long)spec.stats.copied_drafts, kept(spec.stats), usage.c_str());
+  print_phases("tlt", spec.stats);
+  bool same = plain.out.size() == spec.out.size();
+  for (size_t i = 0; same && i < plain.out.size(); ++i)
+    same = plain.out[i].tokens == spec.out[i].tokens;
+  // Greedy and reproducible sampling must give plain decoding's tokens; rejection sampling
+  // (--reproducible 0) gives other draws from the same distribution, which the tests check
+  // (tests/runtime/rollout_test.cc, chi-square), not this bench.
+  bool must_match = t.temperature == 0.0 || reproducible;
+  std::printf("       outputs: %s; products in %s\n",
+              same         ? "identical token for token"
+              : must_match ? "DIFFERENT (not lossless)"
+                           : "other draws (rejection sampling: same distribution, not the same "
+                             "tokens)",
+              spec.stats.bfloat16 ? "bfloat16" : "float32");
+}
+
+// A drafter the table measures, by its feature mode (spec.drafter.features).
+struct NamedDrafter {
+  std::string name;  // "last" or "fused"
+  model::Drafter drafter;
+};
+
+// One row of the side-by-side summary: an arm (or "adaptive") of one drafter at one batch size
+// and temperature, against plain decoding of the same requests.
+struct SummaryRow {
+  std::string drafter, arm;
+  int batch = 0;
+  double temperature = 0, accept = 0, ratio = 0;
+};
+
 // For each batch size: plain vs adaptive tokens/s on the same requests (the faster of `repeats`
 // alternating runs each), the accepted length, arm use and phases; at t.fixed batch sizes each
-// arm alone too.
-void compare(model::Transformer target, model::Drafter drafter, const Table& t,
-             const RequestMaker& make) {
+// arm alone too. Plain decoding runs once per batch size; each drafter of `drafters` runs the
+// adaptive engine (and the fixed arms) against it. Appends every measured row to `summary`.
+void compare(model::Transformer target, const std::vector<NamedDrafter>& drafters, const Table& t,
+             const RequestMaker& make, std::vector<SummaryRow>* summary) {
   std::printf(
       "\nthreads=%d temperature=%.1f max_new=%d arms=%s threshold=32 "
       "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
       "selector value=%s exploration=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f "
       "group=%d plain floor=%d reproducible=%d\n",
       t.threads, t.temperature, t.max_new, t.arms_s.c_str(), t.shortcut, t.warmup_batches, t.waves,
-      t.repeats, (long long)drafter->draft_vocab_size(), selector_value.c_str(),
+      t.repeats, (long long)drafters.front().drafter->draft_vocab_size(), selector_value.c_str(),
       exploration.c_str(), epsilon, catch_up_limit, draft_confidence, t.group, int(plain_floor),
       int(reproducible));
   // kept: the share of verified drafted tokens that were accepted.
-  std::printf("%6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "plain tok/s", "tlt tok/s", "ratio",
-              "accept", "copied", "kept", "arm steps");
+  std::printf("%6s %-6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "feats", "plain tok/s",
+              "tlt tok/s", "ratio", "accept", "copied", "kept", "arm steps");
   for (int b : t.batches) {
     // `waves` batches of b requests: each wave decodes at batch b until its responses end and
     // the next one joins as it leaves.
@@ -293,46 +363,67 @@ void compare(model::Transformer target, model::Drafter drafter, const Table& t,
       std::vector<rollout::Request> more = make(b, 100 + 37 * k);
       warm.insert(warm.end(), more.begin(), more.end());
     }
-    Run plain, spec;
+    std::vector<Run> plain(1), spec(drafters.size());
     for (int r = 0; r < std::max(1, t.repeats); ++r) {
-      Run p = measure(target, drafter, b, warm, reqs, false, t.arms, 32, t.shortcut);
-      Run s = measure(target, drafter, b, warm, reqs, true, t.arms, 32, t.shortcut);
-      if (p.tokens_per_s > plain.tokens_per_s) plain = p;
-      if (s.tokens_per_s > spec.tokens_per_s) spec = s;
+      Run p =
+          measure(target, drafters.front().drafter, b, warm, reqs, false, t.arms, 32, t.shortcut);
+      if (p.tokens_per_s > plain[0].tokens_per_s) plain[0] = p;
+      for (size_t d = 0; d < drafters.size(); ++d) {
+        Run s = measure(target, drafters[d].drafter, b, warm, reqs, true, t.arms, 32, t.shortcut);
+        if (s.tokens_per_s > spec[d].tokens_per_s) spec[d] = s;
+      }
     }
-    std::string usage;
-    for (size_t a = 0; a < t.arms.size(); ++a)
-      usage += t.arms[a] + ":" + std::to_string(spec.stats.arm_steps[a]) + " ";
-    usage += "plain:" + std::to_string(spec.stats.plain_chosen);
-    std::printf("%6d %12.1f %12.1f %7.2fx %8.2f %8lld %6.2f %s\n", b, plain.tokens_per_s,
-                spec.tokens_per_s, spec.tokens_per_s / plain.tokens_per_s, spec.accept,
-                (long long)spec.stats.copied_drafts, kept(spec.stats), usage.c_str());
-    print_phases("plain", plain.stats);
-    print_phases("tlt", spec.stats);
-    bool same = plain.out.size() == spec.out.size();
-    for (size_t i = 0; same && i < plain.out.size(); ++i)
-      same = plain.out[i].tokens == spec.out[i].tokens;
-    // Greedy and reproducible sampling must give plain decoding's tokens; rejection sampling
-    // (--reproducible 0) gives other draws from the same distribution, which the tests check
-    // (tests/runtime/rollout_test.cc, chi-square), not this bench.
-    bool must_match = t.temperature == 0.0 || reproducible;
-    std::printf("       outputs: %s; products in %s\n",
-                same         ? "identical token for token"
-                : must_match ? "DIFFERENT (not lossless)"
-                             : "other draws (rejection sampling: same distribution, not the same "
-                               "tokens)",
-                spec.stats.bfloat16 ? "bfloat16" : "float32");
+    print_phases("plain", plain[0].stats);
+    for (size_t d = 0; d < drafters.size(); ++d) {
+      print_row(b, drafters[d].name, plain[0], spec[d], t);
+      summary->push_back({drafters[d].name, "adaptive", b, t.temperature, spec[d].accept,
+                          spec[d].tokens_per_s / plain[0].tokens_per_s});
+    }
     std::fflush(stdout);
     if (std::find(t.fixed.begin(), t.fixed.end(), b) == t.fixed.end()) continue;
     // Each arm alone on the same requests: what the bandit could have had.
-    for (const std::string& arm : t.arms) {
-      Run r = measure(target, drafter, b, {}, reqs, true, {arm}, 32, t.shortcut);
-      std::printf("       fixed %-6s %12.1f %7.2fx %8.2f %8lld %6.2f\n", arm.c_str(),
-                  r.tokens_per_s, r.tokens_per_s / plain.tokens_per_s, r.accept,
-                  (long long)r.stats.copied_drafts, kept(r.stats));
+    for (const NamedDrafter& nd : drafters) {
+      for (const std::string& arm : t.arms) {
+        Run r = measure(target, nd.drafter, b, {}, reqs, true, {arm}, 32, t.shortcut);
+        double ratio = r.tokens_per_s / plain[0].tokens_per_s;
+        std::printf("       fixed %-5s %-6s %12.1f %7.2fx %8.2f %8lld %6.2f\n", nd.name.c_str(),
+                    arm.c_str(), r.tokens_per_s, ratio, r.accept, (long long)r.stats.copied_drafts,
+                    kept(r.stats));
+        summary->push_back({nd.name, arm, b, t.temperature, r.accept, ratio});
+      }
+      std::fflush(stdout);
     }
-    std::fflush(stdout);
   }
+}
+
+// The summary of every table: per drafter, batch size and arm, the accept length and the ratio
+// to plain decoding at each temperature, side by side.
+void print_summary(const std::vector<SummaryRow>& rows, const std::vector<double>& temperatures) {
+  std::printf("\nside by side: accept length (ratio to plain) per temperature\n");
+  std::printf("%-6s %6s %-9s", "feats", "batch", "arm");
+  for (double t : temperatures) std::printf("  %16s", ("T=" + format_temperature(t)).c_str());
+  std::printf("\n");
+  std::vector<std::string> seen;
+  for (const SummaryRow& r : rows) {
+    std::string key = r.drafter + "/" + std::to_string(r.batch) + "/" + r.arm;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    std::printf("%-6s %6d %-9s", r.drafter.c_str(), r.batch, r.arm.c_str());
+    for (double t : temperatures) {
+      auto it = std::find_if(rows.begin(), rows.end(), [&](const SummaryRow& x) {
+        return x.drafter == r.drafter && x.batch == r.batch && x.arm == r.arm && x.temperature == t;
+      });
+      if (it == rows.end()) {
+        std::printf("  %16s", "-");
+      } else {
+        char cell[32];
+        std::snprintf(cell, sizeof cell, "%.2f (%.2fx)", it->accept, it->ratio);
+        std::printf("  %16s", cell);
+      }
+    }
+    std::printf("\n");
+  }
+  std::fflush(stdout);
 }
 
 // Seconds of one target forward of b x k new tokens per request over a cache already holding
@@ -592,6 +683,7 @@ constexpr uint64_t kModelTaskSeed = 1;
 // --drafter-prompts).
 struct ModelDrafter {
   int steps = 200, vocab = 2048, prompts = 64, levels = 1;
+  std::vector<std::string> features{"last"};  // --drafter-features: the drafters measured
 };
 
 // The drafter of a --model run: warm-started on the model's own sampled answers to the task's
@@ -610,9 +702,10 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
   o.curve_every = std::max(1, d.steps / 4);  // the acceptance curve, printed as it trains
   double t0 = now();
   std::printf(
-      "drafter: warm start on the model's generations (%lld prompts, %d steps, %d "
+      "drafter (features=%s): warm start on the model's generations (%lld prompts, %d steps, %d "
       "training levels)\n",
-      (long long)o.prompts, d.steps, d.levels);
+      model::drafter_features_name(drafter->features_mode()), (long long)o.prompts, d.steps,
+      d.levels);
   std::fflush(stdout);
   return rl::load_or_train_drafter_on_generations(
       target, drafter, task, o, model::model_identity(path),
@@ -654,7 +747,7 @@ int print_agreement(model::Transformer target, model::Drafter drafter, const rl:
 // --model PATH: the ceilings, the drafter (cached), then the side-by-side table on the task's
 // held-out prompts through the model's chat template. The process's exit code.
 int model_compare(const std::string& path, const Table& t, const ModelDrafter& d,
-                  bool prepare_only) {
+                  const std::vector<double>& temperatures, bool prepare_only) {
   runtime::configure_threads(prepare_only ? 0 : t.threads);
   StatusOr<model::PretrainedModel> m = load_model(path, t.threads);
   if (!m.ok()) {
@@ -675,22 +768,34 @@ int model_compare(const std::string& path, const Table& t, const ModelDrafter& d
     std::cerr << "--model: " << (codec.ok() ? task.status() : codec.status()).to_string() << "\n";
     return 1;
   }
-  torch::manual_seed(1);
-  model::Drafter drafter(target, 1);
-  StatusOr<rl::GenerationsWarmStart> w =
-      model_drafter(path, target, drafter, **task, **codec, d, t.max_new);
-  if (!w.ok()) {
-    std::cerr << w.status().to_string() << "\n";
-    return 1;
+  // Every drafter before any warm start: a fused one turns on the target's feature export, and
+  // all then generate with it on. The export leaves the target's tokens as they were, so each
+  // warm start (same options, same seeds) trains on the same generations.
+  std::vector<NamedDrafter> drafters;
+  for (const std::string& f : d.features) {
+    torch::manual_seed(1);
+    drafters.push_back({f, model::Drafter(target, 1, *model::parse_drafter_features(f))});
   }
-  std::printf("drafter: %s %s (%lld generated tokens, loss %.3f -> %.3f, draft vocabulary %lld)\n",
-              w->trained ? "trained and cached" : "loaded", w->cache_path.c_str(),
-              (long long)w->generated_tokens, w->loss_first, w->loss_last,
-              (long long)drafter->draft_vocab_size());
-  if (prepare_only) return print_agreement(target, drafter, **task, **codec, t.max_new);
+  for (NamedDrafter& nd : drafters) {
+    StatusOr<rl::GenerationsWarmStart> w =
+        model_drafter(path, target, nd.drafter, **task, **codec, d, t.max_new);
+    if (!w.ok()) {
+      std::cerr << w.status().to_string() << "\n";
+      return 1;
+    }
+    std::printf(
+        "drafter (features=%s): %s %s (%lld generated tokens, loss %.3f -> %.3f, draft "
+        "vocabulary %lld)\n",
+        nd.name.c_str(), w->trained ? "trained and cached" : "loaded", w->cache_path.c_str(),
+        (long long)w->generated_tokens, w->loss_first, w->loss_last,
+        (long long)nd.drafter->draft_vocab_size());
+    if (prepare_only && print_agreement(target, nd.drafter, **task, **codec, t.max_new) != 0)
+      return 1;
+  }
+  if (prepare_only) return 0;
   rl::TaskRequestOptions ro;
-  ro.max_new_tokens = t.max_new, ro.temperature = t.temperature, ro.max_seq = engine_max_seq;
-  compare(target, drafter, t, [&](int n, int offset) {
+  ro.max_new_tokens = t.max_new, ro.max_seq = engine_max_seq;
+  RequestMaker make_requests = [&](int n, int offset) {
     int g = std::max(1, t.group);  // held-out problems offset.., each asked g times
     StatusOr<std::vector<rollout::Request>> base =
         rl::task_requests(**task, **codec, uint64_t(offset), (n + g - 1) / g, true, ro);
@@ -704,7 +809,14 @@ int model_compare(const std::string& path, const Table& t, const ModelDrafter& d
       out.back().id = i, out.back().seed = uint64_t(i);
     }
     return out;
-  });
+  };
+  std::vector<SummaryRow> summary;
+  for (double temperature : temperatures) {
+    Table tt = t;
+    tt.temperature = ro.temperature = temperature;
+    compare(target, drafters, tt, make_requests, &summary);
+  }
+  if (temperatures.size() > 1 || drafters.size() > 1) print_summary(summary, temperatures);
   return 0;
 }
 #endif
@@ -719,6 +831,7 @@ int main(int argc, char** argv) {
   int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2, group = 1;
   int drafter_prompts = 64;
   int drafter_levels = 1;
+  std::string drafter_features = "last", temperatures_s;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
   bool prepare_only = false, ceiling_only = false;
   std::string model_path, decode_dtype = "auto";
@@ -764,6 +877,15 @@ int main(int argc, char** argv) {
                  "--model: drafting levels the drafter's warm start unrolls in training (1: the "
                  "target's features only; cached per value)")
       ->capture_default_str();
+  app.add_option("--drafter-features", drafter_features,
+                 "--model: the drafter's features (spec.drafter.features): last, fused, or both "
+                 "(each warm-started on the same generations, measured side by side; fused and "
+                 "both train 3 levels unless --drafter-levels says otherwise)")
+      ->check(CLI::IsMember({"last", "fused", "both"}))
+      ->capture_default_str();
+  app.add_option("--temperatures", temperatures_s,
+                 "--model: comma-separated temperatures (e.g. 0,0.7,1), one table each and a "
+                 "side-by-side summary; overrides --temperature");
   app.add_option("--drafter-vocab", drafter_vocab,
                  "Draft over the this-many most frequent tokens of the training text (--model: of "
                  "the model's generations; 0: all)")
@@ -857,14 +979,26 @@ int main(int argc, char** argv) {
     if (app.count("--drafter-steps")) d.steps = drafter_steps;
     if (app.count("--drafter-vocab")) d.vocab = drafter_vocab;
     d.levels = drafter_levels;
+    if (drafter_features != "last" && app.count("--drafter-levels") == 0) d.levels = 3;
     d.prompts = drafter_prompts;
+    d.features = drafter_features == "both" ? std::vector<std::string>{"last", "fused"}
+                                            : std::vector<std::string>{drafter_features};
+    std::vector<double> temps{temperature};
+    if (!temperatures_s.empty() && !parse_doubles(temperatures_s, &temps)) {
+      std::cerr << "--temperatures takes comma-separated temperatures >= 0 such as 0,0.7,1\n";
+      return 2;
+    }
     Table table{batches,  fixed,          arms,  arms_s,  threads, max_new,
                 shortcut, warmup_batches, waves, repeats, group,   temperature};
-    return model_compare(model_path, table, d, prepare_only);
+    return model_compare(model_path, table, d, temps, prepare_only);
 #else
     std::cerr << "--model: this build has no pretrained-model loader (TLT_CORE_ONLY)\n";
     return 2;
 #endif
+  }
+  if (drafter_features != "last" || !temperatures_s.empty()) {
+    std::cerr << "--drafter-features and --temperatures are for --model runs\n";
+    return 2;
   }
   if (tokens.empty()) {
     std::cerr << "--tokens FILE is required (a tokenized corpus; bench/rollout.sh passes it), "
@@ -915,7 +1049,10 @@ int main(int argc, char** argv) {
   // Mid-response: the 32-token prompt plus half the response.
   print_ceiling(target, batches, 32 + max_new / 2);
   if (ceiling_only) return 0;
-  compare(target, drafter, table,
-          [&](int n, int offset) { return prompts(held, n, max_new, temperature, offset, group); });
+  std::vector<SummaryRow> summary;
+  compare(
+      target, {{"last", drafter}}, table,
+      [&](int n, int offset) { return prompts(held, n, max_new, temperature, offset, group); },
+      &summary);
   return 0;
 }

@@ -8,7 +8,7 @@ rollout::HiddenSink HiddenBuffer::sink() {
   return [this](int64_t id, const std::vector<int64_t>& toks, const torch::Tensor& hidden) {
     Seq& s = seqs_[id];
     s.tokens.insert(s.tokens.end(), toks.begin(), toks.end());
-    s.hidden.push_back(hidden);  // (n, C), the engine's own: no copy
+    s.hidden.push_back(hidden);  // (n, F), the engine's own: no copy
   };
 }
 
@@ -30,7 +30,7 @@ std::vector<torch::Tensor> HiddenBuffer::tensors() const {
     offsets.push_back(offsets.back() + (n - first));
     prompts.push_back(s.prompt - first);
   }
-  // (N, C); a buffer without hidden states has none to train on (is_packed_buffer says no).
+  // (N, F); a buffer without hidden states has none to train on (is_packed_buffer says no).
   torch::Tensor h =
       !hid.empty() && hid.size() == seqs_.size() ? torch::cat(hid, 0) : torch::zeros({0, 1});
   return {torch::tensor(tok, torch::kInt64), h, torch::tensor(offsets, torch::kInt64),
@@ -63,7 +63,7 @@ std::vector<torch::Tensor> sample_windows(const std::vector<std::vector<torch::T
     torch::Tensor in_response = torch::arange(start, start + w, torch::kInt64).ge(p);  // (w,)
     tok.push_back(torch::constant_pad_nd(d[0].narrow(0, row + start, w), {0, pad}));   // (W)
     hid.push_back(
-        torch::constant_pad_nd(d[1].narrow(0, row + start, w), {0, 0, 0, pad}));        // (W, C)
+        torch::constant_pad_nd(d[1].narrow(0, row + start, w), {0, 0, 0, pad}));        // (W, F)
     mask.push_back(torch::constant_pad_nd(in_response.to(torch::kFloat32), {0, pad}));  // (W)
   }
   return {torch::stack(tok), torch::stack(hid), torch::stack(mask)};

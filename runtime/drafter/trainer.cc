@@ -51,10 +51,17 @@ torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& /*target
   return drafter_loss(drafter, tokens, hidden, mask, levels, nullptr);
 }
 
+bool default_regression(const model::Drafter& drafter) {
+  return !drafter->fused();
+}
+
 torch::Tensor drafter_loss(model::Drafter& drafter, const torch::Tensor& tokens,
                            const torch::Tensor& hidden, const torch::Tensor& mask, int64_t levels,
-                           std::vector<torch::Tensor>* predictions) {
-  int64_t t = tokens.size(1);
+                           std::vector<torch::Tensor>* predictions,
+                           std::optional<bool> regression) {
+  int64_t t = tokens.size(1), c = drafter->fc->weight.size(0);
+  bool regress = regression.value_or(default_regression(drafter));
+  torch::Tensor h = model::final_hidden(hidden, c);  // (B, T, C): h_0..h_{T-1}
   std::vector<torch::Tensor> preds = unrolled_predictions(drafter, tokens, hidden, levels);
   if (predictions) *predictions = preds;
   // Over the draft vocabulary when one is set (K of V tokens: a SmolLM2 step's head shrinks
@@ -66,10 +73,8 @@ torch::Tensor drafter_loss(model::Drafter& drafter, const torch::Tensor& tokens,
   for (size_t k = 0; k < preds.size(); ++k) {
     int64_t d = int64_t(k) + 1;
     const torch::Tensor& pred = preds[k];                           // (B, T-d, C)
-    torch::Tensor want = hidden.narrow(1, d, t - d).detach();       // (B, T-d, C): h_{j+d}
+    torch::Tensor want = h.narrow(1, d, t - d).detach();            // (B, T-d, C): h_{j+d}
     torch::Tensor w = level_weight(mask, d, hidden.scalar_type());  // (B, T-d)
-    torch::Tensor reg =
-        torch::smooth_l1_loss(pred.to(want.scalar_type()), want, at::Reduction::None).mean(-1);
     torch::Tensor target_p;
     {
       torch::NoGradGuard no_grad;
@@ -79,7 +84,12 @@ torch::Tensor drafter_loss(model::Drafter& drafter, const torch::Tensor& tokens,
     // Logits in the hidden states' dtype (bfloat16 products under autocast are cast back).
     torch::Tensor logits = torch::matmul(pred, rows.t()).to(want.scalar_type());  // (B, T-d, K)
     torch::Tensor ce = -(target_p * torch::log_softmax(logits, -1)).sum(-1);      // (B, T-d)
-    torch::Tensor per = 0.5 * reg + 0.5 * ce;
+    torch::Tensor per = ce;                                                       // (B, T-d)
+    if (regress) {
+      torch::Tensor reg =
+          torch::smooth_l1_loss(pred.to(want.scalar_type()), want, at::Reduction::None).mean(-1);
+      per = 0.5 * reg + 0.5 * ce;
+    }
     torch::Tensor level = scale * (per * w).sum() / w.sum().clamp_min(1.0);
     total = total.defined() ? total + level : level;
     scale *= kLevelDecay;
@@ -106,7 +116,9 @@ LevelAgreement greedy_agreement(model::Drafter& drafter, const torch::Tensor& to
   std::vector<torch::Tensor> preds = unrolled_predictions(drafter, tokens, hidden, levels);
   LevelAgreement out;
   // The target's greedy token after each position 1..T-1, once for every level: (B, T-1).
-  torch::Tensor greedy = drafter->logits(hidden.narrow(1, 1, t - 1)).argmax(-1);
+  torch::Tensor greedy =
+      drafter->logits(model::final_hidden(hidden.narrow(1, 1, t - 1), drafter->fc->weight.size(0)))
+          .argmax(-1);
   torch::Tensor all;  // (B, T-d) bool: levels 1..d agree
   for (size_t k = 0; k < preds.size(); ++k) {
     int64_t d = int64_t(k) + 1;
@@ -157,7 +169,7 @@ std::optional<double> DrafterTrainer::try_step(const torch::Tensor& tokens,
   torch::Tensor loss;                // () float32
   {
     model::Bfloat16Autocast mixed(hidden.device(), bfloat16_);
-    loss = drafter_loss(drafter_, tokens, hidden, mask, levels_, &preds);
+    loss = drafter_loss(drafter_, tokens, hidden, mask, levels_, &preds, regression_);
   }
   if (stop()) return std::nullopt;
   bool hook_cancelled = false;

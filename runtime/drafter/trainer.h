@@ -1,10 +1,15 @@
 // Training the EAGLE drafter on the target's own hidden states (TLT's adaptive drafter).
 //
-// For a sequence x_0..x_{T-1} with target hidden states h_0..h_{T-1}, the drafter reads pairs
-// (h_j, x_{j+1}) for j < T-1 and predicts h_{j+1}. The loss per position is
+// For a sequence x_0..x_{T-1} with target features f_0..f_{T-1} (width F: the final hidden states
+// h_j, or the fused features whose last C columns are h_j; model::DrafterImpl), the drafter reads
+// pairs (f_j, x_{j+1}) for j < T-1 and predicts h_{j+1}. The loss per position is
 //   0.5 * SmoothL1(h_hat_{j+1}, h_{j+1}) + 0.5 * CE(softmax(head(h_{j+1})), head(h_hat_{j+1}))
 // i.e. feature regression plus a soft cross-entropy against the target's own next-token
-// distribution, averaged over the positions the mask selects (response tokens). With a draft
+// distribution, averaged over the positions the mask selects (response tokens). Without
+// regression (the default for a fused drafter, as EAGLE-3 trains: default_regression) the loss
+// is the cross-entropy alone, so the drafter's output need not resemble h at all, only give the
+// target's token distribution; through the unrolled levels below that is EAGLE-3's
+// "training-time test". With a draft
 // vocabulary set on the drafter (K of V tokens, spec.drafter.vocabSubset), the cross-entropy runs
 // over those K tokens, the target's distribution renormalised on them: the tokens the drafter
 // can draft, at K/V of the head's cost.
@@ -46,8 +51,10 @@ class DrafterTrainer {
   // under spec.model.dtype. Only the drafter's training changes; its drafts are verified as ever.
   DrafterTrainer(model::Drafter drafter, model::Transformer target, double learning_rate,
                  int64_t levels = 1, bool bfloat16 = false);
+  // Overrides default_regression(drafter) for this trainer's steps.
+  void set_regression(bool on) { regression_ = on; }
 
-  // One optimizer step. tokens (B, T) int64, hidden (B, T, C) target hidden states, mask (B, T)
+  // One optimizer step. tokens (B, T) int64, hidden (B, T, F) target features, mask (B, T)
   // bool or float: 1 where position j+1 is a trained target (the first column is ignored).
   // Returns the loss before the step.
   double step(const torch::Tensor& tokens, const torch::Tensor& hidden, const torch::Tensor& mask);
@@ -71,8 +78,13 @@ class DrafterTrainer {
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   int64_t levels_ = 1;
   bool bfloat16_ = false;
+  std::optional<bool> regression_;  // unset: default_regression(drafter_)
   int64_t steps_ = 0;
 };
+
+// Whether the loss regresses hidden states for `drafter` unless told: yes for a `last` drafter
+// (EAGLE-1/2), no for a fused one (EAGLE-3: the tokens' cross-entropy through the levels only).
+bool default_regression(const model::Drafter& drafter);
 
 // The loss above without a step, for evaluation. Same arguments as DrafterTrainer::step; levels
 // in [1, min(kMaxLevels, T-1)] (clamped).
@@ -81,14 +93,16 @@ torch::Tensor drafter_loss(model::Drafter& drafter, model::Transformer& target,
                            const torch::Tensor& mask, int64_t levels = 1);
 
 // drafter_loss that also returns each level's prediction (unrolled_predictions' element d-1),
-// for callers that watch the backward pass level by level.
+// for callers that watch the backward pass level by level. `regression`: whether the loss has
+// the hidden-state regression term; unset: default_regression(drafter).
 torch::Tensor drafter_loss(model::Drafter& drafter, const torch::Tensor& tokens,
                            const torch::Tensor& hidden, const torch::Tensor& mask, int64_t levels,
-                           std::vector<torch::Tensor>* predictions);
+                           std::vector<torch::Tensor>* predictions,
+                           std::optional<bool> regression = std::nullopt);
 
 // The drafter's predictions level by level as drafting makes them (above): element d-1 is
 // (B, T-d, C), at index j the level-d prediction of h_{j+d} from base j. tokens (B, T), hidden
-// (B, T, C); levels clamped to [1, min(kMaxLevels, T-1)]. Gradients flow through every level.
+// (B, T, F); levels clamped to [1, min(kMaxLevels, T-1)]. Gradients flow through every level.
 std::vector<torch::Tensor> unrolled_predictions(model::Drafter& drafter,
                                                 const torch::Tensor& tokens,
                                                 const torch::Tensor& hidden, int64_t levels);

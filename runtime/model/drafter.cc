@@ -5,13 +5,30 @@
 #include <limits>
 #include <numeric>
 
+#include "runtime/model/checkpoint.h"
+
 namespace tlt::model {
 
-DrafterImpl::DrafterImpl(Transformer target, int64_t n_layers)
-    : target_(std::move(target)), n_layers_(n_layers) {
+StatusOr<DrafterFeatures> parse_drafter_features(const std::string& name) {
+  if (name == "last") return DrafterFeatures::kLast;
+  if (name == "fused") return DrafterFeatures::kFused;
+  return Status::InvalidArgument("drafter features: want last or fused (got \"" + name + "\")");
+}
+
+const char* drafter_features_name(DrafterFeatures f) {
+  return f == DrafterFeatures::kFused ? "fused" : "last";
+}
+
+DrafterImpl::DrafterImpl(Transformer target, int64_t n_layers, DrafterFeatures features)
+    : target_(std::move(target)), n_layers_(n_layers), features_(features) {
   const ModelConfig& c = target_->config();
   fc = register_module("fc",
                        torch::nn::Linear(torch::nn::LinearOptions(2 * c.dim, c.dim).bias(false)));
+  if (fused()) {
+    fuse = register_module(
+        "fuse", torch::nn::Linear(torch::nn::LinearOptions(3 * c.dim, c.dim).bias(false)));
+    target_->set_export_features(true);
+  }
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t l = 0; l < n_layers; ++l) layers->push_back(DecoderLayer(c));
   torch::NoGradGuard no_grad;
@@ -21,28 +38,43 @@ DrafterImpl::DrafterImpl(Transformer target, int64_t n_layers)
   // Start as "pass the target feature through": fc ~ [0 | I] makes the untrained drafter guess
   // that the next hidden state resembles the current one, a better prior than noise.
   fc->weight.narrow(1, c.dim, c.dim).add_(torch::eye(c.dim));
+  // fuse = [0 | 0 | I]: the fused drafter starts reading the final hidden state alone.
+  if (fused()) fuse->weight.zero_().narrow(1, 2 * c.dim, c.dim).copy_(torch::eye(c.dim));
   to(target_->lm_head->weight.device(), target_->lm_head->weight.scalar_type());
 }
 
-namespace {
-// fc(concat(embed(tokens), features)): (B,T,C) from tokens (B,T) and features (B,T,C); the
-// target's embedding stays frozen.
-torch::Tensor fused_input(Transformer& target, torch::nn::Linear& fc, const torch::Tensor& tokens,
-                          const torch::Tensor& features) {
+torch::Tensor final_hidden(const torch::Tensor& features, int64_t dim) {
+  int64_t w = features.size(-1);
+  return w == dim ? features : features.narrow(-1, w - dim, dim);  // (..., C)
+}
+
+torch::Tensor DrafterImpl::feature_input(const torch::Tensor& features) {
+  const ModelConfig& c = target_->config();
+  int64_t w = features.size(-1);
+  TORCH_CHECK(w == c.dim || w == 3 * c.dim, "drafter features: width ", w, ", want ", c.dim, " or ",
+              3 * c.dim);
+  if (w == c.dim) return features;                     // (B,T,C): own or final hidden
+  if (!fused()) return final_hidden(features, c.dim);  // (B,T,C)
+  auto rms = [&](const torch::Tensor& x) {             // weightless RMS normalisation
+    return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + c.norm_eps);
+  };
+  std::vector<torch::Tensor> parts = features.split(c.dim, -1);           // 3 x (B,T,C)
+  return fuse(torch::cat({rms(parts[0]), rms(parts[1]), parts[2]}, -1));  // (B,T,C)
+}
+
+torch::Tensor DrafterImpl::input(const torch::Tensor& tokens, const torch::Tensor& features) {
   torch::Tensor emb;
   {
-    torch::NoGradGuard no_grad;
-    emb = target->embed(tokens);  // (B,T,C)
+    torch::NoGradGuard no_grad;    // the target's embedding stays frozen
+    emb = target_->embed(tokens);  // (B,T,C)
   }
-  return fc(torch::cat({emb, features}, -1));  // (B,T,C)
+  return fc(torch::cat({emb, feature_input(features)}, -1));  // (B,T,C)
 }
-}  // namespace
 
 torch::Tensor DrafterImpl::forward(const torch::Tensor& tokens, const torch::Tensor& features,
                                    const torch::Tensor& positions, KVCache* cache,
                                    const AttentionLayout& layout) {
-  return target_->run_layers(layers, fused_input(target_, fc, tokens, features), positions, cache,
-                             layout);
+  return target_->run_layers(layers, input(tokens, features), positions, cache, layout);
 }
 
 torch::Tensor DrafterImpl::forward_level(const torch::Tensor& tokens, const torch::Tensor& features,
@@ -50,7 +82,7 @@ torch::Tensor DrafterImpl::forward_level(const torch::Tensor& tokens, const torc
   const ModelConfig& c = target_->config();
   int64_t b = tokens.size(0), n = tokens.size(1), hkv = c.n_kv_heads, hd = c.head_dim();
   int64_t g = c.n_heads / hkv;
-  torch::Tensor x = fused_input(target_, fc, tokens, features);  // (B,N,C)
+  torch::Tensor x = input(tokens, features);  // (B,N,C)
   kv->k.resize(layers->size()), kv->v.resize(layers->size());
   // (N,N1): base j does not see level 1's entries past j (N1 = level 1's length).
   int64_t n1 = kv->k[0].empty() ? n : kv->k[0][0].size(2);
@@ -152,6 +184,23 @@ torch::Tensor most_frequent_tokens(const std::vector<int64_t>& counts, int64_t n
                    [&](int64_t a, int64_t b) { return counts[size_t(a)] > counts[size_t(b)]; });
   ids.resize(size_t(n));
   return torch::tensor(ids, torch::kInt64);
+}
+
+Status check_drafter_checkpoint(const Drafter& drafter, const std::string& path) {
+  StatusOr<torch::Tensor> fuse = read_checkpoint_tensor(path, "fuse.weight");
+  if (!fuse.ok() && fuse.status().code() != StatusCode::kNotFound) return fuse.status();
+  DrafterFeatures saved = fuse.ok() ? DrafterFeatures::kFused : DrafterFeatures::kLast;
+  if (saved == drafter->features_mode()) return Status::Ok();
+  return Status::InvalidArgument(
+      std::string("drafter checkpoint ") + path +
+      ": it holds a drafter of features=" + drafter_features_name(saved) +
+      ", and this drafter reads features=" + drafter_features_name(drafter->features_mode()) +
+      "; set spec.drafter.features to match it or train a drafter of this kind");
+}
+
+StatusOr<std::string> load_drafter_checkpoint(Drafter& drafter, const std::string& path) {
+  TLT_RETURN_IF_ERROR(check_drafter_checkpoint(drafter, path));
+  return load_checkpoint(*drafter, path);
 }
 
 std::unique_ptr<KVCache> DrafterImpl::make_cache(int64_t max_batch, int64_t max_seq) const {

@@ -1,5 +1,6 @@
 #include "runtime/model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/model/decode_attention.h"
@@ -207,14 +208,32 @@ ForwardResult TransformerImpl::forward(const torch::Tensor& tokens, const torch:
 ForwardResult TransformerImpl::forward_embeddings(const torch::Tensor& x,
                                                   const torch::Tensor& positions, KVCache* cache,
                                                   const AttentionLayout& layout) {
-  torch::Tensor hidden = norm(run_layers(layers, x, positions, cache, layout));
-  return {on_rows(hidden, layout.rows, [&](const torch::Tensor& y) { return linear(lm_head, y); }),
-          hidden};
+  std::vector<torch::Tensor> taps;  // (B, T, C) each: the feature layers' outputs
+  std::vector<int64_t> tap_layers = export_features_ ? feature_layers() : std::vector<int64_t>{};
+  torch::Tensor hidden =
+      norm(run_layers(layers, x, positions, cache, layout, tap_layers, &taps));  // (B, T, C)
+  ForwardResult out{
+      on_rows(hidden, layout.rows, [&](const torch::Tensor& y) { return linear(lm_head, y); }),
+      hidden, torch::Tensor()};
+  if (export_features_) {
+    taps.push_back(hidden);
+    out.features = torch::cat(taps, -1);  // (B, T, 3C)
+  }
+  return out;
+}
+
+std::vector<int64_t> TransformerImpl::feature_layers() const {
+  int64_t l = config_.n_layers;
+  auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i, 0, l - 1); };
+  int64_t low = clamp(1), mid = clamp(l / 2 - 1);
+  return {std::min(low, mid), std::max(low, mid)};
 }
 
 torch::Tensor TransformerImpl::run_layers(torch::nn::ModuleList& stack, const torch::Tensor& x,
                                           const torch::Tensor& positions, KVCache* cache,
-                                          const AttentionLayout& layout) {
+                                          const AttentionLayout& layout,
+                                          const std::vector<int64_t>& tap_layers,
+                                          std::vector<torch::Tensor>* taps) {
   int64_t b = x.size(0), t = x.size(1);
   auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
   TORCH_CHECK(!cache || (!layout.prefix && !layout.record),
@@ -229,6 +248,10 @@ torch::Tensor TransformerImpl::run_layers(torch::nn::ModuleList& stack, const to
   for (size_t l = 0; l < stack->size(); ++l) {
     h = stack[l]->as<DecoderLayerImpl>()->forward(h, positions, rope_, mask, cache, int64_t(l),
                                                   layout);
+    if (taps) {
+      for (int64_t want : tap_layers)
+        if (want == int64_t(l)) taps->push_back(h);  // (B, T, C)
+    }
   }
   return h;
 }

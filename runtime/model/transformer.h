@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <vector>
 
 #include "runtime/model/config.h"
 #include "runtime/model/kv_cache.h"
@@ -118,6 +119,13 @@ TORCH_MODULE(DecoderLayer);
 struct ForwardResult {
   torch::Tensor logits;  // (B, T, V)
   torch::Tensor hidden;  // (B, T, C), after the final norm
+  // (B, T, 3C) when the model exports fused features (TransformerImpl::set_export_features):
+  // the outputs of layers feature_layers() (low, middle; the residual stream, before any norm)
+  // and `hidden` last, concatenated in that order, so the last C columns always equal `hidden`.
+  // Undefined otherwise. Computed from the same forward: no extra layer runs.
+  torch::Tensor features;
+  // What a drafter reads at each position: `features` when defined, else `hidden`.
+  const torch::Tensor& drafter_features() const { return features.defined() ? features : hidden; }
 };
 
 class TransformerImpl : public torch::nn::Module {
@@ -132,10 +140,28 @@ class TransformerImpl : public torch::nn::Module {
   ForwardResult forward_embeddings(const torch::Tensor& x, const torch::Tensor& positions,
                                    KVCache* cache = nullptr, const AttentionLayout& layout = {});
   // Runs the decoder layers on x (B, T, C) and returns the last layer's output (before the final
-  // norm). Shared with the drafter, whose layers are DecoderLayers too.
+  // norm). Shared with the drafter, whose layers are DecoderLayers too. With `taps`, the outputs
+  // of the layers listed in `tap_layers` (0-based, ascending; a layer listed twice is appended
+  // twice) are appended to it.
   torch::Tensor run_layers(torch::nn::ModuleList& stack, const torch::Tensor& x,
                            const torch::Tensor& positions, KVCache* cache,
-                           const AttentionLayout& layout);
+                           const AttentionLayout& layout,
+                           const std::vector<int64_t>& tap_layers = {},
+                           std::vector<torch::Tensor>* taps = nullptr);
+
+  // EAGLE-3-style fused features: when on, every forward also returns ForwardResult::features,
+  // the low and middle layers' outputs (feature_layers()) and the final hidden state, at the
+  // cost of one concatenation. Off by default: results and numerics are then as without it.
+  // A fused drafter turns it on for its target (model::DrafterImpl).
+  void set_export_features(bool on) { export_features_ = on; }
+  bool export_features() const { return export_features_; }
+  // The width of ForwardResult::drafter_features(): 3C when exporting fused features, else C.
+  int64_t feature_width() const { return export_features_ ? 3 * config_.dim : config_.dim; }
+  // The two layers whose outputs precede the final hidden state in the fused features, ascending:
+  // layer 1 (the second; a low layer past the embedding's lexical features) and layer L/2 - 1
+  // (the middle), each clamped to [0, L-1]. The high feature is the final hidden state itself,
+  // which keeps a `last` drafter's input a slice of the fused one.
+  std::vector<int64_t> feature_layers() const;
 
   // A cache sized for this model.
   std::unique_ptr<KVCache> make_cache(int64_t max_batch, int64_t max_seq) const;
@@ -152,6 +178,7 @@ class TransformerImpl : public torch::nn::Module {
  private:
   ModelConfig config_;
   Rope rope_;
+  bool export_features_ = false;
 };
 TORCH_MODULE(Transformer);
 

@@ -376,6 +376,7 @@ StatusOr<GenerationsWarmStart> load_or_train_drafter_on_generations(
   TLT_RETURN_IF_ERROR(o.validate());
   std::string key = "model=" + model_key + " task=" + task_key +
                     " drafter_layers=" + std::to_string(drafter->layers->size()) + " " + o.key();
+  if (drafter->fused()) key += " features=fused";  // `last` keys stay as they were
   std::string path =
       cache_dir + "/drafter/generations-" + std::to_string(fnv1a64(key) % 1000000007ull) + ".ckpt";
   CachedDrafter cached(drafter, subset_size(o, target->config().vocab));

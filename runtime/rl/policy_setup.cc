@@ -69,7 +69,9 @@ Status PolicyBuilder::build() {
   p_.reference->eval();
   p_.policy->eval();
   torch::manual_seed(mix_seeds(plan_.seed, 7));
-  p_.drafter = model::Drafter(p_.policy, plan_.worker.drafter_layers);
+  p_.drafter = model::Drafter(
+      p_.policy, plan_.worker.drafter_layers,
+      plan_.worker.drafter_fused ? model::DrafterFeatures::kFused : model::DrafterFeatures::kLast);
   // spec.model.dtype for the policy update and for decoding (a worker's engine still falls back
   // to float32 where its probe finds bfloat16 decoding not row-invariant,
   // rollout::EngineOptions::bfloat16), and for the drafter's training (warm start and spot
@@ -222,6 +224,7 @@ Status PolicyBuilder::warm_start_drafter() {
   dkey << plan_.worker.drafter_layers << "-" << dw.steps << "-" << dw.learning_rate << "-"
        << dw.batch << "-" << dw.max_response_tokens << "-" << dw.seed;
   if (dw.drafter_levels != 1) dkey << "-levels" << dw.drafter_levels;  // older keys stay valid
+  if (plan_.worker.drafter_fused) dkey << "-fused";
   std::string path =
       p_.warm_start_key + ".drafter-" + std::to_string(fnv1a64(dkey.str()) % 1000000007ull);
   log("drafter warm start: " + path);

@@ -338,9 +338,10 @@ Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>
   if (total == 0) return Status::Ok();
   std::vector<torch::Tensor> sum;
   for (auto& p : m_.drafter->parameters()) sum.push_back(torch::zeros_like(p));
-  model::Drafter d(m_.policy, plan_.worker.drafter_layers);  // each part's weights, in turn
+  model::Drafter d(m_.policy, plan_.worker.drafter_layers,  // each part's weights, in turn
+                   m_.drafter->features_mode());
   for (const auto& [path, steps] : parts) {
-    StatusOr<std::string> meta = model::load_checkpoint(*d, path);
+    StatusOr<std::string> meta = model::load_drafter_checkpoint(d, path);
     if (!meta.ok()) return meta.status();
     auto ps = d->parameters();
     for (size_t i = 0; i < ps.size(); ++i) sum[i] += ps[i] * (double(steps) / double(total));

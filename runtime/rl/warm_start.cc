@@ -113,13 +113,13 @@ StatusOr<double> drafter_warm_start(model::Transformer policy, model::Drafter dr
     if (!next_batch.ok()) return next_batch.status();
     const SequenceBatch& batch = *next_batch;
     int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
-    torch::Tensor hidden;  // (B, T, C)
+    torch::Tensor hidden;  // (B, T, F): the drafter's features
     {
       torch::NoGradGuard no_grad;
       hidden = policy
                    ->forward(batch.tokens,
                              model::sequential_positions(torch::zeros({b}, torch::kInt64), t))
-                   .hidden;
+                   .drafter_features();
     }
     // (B, T): 1 where position j is a solution token (the drafter's mask is one column wider
     // than the targets' mask: column j marks token j).

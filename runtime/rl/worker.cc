@@ -96,7 +96,9 @@ Status Worker::setup(const json& m) {
   if (!cfg.ok()) return cfg.status();
   target_ = model::Transformer(*cfg);
   target_->eval();
-  drafter_ = model::Drafter(target_, w.drafter_layers);
+  drafter_ = model::Drafter(
+      target_, w.drafter_layers,
+      w.drafter_fused ? model::DrafterFeatures::kFused : model::DrafterFeatures::kLast);
   rollout::EngineOptions eo;
   eo.max_batch = o.max_batch;
   eo.max_seq = std::min(cfg->max_seq, o.max_seq);
@@ -212,7 +214,7 @@ Status Worker::load_weights(const json& m) {
   int64_t dv = m.value("drafter_version", int64_t(-1));
   if (dv >= 0 && dv != drafter_version_) {
     StatusOr<std::string> meta =
-        model::load_checkpoint(*drafter_, m.at("drafter").get<std::string>());
+        model::load_drafter_checkpoint(drafter_, m.at("drafter").get<std::string>());
     if (!meta.ok()) return meta.status();
     drafter_version_ = dv;
   }

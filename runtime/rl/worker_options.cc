@@ -57,6 +57,7 @@ WorkerSpec worker_spec_from(const api::RLJobSpec& s) {
   w.selector_exploration = sp.selector.exploration;
   w.drafter_layers = s.drafter.layers;
   w.drafter_train_levels = s.drafter.train_levels;
+  w.drafter_fused = s.drafter.features == "fused";
   w.drafter_vocab_subset = s.drafter.vocab_subset;
   w.drafter_learning_rate = s.drafter.training.learning_rate;
   w.drafter_batch = s.drafter.training.batch_size;
@@ -91,6 +92,7 @@ json to_json(const WorkerOptions& o) {
           {"selector_exploration", w.selector_exploration},
           {"drafter_layers", w.drafter_layers},
           {"drafter_levels", w.drafter_train_levels},
+          {"drafter_fused", w.drafter_fused},
           {"drafter_vocab", w.drafter_vocab_subset},
           {"drafter_lr", w.drafter_learning_rate},
           {"drafter_batch", w.drafter_batch}};
@@ -125,6 +127,7 @@ StatusOr<WorkerOptions> worker_options_from_json(const json& m) {
   TLT_RETURN_IF_ERROR(read(m, "selector_exploration", &w.selector_exploration));
   TLT_RETURN_IF_ERROR(read(m, "drafter_layers", &w.drafter_layers));
   TLT_RETURN_IF_ERROR(read(m, "drafter_levels", &w.drafter_train_levels));
+  TLT_RETURN_IF_ERROR(read(m, "drafter_fused", &w.drafter_fused));
   TLT_RETURN_IF_ERROR(read(m, "drafter_vocab", &w.drafter_vocab_subset));
   TLT_RETURN_IF_ERROR(read(m, "drafter_lr", &w.drafter_learning_rate));
   TLT_RETURN_IF_ERROR(read(m, "drafter_batch", &w.drafter_batch));

@@ -40,6 +40,7 @@ struct WorkerSpec {
   std::string selector_exploration = "uniform";  // rollout::EngineOptions::selector_exploration
   int64_t drafter_layers = 1;
   int64_t drafter_train_levels = 3;  // drafter::DrafterTrainer's levels, warm start and online
+  bool drafter_fused = false;        // spec.drafter.features == "fused" (model::DrafterFeatures)
   // Workers draft over the this-many tokens they have generated most often (0: all).
   int64_t drafter_vocab_subset = 0;
   double drafter_learning_rate = 3e-4;

@@ -85,7 +85,7 @@ torch::Tensor DrafterContext::catch_up(std::vector<ActiveRequest>& batch) {
     batch[i].feats.clear();
     last[i] = std::max<int64_t>(n[i] - 1, 0);
   }
-  torch::Tensor idx = long_tensor(last, dev).view({b, 1, 1}).expand({b, 1, c});
+  torch::Tensor idx = long_tensor(last, dev).view({b, 1, 1}).expand({b, 1, out.size(2)});
   return out.gather(1, idx).squeeze(1);  // (B, C)
 }
 

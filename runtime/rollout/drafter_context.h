@@ -30,7 +30,8 @@ namespace tlt::rollout {
 class DrafterContext {
  public:
   // `drafter` must not be empty. Caches room for max_batch requests of max_seq positions.
-  // `feat_options` are the target hidden states' dtype and device; `dim` their width C.
+  // `feat_options` are the target hidden states' dtype and device; `dim` their width F
+  // (TransformerImpl::feature_width: C, or 3C with fused features).
   // `stats` (borrowed, outlives this) gets the pairs never given to the drafter
   // (catch_up_skipped) and the catch-up's time (phases.catch_up).
   DrafterContext(model::Drafter drafter, int64_t max_batch, int64_t max_seq, int64_t dim,
@@ -57,7 +58,7 @@ class DrafterContext {
   void add_slot() { cache_->add_slot(); }
   void remove_slot(int64_t i) { cache_->remove_slot(i); }
 
-  // Queues the target hidden states `hidden` (n, C) that just became committed for request `a`,
+  // Queues the target features `hidden` (n, F) that just became committed for request `a`,
   // dropping old pairs past twice the catch-up limit (amortized).
   void record(ActiveRequest& a, const torch::Tensor& hidden);
 

@@ -104,7 +104,7 @@ Engine::Engine(model::Transformer target, model::Drafter drafter, EngineOptions 
   cache_tgt_ = target_->make_cache(options_.max_batch, options_.max_seq);
   if (!drafter.is_empty()) {
     drafter_ctx_ = std::make_unique<DrafterContext>(
-        std::move(drafter), options_.max_batch, options_.max_seq, target_->config().dim,
+        std::move(drafter), options_.max_batch, options_.max_seq, target_->feature_width(),
         target_->lm_head->weight.options(), options_.drafter_catch_up_limit, &stats_);
   }
   for (const NamedArm& a : arms_)
@@ -280,7 +280,7 @@ Status Engine::admit(const std::vector<Request>& requests, size_t first, size_t 
     int64_t t = pick(logits.data_ptr<float>() + int64_t(row) * v, v, request.sampling, a.rng);
     a.order = first + i;
     active->push_back(std::move(a));
-    emit(active->back(), 0, {t}, r.hidden[int64_t(row)].narrow(0, 0, p));
+    emit(active->back(), 0, {t}, r.drafter_features()[int64_t(row)].narrow(0, 0, p));
   }
   return Status::Ok();
 }
@@ -340,13 +340,14 @@ void Engine::plain_step(std::vector<ActiveRequest>& active) {
   model::ForwardResult r = target_forward(tokens, positions, {});
   // Replayed outputs are the graph's static buffers: copy the hidden states, which the drafter's
   // context keeps past the next replay.
-  if (graphs_) r.hidden = r.hidden.clone();      // (B, 1, C)
+  torch::Tensor feats = r.drafter_features();  // (B, 1, C or 3C)
+  if (graphs_) feats = feats.clone();
   torch::Tensor logits = host_logits(r.logits);  // (B, 1, V)
   int64_t v = logits.size(2);
   for (int64_t i = 0; i < b; ++i) {
     cache_tgt_->commit_prefix(i, 1);
     int64_t t = pick(logits.data_ptr<float>() + i * v, v, active[i].req.sampling, active[i].rng);
-    emit(active[i], pos[i], {t}, r.hidden[i]);
+    emit(active[i], pos[i], {t}, feats[i]);
   }
 }
 
@@ -479,7 +480,8 @@ int64_t Engine::accept_and_commit(std::vector<ActiveRequest>& active,
     stats_.accepted += verdict.accepted();
     stats_.arm_accepted[arm] += verdict.accepted();
     emitted += int64_t(new_tokens.size());
-    torch::Tensor hid = verified.hidden[i].index_select(0, long_tensor(path, dev));  // (a+1, C)
+    torch::Tensor hid =  // (a+1, C or 3C)
+        verified.drafter_features()[i].index_select(0, long_tensor(path, dev));
     emit(a, a.committed(), new_tokens, hid);  // rows start at the old pending token
   }
   return emitted;

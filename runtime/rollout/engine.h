@@ -186,7 +186,7 @@ struct EngineStats {
 };
 
 using HiddenSink = std::function<void(int64_t request_id, const std::vector<int64_t>& tokens,
-                                      const torch::Tensor& hidden)>;  // hidden (n, C)
+                                      const torch::Tensor& hidden)>;  // hidden (n, F)
 
 class CudaGraphPool;   // runtime/rollout/cuda_graph_pool.h (GPU flavour only)
 struct ActiveRequest;  // runtime/rollout/active_request.h
@@ -211,8 +211,9 @@ class Engine {
   void reset_stats();
   const std::vector<NamedArm>& arms() const { return arms_; }
   ArmSelector& selector() { return *selector_; }
-  // Called with each request's newly committed tokens and the target's hidden states (n, C) of
-  // their positions. `hidden` is the engine's own tensor (a view of a forward's output, never a
+  // Called with each request's newly committed tokens and the target's drafter features (n, F) of
+  // their positions (ForwardResult::drafter_features: F = C, or 3C when the target exports fused
+  // features). `hidden` is the engine's own tensor (a view of a forward's output, never a
   // replayed graph's buffer) and is never written again: the sink may keep it without copying.
   void set_hidden_sink(HiddenSink sink) { sink_ = std::move(sink); }
   // Called with each request's completion the moment it finishes (before generate() returns

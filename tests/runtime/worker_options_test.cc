@@ -24,6 +24,7 @@ WorkerOptions sample() {
   w.selector = "fixed", w.buckets = {1, 3}, w.epsilon = 0.05, w.window = 16;
   w.selector_value = "median", w.selector_exploration = "optimistic";
   w.drafter_layers = 2, w.drafter_train_levels = 1, w.drafter_vocab_subset = 4096;
+  w.drafter_fused = true;
   w.drafter_learning_rate = 5e-4, w.drafter_batch = 8;
   return o;
 }
@@ -60,6 +61,7 @@ TEST(WorkerOptions, RoundTripsThroughTheSetupMessageText) {
   EXPECT_EQ(w.selector_exploration, x.selector_exploration);
   EXPECT_EQ(w.drafter_layers, x.drafter_layers);
   EXPECT_EQ(w.drafter_train_levels, x.drafter_train_levels);
+  EXPECT_EQ(w.drafter_fused, x.drafter_fused);
   EXPECT_EQ(w.drafter_vocab_subset, x.drafter_vocab_subset);
   EXPECT_EQ(w.drafter_learning_rate, x.drafter_learning_rate);
   EXPECT_EQ(w.drafter_batch, x.drafter_batch);
