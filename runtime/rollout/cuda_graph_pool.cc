@@ -78,10 +78,10 @@ class CudaRecorder : public ForwardRecorder {
 // Rows [0, B) of every defined field of a graph's static outputs (views).
 model::ForwardResult rows_of(const model::ForwardResult& out, int64_t b) {
   // A field added to ForwardResult is a static output of the graph too: narrow it here as well.
-  static_assert(sizeof(model::ForwardResult) == 2 * sizeof(torch::Tensor),
+  static_assert(sizeof(model::ForwardResult) == 3 * sizeof(torch::Tensor),
                 "ForwardResult has a new field: return its rows [0, B) in rows_of");
   model::ForwardResult r = out;
-  for (torch::Tensor* t : {&r.logits, &r.hidden}) {
+  for (torch::Tensor* t : {&r.logits, &r.hidden, &r.features}) {
     if (t->defined()) *t = t->narrow(0, 0, b);
   }
   return r;
