@@ -106,7 +106,8 @@ class Driver {
   std::unique_ptr<RolloutPhase> rollout_;
   static constexpr int kMaxFailedGenerations = 3;
   static constexpr int kSyncTimeoutS = 60;  // one broadcast of the group
-  bool sync_wanted_ = false;                // TLT_WEIGHT_SYNC=gloo, not let go
+  bool sync_wanted_ = false;                // TLT_WEIGHT_SYNC=gloo|nccl, not let go
+  bool sync_cuda_ = false;                  // TLT_WEIGHT_SYNC=nccl: NCCL over CUDA tensors
   std::unique_ptr<WeightSync> sync_;        // null: no generation now; the workers load files
   std::vector<int> sync_members_;           // the workers of sync_, rank i + 1 for member i
   bool sync_starting_ = false;              // setup messages of the pool's start name the group
@@ -173,7 +174,8 @@ json Driver::setup_message(int w) {
                         {"rank", w + 1},
                         {"world", sync_->world()},
                         {"rendezvous_timeout_s", sync_options(1).rendezvous_timeout_s},
-                        {"timeout_s", sync_options(1).timeout_s}};
+                        {"timeout_s", sync_options(1).timeout_s},
+                        {"cuda", sync_cuda_}};
   else if (sync_wanted_)
     sync_lost_ = true;  // a restarted worker or a new drafter pod: it joins the next generation
   return m;
@@ -183,9 +185,18 @@ Status Driver::open_weight_sync() {
   const char* mode = std::getenv("TLT_WEIGHT_SYNC");
   std::string m = mode ? mode : "";
   if (m == "file") return Status::Ok();
-  if (!m.empty() && m != "gloo")
+  if (!m.empty() && m != "gloo" && m != "nccl")
     return Status::InvalidArgument("TLT_WEIGHT_SYNC=" + m +
-                                   ": expected gloo (the default) or file");
+                                   ": expected gloo (the default), nccl or file");
+  if (m == "nccl") {
+#ifdef TLT_GPU
+    // NCCL wants one device per rank: pods with a GPU each, not ranks sharing one GPU.
+    sync_cuda_ = true;
+#else
+    return Status::InvalidArgument(
+        "TLT_WEIGHT_SYNC=nccl needs the GPU flavour (built with TLT_GPU); use gloo");
+#endif
+  }
   WeightSyncOptions o = sync_options(int(rollout_workers()) + 1);
   StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
   if (!s.ok()) {
@@ -196,7 +207,8 @@ Status Driver::open_weight_sync() {
   sync_wanted_ = true;
   sync_generation_ = 1;
   for (int w = 0; w < rollout_workers(); ++w) sync_members_.push_back(w);
-  log("weight sync: Gloo group of " + std::to_string(o.world) + " ranks on port " +
+  log(std::string("weight sync: ") + (o.cuda ? "NCCL" : "Gloo") + " group of " +
+      std::to_string(o.world) + " ranks on port " +
       std::to_string(sync_->port()));
   return Status::Ok();
 }
@@ -207,6 +219,7 @@ WeightSyncOptions Driver::sync_options(int world) const {
   // A member that vanishes mid-publish is noticed after this (a broadcast of one bucket takes
   // well under a second); TLT_WEIGHT_SYNC_TIMEOUT_S overrides it.
   o.timeout_s = kSyncTimeoutS;
+  o.cuda = sync_cuda_;
   const char* timeout = std::getenv("TLT_WEIGHT_SYNC_TIMEOUT_S");
   if (timeout && std::atoi(timeout) > 0) o.timeout_s = std::atoi(timeout);
   if (plan_.listen_port > 0) {
@@ -256,7 +269,8 @@ bool Driver::regroup_weight_sync() {
                 {"rank", int(i) + 1},
                 {"world", o.world},
                 {"rendezvous_timeout_s", o.rendezvous_timeout_s},
-                {"timeout_s", o.timeout_s}};
+                {"timeout_s", o.timeout_s},
+                {"cuda", o.cuda}};
       if (!pool_->send(sync_members_[i], m).ok()) break;  // the join below fails and says so
     }
     joined = sync_->join();

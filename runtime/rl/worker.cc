@@ -155,6 +155,7 @@ Status Worker::join_weight_sync(const json& g) {
     o.host = a.substr(0, colon), o.port = port;
   }
   o.bucket_bytes = g.value("bucket_bytes", o.bucket_bytes);
+  o.cuda = g.value("cuda", false);
   StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
   if (!s.ok()) return s.status();
   TLT_RETURN_IF_ERROR((*s)->join());

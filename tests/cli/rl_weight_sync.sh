@@ -9,7 +9,8 @@
 #   3. a rollout worker killed mid-step 2 (TLT_FAULT_KILL_WORKER) is restarted (it loads the files
 #      for the rest of step 2); at the next step boundary every worker joins a new generation of
 #      the group, and the rollouts are still identical;
-#   4. the tiny Hugging Face llama (tests/models/fixtures, 2 steps): identical.
+#   4. the tiny Hugging Face llama (tests/models/fixtures, 2 steps): identical;
+#   5. TLT_WEIGHT_SYNC=nccl on this CPU build is refused with a message naming the fix.
 # Usage: rl_weight_sync.sh TLT_BINARY SOURCE_DIR
 set -u
 tlt=$1; src=$2
@@ -43,6 +44,11 @@ run() {  # run NAME MODE [ENV=VALUE...]
     > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name ($mode) exited $?"; }
 }
 
+micro nccl  # the CPU flavour has no NCCL: refused with the fix, before any step
+if env TLT_WEIGHT_SYNC=nccl TLT_CACHE="$work/cache" timeout 120 "$tlt" run "$work/nccl.yaml" > "$work/nccl.log" 2>&1; then
+  cat "$work/nccl.log"; fail "TLT_WEIGHT_SYNC=nccl ran on a CPU build"
+fi
+grep -q "TLT_WEIGHT_SYNC=nccl needs the GPU flavour" "$work/nccl.log" || { cat "$work/nccl.log"; fail "nccl: no clear refusal"; }
 micro file; run file file
 micro gloo; run gloo gloo
 micro bad; run bad gloo TLT_WEIGHT_SYNC_CORRUPT=1
