@@ -15,13 +15,15 @@
 #                  vs EAGLE and adaptive with graphed drafting; draft replays and eager fallbacks
 #                  counted). Without a CUDA device it stops here (exit 2).
 #     3. bench     the rollout bench on the real model with the trained drafter, temperature 0 and
-#                  0.7, graphed plain vs adaptive: runs a GPU-flavour `tlt` carried in the payload
-#                  (payload/bundle/bin, GPU_CARRY_BUNDLE); SKIP (blocked) without one.
+#                  0.7, graphed plain vs adaptive: runs a GPU-flavour `tlt` carried as its own part
+#                  (bundle.tar.gz from scripts/gpu-bundle.sh, GPU_CARRY_BUNDLE; unpacked into
+#                  payload/bundle, its tlt-env sourced); SKIP (blocked) without one.
 #     4. jobs      `tlt run` of examples/rljob-smollm2.yaml and examples/tst-tiny.yaml with
 #                  spec.model.device: cuda and 2 steps, TLT and --baseline; same bundle.
 # Logs and tables go to $OUT/gpu-run (the device call returns it), else to a temp dir.
 # Exit status: 0 all passed; 1 something failed; 2 no CUDA device (CPU-side steps passed);
-# 3 parts still missing (call 1, or a call whose carry lacked a part).
+# 3 parts still missing (a receive call, or a call whose carry lacked a part; with a bundle,
+# SHA256SUMS names bundle.tar.gz and it counts as a part).
 # Environment: GPU_RUN_STORE (default ~/.cache/tlt/gpu-carry-parts), GPU_RUN_BENCH_ARGS,
 # and gpu-check.sh's (GPU_CHECK_SUITE_TIMEOUT defaults to 0 here: the CPU suite runs in CI).
 set -uo pipefail
@@ -49,6 +51,13 @@ receive() {
       fail "carry: $(basename "$f") does not match SHA256SUMS"
     fi
   done
+  if [[ -f $carried/bundle.tar.gz ]]; then
+    if (cd "$carried" && grep " bundle.tar.gz\$" SHA256SUMS | sha256sum -c --quiet -); then
+      cp "$carried/bundle.tar.gz" "$store/" && echo "received bundle.tar.gz ($(du -h "$store/bundle.tar.gz" | cut -f1))"
+    else
+      fail "carry: bundle.tar.gz does not match SHA256SUMS"
+    fi
+  fi
   local gt=$carried/googletest.tar.gz
   if [[ -f $gt && ! -f .cache/googletest/CMakeLists.txt ]] &&
     (cd "$carried" && grep " googletest.tar.gz\$" SHA256SUMS | sha256sum -c --quiet -); then
@@ -57,6 +66,11 @@ receive() {
   [[ -f $store/PARTS ]] || { echo "no part carried yet"; return 3; }
   n=$(cat "$store/PARTS")
   for i in $(seq 1 "$n"); do [[ -f $store/part-$i ]] && have=$((have + 1)); done
+  if grep -q " bundle.tar.gz\$" "$store/SHA256SUMS"; then  # the bundle is a part too
+    n=$((n + 1))
+    (cd "$store" && grep " bundle.tar.gz\$" SHA256SUMS | sha256sum -c --quiet - 2>/dev/null) &&
+      have=$((have + 1))
+  fi
   echo "parts: $have of $n in $store"
   ((have == n)) || return 3
 }
@@ -70,6 +84,11 @@ join() {
     return 1
   fi
   tar -C "$payload" -xf "$store/carry.tar" && rm -f "$store/carry.tar"
+  if [[ -f $store/bundle.tar.gz ]]; then  # gpu-bundle.sh's DIR, whatever its name, as payload/bundle
+    mkdir -p "$payload/bundle" &&
+      tar -C "$payload/bundle" --strip-components=1 -xzf "$store/bundle.tar.gz" ||
+      { fail "payload: cannot unpack bundle.tar.gz"; return 1; }
+  fi
   pass "payload: $(tr '\n' ';' <"$payload/SOURCES")$([[ -d $payload/bundle ]] && echo ' bundle')"
 }
 
@@ -107,9 +126,14 @@ if [[ ! -x $tlt ]]; then
   skip "bench: blocked: $why"
   skip "jobs: blocked: $why"
 else
-  export LD_LIBRARY_PATH=$payload/bundle/lib:${LD_LIBRARY_PATH:-}
+  # The bundle's libraries and the device torch's lib folder (RPATH $ORIGIN/../lib finds the former).
+  source "$payload/bundle/tlt-env"
+  echo "bundle: $(head -1 "$payload/bundle/MANIFEST"); $("$tlt" version 2>&1 | grep -m1 -i cuda)"
   mkdir -p "$HOME/.cache/tlt/models" "$HOME/.cache/tlt/drafter"
   ln -sf "$(realpath "$payload/model.gguf")" "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+  # The drafter under the name it had here: the bench's cache looks it up by that key.
+  ln -sf "$(realpath "$payload/drafter.ckpt")" \
+    "$HOME/.cache/tlt/drafter/$(awk '$1 == "drafter" {print $2}' "$payload/SOURCES")"
   for temp in 0 0.7; do
     if "$payload/bundle/bin/bench_rollout" --model "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
       --dtype bfloat16 --batches 1,4,16,64 --temperature "$temp" >"$log/bench-t$temp.log" 2>&1; then
