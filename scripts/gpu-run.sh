@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# gpu-run.sh: the one device run of issue 44 (docs/gpu.md, "The device run"), made of two calls
-# while the machine stays warm, because the model and the drafter (scripts/gpu-carry.sh) need two
-# carries:
-#   scripts/gpu-run.sh receive   call 1: stores the carried part(s) outside the tree (the next
-#                                call's carry would drop them), then builds the GPU flavour so the
-#                                second call finds it built (gpu-check.sh's steps 1-5).
-#   scripts/gpu-run.sh           call 2: stores its part, joins all parts and checks SHA256SUMS,
-#                                then, with one PASS/FAIL/SKIP line each:
-#     1. payload   model.gguf, drafter.ckpt (and googletest.tar.gz -> .cache/googletest for
-#                  gpu-check.sh, taken in by either call).
+# gpu-run.sh: the one device run of issue 44 (docs/gpu.md, "The device run"), made of one call per
+# part while the machine stays warm, because the model and the drafter (scripts/gpu-carry.sh) need
+# two carries and a prebuilt GPU-flavour tlt (scripts/gpu-bundle.sh) a third:
+#   scripts/gpu-run.sh receive   every call but the last: stores the carried part(s) outside the
+#                                tree (the next call's carry would drop them), then builds the GPU
+#                                flavour's core so the last call finds it built (gpu-check.sh's
+#                                steps 1-5; a no-op once built).
+#   scripts/gpu-run.sh           the last call: stores its part, joins all parts and checks
+#                                SHA256SUMS, then, with one PASS/FAIL/SKIP line each:
+#     1. payload   model.gguf, drafter.ckpt, bundle/ (and googletest.tar.gz -> .cache/googletest
+#                  for gpu-check.sh, taken in by any call).
 #     2. check     scripts/gpu-check.sh: build, the Cuda.*/CudaGraphPool.* tests (graph replay
 #                  equals eager for verify and for drafting, chain and tree), then
 #                  bench_cuda_verify --engine in bfloat16 at batch 1/4/16/64 (plain with graphs
@@ -84,7 +85,8 @@ join() {
     return 1
   fi
   tar -C "$payload" -xf "$store/carry.tar" && rm -f "$store/carry.tar"
-  if [[ -f $store/bundle.tar.gz ]]; then  # gpu-bundle.sh's DIR, whatever its name, as payload/bundle
+  # gpu-bundle.sh's DIR, whatever its name, as payload/bundle (receive checked its sum).
+  if grep -q " bundle.tar.gz\$" "$store/SHA256SUMS"; then
     mkdir -p "$payload/bundle" &&
       tar -C "$payload/bundle" --strip-components=1 -xzf "$store/bundle.tar.gz" ||
       { fail "payload: cannot unpack bundle.tar.gz"; return 1; }
