@@ -11,7 +11,9 @@
 #                 DIR/lib: every shared library they need that is neither torch's, a CUDA/NVIDIA
 #                 wheel's nor the C runtime's (glibc, libstdc++, libgcc_s), found with ldd;
 #                 DIR/tlt-env: sourced by the device run, it puts DIR/lib and the device torch's
-#                 lib folder (python3 -c 'import torch') on LD_LIBRARY_PATH.
+#                 lib folder (python3 -c 'import torch') on LD_LIBRARY_PATH, and DIR/compat
+#                 (the libstdc++ built against) where the device's libstdc++ is older;
+#                 DIR/MANIFEST: the commit, torch and the newest glibc version needed.
 #   4. pack       DIR.tar.gz and its size; the device run carries it as its own part
 #                 (scripts/gpu-carry.sh with GPU_CARRY_BUNDLE=DIR.tar.gz).
 # Usage: scripts/gpu-bundle.sh [DIR]   (default .cache/gpu-bundle; its parent is ignored by git)
@@ -81,6 +83,11 @@ for b in "${targets[@]}"; do
   LD_LIBRARY_PATH=$torch_dir/lib ldd "$build/bin/$b" | grep "not found" && fail "assemble: $b misses libraries"
   patchelf --set-rpath '$ORIGIN/../lib' "$dir/bin/$b" || fail "assemble: patchelf $b"
 done
+# The C++ runtime built against, used only where the device's is older (tlt-env decides).
+mkdir -p "$dir/compat"
+for lib in $(ldd "$build/bin/tlt" | awk '$1 ~ /^lib(stdc\+\+|gcc_s)\.so/ {print $3}'); do
+  cp -L "$lib" "$dir/compat/" || fail "assemble: $lib"
+done
 for lib in "$dir"/lib/*; do
   strip --strip-unneeded "$lib" && patchelf --set-rpath '$ORIGIN' "$lib" || fail "assemble: $lib"
 done
@@ -90,9 +97,14 @@ cat >"$dir/tlt-env" <<'EOF'
 bundle_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 torch_lib=$(${TLT_PYTHON:-python3} -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 export LD_LIBRARY_PATH=$bundle_dir/lib:$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The system's libstdc++ unless it lacks a version the binaries need; then the bundle's.
+if "$bundle_dir/bin/tlt" --help 2>&1 >/dev/null | grep -q "GLIBCXX\|CXXABI"; then
+  export LD_LIBRARY_PATH=$bundle_dir/compat:$LD_LIBRARY_PATH
+fi
 EOF
+glibc=$(objdump -T "$dir"/bin/* "$dir"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
 cat >"$dir/MANIFEST" <<EOF
-tlt GPU bundle: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes'), torch $torch_version, CUDA $torch_cuda
+tlt GPU bundle: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes'), torch $torch_version, CUDA $torch_cuda, needs $glibc
 $(cd "$dir" && ls bin lib | tr '\n' ' ')
 EOF
 pass "assemble: $dir ($(du -sh "$dir" | cut -f1); $(ls "$dir/lib" | wc -l) libraries: $(ls "$dir/lib" | tr '\n' ' '))"
