@@ -28,8 +28,8 @@ build=${GPU_BUNDLE_BUILD_DIR:-build-gpu-full}
 jobs=${GPU_BUNDLE_JOBS:-1}
 nice_n=${GPU_BUNDLE_NICE:-15}
 targets=(tlt bench_rollout tlt-data)
-fail() { echo "FAIL: $1"; exit 1; }
-pass() { echo "PASS: $1"; }
+fail() { echo "FAIL: $*"; exit 1; }
+pass() { echo "PASS: $*"; }
 
 # ---- 1. configure ------------------------------------------------------------------------------
 mapfile -t f < <("$py" -c 'import os, torch
@@ -66,8 +66,11 @@ pass "build: ${targets[*]} in $((SECONDS - t)) s with $jobs job(s)"
 command -v patchelf >/dev/null || fail "assemble: no patchelf (apt-get install -y patchelf)"
 rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" || fail "assemble: cannot make $dir"
 # A library travels unless the device's torch or its CUDA wheels provide it, or the C runtime does.
+# realpath: the build links libcudart through gpu-check.sh's toolkit, links into the wheels.
 provided() {
-  [[ $1 == "$torch_dir"/* || $1 == "$(dirname "$torch_dir")"/nvidia/* ]] && return 0
+  local real
+  real=$(realpath "$1")
+  [[ $real == "$torch_dir"/* || $real == "$(dirname "$torch_dir")"/nvidia/* ]] && return 0
   case $(basename "$1") in
     libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | ld-linux* | libstdc++.so* | \
       libgcc_s.so* | libutil.so* | libresolv.so*) return 0 ;;
@@ -93,10 +96,14 @@ for lib in "$dir"/lib/*; do
 done
 cat >"$dir/tlt-env" <<'EOF'
 # Sourced before running the bundle's binaries: its own libraries, then the device torch's
-# (libtorch*.so, libc10*.so; the CUDA and NCCL wheels are found through torch's own RPATH).
+# (libtorch*.so, libc10*.so) and its NVIDIA wheels' (CUDA runtime, NCCL...).
 bundle_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-torch_lib=$(${TLT_PYTHON:-python3} -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-export LD_LIBRARY_PATH=$bundle_dir/lib:$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The NVIDIA wheels' lib folders too: the binaries need libcudart directly, before libtorch_cuda's
+# own RPATH has loaded it.
+torch_libs=$(${TLT_PYTHON:-python3} -c 'import glob, os, torch
+site = os.path.dirname(os.path.dirname(torch.__file__))
+print(":".join([os.path.join(site, "torch", "lib")] + sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))))')
+export LD_LIBRARY_PATH=$bundle_dir/lib:$torch_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The system's libstdc++ unless it lacks a version the binaries need; then the bundle's.
 if "$bundle_dir/bin/tlt" --help 2>&1 >/dev/null | grep -q "GLIBCXX\|CXXABI"; then
   export LD_LIBRARY_PATH=$bundle_dir/compat:$LD_LIBRARY_PATH
