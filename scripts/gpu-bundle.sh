@@ -13,11 +13,14 @@
 #                 DIR/tlt-env: sourced by the device run, it puts DIR/lib and the device torch's
 #                 lib folder (python3 -c 'import torch') on LD_LIBRARY_PATH, and DIR/compat
 #                 (the libstdc++ built against) where the device's libstdc++ is older;
+#                 DIR/cache: the tokenized corpus and tokenizer of examples/tst-tiny.yaml
+#                 (GPU_BUNDLE_CORPUS, default sotu-bpe4096-h0.05), for the device's ~/.cache/tlt;
 #                 DIR/MANIFEST: the commit, torch and the newest glibc version needed.
 #   4. pack       DIR.tar.gz and its size; the device run carries it as its own part
 #                 (scripts/gpu-carry.sh with GPU_CARRY_BUNDLE=DIR.tar.gz).
 # Usage: scripts/gpu-bundle.sh [DIR]   (default .cache/gpu-bundle; its parent is ignored by git)
-# Environment: TLT_PYTHON, CUDA_HOME, GPU_BUNDLE_BUILD_DIR, GPU_BUNDLE_JOBS, GPU_BUNDLE_NICE
+# Environment: TLT_PYTHON, CUDA_HOME, GPU_BUNDLE_BUILD_DIR, GPU_BUNDLE_JOBS, GPU_BUNDLE_NICE,
+# GPU_BUNDLE_CORPUS
 # (default 15), GPU_CHECK_CACHE (default ~/.cache/tlt: ccache and gpu-check.sh's toolkit).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -109,6 +112,12 @@ if "$bundle_dir/bin/tlt" --help 2>&1 >/dev/null | grep -q "GLIBCXX\|CXXABI"; the
   export LD_LIBRARY_PATH=$bundle_dir/compat:$LD_LIBRARY_PATH
 fi
 EOF
+# The TST job's tokenized corpus and tokenizer: the device cannot fetch the corpus to tokenize it.
+corpus=${GPU_BUNDLE_CORPUS:-sotu-bpe4096-h0.05}
+mkdir -p "$dir/cache/corpora" "$dir/cache/tokenizers"
+cp "$cache/corpora/$corpus.tokens" "$dir/cache/corpora/" &&
+  cp "$cache/tokenizers/$corpus.model" "$dir/cache/tokenizers/" ||
+  fail "assemble: no tokenized corpus $corpus in $cache (run examples/tst-tiny.yaml here once)"
 glibc=$(objdump -T "$dir"/bin/* "$dir"/lib/* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
 cat >"$dir/MANIFEST" <<EOF
 tlt GPU bundle: commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo '+changes'), torch $torch_version, CUDA $torch_cuda, needs $glibc

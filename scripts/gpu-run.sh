@@ -132,6 +132,7 @@ else
   source "$payload/bundle/tlt-env"
   echo "bundle: $(head -1 "$payload/bundle/MANIFEST"); $("$tlt" version 2>&1 | grep -m1 -i cuda)"
   mkdir -p "$HOME/.cache/tlt/models" "$HOME/.cache/tlt/drafter"
+  cp -rn "$payload/bundle/cache/." "$HOME/.cache/tlt/"  # the TST job's tokenized corpus
   ln -sf "$(realpath "$payload/model.gguf")" "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf"
   # The drafter under the name it had here: the bench's cache looks it up by that key.
   ln -sf "$(realpath "$payload/drafter.ckpt")" \
@@ -146,7 +147,10 @@ else
   done
   for job in examples/rljob-smollm2.yaml examples/tst-tiny.yaml; do
     spec=$log/$(basename "$job" .yaml)-cuda.yaml
-    sed -e 's/^\(  model:\)$/\1\n    device: cuda/' -e 's/^\(    steps:\).*/\1 2/' "$job" >"$spec"
+    # A few steps: 2 of RL; 10 of TST, whose schedule needs warmup < steps and a stable part.
+    sed -e 's/^\(  model:\)$/\1\n    device: cuda/' -e 's/^\(    steps:\).*/\1 2/' \
+      -e '/kind: TSTPretrainJob/,$ {s/^\(    steps:\).*/\1 10/; s/^\(      warmupSteps:\).*/\1 2/}' \
+      "$job" >"$spec"
     for flag in "" --baseline; do
       name=$(basename "$spec" .yaml)${flag:+-baseline}
       if timeout 240 "$tlt" run "$spec" $flag >"$log/$name.log" 2>&1; then
