@@ -18,7 +18,8 @@
 #     3. bench     the rollout bench on the real model with the trained drafter, temperature 0 and
 #                  0.7, graphed plain vs adaptive: runs a GPU-flavour `tlt` carried as its own part
 #                  (bundle.tar.gz from scripts/gpu-bundle.sh, GPU_CARRY_BUNDLE; unpacked into
-#                  payload/bundle, its tlt-env sourced); SKIP (blocked) without one.
+#                  payload/bundle, its tlt-env sourced); SKIP (blocked) without one, or while
+#                  bench_rollout has no --device option (it would measure the host's CPU).
 #     4. jobs      `tlt run` of examples/rljob-smollm2.yaml and examples/tst-tiny.yaml with
 #                  spec.model.device: cuda and 2 steps, TLT and --baseline; same bundle.
 # Logs and tables go to $OUT/gpu-run (the device call returns it), else to a temp dir.
@@ -26,6 +27,7 @@
 # 3 parts still missing (a receive call, or a call whose carry lacked a part; with a bundle,
 # SHA256SUMS names bundle.tar.gz and it counts as a part).
 # Environment: GPU_RUN_STORE (default ~/.cache/tlt/gpu-carry-parts), GPU_RUN_BENCH_ARGS,
+# GPU_RUN_BENCH_TIMEOUT (seconds per temperature of step 3, default 150),
 # and gpu-check.sh's (GPU_CHECK_SUITE_TIMEOUT defaults to 0 here: the CPU suite runs in CI).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -133,18 +135,27 @@ else
   echo "bundle: $(head -1 "$payload/bundle/MANIFEST"); $("$tlt" version 2>&1 | grep -m1 -i cuda)"
   mkdir -p "$HOME/.cache/tlt/models" "$HOME/.cache/tlt/drafter"
   cp -rn "$payload/bundle/cache/." "$HOME/.cache/tlt/"  # the TST job's tokenized corpus
-  ln -sf "$(realpath "$payload/model.gguf")" "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+  # Linked in where absent: a machine that has them keeps its own (same names, same sums).
+  link_in() { [[ -e $2 ]] || ln -s "$(realpath "$1")" "$2"; }
+  link_in "$payload/model.gguf" "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf"
   # The drafter under the name it had here: the bench's cache looks it up by that key.
-  ln -sf "$(realpath "$payload/drafter.ckpt")" \
+  link_in "$payload/drafter.ckpt" \
     "$HOME/.cache/tlt/drafter/$(awk '$1 == "drafter" {print $2}' "$payload/SOURCES")"
-  for temp in 0 0.7; do
-    if "$payload/bundle/bin/bench_rollout" --model "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
-      --dtype bfloat16 --batches 1,4,16,64 --temperature "$temp" >"$log/bench-t$temp.log" 2>&1; then
-      pass "bench: temperature $temp (table in $log/bench-t$temp.log)" && tail -12 "$log/bench-t$temp.log"
-    else
-      fail "bench: temperature $temp (see $log/bench-t$temp.log)"
-    fi
-  done
+  bench=$payload/bundle/bin/bench_rollout
+  # A bench that cannot decode on the GPU would spend the call's time measuring the host's CPU.
+  if ! "$bench" --help 2>&1 | grep -q -- "--device"; then
+    skip "bench: blocked: bench_rollout decodes on the CPU only (it has no --device option)"
+  else
+    for temp in 0 0.7; do
+      if timeout "${GPU_RUN_BENCH_TIMEOUT:-150}" "$bench" --device cuda \
+        --model "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf" --dtype bfloat16 \
+        --batches 1,4,16,64 --temperature "$temp" >"$log/bench-t$temp.log" 2>&1; then
+        pass "bench: temperature $temp (table in $log/bench-t$temp.log)" && tail -12 "$log/bench-t$temp.log"
+      else
+        fail "bench: temperature $temp (see $log/bench-t$temp.log)"
+      fi
+    done
+  fi
   for job in examples/rljob-smollm2.yaml examples/tst-tiny.yaml; do
     spec=$log/$(basename "$job" .yaml)-cuda.yaml
     # A few steps: 2 of RL; 10 of TST, whose schedule needs warmup < steps and a stable part.
