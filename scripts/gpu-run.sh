@@ -27,7 +27,8 @@
 # 3 parts still missing (a receive call, or a call whose carry lacked a part; with a bundle,
 # SHA256SUMS names bundle.tar.gz and it counts as a part).
 # Environment: GPU_RUN_STORE (default ~/.cache/tlt/gpu-carry-parts), GPU_RUN_BENCH_ARGS,
-# GPU_RUN_BENCH_TIMEOUT (seconds per temperature of step 3, default 150),
+# GPU_RUN_BENCH_TIMEOUT (seconds per temperature of step 3, default 150), GPU_RUN_JOBS=0 (step 4
+# skipped: see docs/gpu.md on spec.model.device),
 # and gpu-check.sh's (GPU_CHECK_SUITE_TIMEOUT defaults to 0 here: the CPU suite runs in CI).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -156,7 +157,9 @@ else
       fi
     done
   fi
-  for job in examples/rljob-smollm2.yaml examples/tst-tiny.yaml; do
+  job_files=(examples/rljob-smollm2.yaml examples/tst-tiny.yaml)
+  [[ ${GPU_RUN_JOBS:-1} == 0 ]] && skip "jobs: GPU_RUN_JOBS=0" && job_files=()
+  for job in "${job_files[@]}"; do
     spec=$log/$(basename "$job" .yaml)-cuda.yaml
     # A few steps: 2 of RL; 10 of TST, whose schedule needs warmup < steps and a stable part.
     sed -e 's/^\(  model:\)$/\1\n    device: cuda/' -e 's/^\(    steps:\).*/\1 2/' \
