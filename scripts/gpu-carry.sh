@@ -83,10 +83,14 @@ if [[ -n $bundle ]]; then
 fi
 echo "PASS: carry: $n part(s) of at most $part_mib MiB in $out (tar $(du -h "$stage/carry.tar" | cut -f1);" \
   "source tree about $tree_mib MiB); model $(basename "$model"), drafter $(basename "$drafter")"
-[[ -z $bundle ]] || echo "  bundle: bundle.tar.gz ($(du -h "$out/bundle.tar.gz" | cut -f1)), one more call:" \
-  "carry [\".cache/gpu-carry/bundle.tar.gz\", \".cache/gpu-carry/SHA256SUMS\", \".cache/gpu-carry/PARTS\"," \
-  "\".cache/gpu-carry/googletest.tar.gz\"]"
-for i in $(seq 1 "$n"); do
-  echo "  call $i: carry [\".cache/gpu-carry/part-$i\", \".cache/gpu-carry/SHA256SUMS\"," \
+# The calls in order: every one but the last runs `scripts/gpu-run.sh receive`.
+files=() k=0
+[[ -z $bundle ]] || files+=(bundle.tar.gz)
+for i in $(seq 1 "$n"); do files+=("part-$i"); done
+for f in "${files[@]}"; do
+  k=$((k + 1))
+  cmd="scripts/gpu-run.sh receive"
+  ((k == ${#files[@]})) && cmd="scripts/gpu-run.sh"
+  echo "  call $k: $cmd; carry [\".cache/gpu-carry/$f\", \".cache/gpu-carry/SHA256SUMS\"," \
     "\".cache/gpu-carry/PARTS\", \".cache/gpu-carry/googletest.tar.gz\"]"
 done
