@@ -4,8 +4,11 @@
 #   model.gguf     the target (default ~/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf)
 #   drafter.ckpt   a drafter trained on the target's own generations (default: the newest
 #                  ~/.cache/tlt/drafter/generations-*.ckpt)
-#   bundle/        optional (GPU_CARRY_BUNDLE=DIR): prebuilt GPU-flavour binaries and their libraries
 # as one tar, cut into part-1, part-2... of at most GPU_CARRY_PART_MIB (default 60) MiB, and
+#   bundle.tar.gz  optional (GPU_CARRY_BUNDLE=DIR.tar.gz, made by scripts/gpu-bundle.sh): the
+#                  prebuilt GPU-flavour binaries and their libraries, carried as their own part by
+#                  a call of its own (rebuilding the bundle leaves the model parts as they are);
+#                  when SHA256SUMS names it, gpu-run.sh waits for it like for a numbered part; and
 # googletest.tar.gz (GoogleTest's sources, under 1 MB, for a device without a system gtest; every
 # call carries it), with SHA256SUMS (of the tar, every part and googletest.tar.gz). scripts/gpu-run.sh on the device stores each part it
 # is carried, joins them once all are there and checks the sums before using anything.
@@ -28,9 +31,10 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/payload"
 ln -s "$(realpath "$model")" "$stage/payload/model.gguf"
 ln -s "$(realpath "$drafter")" "$stage/payload/drafter.ckpt"
-if [[ -n ${GPU_CARRY_BUNDLE:-} ]]; then
-  [[ -d $GPU_CARRY_BUNDLE ]] || { echo "FAIL: carry: no bundle folder $GPU_CARRY_BUNDLE"; exit 1; }
-  ln -s "$(realpath "$GPU_CARRY_BUNDLE")" "$stage/payload/bundle"
+bundle=${GPU_CARRY_BUNDLE:-}
+if [[ -n $bundle && ! -f $bundle ]]; then
+  echo "FAIL: carry: no bundle tarball $bundle (scripts/gpu-bundle.sh makes .cache/gpu-bundle.tar.gz)"
+  exit 1
 fi
 {
   echo "model $(basename "$model") $(sha256sum "$model" | cut -d' ' -f1)"
@@ -49,9 +53,10 @@ for i in $(seq $((n - 1)) -1 0); do mv "$out/part-$i" "$out/part-$((i + 1))"; do
 if [[ -f /usr/src/googletest/CMakeLists.txt ]]; then
   tar -C /usr/src -czf "$out/googletest.tar.gz" googletest
 fi
+[[ -z $bundle ]] || cp "$bundle" "$out/bundle.tar.gz"
 {
   echo "$(sha256sum "$stage/carry.tar" | cut -d' ' -f1)  carry.tar"
-  (cd "$out" && sha256sum part-* googletest.tar.gz 2>/dev/null)
+  (cd "$out" && sha256sum part-* $(ls googletest.tar.gz bundle.tar.gz 2>/dev/null))
 } >"$out/SHA256SUMS"
 echo "$n" >"$out/PARTS"
 # Every part travels with SHA256SUMS, PARTS (a few hundred bytes) and googletest.tar.gz.
@@ -69,9 +74,23 @@ if ((size + tree_mib * 1048576 > 64 * 1048576)); then
   echo "FAIL: carry: a part and the source tree ($tree_mib MiB) pass the 64 MiB a call carries"
   exit 1
 fi
+if [[ -n $bundle ]]; then
+  bsize=$(($(stat -c %s "$out/bundle.tar.gz") + $(stat -c %s "$out/googletest.tar.gz" 2>/dev/null || echo 0)))
+  if ((bsize + tree_mib * 1048576 > 64 * 1048576)); then
+    echo "FAIL: carry: the bundle ($bsize bytes) and the source tree pass the 64 MiB a call carries"
+    exit 1
+  fi
+fi
 echo "PASS: carry: $n part(s) of at most $part_mib MiB in $out (tar $(du -h "$stage/carry.tar" | cut -f1);" \
   "source tree about $tree_mib MiB); model $(basename "$model"), drafter $(basename "$drafter")"
-for i in $(seq 1 "$n"); do
-  echo "  call $i: carry [\".cache/gpu-carry/part-$i\", \".cache/gpu-carry/SHA256SUMS\"," \
+# The calls in order: every one but the last runs `scripts/gpu-run.sh receive`.
+files=() k=0
+[[ -z $bundle ]] || files+=(bundle.tar.gz)
+for i in $(seq 1 "$n"); do files+=("part-$i"); done
+for f in "${files[@]}"; do
+  k=$((k + 1))
+  cmd="scripts/gpu-run.sh receive"
+  ((k == ${#files[@]})) && cmd="scripts/gpu-run.sh"
+  echo "  call $k: $cmd; carry [\".cache/gpu-carry/$f\", \".cache/gpu-carry/SHA256SUMS\"," \
     "\".cache/gpu-carry/PARTS\", \".cache/gpu-carry/googletest.tar.gz\"]"
 done
