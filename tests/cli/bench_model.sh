@@ -22,16 +22,16 @@ out=$("$tlt" bench rollout --model "$src/tests/models/fixtures/tiny-llama-hf" --
         --fixed-batches 1 --max-new 8 --waves 1 --repeats 1 --drafter-steps 3 --drafter-vocab 16 \
         --arms 4_1_5,ngram 2>&1) || { echo "$out"; echo "FAIL: a --model decoding run exited non-zero"; exit 1; }
 echo "$out"
-echo "$out" | grep -q "^drafter: trained and cached $TLT_CACHE/drafter/generations-" ||
+echo "$out" | grep -q "^drafter (features=last): trained and cached $TLT_CACHE/drafter/generations-" ||
   { echo "FAIL: the preparing process did not train and cache the drafter"; exit 1; }
-echo "$out" | grep -q "^drafter: loaded $TLT_CACHE/drafter/generations-.* draft vocabulary 16)" ||
+echo "$out" | grep -q "^drafter (features=last): loaded $TLT_CACHE/drafter/generations-.* draft vocabulary 16)" ||
   { echo "FAIL: the measuring process did not load the cached drafter"; exit 1; }
 for b in 1 2; do
-  echo "$out" | grep -Eq "^ +$b +[0-9.]+ +[0-9.]+ +[0-9.]+x +[0-9.]+ " ||
+  echo "$out" | grep -Eq "^ +$b +(last +)?[0-9.]+ +[0-9.]+ +[0-9.]+x +[0-9.]+ " ||
     { echo "FAIL: no plain vs adaptive row for batch $b"; exit 1; }
 done
 for arm in 4_1_5 ngram; do
-  echo "$out" | grep -Eq "^ +fixed $arm +[0-9.]+ +[0-9.]+x +[0-9.]+ " ||
+  echo "$out" | grep -Eq "^ +fixed +(last +)?$arm +[0-9.]+ +[0-9.]+x +[0-9.]+ " ||
     { echo "FAIL: no fixed-arm row for $arm"; exit 1; }
 done
 if err=$("$tlt" bench rollout --model "$src/tests/models/fixtures/tiny-llama.gguf" 2>&1); then

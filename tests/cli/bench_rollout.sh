@@ -16,13 +16,13 @@ import re, sys
 text = open(sys.argv[1]).read()
 def fail(m): print("FAIL:", m); sys.exit(1)
 rows = {int(m.group(1)): (float(m.group(2)), float(m.group(3)), float(m.group(4)))
-        for m in re.finditer(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x", text, re.M)}
+        for m in re.finditer(r"^\s+(\d+)\s+(?:(?:last|fused)\s+)?([\d.]+)\s+([\d.]+)\s+([\d.]+)x", text, re.M)}
 if sorted(rows) != [1, 3]: fail("rows for batches %s, expected 1 and 3" % sorted(rows))
 for b, (plain, tlt, ratio) in rows.items():
     if plain <= 0 or tlt <= 0: fail("batch %d: throughput %s" % (b, rows[b]))
     if abs(tlt / plain - ratio) > 0.01: fail("batch %d: ratio %.2f is not %.1f / %.1f" % (b, ratio, tlt, plain))
 for arm in ("4_1_5", "6_1_7", "4_2_8", "ngram"):
-    if not re.search(r"fixed %s\s+[\d.]+\s+[\d.]+x" % arm, text): fail("no fixed-arm line for " + arm)
+    if not re.search(r"fixed\s+(?:(?:last|fused)\s+)?%s\s+[\d.]+\s+[\d.]+x" % arm, text): fail("no fixed-arm line for " + arm)
 if "bandit b=1 drafting (tok/s):" not in text: fail("no bandit statistics")
 print("bench rollout: batches 1 and 3 measured, ratios %s" % {b: r[2] for b, r in rows.items()})
 PY
