@@ -52,6 +52,7 @@ class Driver {
   // and the workers that hold weights (weight_holders), opened before the workers start (the
   // rollout workers' setup messages carry its port; drafter slots join the next generation) and
   // joined after. A group that cannot be opened or joined leaves the workers on the files.
+  Status read_weight_sync_mode();
   Status open_weight_sync();
   // Rank 0's options for `world` ranks: a free port on 127.0.0.1 for local workers; for remote
   // ones the plan's weight_sync_port on every interface, waiting as long as for a pod to connect.
@@ -108,6 +109,7 @@ class Driver {
   static constexpr int kSyncTimeoutS = 60;  // one broadcast of the group
   bool sync_wanted_ = false;                // TLT_WEIGHT_SYNC=gloo|nccl, not let go
   bool sync_cuda_ = false;                  // TLT_WEIGHT_SYNC=nccl: NCCL over CUDA tensors
+  bool sync_file_ = false;                  // TLT_WEIGHT_SYNC=file: no group
   std::unique_ptr<WeightSync> sync_;        // null: no generation now; the workers load files
   std::vector<int> sync_members_;           // the workers of sync_, rank i + 1 for member i
   bool sync_starting_ = false;              // setup messages of the pool's start name the group
@@ -181,13 +183,14 @@ json Driver::setup_message(int w) {
   return m;
 }
 
-Status Driver::open_weight_sync() {
+// TLT_WEIGHT_SYNC: gloo (unset), nccl or file; checked before any model loads.
+Status Driver::read_weight_sync_mode() {
   const char* mode = std::getenv("TLT_WEIGHT_SYNC");
   std::string m = mode ? mode : "";
-  if (m == "file") return Status::Ok();
-  if (!m.empty() && m != "gloo" && m != "nccl")
+  if (!m.empty() && m != "gloo" && m != "nccl" && m != "file")
     return Status::InvalidArgument("TLT_WEIGHT_SYNC=" + m +
                                    ": expected gloo (the default), nccl or file");
+  sync_file_ = m == "file";
   if (m == "nccl") {
 #ifdef TLT_GPU
     // NCCL wants one device per rank: pods with a GPU each, not ranks sharing one GPU.
@@ -197,6 +200,11 @@ Status Driver::open_weight_sync() {
         "TLT_WEIGHT_SYNC=nccl needs the GPU flavour (built with TLT_GPU); use gloo");
 #endif
   }
+  return Status::Ok();
+}
+
+Status Driver::open_weight_sync() {
+  if (sync_file_) return Status::Ok();
   WeightSyncOptions o = sync_options(int(rollout_workers()) + 1);
   StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
   if (!s.ok()) {
@@ -575,6 +583,7 @@ Status Driver::evaluate_after() {
 
 StatusOr<RLRunResult> Driver::run() {
   TLT_RETURN_IF_ERROR(check_plan());
+  TLT_RETURN_IF_ERROR(read_weight_sync_mode());
   Status init = init_models();
   if (init.code() == StatusCode::kAborted && stopping()) {  // a signal during the warm start
     log(init.message());
