@@ -15,6 +15,7 @@
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/precision.h"
 #include "runtime/rollout/engine.h"
+#include "tests/runtime/engine_checks.h"
 #include "tests/runtime/requests.h"
 
 namespace tlt::rollout {
@@ -43,35 +44,13 @@ Transformer make_target(int64_t vocab, uint64_t seed, double head_scale) {
   return t;
 }
 
+using test_support::expect_same_tokens;
+using test_support::gamma_q;
+using test_support::homogeneity_p;
+using test_support::plain_options;
 using test_support::random_requests;
-
-std::vector<Completion> run(Transformer target, Drafter drafter, EngineOptions opts,
-                            const std::vector<Request>& reqs, EngineStats* stats = nullptr) {
-  auto engine = Engine::create(target, drafter, opts);
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  auto out = (*engine)->generate(reqs);
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  if (stats) *stats = (*engine)->stats();
-  return *out;
-}
-
-EngineOptions plain_options(int64_t max_batch) {
-  EngineOptions o;
-  o.max_batch = max_batch;
-  o.max_seq = 128;
-  o.speculative = false;
-  return o;
-}
-
-EngineOptions spec_options(int64_t max_batch, std::vector<std::string> arms,
-                           int64_t threshold = 1000) {
-  EngineOptions o = plain_options(max_batch);
-  o.speculative = true;
-  o.activation_threshold = threshold;
-  o.arms = std::move(arms);
-  o.selector = o.arms.size() == 1 ? "fixed" : "bucketed-epsilon-greedy";
-  return o;
-}
+using test_support::run;
+using test_support::spec_options;
 
 // Trains the drafter on the target's greedy continuations of `reqs` for `steps` updates.
 void train_drafter(Transformer target, Drafter drafter, const std::vector<Request>& reqs,
@@ -96,18 +75,6 @@ void train_drafter(Transformer target, Drafter drafter, const std::vector<Reques
     trainer.step(toks, hidden, torch::ones({1, t}));
   }
   drafter->eval();
-}
-
-void expect_same_tokens(const std::vector<Completion>& a, const std::vector<Completion>& b,
-                        const std::string& what) {
-  ASSERT_EQ(a.size(), b.size());
-  int mismatches = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].tokens != b[i].tokens) {
-      if (++mismatches <= 3) ADD_FAILURE() << what << ": request " << i << " differs";
-    }
-  }
-  EXPECT_EQ(mismatches, 0) << what;
 }
 
 class GreedyExactness : public ::testing::Test {
@@ -568,68 +535,6 @@ TEST(Bfloat16Decoding, EveryArmAndBatchSizeEqualsPlainDecoding) {
 }
 
 // ---- sampling distribution ------------------------------------------------------------------
-
-// Regularized upper incomplete gamma Q(a, x): the chi-square p-value is Q(df/2, stat/2).
-double gamma_q(double a, double x) {
-  if (x <= 0) return 1.0;
-  double gln = std::lgamma(a);
-  if (x < a + 1) {  // series for P
-    double sum = 1.0 / a, del = sum, ap = a;
-    for (int n = 0; n < 1000; ++n) {
-      ap += 1;
-      del *= x / ap;
-      sum += del;
-      if (std::fabs(del) < std::fabs(sum) * 1e-14) break;
-    }
-    return 1.0 - sum * std::exp(-x + a * std::log(x) - gln);
-  }
-  double b = x + 1 - a, c = 1e300, d = 1 / b, h = d;  // continued fraction for Q
-  for (int i = 1; i < 1000; ++i) {
-    double an = -i * (i - a);
-    b += 2;
-    d = an * d + b;
-    if (std::fabs(d) < 1e-300) d = 1e-300;
-    c = b + an / c;
-    if (std::fabs(c) < 1e-300) c = 1e-300;
-    d = 1 / d;
-    double del = d * c;
-    h *= del;
-    if (std::fabs(del - 1) < 1e-14) break;
-  }
-  return std::exp(-x + a * std::log(x) - gln) * h;
-}
-
-// Two-sample chi-square test of homogeneity over the values of token `pos`; cells with fewer
-// than 10 pooled observations are merged into one. Returns the p-value.
-double homogeneity_p(const std::vector<Completion>& a, const std::vector<Completion>& b,
-                     size_t pos) {
-  std::map<int64_t, std::pair<double, double>> cells;
-  double na = 0, nb = 0;
-  for (const Completion& c : a) {
-    if (c.tokens.size() > pos) cells[c.tokens[pos]].first++, na++;
-  }
-  for (const Completion& c : b) {
-    if (c.tokens.size() > pos) cells[c.tokens[pos]].second++, nb++;
-  }
-  std::vector<std::pair<double, double>> merged;
-  std::pair<double, double> rare{0, 0};
-  for (auto& [tok, n] : cells) {
-    if (n.first + n.second < 10) {
-      rare.first += n.first, rare.second += n.second;
-    } else {
-      merged.push_back(n);
-    }
-  }
-  if (rare.first + rare.second > 0) merged.push_back(rare);
-  double stat = 0;
-  for (auto [x, y] : merged) {
-    double tot = x + y;
-    double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
-    stat += (x - ea) * (x - ea) / ea + (y - eb) * (y - eb) / eb;
-  }
-  double df = double(merged.size()) - 1;
-  return df < 1 ? 1.0 : gamma_q(df / 2, stat / 2);
-}
 
 TEST(ChiSquare, PValueMatchesKnownValues) {
   EXPECT_NEAR(gamma_q(0.5, 3.841 / 2), 0.05, 1e-3);   // df 1
