@@ -45,7 +45,8 @@ struct Draft {
 // What the engine's options say about drafting (EngineOptions has each field's story).
 struct DraftSettings {
   bool reproducible = false;      // sampled requests draft deterministically too
-  bool coupled_drafts = true;     // reproducible chains draft at the target's next race keys
+  bool coupled_drafts = true;     // reproducible chains and sampled trees draft at race keys
+  double coupling_noise = 0.5;    // coupled trees' model of the target's distance to the drafter
   double draft_confidence = 0.0;  // drop drafted nodes whose path is less likely than this
 };
 

@@ -6,6 +6,7 @@
 #include "runtime/rollout/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/model/precision.h"
 #include "runtime/rollout/active_request.h"
@@ -37,7 +38,7 @@ int64_t pick(const float* row, int64_t vocab, const SamplingParams& params, Rng&
 }
 
 DraftSettings draft_settings(const EngineOptions& o) {
-  return DraftSettings{o.reproducible, o.coupled_drafts, o.draft_confidence};
+  return DraftSettings{o.reproducible, o.coupled_drafts, o.coupling_noise, o.draft_confidence};
 }
 
 }  // namespace
@@ -72,6 +73,9 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(model::Transformer target, mode
   }
   if (options.max_batch < 1 || options.max_seq < 2) {
     return Status::InvalidArgument("max_batch must be >= 1 and max_seq >= 2");
+  }
+  if (!(options.coupling_noise > 0.0) || !std::isfinite(options.coupling_noise)) {
+    return Status::InvalidArgument("coupling_noise must be a positive number (0.5 by default)");
   }
   if (options.max_seq > target->config().max_seq) {
     return Status::InvalidArgument("max_seq " + std::to_string(options.max_seq) +

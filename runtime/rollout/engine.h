@@ -96,6 +96,13 @@ struct EngineOptions {
   // policy is unsure. Only the drafts change (the request's RNG is not advanced); verification
   // still samples the target, so outputs stay plain sampling's.
   bool coupled_drafts = true;
+  // Sampled requests' trees (any arm with top-k > 1), under coupled_drafts: a node's children
+  // are the first top-k tokens of the drafter's own race at the key the target will draw their
+  // position with, not the drafter's likeliest tokens (draft_eagle_tree.cc), scored by the
+  // probability that each wins the target's race when the target's log-probabilities are the
+  // drafter's plus Gumbel noise of this scale. Smaller trusts the drafter more (deeper trees);
+  // larger spreads the budget over more candidates. Changes drafts only, never outputs.
+  double coupling_noise = 0.5;
   // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
   ChainRule chain_rule = accept_rejection_chain;
   // The rule for sampled requests' deterministic drafts (trees, n-gram, history, copies and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <type_traits>
 
@@ -246,6 +247,16 @@ int64_t sample(const std::vector<double>& probs, Rng& rng) {
 
 double race_uniform(uint64_t key, int64_t i) {
   return unit_of<double>(race_hash<uint64_t>(key, uint64_t(i)));
+}
+
+std::vector<double> race_values(const std::vector<double>& probs, uint64_t key,
+                                const int64_t* ids) {
+  std::vector<double> out(probs.size(), std::numeric_limits<double>::infinity());
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] > 0.0)
+      out[i] = -std::log(race_uniform(key, ids ? ids[i] : int64_t(i))) / probs[i];
+  }
+  return out;
 }
 
 namespace {

@@ -63,5 +63,11 @@ int64_t race(const std::vector<double>& probs, uint64_t key);
 int64_t race(const std::vector<double>& probs, uint64_t key, const int64_t* ids);
 // U_i of race(): uniform in (0, 1) on a grid of 2^-52, from SplitMix64's output at (key, i).
 double race_uniform(uint64_t key, int64_t i);
+// Every index's race value E_i / probs[i] = -log(U_i) / probs[i] at `key` (U_i keyed by ids[i],
+// or by i when ids is null), +infinity where probs[i] = 0: race() picks the smallest, and sorting
+// by it lists the indices in the order a race would draw them without replacement. For drafting
+// only (one logarithm per index; its last bit may differ between C libraries).
+std::vector<double> race_values(const std::vector<double>& probs, uint64_t key,
+                                const int64_t* ids = nullptr);
 
 }  // namespace tlt::rollout

@@ -865,6 +865,53 @@ TEST_F(SamplingDistribution, CoupledDraftsAcceptMoreAndStillEqualPlainSampling) 
   EXPECT_GT(coupled, top1 + 0.05) << "coupling should raise the accepted share of drafts";
 }
 
+// Coupled trees: a sampled request's tree children are the first top-k tokens of the drafter's
+// own race at the key the target draws their depth with, instead of the drafter's likeliest
+// tokens. Outputs stay plain sampling's token for token (reproducible or not: trees are verified
+// by sampling either way), and a trained drafter's trees are accepted further.
+TEST_F(SamplingDistribution, CoupledTreesAcceptMoreAndStillEqualPlainSampling) {
+  torch::manual_seed(23);
+  Drafter trained(*target_, 1);
+  train_drafter(*target_, trained, std::vector<Request>(reqs_->begin(), reqs_->begin() + 64), 300);
+  auto accept_length = [&](bool coupled, bool reproducible) {
+    EngineOptions o = spec_options(64, {"3_2_6"});
+    o.reproducible = reproducible;
+    o.coupled_drafts = coupled;
+    EngineStats st;
+    auto spec = run(*target_, trained, o, *reqs_, &st);
+    std::string what = std::string(coupled ? "coupled" : "top-k") + " trees, reproducible " +
+                       (reproducible ? "1" : "0");
+    expect_same_tokens(spec, *plain_, what);
+    std::printf("%s: accept length %.3f over %lld request steps\n", what.c_str(),
+                st.accept_length(), (long long)st.request_spec_steps);
+    return st.accept_length();
+  };
+  double top_k = accept_length(false, true), coupled = accept_length(true, true);
+  EXPECT_GT(coupled, top_k + 0.3) << "coupling should lengthen what a tree gets accepted";
+  EXPECT_NEAR(accept_length(true, false), coupled, 1e-9)
+      << "trees draft and verify the same way whether or not the engine is reproducible";
+}
+
+TEST(RaceValues, SmallestIsTheRaceWinnerAndZerosNeverRun) {
+  Rng rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> p(37);
+    double z = 0;
+    for (size_t i = 0; i < p.size(); ++i) z += p[i] = (i % 5 == 0) ? 0.0 : rng.uniform();
+    for (double& x : p) x /= z;
+    std::vector<int64_t> ids(p.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t(1000 + 7 * i);
+    uint64_t key = rng.key();
+    std::vector<double> plain = race_values(p, key), keyed = race_values(p, key, ids.data());
+    auto smallest = [](const std::vector<double>& v) {
+      return int64_t(std::min_element(v.begin(), v.end()) - v.begin());
+    };
+    EXPECT_EQ(smallest(plain), race(p, key));
+    EXPECT_EQ(smallest(keyed), race(p, key, ids.data()));
+    for (size_t i = 0; i < p.size(); i += 5) EXPECT_TRUE(std::isinf(plain[i]));
+  }
+}
+
 TEST_F(SamplingDistribution, BrokenAcceptanceRuleIsCaught) {
   EngineOptions o = spec_options(64, {"3_1_4"});
   // Wrong: accepts every drafted token, so outputs follow the drafter, not the target.
