@@ -207,6 +207,8 @@ double draft_confidence = 0.0;
 double epsilon = 0.1;
 bool plain_floor = true;
 bool reproducible = true;      // --reproducible: sampled chains as RLJob rollouts draw them
+bool coupled_drafts = true;    // --coupled-drafts: sampled drafts at the target's race keys
+double coupling_noise = 0.5;   // --coupling-noise: coupled trees' scoring (engine.h)
 bool decode_bfloat16 = false;  // --dtype resolved: decoding's products in bfloat16
 int64_t engine_max_seq = 512;  // positions per request of the measured engines
 
@@ -240,6 +242,8 @@ Run measure(model::Transformer target, model::Drafter drafter, int64_t batch,
   eo.epsilon = epsilon;
   eo.plain_floor = plain_floor;
   eo.reproducible = reproducible;
+  eo.coupled_drafts = coupled_drafts;
+  eo.coupling_noise = coupling_noise;
   eo.bfloat16 = decode_bfloat16;
   auto created = rollout::Engine::create(target, drafter, eo);
   if (!created.ok()) {  // e.g. a malformed --arms entry
@@ -344,11 +348,11 @@ void compare(model::Transformer target, const std::vector<NamedDrafter>& drafter
       "\nthreads=%d temperature=%.1f max_new=%d arms=%s threshold=32 "
       "ngram-shortcut=%d warm-up batches=%d waves=%d repeats=%d draft vocabulary=%lld "
       "selector value=%s exploration=%s epsilon=%.2f catch-up limit=%d draft confidence=%.2f "
-      "group=%d plain floor=%d reproducible=%d\n",
+      "group=%d plain floor=%d reproducible=%d coupled drafts=%d coupling noise=%.2f\n",
       t.threads, t.temperature, t.max_new, t.arms_s.c_str(), t.shortcut, t.warmup_batches, t.waves,
       t.repeats, (long long)drafters.front().drafter->draft_vocab_size(), selector_value.c_str(),
       exploration.c_str(), epsilon, catch_up_limit, draft_confidence, t.group, int(plain_floor),
-      int(reproducible));
+      int(reproducible), int(coupled_drafts), coupling_noise);
   // kept: the share of verified drafted tokens that were accepted.
   std::printf("%6s %-6s %12s %12s %8s %8s %8s %6s %s\n", "batch", "feats", "plain tok/s",
               "tlt tok/s", "ratio", "accept", "copied", "kept", "arm steps");
@@ -683,6 +687,7 @@ constexpr uint64_t kModelTaskSeed = 1;
 // --drafter-prompts).
 struct ModelDrafter {
   int steps = 200, vocab = 2048, prompts = 64, levels = 1;
+  double temperature = 1.0;                   // the warm start's sampling (--drafter-temperature)
   std::vector<std::string> features{"last"};  // --drafter-features: the drafters measured
 };
 
@@ -696,16 +701,16 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
   o.steps = d.steps, o.max_new_tokens = max_new, o.vocab_subset = d.vocab, o.prompts = d.prompts;
   o.bfloat16 = o.train_bfloat16 = decode_bfloat16;
   o.train_levels = d.levels;
-  o.temperature = 1.0;  // as an RLJob's rollouts sample
+  o.temperature = d.temperature;  // the rollouts' own, as an RLJob's warm start samples
   o.max_seq = engine_max_seq, o.codec = &codec;
   o.log = [](const std::string& s) { std::printf("  %s\n", s.c_str()), std::fflush(stdout); };
   o.curve_every = std::max(1, d.steps / 4);  // the acceptance curve, printed as it trains
   double t0 = now();
   std::printf(
       "drafter (features=%s): warm start on the model's generations (%lld prompts, %d steps, %d "
-      "training levels)\n",
+      "training levels, sampled at temperature %g)\n",
       model::drafter_features_name(drafter->features_mode()), (long long)o.prompts, d.steps,
-      d.levels);
+      d.levels, d.temperature);
   std::fflush(stdout);
   return rl::load_or_train_drafter_on_generations(
       target, drafter, task, o, model::model_identity(path),
@@ -830,6 +835,7 @@ int main(int argc, char** argv) {
   double temperature = 0.0;
   int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2, group = 1;
   int drafter_prompts = 64;
+  double drafter_temperature = -1;  // auto
   int drafter_levels = 1;
   std::string drafter_features = "last", temperatures_s;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
@@ -867,6 +873,11 @@ int main(int argc, char** argv) {
   app.add_option("--ngram-shortcut", shortcut,
                  "Drafter arms copy drafts from context after a recurring n-gram this long "
                  "(0: off)")
+      ->capture_default_str();
+  app.add_option("--drafter-temperature", drafter_temperature,
+                 "--model: the temperature the drafter's warm start samples the model's answers "
+                 "at (as an RLJob's warm start samples at the job's); -1: the first sampled "
+                 "temperature of --temperature(s), or 1 when all are 0")
       ->capture_default_str();
   app.add_option("--drafter-prompts", drafter_prompts,
                  "--model: training problems the model answers for its drafter's warm start "
@@ -913,6 +924,15 @@ int main(int argc, char** argv) {
                  "Sampled requests (--temperature > 0): draft and verify so that each request's "
                  "tokens are plain sampling's for its seed, as RLJob rollouts do (0: speculative "
                  "rejection sampling, the same distribution with other draws)")
+      ->capture_default_str();
+  app.add_option("--coupled-drafts", coupled_drafts,
+                 "Sampled requests' chains (--reproducible 1) and trees draft the drafter's own "
+                 "race at the keys the target will draw with (0: the drafter's likeliest tokens)")
+      ->capture_default_str();
+  app.add_option("--coupling-noise", coupling_noise,
+                 "Coupled trees: the scale of the Gumbel noise by which the target is assumed to "
+                 "differ from the drafter, in log-probability (smaller: deeper trees)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--plain-floor", plain_floor,
                  "The bandit keeps a floor under plain decoding (confidence bounds; 0: plain is "
@@ -987,6 +1007,16 @@ int main(int argc, char** argv) {
     if (!temperatures_s.empty() && !parse_doubles(temperatures_s, &temps)) {
       std::cerr << "--temperatures takes comma-separated temperatures >= 0 such as 0,0.7,1\n";
       return 2;
+    }
+    d.temperature = drafter_temperature;
+    if (d.temperature < 0) {  // auto: the first sampled temperature measured, else 1
+      d.temperature = 1.0;
+      for (double t : temps) {
+        if (t > 0) {
+          d.temperature = t;
+          break;
+        }
+      }
     }
     Table table{batches,  fixed,          arms,  arms_s,  threads, max_new,
                 shortcut, warmup_batches, waves, repeats, group,   temperature};
