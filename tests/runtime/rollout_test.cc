@@ -470,6 +470,18 @@ TEST_F(GreedyExactness, UnknownSelectorValueIsRefused) {
       << engine.status().message();
 }
 
+TEST_F(GreedyExactness, NonPositiveCouplingNoiseIsRefused) {
+  for (double noise : {0.0, -1.0, std::nan("")}) {
+    EngineOptions o = plain_options(4);
+    o.coupling_noise = noise;
+    auto engine = Engine::create(*target_, Drafter(nullptr), o);
+    ASSERT_FALSE(engine.ok()) << noise;
+    EXPECT_NE(engine.status().message().find("coupling_noise must be a positive"),
+              std::string::npos)
+        << engine.status().message();
+  }
+}
+
 TEST_F(GreedyExactness, UnknownSelectorExplorationIsRefused) {
   EngineOptions o = plain_options(4);
   o.selector_exploration = "softmax";
