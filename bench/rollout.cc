@@ -208,7 +208,7 @@ double epsilon = 0.1;
 bool plain_floor = true;
 bool reproducible = true;      // --reproducible: sampled chains as RLJob rollouts draw them
 bool coupled_drafts = true;    // --coupled-drafts: sampled drafts at the target's race keys
-double coupling_noise = 0.5;   // --coupling-noise: coupled trees' scoring (engine.h)
+double coupling_noise = 1.0;   // --coupling-noise: coupled trees' scoring (engine.h)
 bool decode_bfloat16 = false;  // --dtype resolved: decoding's products in bfloat16
 int64_t engine_max_seq = 512;  // positions per request of the measured engines
 

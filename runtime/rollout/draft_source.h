@@ -46,7 +46,7 @@ struct Draft {
 struct DraftSettings {
   bool reproducible = false;      // sampled requests draft deterministically too
   bool coupled_drafts = true;     // reproducible chains and sampled trees draft at race keys
-  double coupling_noise = 0.5;    // coupled trees' model of the target's distance to the drafter
+  double coupling_noise = 1.0;    // coupled trees' model of the target's distance to the drafter
   double draft_confidence = 0.0;  // drop drafted nodes whose path is less likely than this
 };
 

@@ -75,7 +75,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(model::Transformer target, mode
     return Status::InvalidArgument("max_batch must be >= 1 and max_seq >= 2");
   }
   if (!(options.coupling_noise > 0.0) || !std::isfinite(options.coupling_noise)) {
-    return Status::InvalidArgument("coupling_noise must be a positive number (0.5 by default)");
+    return Status::InvalidArgument("coupling_noise must be a positive number (1 by default)");
   }
   if (options.max_seq > target->config().max_seq) {
     return Status::InvalidArgument("max_seq " + std::to_string(options.max_seq) +

@@ -102,7 +102,7 @@ struct EngineOptions {
   // probability that each wins the target's race when the target's log-probabilities are the
   // drafter's plus Gumbel noise of this scale. Smaller trusts the drafter more (deeper trees);
   // larger spreads the budget over more candidates. Changes drafts only, never outputs.
-  double coupling_noise = 0.5;
+  double coupling_noise = 1.0;
   // The rule for chains drafted by sampling; tests swap in a wrong one to prove they notice.
   ChainRule chain_rule = accept_rejection_chain;
   // The rule for sampled requests' deterministic drafts (trees, n-gram, history, copies and
