@@ -686,7 +686,7 @@ constexpr uint64_t kModelTaskSeed = 1;
 // How a --model run's drafter is warm-started (--drafter-steps, --drafter-vocab,
 // --drafter-prompts).
 struct ModelDrafter {
-  int steps = 200, vocab = 2048, prompts = 64, levels = 1;
+  int steps = 200, vocab = 2048, prompts = 64, levels = 1, layers = 1;
   double temperature = 1.0;                   // the warm start's sampling (--drafter-temperature)
   std::vector<std::string> features{"last"};  // --drafter-features: the drafters measured
 };
@@ -707,10 +707,10 @@ StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model:
   o.curve_every = std::max(1, d.steps / 4);  // the acceptance curve, printed as it trains
   double t0 = now();
   std::printf(
-      "drafter (features=%s): warm start on the model's generations (%lld prompts, %d steps, %d "
-      "training levels, sampled at temperature %g)\n",
-      model::drafter_features_name(drafter->features_mode()), (long long)o.prompts, d.steps,
-      d.levels, d.temperature);
+      "drafter (features=%s, %d layer%s): warm start on the model's generations (%lld prompts, %d "
+      "steps, %d training levels, sampled at temperature %g)\n",
+      model::drafter_features_name(drafter->features_mode()), d.layers, d.layers == 1 ? "" : "s",
+      (long long)o.prompts, d.steps, d.levels, d.temperature);
   std::fflush(stdout);
   return rl::load_or_train_drafter_on_generations(
       target, drafter, task, o, model::model_identity(path),
@@ -779,7 +779,7 @@ int model_compare(const std::string& path, const Table& t, const ModelDrafter& d
   std::vector<NamedDrafter> drafters;
   for (const std::string& f : d.features) {
     torch::manual_seed(1);
-    drafters.push_back({f, model::Drafter(target, 1, *model::parse_drafter_features(f))});
+    drafters.push_back({f, model::Drafter(target, d.layers, *model::parse_drafter_features(f))});
   }
   for (NamedDrafter& nd : drafters) {
     StatusOr<rl::GenerationsWarmStart> w =
@@ -836,6 +836,7 @@ int main(int argc, char** argv) {
   int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2, group = 1;
   int drafter_prompts = 64;
   double drafter_temperature = -1;  // auto
+  int drafter_layers = 1;
   int drafter_levels = 1;
   std::string drafter_features = "last", temperatures_s;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
@@ -873,6 +874,10 @@ int main(int argc, char** argv) {
   app.add_option("--ngram-shortcut", shortcut,
                  "Drafter arms copy drafts from context after a recurring n-gram this long "
                  "(0: off)")
+      ->capture_default_str();
+  app.add_option("--drafter-layers", drafter_layers,
+                 "--model: the drafter's decoder layers (spec.drafter.layers)")
+      ->check(CLI::Range(1, 8))
       ->capture_default_str();
   app.add_option("--drafter-temperature", drafter_temperature,
                  "--model: the temperature the drafter's warm start samples the model's answers "
@@ -999,6 +1004,7 @@ int main(int argc, char** argv) {
     if (app.count("--drafter-steps")) d.steps = drafter_steps;
     if (app.count("--drafter-vocab")) d.vocab = drafter_vocab;
     d.levels = drafter_levels;
+    d.layers = drafter_layers;
     if (drafter_features != "last" && app.count("--drafter-levels") == 0) d.levels = 3;
     d.prompts = drafter_prompts;
     d.features = drafter_features == "both" ? std::vector<std::string>{"last", "fused"}
