@@ -28,9 +28,11 @@
 //                      [--draft-confidence 0] [--epsilon 0.1] [--group 1] [--ceiling-only]
 //                      [--dtype auto]
 //        bench_rollout --model PATH --ceiling-only [--batches 1,4,16] [--threads 1]
-//        bench_rollout --model PATH [--max-new 128] [--waves 2] [--drafter-steps 200]
+//        bench_rollout --model PATH [--max-new 128] [--waves 2] [--drafter-steps 1600]
+//                      [--drafter-prompts 384] [--drafter-levels 3] [--drafter-layers 1]
 //                      [--drafter-vocab 2048] [--drafter-features last|fused|both]
-//                      [--temperatures 0,0.7,1] [the decoding flags above]
+//                      [--drafter-temperature -1] [--temperatures 0,0.7,1]
+//                      [--coupled-drafts 1] [--coupling-noise 1] [the decoding flags above]
 // --drafter-features both: the `last` and the fused (EAGLE-3) drafter, each warm-started on the
 // same generations, measured against the same plain runs; with --temperatures, one table per
 // temperature and then a summary of accept length and ratio to plain per drafter, batch size and
@@ -685,8 +687,10 @@ constexpr uint64_t kModelTaskSeed = 1;
 
 // How a --model run's drafter is warm-started (--drafter-steps, --drafter-vocab,
 // --drafter-prompts).
+// The defaults are the warm start that carried sampled acceptance past 3 tokens per verification
+// on SmolLM2 at temperature 0.7 (docs/benchmarks.md): about 14 minutes on two cores, cached.
 struct ModelDrafter {
-  int steps = 200, vocab = 2048, prompts = 64, levels = 1, layers = 1;
+  int steps = 1600, vocab = 2048, prompts = 384, levels = 3, layers = 1;
   double temperature = 1.0;                   // the warm start's sampling (--drafter-temperature)
   std::vector<std::string> features{"last"};  // --drafter-features: the drafters measured
 };
@@ -834,7 +838,8 @@ int main(int argc, char** argv) {
   int train_steps = 400, drafter_steps = 400, max_new = 192, threads = 1;
   double temperature = 0.0;
   int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2, group = 1;
-  int drafter_prompts = 64;
+  int drafter_prompts = 384;
+  int drafter_levels_model = 3;  // --drafter-levels' default for --model runs
   double drafter_temperature = -1;  // auto
   int drafter_layers = 1;
   int drafter_levels = 1;
@@ -861,10 +866,12 @@ int main(int argc, char** argv) {
   app.add_option("--preset", preset, "Target preset")->capture_default_str();
   app.add_option("--train-steps", train_steps, "Target training steps (cached)")
       ->capture_default_str();
-  app.add_option("--drafter-steps", drafter_steps, "Drafter training steps (cached)")
+  app.add_option("--drafter-steps", drafter_steps,
+                 "Drafter training steps (cached; --model: 1600 unless given)")
       ->capture_default_str();
   app.add_option("--arms", arms_s,
-                 "The adaptive engine's arms (depth_topk_verifyTokens, ngram, ngram_D)")
+                 "The adaptive engine's arms (depth_topk_verifyTokens, ngram, ngram_D; --model: "
+                 "4_1_5,4_2_8,6_3_16,8_4_24 unless given)")
       ->capture_default_str();
   app.add_option("--batches", batches_s, "Batch sizes")->capture_default_str();
   app.add_option("--max-new", max_new, "Tokens per response")->capture_default_str();
@@ -891,12 +898,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--drafter-levels", drafter_levels,
                  "--model: drafting levels the drafter's warm start unrolls in training (1: the "
-                 "target's features only; cached per value)")
+                 "target's features only; cached per value; 3 unless given)")
       ->capture_default_str();
   app.add_option("--drafter-features", drafter_features,
                  "--model: the drafter's features (spec.drafter.features): last, fused, or both "
-                 "(each warm-started on the same generations, measured side by side; fused and "
-                 "both train 3 levels unless --drafter-levels says otherwise)")
+                 "(each warm-started on the same generations, measured side by side)")
       ->check(CLI::IsMember({"last", "fused", "both"}))
       ->capture_default_str();
   app.add_option("--temperatures", temperatures_s,
@@ -968,6 +974,8 @@ int main(int argc, char** argv) {
   app.add_option("--fixed-batches", fixed_s, "Batch sizes at which each arm also runs alone")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // A real model's arms: coupled trees pay at batch 1 on these cores, chains at larger batches.
+  if (!model_path.empty() && app.count("--arms") == 0) arms_s = "4_1_5,4_2_8,6_3_16,8_4_24";
   std::vector<int> batches, fixed;
   if (!parse_list(batches_s, &batches) || !parse_list(fixed_s, &fixed)) {
     std::cerr << "--batches and --fixed-batches take comma-separated positive batch sizes such "
@@ -1003,9 +1011,8 @@ int main(int argc, char** argv) {
     ModelDrafter d;
     if (app.count("--drafter-steps")) d.steps = drafter_steps;
     if (app.count("--drafter-vocab")) d.vocab = drafter_vocab;
-    d.levels = drafter_levels;
+    d.levels = app.count("--drafter-levels") ? drafter_levels : drafter_levels_model;
     d.layers = drafter_layers;
-    if (drafter_features != "last" && app.count("--drafter-levels") == 0) d.levels = 3;
     d.prompts = drafter_prompts;
     d.features = drafter_features == "both" ? std::vector<std::string>{"last", "fused"}
                                             : std::vector<std::string>{drafter_features};
