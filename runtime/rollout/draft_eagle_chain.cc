@@ -58,8 +58,7 @@ std::vector<EagleChainSource::Chain> EagleChainSource::start_chains(
   for (size_t i = 0; i < batch.size(); ++i) {
     if (batch[i].req.sampling.greedy() || !settings_.reproducible || !settings_.coupled_drafts)
       continue;
-    Rng peek = batch[i].rng;  // a copy: the request's own stream is not advanced
-    for (int32_t k = 0; k < depth_; ++k) chains[i].ahead.push_back(peek.key());
+    chains[i].ahead = batch[i].rng.next_keys(depth_);
   }
   return chains;
 }

@@ -162,10 +162,8 @@ EagleTreeSource::Growth EagleTreeSource::first_level(const std::vector<ActiveReq
   Growth g;
   for (const ActiveRequest& a : batch) {
     g.drafts.push_back({DraftTree(a.pending()), false, {}});
-    g.ahead.emplace_back();
-    if (a.req.sampling.greedy() || !settings_.coupled_drafts) continue;
-    Rng peek = a.rng;  // a copy: the request's own stream is not advanced
-    for (int32_t d = 0; d < arm_.depth; ++d) g.ahead.back().push_back(peek.key());
+    bool coupled = !a.req.sampling.greedy() && settings_.coupled_drafts;
+    g.ahead.push_back(coupled ? a.rng.next_keys(arm_.depth) : std::vector<uint64_t>());
   }
   std::vector<std::vector<Children>> kids = children(batch, g, root, 1);  // (B)(1)(K)
   g.frontier.resize(size_t(b));

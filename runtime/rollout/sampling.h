@@ -20,6 +20,14 @@ class Rng {
   double uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(gen_); }
   // The key of one exponential race (race()).
   uint64_t key() { return gen_(); }
+  // The keys the next n calls of key() will return, without advancing this generator (what
+  // coupled drafts race at: the keys the target will draw the next positions with).
+  std::vector<uint64_t> next_keys(int32_t n) const {
+    std::mt19937_64 copy = gen_;
+    std::vector<uint64_t> keys(static_cast<size_t>(n));
+    for (uint64_t& k : keys) k = copy();
+    return keys;
+  }
 
  private:
   std::mt19937_64 gen_;

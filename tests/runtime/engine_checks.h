@@ -1,6 +1,6 @@
-// What the rollout engine's losslessness tests share: running an engine over requests, the
-// plain and speculative options they compare, token-for-token equality, and the two-sample
-// chi-square test of sampled tokens.
+// What the rollout engine's losslessness tests share: a peaked target, running an engine over
+// requests, the plain and speculative options they compare, token-for-token equality, and the
+// two-sample chi-square test of sampled tokens.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -46,6 +46,19 @@ inline EngineOptions spec_options(int64_t max_batch, std::vector<std::string> ar
   o.arms = std::move(arms);
   o.selector = o.arms.size() == 1 ? "fixed" : "bucketed-epsilon-greedy";
   return o;
+}
+
+// A float64 target of `config` whose next-token distributions are peaked by scaling its LM head
+// (a random init is near-uniform, which would hide both good and bad drafting).
+inline model::Transformer peaked_target(const model::ModelConfig& config, uint64_t seed,
+                                        double head_scale) {
+  torch::manual_seed(seed);
+  model::Transformer t(config);
+  t->to(torch::kFloat64);
+  torch::NoGradGuard g;
+  t->lm_head->weight.mul_(head_scale);
+  t->eval();
+  return t;
 }
 
 // Fails `what` for every request whose tokens differ (the first three named).

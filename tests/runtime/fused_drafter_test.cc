@@ -38,15 +38,8 @@ ModelConfig fused_config(int64_t vocab) {
   return c;
 }
 
-// A float64 target with peaked next-token distributions (see rollout_test.cc's make_target).
 Transformer make_target(int64_t vocab, uint64_t seed, double head_scale) {
-  torch::manual_seed(seed);
-  Transformer t(fused_config(vocab));
-  t->to(torch::kFloat64);
-  torch::NoGradGuard g;
-  t->lm_head->weight.mul_(head_scale);
-  t->eval();
-  return t;
+  return test_support::peaked_target(fused_config(vocab), seed, head_scale);
 }
 
 torch::Tensor positions_from_zero(int64_t b, int64_t t) {

@@ -32,16 +32,8 @@ ModelConfig small_config(int64_t vocab) {
   return c;
 }
 
-// A float64 target whose next-token distributions are peaked (a random init is near-uniform,
-// which would hide both good and bad drafting).
 Transformer make_target(int64_t vocab, uint64_t seed, double head_scale) {
-  torch::manual_seed(seed);
-  Transformer t(small_config(vocab));
-  t->to(torch::kFloat64);
-  torch::NoGradGuard g;
-  t->lm_head->weight.mul_(head_scale);
-  t->eval();
-  return t;
+  return test_support::peaked_target(small_config(vocab), seed, head_scale);
 }
 
 using test_support::expect_same_tokens;
