@@ -839,10 +839,9 @@ int main(int argc, char** argv) {
   double temperature = 0.0;
   int shortcut = 3, warmup_batches = 1, drafter_vocab = 0, waves = 3, repeats = 2, group = 1;
   int drafter_prompts = 384;
-  int drafter_levels_model = 3;  // --drafter-levels' default for --model runs
   double drafter_temperature = -1;  // auto
   int drafter_layers = 1;
-  int drafter_levels = 1;
+  int drafter_levels = 3;
   std::string drafter_features = "last", temperatures_s;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
   bool prepare_only = false, ceiling_only = false;
@@ -898,7 +897,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--drafter-levels", drafter_levels,
                  "--model: drafting levels the drafter's warm start unrolls in training (1: the "
-                 "target's features only; cached per value; 3 unless given)")
+                 "target's features only; cached per value)")
       ->capture_default_str();
   app.add_option("--drafter-features", drafter_features,
                  "--model: the drafter's features (spec.drafter.features): last, fused, or both "
@@ -1011,7 +1010,7 @@ int main(int argc, char** argv) {
     ModelDrafter d;
     if (app.count("--drafter-steps")) d.steps = drafter_steps;
     if (app.count("--drafter-vocab")) d.vocab = drafter_vocab;
-    d.levels = app.count("--drafter-levels") ? drafter_levels : drafter_levels_model;
+    d.levels = drafter_levels;
     d.layers = drafter_layers;
     d.prompts = drafter_prompts;
     d.features = drafter_features == "both" ? std::vector<std::string>{"last", "fused"}
