@@ -318,12 +318,17 @@ void print_row(int b, const std::string& name, const Run& plain, const Run& spec
   // (--reproducible 0) gives other draws from the same distribution, which the tests check
   // (tests/runtime/rollout_test.cc, chi-square), not this bench.
   bool must_match = t.temperature == 0.0 || reproducible;
+  std::string products = !spec.stats.bfloat16           ? "float32"
+                         : spec.stats.bfloat16_rows <= 1 ? "bfloat16, unpadded"
+                                                         : "bfloat16, padded to " +
+                                                               std::to_string(spec.stats.bfloat16_rows) +
+                                                               " rows";
   std::printf("       outputs: %s; products in %s\n",
               same         ? "identical token for token"
               : must_match ? "DIFFERENT (not lossless)"
                            : "other draws (rejection sampling: same distribution, not the same "
                              "tokens)",
-              spec.stats.bfloat16 ? "bfloat16" : "float32");
+              products.c_str());
 }
 
 // A drafter the table measures, by its feature mode (spec.drafter.features).
@@ -440,7 +445,8 @@ void print_summary(const std::vector<SummaryRow>& rows, const std::vector<double
 double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t context, int reps,
                        int64_t capacity = 0) {
   torch::NoGradGuard no_grad;
-  model::Bfloat16Inference bfloat16(decode_bfloat16 && model::bfloat16_rows_invariant(target));
+  int64_t rows = decode_bfloat16 ? model::bfloat16_decode_rows(target) : 0;
+  model::Bfloat16Inference bfloat16(rows > 0, rows);
   int64_t vocab = target->config().vocab;
   auto cache = target->make_cache(b, std::max(capacity, context + k + 1));
   for (int64_t i = 0; i < b; ++i) cache->add_slot();

@@ -88,16 +88,15 @@ AutocastCacheScope::~AutocastCacheScope() {
 
 namespace {
 thread_local Bfloat16Inference* innermost = nullptr;
-// The fewest rows a bfloat16 product gets (see linear()). 16 is one AMX tile's rows: on SmolLM2
-// a 16-row product costs 1.07x a one-row product. Measured here (LibTorch 1.13's oneDNN): rows of
-// 1- to 4-row products came out different from the same rows in larger products for some
-// shapes (one row for N = 192, K = 576; two rows for N <= 128), while 16 and more rows agreed for
-// every shape of 16 or more output columns tried. Not a documented property: the engine's probe
-// (bfloat16_rows_invariant) is the guard.
-constexpr int64_t kMinBfloat16Rows = 16;
 }  // namespace
 
-Bfloat16Inference::Bfloat16Inference(bool enabled) : enabled_(enabled) {
+// kTileRows: on SmolLM2 a 16-row product costs 1.07x a one-row product. With LibTorch 1.13's
+// oneDNN, rows of 1- to 4-row products came out different from the same rows in larger products
+// for some shapes (one row for N = 192, K = 576 in isolation; two rows for N <= 128), while 16 and
+// more rows agreed for every shape of 16 or more output columns tried. Neither is a documented
+// property: bfloat16_decode_rows() probes the whole model.
+Bfloat16Inference::Bfloat16Inference(bool enabled, int64_t min_rows)
+    : enabled_(enabled), min_rows_(std::max<int64_t>(1, min_rows)) {
   if (!enabled_) return;
   outer_ = innermost;
   innermost = this;
@@ -136,10 +135,11 @@ torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x) {
   const torch::Tensor& w = scope->copy_of(m.ptr()->weight);               // (out, in)
   torch::Tensor rows = x.reshape({-1, x.size(-1)}).to(torch::kBFloat16);  // (M, in)
   torch::Tensor y;
-  if (rows.size(0) < kMinBfloat16Rows) {
+  int64_t min_rows = scope->min_rows();
+  if (rows.size(0) < min_rows) {
     // Fewer rows take other paths through the library (a matrix-vector product, small-block
     // kernels) that sum in another order; padded, they get the bits a block of rows gets.
-    torch::Tensor padded = torch::zeros({kMinBfloat16Rows, rows.size(1)}, rows.options());
+    torch::Tensor padded = torch::zeros({min_rows, rows.size(1)}, rows.options());
     padded.narrow(0, 0, rows.size(0)).copy_(rows);
     y = torch::nn::functional::linear(padded, w).narrow(0, 0, rows.size(0));
   } else {
@@ -179,16 +179,13 @@ torch::Tensor logits_one_at_a_time(Transformer& m, const torch::Tensor& prefix,
   return torch::stack(rows);
 }
 
-// Logits (T, V) of `tokens` verified in one forward as slot 0 of a batch of kProbeSlots, the
-// others holding longer, unrelated requests with drafts of their own.
-constexpr int64_t kProbeSlots = 6;
-torch::Tensor logits_in_one_forward(Transformer& m, const torch::Tensor& prefix,
-                                    const torch::Tensor& tokens, int64_t span) {
+// kProbeSlots requests over one cache: slot 0 holds the probe's prefix, the others longer,
+// unrelated contexts. Forwards after the prefill commit nothing, so they can be repeated.
+constexpr int64_t kProbeSlots = 8;
+std::unique_ptr<KVCache> probe_batch(Transformer& m, const torch::Tensor& prefix, int64_t span) {
   auto cache = m->make_cache(kProbeSlots, span);
-  int64_t p = prefix.size(1), t = tokens.size(1), vocab = m->config().vocab;
+  int64_t p = prefix.size(1), vocab = m->config().vocab;
   torch::Device dev = m->lm_head->weight.device();
-  std::vector<int64_t> lengths;
-  std::vector<torch::Tensor> toks;
   for (int64_t b = 0; b < kProbeSlots; ++b) {
     cache->add_slot();
     torch::Tensor context = b == 0 ? prefix : probe_tokens(p + 5 * b, 2 + b, vocab);
@@ -196,20 +193,54 @@ torch::Tensor logits_in_one_forward(Transformer& m, const torch::Tensor& prefix,
     cache->focus(b, 1);
     m->forward(context.to(dev), sequential_positions(torch::zeros({1}, torch::kInt64), n).to(dev),
                cache.get());
-    lengths.push_back(n);
+    cache->unfocus();
+    cache->commit_prefix(b, n);
+  }
+  return cache;
+}
+
+// Logits (T, V) of slot 0's `tokens` (1, T) in one forward of the first `slots` requests of
+// `cache` (probe_batch), each of the others with T tokens of its own: a verify forward of
+// drafts at T > 1, a batched one-token step at T = 1.
+torch::Tensor slot0_logits(Transformer& m, KVCache* cache, const torch::Tensor& tokens,
+                           int64_t slots) {
+  int64_t t = tokens.size(1), vocab = m->config().vocab;
+  torch::Device dev = m->lm_head->weight.device();
+  std::vector<int64_t> lengths;
+  std::vector<torch::Tensor> toks;
+  for (int64_t b = 0; b < slots; ++b) {
+    lengths.push_back(cache->length(b));
     toks.push_back(b == 0 ? tokens : probe_tokens(t, 7 + b, vocab));
   }
+  cache->focus(0, slots);
+  torch::Tensor pos = sequential_positions(torch::tensor(lengths), t).to(dev);  // (slots, T)
+  torch::Tensor logits = m->forward(torch::cat(toks).to(dev), pos, cache).logits[0];
   cache->unfocus();
-  for (int64_t b = 0; b < kProbeSlots; ++b) cache->commit_prefix(b, lengths[size_t(b)]);
-  torch::Tensor pos = sequential_positions(torch::tensor(lengths), t).to(dev);  // (B, T)
-  return m->forward(torch::cat(toks).to(dev), pos, cache.get()).logits[0];
+  return logits;
+}
+
+// Whether decoding is row-invariant with products padded to `min_rows` (see
+// bfloat16_decode_rows): a lone request's one-token steps against a verify forward of 6
+// requests' drafts and against one-token steps of 2, 3, 4 and 8 requests.
+bool rows_invariant_with(Transformer& m, int64_t min_rows, int64_t span) {
+  Bfloat16Inference bfloat16(true, min_rows);
+  int64_t vocab = m->config().vocab;
+  torch::Tensor prefix = probe_tokens(41, 1, vocab), tokens = probe_tokens(8, 3, vocab);
+  torch::Tensor lone = logits_one_at_a_time(m, prefix, tokens, span);  // (8, V)
+  auto cache = probe_batch(m, prefix, span);
+  if (!torch::equal(lone, slot0_logits(m, cache.get(), tokens, 6))) return false;
+  for (int64_t b : {2, 3, 4, 8}) {
+    if (!torch::equal(lone.narrow(0, 0, 1), slot0_logits(m, cache.get(), tokens.narrow(1, 0, 1), b)))
+      return false;
+  }
+  return true;
 }
 
 }  // namespace
 
-bool bfloat16_rows_invariant(Transformer& model) {
+int64_t bfloat16_decode_rows(Transformer& model) {
   static std::mutex mu;
-  static std::map<std::string, bool> known;  // model shape -> verdict
+  static std::map<std::string, int64_t> known;  // model shape -> padding (0: not invariant)
   const ModelConfig& c = model->config();
   std::string key = std::to_string(c.vocab) + "/" + std::to_string(c.dim) + "/" +
                     std::to_string(c.n_layers) + "/" + std::to_string(c.n_heads) + "/" +
@@ -218,17 +249,19 @@ bool bfloat16_rows_invariant(Transformer& model) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = known.find(key);
   if (it != known.end()) return it->second;
-  bool same = false;
+  int64_t rows = 0;
   int64_t span = std::min<int64_t>(c.max_seq, 96);
-  if (span >= 80) {
+  if (span >= 41 + 5 * (kProbeSlots - 1) + 8) {  // the longest probe context and its drafts
     torch::NoGradGuard no_grad;
-    Bfloat16Inference bfloat16(true);
-    torch::Tensor prefix = probe_tokens(41, 1, c.vocab), tokens = probe_tokens(8, 3, c.vocab);
-    same = torch::equal(logits_one_at_a_time(model, prefix, tokens, span),
-                        logits_in_one_forward(model, prefix, tokens, span));
+    for (int64_t r : {int64_t(1), Bfloat16Inference::kTileRows}) {
+      if (rows_invariant_with(model, r, span)) {
+        rows = r;
+        break;
+      }
+    }
   }
-  known[key] = same;
-  return same;
+  known[key] = rows;
+  return rows;
 }
 
 bool autocast_active(const torch::Device& device) {

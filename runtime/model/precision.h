@@ -74,9 +74,13 @@ bool autocast_active(const torch::Device& device);
 // weights must not change while it lives (a rollout engine holds one per generate call). Scopes
 // nest; the innermost one serves. Lossless decoding needs the row-invariant attention too: on
 // CUDA the scope is not made (see Engine). Not copyable; one thread.
+// `min_rows`: products of fewer rows are padded to that many (what bfloat16_decode_rows() found
+// row-invariant; 1 = no padding).
 class Bfloat16Inference {
  public:
-  explicit Bfloat16Inference(bool enabled);
+  // The padding that made every shape tried here row-invariant: one AMX tile's rows.
+  static constexpr int64_t kTileRows = 16;
+  explicit Bfloat16Inference(bool enabled, int64_t min_rows = kTileRows);
   ~Bfloat16Inference();
   Bfloat16Inference(const Bfloat16Inference&) = delete;
   Bfloat16Inference& operator=(const Bfloat16Inference&) = delete;
@@ -85,9 +89,11 @@ class Bfloat16Inference {
   static Bfloat16Inference* active();
   // w's bfloat16 copy (made on first use).
   const torch::Tensor& copy_of(const torch::Tensor& w);
+  int64_t min_rows() const { return min_rows_; }
 
  private:
   bool enabled_;
+  int64_t min_rows_;
   Bfloat16Inference* outer_ = nullptr;
   // weight's TensorImpl -> (the weight, kept alive so the key stays its own; its bfloat16 copy)
   std::unordered_map<const void*, std::pair<torch::Tensor, torch::Tensor>> copies_;
@@ -107,14 +113,17 @@ class Float32Products {
   Bfloat16Inference* hidden_;
 };
 
-// Whether decoding `model` on this machine under Bfloat16Inference is row-invariant: a verify
-// forward of 8 tokens next to 5 other requests gives each of them the logits of 8 one-token
-// steps of that request alone, bit for bit. It rests on the library's bfloat16 products
-// rounding a row the same whatever else they multiply, which held for every shape tried here
-// (padded to 16 rows, see model::linear) but is no documented promise; so the engine asks before
-// decoding in bfloat16. Probes once per process and model shape (about ten forwards on scratch
-// caches; the model is not changed); thread-safe.
-bool bfloat16_rows_invariant(Transformer& model);
+// The padding with which decoding `model` on this machine under Bfloat16Inference is
+// row-invariant: a verify forward of 8 tokens next to 5 other requests gives each of them the
+// logits of 8 one-token steps of that request alone, bit for bit, and a one-token step of 2, 3,
+// 4 or 8 requests gives each the lone step's logits. 1 when that holds with unpadded products
+// (then plain decoding at small batches pays for its own rows only), else
+// Bfloat16Inference::kTileRows when it holds with products padded to that many rows, else 0
+// (decode in float32). It rests on the library's bfloat16 products rounding a row the same
+// whatever else they multiply, which is no documented promise; so the engine asks before decoding
+// in bfloat16. Probes once per process and model shape (a few dozen forwards on scratch caches;
+// the model is not changed); thread-safe.
+int64_t bfloat16_decode_rows(Transformer& model);
 
 // m(x) for x (..., in): through the active Bfloat16Inference's copy of m's weight when there is
 // one, autograd is off and x is float32 (the bias, if any, is added in float32); else m(x).

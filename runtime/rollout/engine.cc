@@ -164,9 +164,11 @@ StatusOr<std::vector<Completion>> Engine::generate(const std::vector<Request>& r
 
 StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& requests) {
   torch::NoGradGuard no_grad;
-  stats_.bfloat16 = options_.bfloat16 && target_->lm_head->weight.device().is_cpu() &&
-                    model::bfloat16_rows_invariant(target_);
-  model::Bfloat16Inference bfloat16(stats_.bfloat16);
+  stats_.bfloat16_rows = options_.bfloat16 && target_->lm_head->weight.device().is_cpu()
+                            ? model::bfloat16_decode_rows(target_)
+                            : 0;
+  stats_.bfloat16 = stats_.bfloat16_rows > 0;
+  model::Bfloat16Inference bfloat16(stats_.bfloat16, stats_.bfloat16_rows);
   double start = now_seconds();
   std::vector<Completion> out(requests.size());
   std::vector<ActiveRequest> active;

@@ -138,9 +138,9 @@ struct EngineOptions {
   // Decode with the target's matrix products in bfloat16 (the drafter keeps float32): activations,
   // the cache and the logits stay float32 (model::Bfloat16Inference). Lossless only because the CPU
   // forward is row-invariant (runtime/model/decode_attention.h), so it applies to a target on
-  // the CPU, and only after model::bfloat16_rows_invariant() found on this machine and this
-  // model's shapes that a verify forward gives the bits of one-token steps; otherwise the engine
-  // decodes in float32 (EngineStats::bfloat16 says which ran). Plain and speculative decoding
+  // the CPU, and only after model::bfloat16_decode_rows() found on this machine and this
+  // model's shapes that a verify forward gives the bits of one-token steps (with products
+  // unpadded where that holds, else padded to 16 rows); otherwise the engine decodes in float32 (EngineStats::bfloat16 says which ran). Plain and speculative decoding
   // of the same options produce the same tokens either way.
   bool bfloat16 = false;
   // GPU flavour (TLT_GPU), target on CUDA: verify forwards and plain decode steps (N = 1)
@@ -185,6 +185,8 @@ struct EngineStats {
   int64_t draft_graph_replays = 0, draft_eager_fallbacks = 0;
   double seconds = 0.0;
   bool bfloat16 = false;  // the last generate() decoded with bfloat16 products
+  // Their padding: products of fewer rows ran as this many (1: unpadded; 0: float32).
+  int64_t bfloat16_rows = 0;
   EnginePhases phases;    // how `seconds` splits
   // Mean tokens emitted per request per speculative step (accepted + 1).
   double accept_length() const {
