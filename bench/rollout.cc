@@ -876,7 +876,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--arms", arms_s,
                  "The adaptive engine's arms (depth_topk_verifyTokens, ngram, ngram_D; --model: "
-                 "4_1_5,4_2_8,6_3_16,8_4_24 unless given)")
+                 "2_1_3,4_1_5,4_2_8,6_3_16 unless given)")
       ->capture_default_str();
   app.add_option("--batches", batches_s, "Batch sizes")->capture_default_str();
   app.add_option("--max-new", max_new, "Tokens per response")->capture_default_str();
@@ -980,7 +980,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   // A real model's arms: coupled trees pay at batch 1 on these cores, chains at larger batches.
-  if (!model_path.empty() && app.count("--arms") == 0) arms_s = "4_1_5,4_2_8,6_3_16,8_4_24";
+  if (!model_path.empty() && app.count("--arms") == 0) arms_s = "2_1_3,4_1_5,4_2_8,6_3_16";
   std::vector<int> batches, fixed;
   if (!parse_list(batches_s, &batches) || !parse_list(fixed_s, &fixed)) {
     std::cerr << "--batches and --fixed-batches take comma-separated positive batch sizes such "
