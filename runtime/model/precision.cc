@@ -220,18 +220,21 @@ torch::Tensor slot0_logits(Transformer& m, KVCache* cache, const torch::Tensor& 
 }
 
 // Whether decoding is row-invariant with products padded to `min_rows` (see
-// bfloat16_decode_rows): a lone request's one-token steps against a verify forward of 6
-// requests' drafts and against one-token steps of 2, 3, 4 and 8 requests.
+// bfloat16_decode_rows): a lone request's one-token steps against forwards of `slots` requests
+// with `t` tokens each, whose products have slots x t rows: every count from 1 to 16 (one-token
+// steps of 2 to 8 requests, verify forwards of one to seven) and 48.
 bool rows_invariant_with(Transformer& m, int64_t min_rows, int64_t span) {
   Bfloat16Inference bfloat16(true, min_rows);
   int64_t vocab = m->config().vocab;
-  torch::Tensor prefix = probe_tokens(41, 1, vocab), tokens = probe_tokens(8, 3, vocab);
-  torch::Tensor lone = logits_one_at_a_time(m, prefix, tokens, span);  // (8, V)
+  torch::Tensor prefix = probe_tokens(41, 1, vocab), tokens = probe_tokens(16, 3, vocab);
+  torch::Tensor lone = logits_one_at_a_time(m, prefix, tokens, span);  // (16, V)
   auto cache = probe_batch(m, prefix, span);
-  if (!torch::equal(lone, slot0_logits(m, cache.get(), tokens, 6))) return false;
-  for (int64_t b : {2, 3, 4, 8}) {
-    if (!torch::equal(lone.narrow(0, 0, 1), slot0_logits(m, cache.get(), tokens.narrow(1, 0, 1), b)))
-      return false;
+  static const std::pair<int64_t, int64_t> kShapes[] = {  // (slots, t)
+      {6, 8}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1}, {3, 3},
+      {5, 2}, {1, 11}, {6, 2}, {1, 13}, {7, 2}, {5, 3}, {1, 16}};
+  for (const auto& [slots, t] : kShapes) {
+    torch::Tensor got = slot0_logits(m, cache.get(), tokens.narrow(1, 0, t), slots);  // (t, V)
+    if (!torch::equal(lone.narrow(0, 0, t), got)) return false;
   }
   return true;
 }
@@ -251,7 +254,7 @@ int64_t bfloat16_decode_rows(Transformer& model) {
   if (it != known.end()) return it->second;
   int64_t rows = 0;
   int64_t span = std::min<int64_t>(c.max_seq, 96);
-  if (span >= 41 + 5 * (kProbeSlots - 1) + 8) {  // the longest probe context and its drafts
+  if (span >= 41 + 5 * (kProbeSlots - 1) + 16) {  // the longest probe context and its drafts
     torch::NoGradGuard no_grad;
     for (int64_t r : {int64_t(1), Bfloat16Inference::kTileRows}) {
       if (rows_invariant_with(model, r, span)) {
