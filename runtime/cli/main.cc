@@ -55,7 +55,9 @@ int main(int argc, char** argv) {
   run->add_flag("--baseline", run_flags.baseline,
                 "The same job without TLT (RLJob) or without superposition (TSTPretrainJob)");
   run->add_flag("--compare", run_flags.compare,
-                "Also run the baseline (no TLT / no superposition) and report both");
+                "Also run the baseline (no TLT / no superposition) after the job and report both "
+                "(on a shared machine the first of two runs is often the slower: before trusting "
+                "a small difference, also time --baseline first, then the job)");
   run->add_flag("--resume", run_flags.resume, "Continue from the job's last checkpoint");
   run->add_option("--attach", run_flags.attach_namespace,
                   "RLJob: stand in for the job's pods in this namespace of a cluster: take the "
