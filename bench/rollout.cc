@@ -318,11 +318,10 @@ void print_row(int b, const std::string& name, const Run& plain, const Run& spec
   // (--reproducible 0) gives other draws from the same distribution, which the tests check
   // (tests/runtime/rollout_test.cc, chi-square), not this bench.
   bool must_match = t.temperature == 0.0 || reproducible;
-  std::string products = !spec.stats.bfloat16           ? "float32"
-                         : spec.stats.bfloat16_rows <= 1 ? "bfloat16, unpadded"
-                                                         : "bfloat16, padded to " +
-                                                               std::to_string(spec.stats.bfloat16_rows) +
-                                                               " rows";
+  int64_t rows = spec.stats.bfloat16_rows;
+  std::string products = !spec.stats.bfloat16 ? "float32"
+                         : rows <= 1 ? "bfloat16, unpadded"
+                                     : "bfloat16, padded to " + std::to_string(rows) + " rows";
   std::printf("       outputs: %s; products in %s\n",
               same         ? "identical token for token"
               : must_match ? "DIFFERENT (not lossless)"

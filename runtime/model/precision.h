@@ -116,13 +116,13 @@ class Float32Products {
 // The padding with which decoding `model` on this machine under Bfloat16Inference is
 // row-invariant: a verify forward of 8 tokens next to 5 other requests gives each of them the
 // logits of 8 one-token steps of that request alone, bit for bit, and so do forwards whose
-// products have any of 1 to 16 rows (one-token steps of 2 to 8 requests, small verify forwards). 1 when that holds with unpadded products
-// (then plain decoding at small batches pays for its own rows only), else
-// Bfloat16Inference::kTileRows when it holds with products padded to that many rows, else 0
-// (decode in float32). It rests on the library's bfloat16 products rounding a row the same
-// whatever else they multiply, which is no documented promise; so the engine asks before decoding
-// in bfloat16. Probes once per process and model shape (a few dozen forwards on scratch caches;
-// the model is not changed); thread-safe.
+// products have any of 1 to 16 rows (one-token steps of 2 to 8 requests, small verify
+// forwards). 1 when that holds with unpadded products (then plain decoding at small batches pays
+// for its own rows only), else Bfloat16Inference::kTileRows when it holds with products padded
+// to that many rows, else 0 (decode in float32). It rests on the library's bfloat16 products
+// rounding a row the same whatever else they multiply, which is no documented promise; so the
+// engine asks before decoding in bfloat16. Probes once per process and model shape (a few dozen
+// forwards on scratch caches; the model is not changed); thread-safe.
 int64_t bfloat16_decode_rows(Transformer& model);
 
 // m(x) for x (..., in): through the active Bfloat16Inference's copy of m's weight when there is

@@ -140,8 +140,9 @@ struct EngineOptions {
   // forward is row-invariant (runtime/model/decode_attention.h), so it applies to a target on
   // the CPU, and only after model::bfloat16_decode_rows() found on this machine and this
   // model's shapes that a verify forward gives the bits of one-token steps (with products
-  // unpadded where that holds, else padded to 16 rows); otherwise the engine decodes in float32 (EngineStats::bfloat16 says which ran). Plain and speculative decoding
-  // of the same options produce the same tokens either way.
+  // unpadded where that holds, else padded to 16 rows); otherwise the engine decodes in float32
+  // (EngineStats::bfloat16 says which ran). Plain and speculative decoding of the same options
+  // produce the same tokens either way.
   bool bfloat16 = false;
   // GPU flavour (TLT_GPU), target on CUDA: verify forwards and plain decode steps (N = 1)
   // replay CUDA graphs captured per (batch bucket, verified tokens)
