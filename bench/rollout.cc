@@ -692,8 +692,8 @@ constexpr uint64_t kModelTaskSeed = 1;
 
 // How a --model run's drafter is warm-started (--drafter-steps, --drafter-vocab,
 // --drafter-prompts).
-// The defaults are the warm start that carried sampled acceptance past 3 tokens per verification
-// on SmolLM2 at temperature 0.7 (docs/benchmarks.md): about 14 minutes on two cores, cached.
+// The defaults are the warm start docs/benchmarks.md measures SmolLM2 with: about 14 minutes on
+// two cores, cached.
 struct ModelDrafter {
   int steps = 1600, vocab = 2048, prompts = 384, levels = 3, layers = 1;
   double temperature = 1.0;                   // the warm start's sampling (--drafter-temperature)
@@ -978,7 +978,8 @@ int main(int argc, char** argv) {
   app.add_option("--fixed-batches", fixed_s, "Batch sizes at which each arm also runs alone")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  // A real model's arms: coupled trees pay at batch 1 on these cores, chains at larger batches.
+  // A real model's arms: short chains for the larger batches, longer chains and a coupled tree
+  // for the small ones (docs/benchmarks.md measures each).
   if (!model_path.empty() && app.count("--arms") == 0) arms_s = "2_1_3,4_1_5,4_2_8,6_3_16";
   std::vector<int> batches, fixed;
   if (!parse_list(batches_s, &batches) || !parse_list(fixed_s, &fixed)) {
