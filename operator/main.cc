@@ -16,7 +16,10 @@
 // (a job's spec.rebalancing.prometheusURL when --prometheus-url-allow lists it, else
 // --prometheus-url) and assigns idle rollout pods to drafter training. --reward-url-allow lists
 // the URLs an http reward (spec.reward.url) may name; a command reward with a container runs
-// as a sidecar of the trainer pods (operator/controller/reward_sidecar.h).
+// as a sidecar of the trainer pods (operator/controller/reward_sidecar.h). Each job gets a
+// NetworkPolicy fencing its pods' ports unless --job-network-policy=false;
+// --network-policy-metrics-from says which namespaces may scrape their metrics port
+// (operator/controller/job_network.h).
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -134,6 +137,8 @@ struct RunFlags {
   std::vector<std::string> pod_policy_priority_classes;
   std::string pod_security = "restricted";
   std::vector<std::string> reward_allow;
+  bool network_policy = true;
+  std::vector<std::string> network_policy_metrics_from;
 };
 
 // glibc gives threads up to 8 malloc arenas per core. The operator's threads are short-lived
@@ -192,6 +197,13 @@ int run(const RunFlags& flags) {
   }
   options.pod.policy.level = *level;
   options.pod.reward_url_allow = flags.reward_allow;
+  options.pod.network_policy.enabled = flags.network_policy;
+  for (const std::string& term : flags.network_policy_metrics_from) {
+    if (tlt::Status s = options.pod.network_policy.add_metrics_from(term); !s.ok()) {
+      std::cerr << "tlt-operator: " << s.message() << "\n";
+      return 1;
+    }
+  }
   options.namespace_ = flags.namespace_;
   options.workers = flags.workers;
   options.pod.runtime_image = flags.runtime_image;
@@ -364,6 +376,15 @@ int main(int argc, char** argv) {
   app.add_option("--pod-policy-priority-class", f.pod_policy_priority_classes,
                  "A priorityClassName job podTemplates may set (repeat or comma-separate; "
                  "default: none)")
+      ->delimiter(',');
+  app.add_option("--job-network-policy", f.network_policy,
+                 "Give each job a NetworkPolicy: its pods accept connections only from the "
+                 "job's own pods, and on the metrics port from --network-policy-metrics-from "
+                 "(true or false)")
+      ->capture_default_str();
+  app.add_option("--network-policy-metrics-from", f.network_policy_metrics_from,
+                 "A namespace label KEY=VALUE: pods in namespaces carrying all of them may reach "
+                 "job pods' metrics port (repeat or comma-separate; default: every namespace)")
       ->delimiter(',');
   app.add_flag("--version", show_version, "Print the version and exit");
   app.add_option("--check", check_files, "Decode and validate manifests as the operator would");

@@ -164,6 +164,8 @@ std::string child_digest(const std::string& plural, const Json& object) {
   } else if (plural == "rolebindings") {
     take("roleRef");
     take("subjects");
+  } else if (plural == "networkpolicies") {
+    take("spec");
   } else {
     return "";
   }

@@ -1,7 +1,7 @@
 // The informer cache the reconciler reads instead of the apiserver (controller-runtime's
-// cache.Cache): one ObjectStore per resource type (rljobs, tstpretrainjobs, pods, services,
-// configmaps), filled by list + watch (informer.h), indexed by namespace/name and by the
-// tlt.dev/job label (which every owned object carries).
+// cache.Cache): one ObjectStore per resource type (the two job kinds and every owned type,
+// owned_resources() in job.h), filled by list + watch (informer.h), indexed by namespace/name
+// and by the tlt.dev/job label (which every owned object carries).
 //
 // Staleness. A watch lags the writes that caused it, so a store could show a pod the reconciler
 // just deleted as alive, or miss one it just created (and a job's status from before its own
@@ -16,8 +16,8 @@
 // Other readers in the process (the rebalancer) read the same stores instead of listing.
 //
 // Only the operator's own children. The stores of the owned types (pods, services, configmaps,
-// serviceaccounts, roles, rolebindings) are filled by informers that select
-// owned_selector() (desired.h), and admit an object only when its controller ownerReference
+// serviceaccounts, roles, rolebindings, secrets, networkpolicies) are filled by informers that
+// select owned_selector() (desired.h), and admit an object only when its controller ownerReference
 // names a job in the job stores, with that job's uid (an object that stops being admitted leaves
 // the store). So another user's object, labelled alike, costs nothing unless it names a live
 // job's uid; and then no more than a trimmed copy. The informers of the owned types start once
@@ -77,8 +77,9 @@ nlohmann::json trim_child(const std::string& plural, const nlohmann::json& objec
 // a desired object and the stored one when they agree: configmaps data and binaryData;
 // services the spec's type, clusterIP, publishNotReadyAddresses, selector and ports (name, port,
 // protocol, targetPort; defaults filled in as the apiserver does); serviceaccounts
-// automountServiceAccountToken; roles rules; rolebindings roleRef and subjects. "" for any other
-// type.
+// automountServiceAccountToken; roles rules; rolebindings roleRef and subjects; networkpolicies
+// spec. "" for any other type: secrets among them, whose data the operator never compares (it
+// never rewrites a job's Secret, job_network.h) and so never holds in the cache.
 std::string child_digest(const std::string& plural, const nlohmann::json& object);
 // The most strays a store remembers (more are dropped: found again by the job's next create).
 inline constexpr size_t kMaxStrays = 10000;

@@ -43,24 +43,13 @@ void restrict_pod(Json* spec) {
   set_default(&psc, "seccompProfile", {{"type", "RuntimeDefault"}});
 }
 
-// The Service's selector: the labels of the job's pods that the job's own identity fixes.
-Json selector_labels(const JobView& job) {
-  return {{kJobLabel, job.meta.name}, {kKindLabel, job.meta.kind}};
-}
-
 // The labels of every owned object.
 Json child_labels(const JobView& job) {
-  Json labels = selector_labels(job);
+  Json labels = job_selector_labels(job);
   labels[kManagedByLabel] = kManagedBy;
   return labels;
 }
 
-Json object_meta(const JobView& job, const std::string& name) {
-  return {{"name", name},
-          {"namespace", job.meta.namespace_},
-          {"labels", child_labels(job)},
-          {"ownerReferences", Json::array({owner_reference(job.meta)})}};
-}
 
 // &object[key] when `object` is an object whose `key` holds a value of JSON type `type`; nullptr
 // otherwise. Never throws.
@@ -224,10 +213,21 @@ Json owner_reference(const ObservedJob& job) {
           {"blockOwnerDeletion", true}};
 }
 
+Json job_selector_labels(const JobView& job) {
+  return {{kJobLabel, job.meta.name}, {kKindLabel, job.meta.kind}};
+}
+
+Json child_object_meta(const JobView& job, const std::string& name) {
+  return {{"name", name},
+          {"namespace", job.meta.namespace_},
+          {"labels", child_labels(job)},
+          {"ownerReferences", Json::array({owner_reference(job.meta)})}};
+}
+
 Json desired_configmap(const JobView& job) {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
-          {"metadata", object_meta(job, configmap_name(job.meta.kind, job.meta.name))},
+          {"metadata", child_object_meta(job, configmap_name(job.meta.kind, job.meta.name))},
           {"data", {{"job.json", job.document.dump(2) + "\n"}}}};
 }
 
@@ -238,11 +238,11 @@ Json desired_service(const JobView& job, const PodOptions& options) {
         {{"name", kWeightSyncPortName}, {"port", kWeightSyncPort}, {"protocol", "TCP"}});
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
-          {"metadata", object_meta(job, service_name(job.meta.kind, job.meta.name))},
+          {"metadata", child_object_meta(job, service_name(job.meta.kind, job.meta.name))},
           {"spec",
            {{"clusterIP", "None"},
             {"publishNotReadyAddresses", true},
-            {"selector", selector_labels(job)},
+            {"selector", job_selector_labels(job)},
             {"ports", ports}}}};
 }
 
@@ -288,11 +288,10 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
   upsert_named(&volumes, {{"name", kTmpVolume}, {"emptyDir", Json::object()}});
   spec["volumes"] = volumes;
   add_reward_sidecar(job, role, &spec);  // an RLJob trainer's reward container, if any
+  add_job_credentials(job, uses_apiserver(job, name), &spec);  // in the tlt container only
   spec["restartPolicy"] = "Never";
   if (!spec.contains("serviceAccountName") && !spec.contains("serviceAccount"))
     spec["serviceAccountName"] = identity_name(job.meta.kind, job.meta.name);
-  if (!spec.contains("automountServiceAccountToken"))
-    spec["automountServiceAccountToken"] = uses_apiserver(job, name);
   if (name.size() <= 63) spec["hostname"] = name;  // a DNS label
   spec["subdomain"] = service_name(job.meta.kind, job.meta.name);
   return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
@@ -309,7 +308,7 @@ std::string progress_pod_name(const JobView& job) {
 Json desired_service_account(const JobView& job) {
   return {{"apiVersion", "v1"},
           {"kind", "ServiceAccount"},
-          {"metadata", object_meta(job, identity_name(job.meta.kind, job.meta.name))},
+          {"metadata", child_object_meta(job, identity_name(job.meta.kind, job.meta.name))},
           {"automountServiceAccountToken", false}};
 }
 
@@ -326,7 +325,7 @@ Json desired_role(const JobView& job) {
   if (progress_pod) rules.push_back(pod_rule("patch", {progress_pod_name(job)}));
   return {{"apiVersion", "rbac.authorization.k8s.io/v1"},
           {"kind", "Role"},
-          {"metadata", object_meta(job, identity_name(job.meta.kind, job.meta.name))},
+          {"metadata", child_object_meta(job, identity_name(job.meta.kind, job.meta.name))},
           {"rules", rules}};
 }
 
@@ -335,7 +334,7 @@ Json desired_role_binding(const JobView& job) {
   return {
       {"apiVersion", "rbac.authorization.k8s.io/v1"},
       {"kind", "RoleBinding"},
-      {"metadata", object_meta(job, name)},
+      {"metadata", child_object_meta(job, name)},
       {"roleRef", {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", name}}},
       {"subjects",
        {{{"kind", "ServiceAccount"}, {"name", name}, {"namespace", job.meta.namespace_}}}}};

@@ -25,9 +25,11 @@
 //     reports the job's progress (<job>-trainer-0; <job>-workers-0), by resourceNames too. A rule
 //     whose name list would be empty is left out (an empty resourceNames allows every name).
 //     Pods run as this ServiceAccount unless the podTemplate names one the admin listed
-//     (--pod-policy-service-account); only the progress pod of an RLJob, whose runtime uses the
-//     apiserver, gets the token mounted (automountServiceAccountToken true), unless the template
-//     says otherwise.
+//     (--pod-policy-service-account); automountServiceAccountToken is false, and only the progress
+//     pod of an RLJob, whose runtime uses the apiserver, gets the token: a projected volume in
+//     its "tlt" container alone, unless the template sets automountServiceAccountToken itself;
+//   - the job's network surface (job_network.h): a Secret <service>-secret, mounted into the
+//     "tlt" container of every pod only, and a NetworkPolicy <service> fencing the pods' ports.
 // Each is what the operator writes (a create for each; later changes of the ConfigMap by
 // server-side apply): only the fields it owns.
 //
@@ -37,7 +39,7 @@
 // is merged with the operator's (the template's image, if any, wins over --runtime-image; the
 // operator's command, env, resources and mount win); other containers (sidecars) and volumes are
 // kept; serviceAccountName defaults to the job's own ServiceAccount and
-// automountServiceAccountToken to whether the pod uses the apiserver (see above).
+// automountServiceAccountToken to false (see above).
 //
 // Security context: the pods pass the `restricted` Pod Security Standard unless the podTemplate
 // says otherwise (within the admin's pod policy, pod_policy.h). Where the template is silent the
@@ -56,6 +58,7 @@
 #include <nlohmann/json.hpp>
 
 #include "operator/controller/job.h"
+#include "operator/controller/job_network.h"
 #include "operator/controller/pod_policy.h"
 
 namespace tlt::controller {
@@ -75,6 +78,7 @@ struct PodOptions {
   PodPolicy policy;  // what a podTemplate may ask for (pod_policy.h); checked by the reconciler
   // URLs an http reward may name (reward_sidecar.h), e.g. {"http://reward.scoring:8000"}.
   std::vector<std::string> reward_url_allow;
+  NetworkPolicyOptions network_policy;  // the job's NetworkPolicy (job_network.h)
 };
 
 std::string pod_name(const std::string& job, const std::string& role, int index);
@@ -101,6 +105,12 @@ std::string pod_selector(const std::string& job);
 bool owned_by(const nlohmann::json& object, const std::string& uid);
 
 nlohmann::json owner_reference(const ObservedJob& job);
+// {tlt.dev/job: <job>, tlt.dev/kind: <kind>}: what selects the job's pods (its Service, its
+// NetworkPolicy).
+nlohmann::json job_selector_labels(const JobView& job);
+// The metadata of the job's child `name`: namespace, the labels of every child, the controller
+// ownerReference to the job.
+nlohmann::json child_object_meta(const JobView& job, const std::string& name);
 nlohmann::json desired_configmap(const JobView& job);
 nlohmann::json desired_service(const JobView& job, const PodOptions& options);
 nlohmann::json desired_pod(const JobView& job, const RoleView& role, int index,

@@ -43,9 +43,12 @@ kube::Resource event_resource(const std::string& namespace_);
 kube::Resource serviceaccount_resource(const std::string& namespace_);
 kube::Resource role_resource(const std::string& namespace_);
 kube::Resource rolebinding_resource(const std::string& namespace_);
+// The job's network surface (job_network.h): its Secret and its NetworkPolicy.
+kube::Resource secret_resource(const std::string& namespace_);
+kube::Resource networkpolicy_resource(const std::string& namespace_);
 // Every type of object a job owns (each labelled tlt.dev/job), in `namespace_` ("" for all):
-// pods, services, configmaps, serviceaccounts, roles, rolebindings. The informers watch these and
-// the cache keeps them.
+// pods, services, configmaps, serviceaccounts, roles, rolebindings, secrets, networkpolicies.
+// The informers watch these and the cache keeps them.
 std::vector<kube::Resource> owned_resources(const std::string& namespace_);
 
 // Identity and bookkeeping of a job object, read without decoding its spec.

@@ -105,15 +105,43 @@ void OperatorMetrics::set_leader(bool leader) {
   f_->leader.Add({}).Set(leader ? 1 : 0);
 }
 
+namespace {
+
+constexpr const char* kDecisionActions[] = {"assign_drafter", "return_rollout", "add_drafter",
+                                            "remove_drafter"};
+
+}  // namespace
+
 void OperatorMetrics::add_rebalancer_decision(const std::string& namespace_, const std::string& job,
                                               const std::string& action) {
+  std::lock_guard<std::mutex> lock(mu_);
+  decision_jobs_.insert({namespace_, job});
   f_->decisions.Add({{"namespace", namespace_}, {"job", job}, {"action", action}}).Increment();
 }
 
 void OperatorMetrics::declare_rebalancer_job(const std::string& namespace_,
                                              const std::string& job) {
-  for (const char* action : {"assign_drafter", "return_rollout", "add_drafter", "remove_drafter"})
+  std::lock_guard<std::mutex> lock(mu_);
+  decision_jobs_.insert({namespace_, job});
+  for (const char* action : kDecisionActions)
     f_->decisions.Add({{"namespace", namespace_}, {"job", job}, {"action", action}});
+}
+
+void OperatorMetrics::retain_rebalancer_jobs(
+    const std::set<std::pair<std::string, std::string>>& live) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = decision_jobs_.begin(); it != decision_jobs_.end();) {
+    if (live.count(*it)) {
+      ++it;
+      continue;
+    }
+    for (const char* action : kDecisionActions) {
+      Counter& c = f_->decisions.Add(
+          {{"namespace", it->first}, {"job", it->second}, {"action", action}});
+      f_->decisions.Remove(&c);
+    }
+    it = decision_jobs_.erase(it);
+  }
 }
 
 void OperatorMetrics::add_prometheus_query_error() {

@@ -10,7 +10,11 @@
 //   tlt_operator_rebalancer_decisions_total{namespace,job,action}
 //                                                       rebalancer decisions per RLJob, action
 //                                                       assign_drafter, return_rollout,
-//                                                       add_drafter or remove_drafter
+//                                                       add_drafter or remove_drafter; a job's
+//                                                       series go when the job is deleted
+//                                                       (retain_rebalancer_jobs)
+// These are the only series with a job's name among their labels, so the series a process
+// exports stay bounded by the jobs that exist, whatever names job authors choose.
 //   tlt_operator_prometheus_query_errors_total          rebalancer passes whose utilisation
 //                                                       query failed (unreachable, garbage)
 //
@@ -24,7 +28,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "api/status.h"
 
@@ -49,6 +55,9 @@ class OperatorMetrics {
                                const std::string& action);
   // Creates the decision series of a job (every action) at 0; see declare_watch().
   void declare_rebalancer_job(const std::string& namespace_, const std::string& job);
+  // Removes the decision series of every job not in `live` ({namespace, name}: the RLJobs that
+  // exist).
+  void retain_rebalancer_jobs(const std::set<std::pair<std::string, std::string>>& live);
   void add_prometheus_query_error();
   // Read at every render for tlt_operator_workqueue_depth.
   void set_depth_source(std::function<double()> depth);
@@ -63,6 +72,9 @@ class OperatorMetrics {
   std::map<std::string, std::pair<std::string, std::string>> phases_;  // key -> (kind, phase);
                                                                        // guarded by mu_
   std::function<double()> depth_;                                      // guarded by mu_
+  std::set<std::pair<std::string, std::string>> decision_jobs_;  // {namespace, job} with
+                                                                 // decision series; guarded by
+                                                                 // mu_
 };
 
 // GET /metrics (text format), /healthz (200 "ok" while `healthy`), /readyz (200 "ok" while

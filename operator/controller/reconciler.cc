@@ -64,7 +64,7 @@ bool terminal_phase(const std::string& p) {
 // job is looked at again on every pass instead of being kept as finished.
 bool refused_reason(const std::string& reason) {
   return reason == kInvalidSpec || reason == kForbiddenByPodPolicy || reason == kReconcileError ||
-         reason == kRewardURLNotAllowed;
+         reason == kRewardURLNotAllowed || reason == kJobSecretNotOwned;
 }
 
 // Every field of the job's podTemplates whose JSON type is wrong (pod_template.h), one line each.
@@ -85,6 +85,8 @@ std::vector<std::string> policy_violations(const JobView& job, const PodOptions&
   for (const RoleView& role : job.roles) {
     const std::string path = role.path + ".podTemplate";
     for (std::string& v : check_pod_template(options.policy, role.pod_template, path))
+      out.push_back(std::move(v));
+    for (std::string& v : check_job_credentials(role.pod_template, path))
       out.push_back(std::move(v));
     Json pod = desired_pod(job, role, 0, options);
     for (std::string& v : check_pod_security_lines(options.policy, role.pod_template, pod, path))
@@ -208,14 +210,21 @@ ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& o
   if (terminal_phase(phase) && !refused_reason(failed_reason(meta.status)))
     return finished(*job, pods, std::move(progress));
 
-  // The ConfigMap, the Service and the identity do not depend on each other: all at once; the
-  // pods need all three (a pod naming a ServiceAccount that does not exist is refused).
-  Status (Reconciler::*const subs[])(const JobView&) = {&Reconciler::reconcile_configmap,
-                                                        &Reconciler::reconcile_service,
-                                                        &Reconciler::reconcile_identity};
+  if (Status s = reconcile_secret(*job); !s.ok()) {
+    if (s.code() != StatusCode::kAlreadyExists) return stuck(*job, pods, s, Outcome{});
+    return refuse(meta, kJobSecretNotOwned, s.message(),
+                  "The job's Secret name is taken by another's Secret; no pods will be created.",
+                  true);
+  }
+  // The ConfigMap, the Service, the identity and the NetworkPolicy do not depend on each other:
+  // all at once; the pods need the first three (a pod naming a ServiceAccount that does not exist
+  // is refused).
+  Status (Reconciler::*const subs[])(const JobView&) = {
+      &Reconciler::reconcile_configmap, &Reconciler::reconcile_service,
+      &Reconciler::reconcile_identity, &Reconciler::reconcile_network_policy};
   Outcome outcome;
   outcome.progress = std::move(progress);
-  for (const Status& s : run_parallel(3, 3, [&](int i) { return (this->*subs[i])(*job); })) {
+  for (const Status& s : run_parallel(4, 4, [&](int i) { return (this->*subs[i])(*job); })) {
     if (!s.ok()) return stuck(*job, pods, s, std::move(outcome));
   }
   Status s = reconcile_pods(*job, pods, &outcome);
@@ -282,7 +291,9 @@ Status Reconciler::finalize(const ObservedJob& job, const Json& object) {
       {configmap_resource(job.namespace_), configmap_name(job.kind, job.name)},
       {rolebinding_resource(job.namespace_), identity_name(job.kind, job.name)},
       {role_resource(job.namespace_), identity_name(job.kind, job.name)},
-      {serviceaccount_resource(job.namespace_), identity_name(job.kind, job.name)}};
+      {serviceaccount_resource(job.namespace_), identity_name(job.kind, job.name)},
+      {secret_resource(job.namespace_), job_secret_name(job.kind, job.name)},
+      {networkpolicy_resource(job.namespace_), network_policy_name(job.kind, job.name)}};
   const std::vector<std::string> legacy = legacy_child_names(job.name);  // (owned_by guards)
   owned.push_back({service_resource(job.namespace_), legacy[0]});
   owned.push_back({configmap_resource(job.namespace_), legacy[1]});

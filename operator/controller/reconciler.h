@@ -6,7 +6,8 @@
 //
 // reconcile(key), in a fixed order:
 //   observe   the job from the cache; gone -> done. Being deleted -> delete what it owns (pods,
-//             Service, ConfigMap, RoleBinding, Role, ServiceAccount: no garbage collector is
+//             Service, ConfigMap, RoleBinding, Role, ServiceAccount, Secret, NetworkPolicy: no
+//             garbage collector is
 //             assumed; those of its names that the cache does not show are read by name, and
 //             deleted when the job owns them: a child that lost its labels), drop the
 //             finalizer, done.
@@ -33,12 +34,18 @@
 //             one warning line and one Warning Event (ProgressUnreadable) per annotation value.
 //   finished  Succeeded or Failed is kept: pods still running are deleted; after
 //             ttlSecondsAfterFinished the job itself is deleted (requeued until then).
+//   secret    the job's Secret <service>-secret (job_network.h) created with 32 fresh random
+//             bytes when the cache shows none; one the job owns is never written again. A Secret
+//             of the name that the job does not own -> Failed, reason JobSecretNotOwned, naming
+//             it and the fix; the job's pods are deleted; looked at again when the job changes.
 //   act       ConfigMap <job>-rl-spec / <job>-tst-spec (created when missing, applied when
 //             different), Service <job>-rl / <job>-tst (created when missing; its spec restored
 //             by a merge patch when it differs: child_digest(), cache.h) and the job's
 //             identity: ServiceAccount, Role (its rules applied when they differ, e.g. after a
-//             scale) and RoleBinding, all named <job>-rl / <job>-tst; these three at once (names
-//             per kind, identity: desired.h); then
+//             scale) and RoleBinding, all named <job>-rl / <job>-tst, and the NetworkPolicy
+//             <job>-rl / <job>-tst (applied when it differs; deleted when
+//             options.pod.network_policy is off); these four at once (names per kind, identity:
+//             desired.h; NetworkPolicy: job_network.h); then
 //             pods: Failed pods are deleted and counted in status.restarts (Failed once
 //             restarts exceed backoffLimit); every pod of the completion role (trainer;
 //             workers) Succeeded -> Succeeded; spec.suspend -> delete every pod; else delete
@@ -93,6 +100,9 @@ inline constexpr const char* kForbiddenByPodPolicy = "ForbiddenByPodPolicy";
 // The Failed reason of a job whose reconcile threw (a defect of the operator that this job's
 // object reaches): the job is refused, as above, and every other job goes on.
 inline constexpr const char* kReconcileError = "ReconcileError";
+// The Failed reason of a job whose Secret's name (job_network.h) is taken by a Secret it does not
+// own: never adopted, since the job's pods would trust whatever it holds.
+inline constexpr const char* kJobSecretNotOwned = "JobSecretNotOwned";
 // The apiserver's message of a refused write is cut to this many bytes in status and Events.
 inline constexpr size_t kMaxRefusalMessage = 400;
 
@@ -177,6 +187,12 @@ class Reconciler {
   // The ServiceAccount, Role and RoleBinding of desired.h, in that order.
   Status reconcile_identity(const JobView& job);
   Status reconcile_service(const JobView& job);
+  // The job's Secret (see the top; reconcile_network.cc): AlreadyExists, with the message for the
+  // job's condition, when a Secret of its name is not the job's.
+  Status reconcile_secret(const JobView& job);
+  // The job's NetworkPolicy: ensure_child() while options.pod.network_policy.enabled, else the
+  // job's own one deleted.
+  Status reconcile_network_policy(const JobView& job);
   // Merge-patches the live Service `want` names back to want's spec (ports, selector, type).
   Status restore_service(const kube::Resource& r, const nlohmann::json& want,
                          const ObservedJob& job);

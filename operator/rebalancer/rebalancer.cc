@@ -4,6 +4,7 @@
 #include "operator/rebalancer/rebalancer.h"
 
 #include <algorithm>
+#include <set>
 
 #include "api/manifest.h"
 #include "operator/controller/desired.h"
@@ -38,10 +39,12 @@ std::chrono::milliseconds Rebalancer::tick() {
   WallTime now = clock_->now();
   WallTime next = now + options_.discovery;
   std::map<std::string, JobState> kept;
+  std::set<std::pair<std::string, std::string>> live;  // every RLJob, for its metric series
   for (const Json& object :
        cache_->list(controller::job_resource(api::kRLJobKind, options_.namespace_))) {
     ObservedJob job = controller::observe_job(api::kRLJobKind, object);
     std::string key = job.namespace_ + "/" + job.name;
+    live.insert({job.namespace_, job.name});
     std::string phase = job.status.value("phase", "");
     if (job.deleting || phase == "Suspended" || phase == "Succeeded" || phase == "Failed") continue;
     StatusOr<api::Job> decoded = api::parse_job_json(object);
@@ -71,6 +74,7 @@ std::chrono::milliseconds Rebalancer::tick() {
     kept[key] = std::move(state);
   }
   jobs_ = std::move(kept);  // forgets jobs that are gone, disabled or finished
+  metrics_->retain_rebalancer_jobs(live);  // a deleted job's series go; a finished one's stay
   return std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(next - now));
 }
 

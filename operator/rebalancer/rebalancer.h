@@ -26,7 +26,8 @@
 //   - the pod's annotation tlt.dev/assignment: drafter (removed to return it), a merge patch;
 //   - an Event on the RLJob (PodAssignedToDrafter / PodReturnedToRollout);
 //   - tlt_operator_rebalancer_decisions_total{namespace,job,action} (assign_drafter,
-//     return_rollout);
+//     return_rollout); a job's series are removed by the first pass that no longer finds the
+//     job in the cache (deleted; a finished job keeps them);
 //   - condition DrafterAssigned in the RLJob's status: True with the assigned pods, or False;
 //   - a log line.
 // Prometheus unreachable, slow or answering garbage: no decision for that

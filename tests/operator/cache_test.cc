@@ -169,19 +169,19 @@ TEST(ObjectStore, Trim_KeepsWhatTheReconcilerReads) {
 TEST(Cache, StoresOfTheCachedTypes_NotSyncedUntilListed) {
   Cache cache;
   EXPECT_EQ(cache.not_synced(),
-            "configmaps, pods, rljobs, rolebindings, roles, serviceaccounts, services, "
-            "tstpretrainjobs");
+            "configmaps, networkpolicies, pods, rljobs, rolebindings, roles, secrets, "
+            "serviceaccounts, services, tstpretrainjobs");
   for (const char* plural : {"tstpretrainjobs", "pods", "services", "configmaps", "serviceaccounts",
-                             "roles", "rolebindings"})
+                             "roles", "rolebindings", "secrets", "networkpolicies"})
     cache.store(plural)->replace({}, "1");
   EXPECT_FALSE(cache.jobs_synced());
   cache.store("rljobs")->replace({rl_job("j", "job-uid")}, "1");
   EXPECT_TRUE(cache.jobs_synced());
   EXPECT_EQ(cache.not_synced(), "");
-  EXPECT_EQ(cache.store("secrets"), nullptr);
+  EXPECT_EQ(cache.store("endpoints"), nullptr);
   cache.written(pod_resource("ns"), owned(pod("a", "2"), "j", "job-uid"));
   EXPECT_TRUE(cache.get(pod_resource("ns"), "a").has_value());
-  EXPECT_FALSE(cache.get(kube::Resource{"", "v1", "secrets", "ns"}, "a").has_value());
+  EXPECT_FALSE(cache.get(kube::Resource{"", "v1", "endpoints", "ns"}, "a").has_value());
   cache.deleted(pod_resource("ns"), "a");
   EXPECT_TRUE(cache.by_job(pod_resource("ns"), "j")[0]["metadata"].contains("deletionTimestamp"));
 }

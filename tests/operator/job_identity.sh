@@ -83,10 +83,15 @@ for job in alpha beta; do
       fail "$pod does not run as $job-rl"
   done
 done
-[[ $(kc get pod alpha-trainer-0 -n research -o 'jsonpath={.spec.automountServiceAccountToken}') == true ]] ||
-  fail "alpha-trainer-0 has no token mounted (its runtime reads assignments, writes progress)"
+[[ $(kc get pod alpha-trainer-0 -n research -o 'jsonpath={.spec.automountServiceAccountToken}') == false ]] ||
+  fail "alpha-trainer-0 has the token automounted (into every container)"
+[[ $(kc get pod alpha-trainer-0 -n research -o 'jsonpath={.spec.containers[?(@.name=="tlt")].volumeMounts[?(@.name=="tlt-token")].mountPath}') == \
+  /var/run/secrets/kubernetes.io/serviceaccount ]] ||
+  fail "alpha-trainer-0's tlt container has no token (its runtime reads assignments, writes progress)"
 [[ $(kc get pod alpha-rollout-0 -n research -o 'jsonpath={.spec.automountServiceAccountToken}') == false ]] ||
   fail "alpha-rollout-0 has a token mounted; its runtime never calls the apiserver"
+[[ -z $(kc get pod alpha-rollout-0 -n research -o 'jsonpath={.spec.volumes[?(@.name=="tlt-token")].name}') ]] ||
+  fail "alpha-rollout-0 has a token volume; its runtime never calls the apiserver"
 k8s_say "alpha and beta: own ServiceAccount, Role, RoleBinding; pods run as <job>-rl"
 
 # ---- 2. what the identity may do ---------------------------------------------------------------------

@@ -56,7 +56,7 @@ class ReconcilerTest : public ::testing::Test {
       : clock_(std::chrono::system_clock::from_time_t(1700000000)),
         events_(&kube_, &clock_, "tlt-operator"),
         reconciler_(&kube_, &cache_, &events_, &clock_,
-                    ReconcilerOptions{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4}) {
+                    ReconcilerOptions{PodOptions{"registry.example/tlt:test", 29500, {}, {}, {}}, 4}) {
     set_log_sink([this](const std::string& line) { logs_.push_back(line); });
   }
   ~ReconcilerTest() override { set_log_sink(nullptr); }
@@ -316,8 +316,12 @@ TEST_F(ReconcilerTest, Reconcile_RLJobExample_OwnIdentityGetsItsPodsPatchesTrain
     StatusOr<Json> pod = kube_.get(pod_resource("research"), name);
     ASSERT_TRUE(pod.ok());
     EXPECT_EQ((*pod)["spec"]["serviceAccountName"], "qwen-math-grpo-rl") << name;
-    EXPECT_EQ((*pod)["spec"]["automountServiceAccountToken"], name == "qwen-math-grpo-trainer-0")
-        << name << ": only the trainer's runtime uses the apiserver";
+    EXPECT_EQ((*pod)["spec"]["automountServiceAccountToken"], false)
+        << name << ": no container gets the token by admission";
+    bool token = false;
+    for (const Json& v : (*pod)["spec"]["volumes"]) token = token || v["name"] == "tlt-token";
+    EXPECT_EQ(token, name == "qwen-math-grpo-trainer-0")
+        << name << ": only the trainer's runtime uses the apiserver (job_network_test.cc)";
   }
   kube_.reset_calls();
   reconcile(key);
@@ -370,7 +374,7 @@ TEST_F(ReconcilerTest, Reconcile_TemplateNamesAdminServiceAccount_PodsRunAsIt) {
   ReconcileResult r = reconcile(key);
   EXPECT_EQ(r.phase, "Failed") << "not in the admin's list";
   EXPECT_TRUE(pod_names("research").empty());
-  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4};
+  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}, {}}, 4};
   allowing.pod.policy.service_accounts = {"reader"};
   Reconciler admin(&kube_, &cache_, &events_, &clock_, allowing);
   sync();
@@ -591,7 +595,7 @@ TEST_F(ReconcilerTest, Reconcile_PodPolicyRefusesTemplate_FailedNamingFieldEvent
   reconcile(key);
   EXPECT_EQ(events_with_reason("research", "ForbiddenByPodPolicy"), 1) << "once, not per pass";
   // The admin's level allows both: the same job runs.
-  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4};
+  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}, {}}, 4};
   allowing.pod.policy.level = PodSecurityLevel::kPrivileged;
   Reconciler lenient(&kube_, &cache_, &events_, &clock_, allowing);
   sync();
@@ -838,7 +842,7 @@ TEST_F(ReconcilerTest, Reconcile_PolicyRevoked_FailedAndItsPodsDeleted) {
   Json rl = example("rljob-cluster.yaml");
   rl["spec"]["roles"]["trainer"]["podTemplate"] = {{"spec", {{"hostNetwork", true}}}};
   std::string key = add(rl);
-  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}}, 4};
+  ReconcilerOptions allowing{PodOptions{"registry.example/tlt:test", 29500, {}, {}, {}}, 4};
   allowing.pod.policy.level = PodSecurityLevel::kPrivileged;  // hostNetwork allowed
   Reconciler lenient(&kube_, &cache_, &events_, &clock_, allowing);
   sync();
@@ -1178,7 +1182,7 @@ TEST(Desired, PodTemplate_TltContainerMergedSidecarKept) {
   for (const Json& e : spec["containers"][0]["env"]) env[e["name"]] = e["value"];
   EXPECT_EQ(env["EXTRA"], "1");
   EXPECT_EQ(env["TLT_ROLE"], "workers");
-  EXPECT_EQ(spec["volumes"].size(), 3u) << "data, tlt-spec, tlt-tmp";
+  EXPECT_EQ(spec["volumes"].size(), 4u) << "data, tlt-spec, tlt-tmp, tlt-job-secret";
   EXPECT_EQ(spec["automountServiceAccountToken"], false);
   EXPECT_EQ(spec["containers"][1]["securityContext"]["allowPrivilegeEscalation"], false)
       << "sidecars restricted too";
