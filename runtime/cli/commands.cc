@@ -12,6 +12,7 @@
 #include "api/manifest.h"
 #include "runtime/cli/rl_command.h"
 #include "runtime/cli/tst_command.h"
+#include "runtime/cpu_info.h"
 #include "runtime/model/hf_export.h"
 #include "runtime/torch_env.h"
 
@@ -219,7 +220,8 @@ int version_command(std::ostream& out) {
       << "libtorch " << info.torch_version << "\n"
       << "cuda " << (info.cuda_available ? "yes" : "no") << " devices=" << info.cuda_devices << "\n"
       << "threads " << info.intra_op_threads << " cores=" << info.cores << "\n"
-      << "openmp wait " << info.openmp_wait << "\n";
+      << "openmp wait " << info.openmp_wait << "\n"
+      << "cpu " << runtime::describe(runtime::cpu_info()) << "\n";
   return kExitOk;
 }
 

@@ -71,7 +71,8 @@ int run_role_command(std::ostream& out, std::ostream& err);
 // or missing directory prints how to fetch SmolLM2 (scripts/setup.sh). Always kExitOk.
 int models_command(std::ostream& out, std::ostream& err);
 
-// `tlt version`: tlt and LibTorch versions, devices and threads.
+// `tlt version`: tlt and LibTorch versions, devices, threads, and the CPU (runtime/cpu_info.h:
+// vendor, family and model, and its bfloat16 and AMX flags).
 int version_command(std::ostream& out);
 
 }  // namespace tlt::cli
