@@ -28,6 +28,9 @@
 //                      [--draft-confidence 0] [--epsilon 0.1] [--group 1] [--ceiling-only]
 //                      [--dtype auto]
 //        bench_rollout --model PATH --ceiling-only [--batches 1,4,16] [--threads 1]
+//        bench_rollout --model PATH --greedy-check [--batches 1,4,16] [--max-new 24]
+//                      [--arms 4_1_5,4_2_8,ngram] [--dtype auto] (bench/rollout_lossless.h; exits
+//                      1 when a response differs from plain decoding's)
 //        bench_rollout --model PATH [--max-new 128] [--waves 2] [--drafter-steps 1600]
 //                      [--drafter-prompts 384] [--drafter-levels 3] [--drafter-layers 1]
 //                      [--drafter-vocab 2048] [--drafter-features last|fused|both]
@@ -52,10 +55,12 @@
 #include "api/arm.h"
 #include "runtime/data/token_file.h"
 #include "runtime/drafter/trainer.h"
+#include "runtime/model/bfloat16_probe.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/precision.h"
 #include "runtime/rollout/engine.h"
 #ifdef TLT_HAVE_PRETRAINED
+#include "bench/rollout_lossless.h"
 #include "runtime/model/model_source.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/rl/drafter_on_generations.h"
@@ -64,6 +69,7 @@
 #include "runtime/rl/sequences.h"
 #include "runtime/rollout/generate_pretrained.h"
 #endif
+#include "runtime/cpu_info.h"
 #include "runtime/torch_env.h"
 #include "runtime/tst/trainer.h"
 
@@ -213,6 +219,16 @@ bool coupled_drafts = true;    // --coupled-drafts: sampled drafts at the target
 double coupling_noise = 1.0;   // --coupling-noise: coupled trees' scoring (engine.h)
 bool decode_bfloat16 = false;  // --dtype resolved: decoding's products in bfloat16
 int64_t engine_max_seq = 512;  // positions per request of the measured engines
+// Runs whose outputs should have been plain decoding's and were not: the process exits 1.
+int not_lossless = 0;
+
+// Whether `spec` gave plain decoding's tokens for every request.
+bool same_tokens(const std::vector<rollout::Completion>& plain,
+                 const std::vector<rollout::Completion>& spec) {
+  bool same = plain.size() == spec.size();
+  for (size_t i = 0; same && i < plain.size(); ++i) same = plain[i].tokens == spec[i].tokens;
+  return same;
+}
 
 // One run's time by engine phase (EngineStats::phases), in seconds and as a share of the run.
 void print_phases(const char* label, const rollout::EngineStats& s) {
@@ -311,13 +327,12 @@ void print_row(int b, const std::string& name, const Run& plain, const Run& spec
               plain.tokens_per_s, spec.tokens_per_s, spec.tokens_per_s / plain.tokens_per_s,
               spec.accept, (long long)spec.stats.copied_drafts, kept(spec.stats), usage.c_str());
   print_phases("tlt", spec.stats);
-  bool same = plain.out.size() == spec.out.size();
-  for (size_t i = 0; same && i < plain.out.size(); ++i)
-    same = plain.out[i].tokens == spec.out[i].tokens;
+  bool same = same_tokens(plain.out, spec.out);
   // Greedy and reproducible sampling must give plain decoding's tokens; rejection sampling
   // (--reproducible 0) gives other draws from the same distribution, which the tests check
   // (tests/runtime/rollout_test.cc, chi-square), not this bench.
   bool must_match = t.temperature == 0.0 || reproducible;
+  not_lossless += must_match && !same;
   int64_t rows = spec.stats.bfloat16_rows;
   std::string products = !spec.stats.bfloat16 ? "float32"
                          : rows <= 1 ? "bfloat16, unpadded"
@@ -396,9 +411,11 @@ void compare(model::Transformer target, const std::vector<NamedDrafter>& drafter
       for (const std::string& arm : t.arms) {
         Run r = measure(target, nd.drafter, b, {}, reqs, true, {arm}, 32, t.shortcut);
         double ratio = r.tokens_per_s / plain[0].tokens_per_s;
-        std::printf("       fixed %-5s %-6s %12.1f %7.2fx %8.2f %8lld %6.2f\n", nd.name.c_str(),
+        bool lost = (t.temperature == 0.0 || reproducible) && !same_tokens(plain[0].out, r.out);
+        not_lossless += lost;
+        std::printf("       fixed %-5s %-6s %12.1f %7.2fx %8.2f %8lld %6.2f%s\n", nd.name.c_str(),
                     arm.c_str(), r.tokens_per_s, ratio, r.accept, (long long)r.stats.copied_drafts,
-                    kept(r.stats));
+                    kept(r.stats), lost ? " outputs DIFFERENT (not lossless)" : "");
         summary->push_back({nd.name, arm, b, t.temperature, r.accept, ratio});
       }
       std::fflush(stdout);
@@ -758,6 +775,17 @@ int print_agreement(model::Transformer target, model::Drafter drafter, const rl:
   return 0;
 }
 
+// --model PATH --greedy-check: main's flags where given, else GreedyCheckOptions' defaults.
+int greedy_check(const std::string& path, const CLI::App& app, const std::vector<int>& batches,
+                 const std::vector<std::string>& arms, int max_new, int threads) {
+  bench::GreedyCheckOptions o;
+  if (app.count("--batches")) o.batches = batches;
+  if (app.count("--arms")) o.arms = arms;
+  if (app.count("--max-new")) o.max_new = max_new;
+  o.bfloat16 = decode_bfloat16, o.threads = threads;
+  return bench::greedy_check(path, o);
+}
+
 // --model PATH: the ceilings, the drafter (cached), then the side-by-side table on the task's
 // held-out prompts through the model's chat template. The process's exit code.
 int model_compare(const std::string& path, const Table& t, const ModelDrafter& d,
@@ -831,7 +859,7 @@ int model_compare(const std::string& path, const Table& t, const ModelDrafter& d
     compare(target, drafters, tt, make_requests, &summary);
   }
   if (temperatures.size() > 1 || drafters.size() > 1) print_summary(summary, temperatures);
-  return 0;
+  return not_lossless == 0 ? 0 : 1;
 }
 #endif
 
@@ -849,7 +877,7 @@ int main(int argc, char** argv) {
   int drafter_levels = 3;
   std::string drafter_features = "last", temperatures_s;
   std::string fixed_s = "1,16", arms_s = "4_1_5,6_1_7,4_2_8,ngram";
-  bool prepare_only = false, ceiling_only = false;
+  bool prepare_only = false, ceiling_only = false, greedy = false;
   std::string model_path, decode_dtype = "auto";
   app.add_option("--tokens", tokens, "Tokenized corpus (tlt-data tokenize); not with --model");
   app.add_option("--model", model_path,
@@ -862,6 +890,9 @@ int main(int argc, char** argv) {
                "Train and cache target and drafter (on all cores), then exit");
   app.add_flag("--ceiling-only", ceiling_only,
                "Print only the speculation ceiling per batch size (no decoding runs)");
+  app.add_flag("--greedy-check", greedy,
+               "--model: plain vs each arm alone, greedy, at each batch size (default 1,4,16, "
+               "24 new tokens): exit 1 unless every response equals plain decoding's");
   app.add_option("--ceiling-context", ceiling_context,
                  "--model: tokens already in each request's KV cache for the ceiling's forward "
                  "times (a job's prompt plus response so far: attention grows with it)")
@@ -989,8 +1020,9 @@ int main(int argc, char** argv) {
   }
 
   decode_bfloat16 = model::use_bfloat16(decode_dtype, !model_path.empty(), torch::kCPU);
-  std::printf("decoding: %s products (--dtype %s)\n", decode_bfloat16 ? "bfloat16" : "float32",
-              decode_dtype.c_str());
+  std::printf("cpu: %s\ndecoding: %s products (--dtype %s)\n",
+              runtime::describe(runtime::cpu_info()).c_str(),
+              decode_bfloat16 ? "bfloat16" : "float32", decode_dtype.c_str());
 
   std::vector<std::string> arms;
   std::stringstream arms_ss(arms_s);
@@ -1010,6 +1042,7 @@ int main(int argc, char** argv) {
       if (app.count("--batches") == 0) batches = {1, 4, 16};
       return model_ceiling(model_path, batches, threads);
     }
+    if (greedy) return greedy_check(model_path, app, batches, arms, max_new, threads);
     // Shorter runs than a preset's: a forward of SmolLM2 costs ~10x the small preset's.
     if (app.count("--max-new") == 0) max_new = 128;
     if (app.count("--waves") == 0) waves = 2;
@@ -1102,5 +1135,7 @@ int main(int argc, char** argv) {
       target, {{"last", drafter}}, table,
       [&](int n, int offset) { return prompts(held, n, max_new, temperature, offset, group); },
       &summary);
-  return 0;
+  if (not_lossless > 0)
+    std::printf("%d runs differ from plain decoding: not lossless\n", not_lossless);
+  return not_lossless == 0 ? 0 : 1;
 }

@@ -54,12 +54,13 @@ int bench_rollout_command(const std::vector<std::string>& args, std::ostream& ou
                        [&](const std::string& a) { return a.rfind(flag, 0) == 0; });
   };
   // --model PATH: a pretrained model needs no corpus. Its drafter warm start trains and caches on
-  // every core first (as a preset's target and drafter do, below), unless only the ceilings run.
+  // every core first (as a preset's target and drafter do, below), unless only the ceilings or
+  // the greedy check run (no warm start).
   if (has("--model")) {
     std::vector<std::string> cmd{bench.string()};
     cmd.insert(cmd.end(), args.begin(), args.end());
     int rc = 0;
-    if (!has("--ceiling-only") && !has("-h") && !has("--help")) {
+    if (!has("--ceiling-only") && !has("--greedy-check") && !has("-h") && !has("--help")) {
       std::vector<std::string> prepare = cmd;
       prepare.push_back("--prepare-only");
       out << std::flush;

@@ -10,6 +10,7 @@
 // Thread safety: autocast state is per thread; a guard affects the thread that made it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -17,8 +18,6 @@
 #include <torch/torch.h>
 
 namespace tlt::model {
-
-class Transformer;  // runtime/model/transformer.h
 
 // Whether `device` multiplies bfloat16 matrices in hardware: any CUDA device (taken to be Ampere
 // or newer; older GPUs emulate bfloat16, and spec.model.dtype: float32 is the way out), or a CPU
@@ -75,7 +74,7 @@ bool autocast_active(const torch::Device& device);
 // nest; the innermost one serves. Lossless decoding needs the row-invariant attention too: on
 // CUDA the scope is not made (see Engine). Not copyable; one thread.
 // `min_rows`: products of fewer rows are padded to that many (what bfloat16_decode_rows() found
-// row-invariant; 1 = no padding).
+// row-invariant, runtime/model/bfloat16_probe.h; 1 = no padding).
 class Bfloat16Inference {
  public:
   // The padding that made every shape tried here row-invariant: one AMX tile's rows.
@@ -113,20 +112,16 @@ class Float32Products {
   Bfloat16Inference* hidden_;
 };
 
-// The padding with which decoding `model` on this machine under Bfloat16Inference is
-// row-invariant: a verify forward of 8 tokens next to 5 other requests gives each of them the
-// logits of 8 one-token steps of that request alone, bit for bit, and so do forwards whose
-// products have any of 1 to 16 rows (one-token steps of 2 to 8 requests, small verify
-// forwards). 1 when that holds with unpadded products (then plain decoding at small batches pays
-// for its own rows only), else Bfloat16Inference::kTileRows when it holds with products padded
-// to that many rows, else 0 (decode in float32). It rests on the library's bfloat16 products
-// rounding a row the same whatever else they multiply, which is no documented promise; so the
-// engine asks before decoding in bfloat16. Probes once per process and model shape (a few dozen
-// forwards on scratch caches; the model is not changed); thread-safe.
-int64_t bfloat16_decode_rows(Transformer& model);
-
 // m(x) for x (..., in): through the active Bfloat16Inference's copy of m's weight when there is
 // one, autograd is off and x is float32 (the bias, if any, is added in float32); else m(x).
 torch::Tensor linear(const torch::nn::Linear& m, const torch::Tensor& x);
+
+// Test hook: while on, linear()'s bfloat16 products of fewer than Bfloat16Inference::kTileRows
+// rows (after padding) sum in another order, bits that differ from the same rows in a larger
+// product, as the small-block kernels of some CPUs do: unpadded decoding is then not
+// row-invariant, which the probe (runtime/model/bfloat16_probe.h) and the greedy checks must
+// catch. Starts as TLT_TEST_BF16_ROW_DEPENDENT=1 in the environment says (read at the first
+// product or call); this switches it for the whole process (thread-safe). For tests only.
+void set_row_dependent_bfloat16_products(bool on);
 
 }  // namespace tlt::model

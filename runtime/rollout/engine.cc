@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/model/bfloat16_probe.h"
 #include "runtime/model/precision.h"
 #include "runtime/rollout/active_request.h"
 #include "runtime/rollout/batch_util.h"

@@ -138,9 +138,10 @@ struct EngineOptions {
   // Decode with the target's matrix products in bfloat16 (the drafter keeps float32): activations,
   // the cache and the logits stay float32 (model::Bfloat16Inference). Lossless only because the CPU
   // forward is row-invariant (runtime/model/decode_attention.h), so it applies to a target on
-  // the CPU, and only after model::bfloat16_decode_rows() found on this machine and this
-  // model's shapes that a verify forward gives the bits of one-token steps (with products
-  // unpadded where that holds, else padded to 16 rows); otherwise the engine decodes in float32
+  // the CPU, and only after model::bfloat16_decode_rows() (runtime/model/bfloat16_probe.h) found
+  // on this machine, for this model's shapes and verify forwards of up to 64 tokens (every arm's),
+  // that verify forwards and batched steps give the bits of one-token steps (with products unpadded where that holds,
+  // else padded to 16 rows); otherwise the engine decodes in float32
   // (EngineStats::bfloat16 says which ran). Plain and speculative decoding of the same options
   // produce the same tokens either way.
   bool bfloat16 = false;

@@ -3,8 +3,11 @@
 // shares the batch; that is what keeps bfloat16 decoding lossless.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <string>
 
+#include "runtime/model/bfloat16_probe.h"
 #include "runtime/model/decode_attention.h"
 #include "runtime/model/precision.h"
 #include "runtime/model/transformer.h"
@@ -142,12 +145,54 @@ torch::Tensor one_verify_forward(Transformer& m, const torch::Tensor& prefix,
   return m->forward(toks, pos, cache.get()).logits[0];
 }
 
+// "2 requests x 8 tokens (max difference 0.0039), ...": what the probe's check found.
+std::string listed(const std::vector<DecodeMismatch>& found) {
+  std::string s;
+  for (const DecodeMismatch& d : found)
+    s += (s.empty() ? "" : ", ") + describe(d.shape) + " (max difference " +
+         std::to_string(d.max_difference) + ")";
+  return s.empty() ? "none" : s;
+}
+
+// Whether the probe of decode_config() runs the exact case of the test below: a verify forward
+// of 8 tokens after 71 of context, next to one request 113 tokens further on with its own draft.
+TEST(Bfloat16Probe, RunsTheTestsCaseAndEveryDecodingShape) {
+  DecodeProbe p = decode_probe(decode_config());
+  EXPECT_EQ(p.prefix, 71);
+  ASSERT_FALSE(p.longer.empty());
+  EXPECT_EQ(p.longer[0], 113);
+  auto has = [](const DecodeProbe& probe, int64_t requests, int64_t tokens) {
+    return std::any_of(probe.shapes.begin(), probe.shapes.end(), [&](const DecodeShape& s) {
+      return s.requests == requests && s.tokens == tokens;
+    });
+  };
+  EXPECT_TRUE(has(p, 2, 8)) << "the test's exact case";
+  for (int64_t b = 2; b <= 16; ++b) EXPECT_TRUE(has(p, b, 1)) << "one-token steps of " << b;
+  for (int64_t t = 2; t <= 16; ++t) EXPECT_TRUE(has(p, 2, t)) << "a verify forward of " << t;
+  for (int64_t t : {24, 32, 48, 64}) EXPECT_TRUE(has(p, 2, t) && has(p, 4, t)) << t << " tokens";
+  EXPECT_EQ(p.steps, 64);
+  EXPECT_LE(p.prefix + p.longer[0] + 64, p.span);
+  EXPECT_LE(p.span, decode_config().max_seq);
+  // A model of shorter context gets the same shapes on shorter contexts; one too short, none.
+  ModelConfig short_context = decode_config();
+  short_context.max_seq = 128;
+  DecodeProbe s = decode_probe(short_context);
+  EXPECT_EQ(s.shapes.size(), p.shapes.size());
+  EXPECT_GE(s.prefix, 16);
+  EXPECT_LE(s.prefix + s.longer[0] + 64, s.span);
+  EXPECT_LE(s.span, 128);
+  short_context.max_seq = 40;
+  EXPECT_TRUE(decode_probe(short_context).shapes.empty());
+}
+
 // The property lossless bfloat16 decoding rests on: with the weights' products in bfloat16, a
 // forward of 8 drafted tokens next to another request gives each token exactly the logits of 8
 // one-token steps of that request alone, with products padded to one tile's rows and with the
-// padding the engine's probe chose (1 where unpadded products are row-invariant too). Skipped
-// where bfloat16 is emulated (its products there are not known to be row-invariant, and
-// bfloat16 decoding is not chosen there).
+// padding the engine's probe chose (1 where unpadded products are row-invariant too). The probe's
+// choice is checked with the probe's own check (every padding it tried first fails it, the chosen
+// one passes it, also on other tokens) and with this test's shapes, so the test cannot pass a
+// padding the engine would reject nor the other way round. Skipped where bfloat16 is emulated (its
+// products there are not known to be row-invariant, and bfloat16 decoding is not chosen there).
 TEST(Bfloat16Inference, AVerifyForwardEqualsOneTokenStepsBitForBit) {
   if (!native_bfloat16(torch::kCPU)) GTEST_SKIP() << "no native bfloat16 on this CPU";
   torch::manual_seed(5);
@@ -158,6 +203,20 @@ TEST(Bfloat16Inference, AVerifyForwardEqualsOneTokenStepsBitForBit) {
   torch::Tensor float32 = one_token_steps(m, prefix, tokens);
   int64_t probed = bfloat16_decode_rows(m);
   ASSERT_GT(probed, 0) << "the engine's probe finds no row-invariant padding";
+  std::printf("the probe chose products padded to %lld rows\n", (long long)probed);
+  DecodeProbe probe = decode_probe(m->config());
+  for (int64_t rows : decode_paddings()) {
+    std::vector<DecodeMismatch> found = decode_mismatches(m, rows, probe);
+    std::printf("padded to %lld rows: mismatches %s\n", (long long)rows, listed(found).c_str());
+    if (rows == probed) {
+      EXPECT_TRUE(found.empty()) << "the chosen padding fails the probe's check: " << listed(found);
+      break;
+    }
+    EXPECT_FALSE(found.empty()) << "the probe passed over padding " << rows
+                                << ", which its check accepts";
+  }
+  probe.seed = 1;  // the same shapes on other tokens
+  EXPECT_EQ(listed(decode_mismatches(m, probed, probe)), "none");
   for (int64_t rows : {Bfloat16Inference::kTileRows, probed}) {
     SCOPED_TRACE("products padded to " + std::to_string(rows) + " rows");
     Bfloat16Inference bf16(true, rows);
@@ -168,6 +227,36 @@ TEST(Bfloat16Inference, AVerifyForwardEqualsOneTokenStepsBitForBit) {
     EXPECT_FALSE(torch::equal(steps, float32)) << "the scope did not change the products";
     EXPECT_LT((steps - float32).abs().max().item<double>(), 0.05) << "bfloat16 strays too far";
   }
+}
+
+// Products whose bits depend on their row count (set_row_dependent_bfloat16_products: small
+// blocks sum in another order, as on CPUs whose small-block kernels differ) fail the probe's check
+// unpadded, at this test's exact case among others, and pass it padded to one tile; the test's
+// own verify-vs-steps comparison sees the same. So the probe would decode such a CPU padded.
+TEST(Bfloat16Probe, RejectsUnpaddedProductsThatAreNotRowInvariant) {
+  if (!native_bfloat16(torch::kCPU)) GTEST_SKIP() << "no native bfloat16 on this CPU";
+  torch::manual_seed(5);
+  Transformer m(decode_config());
+  m->eval();
+  torch::NoGradGuard no_grad;
+  DecodeProbe probe = decode_probe(m->config());
+  set_row_dependent_bfloat16_products(true);
+  std::vector<DecodeMismatch> unpadded = decode_mismatches(m, 1, probe);
+  std::vector<DecodeMismatch> padded = decode_mismatches(m, Bfloat16Inference::kTileRows, probe);
+  torch::Tensor prefix = torch::randint(0, 211, {1, 71}), tokens = torch::randint(0, 211, {1, 8});
+  bool test_case_equal = false;
+  {
+    Bfloat16Inference bf16(true, 1);
+    test_case_equal =
+        torch::equal(one_token_steps(m, prefix, tokens), one_verify_forward(m, prefix, tokens));
+  }
+  set_row_dependent_bfloat16_products(false);
+  std::printf("unpadded: %zu of %zu shapes differ\n", unpadded.size(), probe.shapes.size());
+  EXPECT_TRUE(std::any_of(unpadded.begin(), unpadded.end(), [](const DecodeMismatch& d) {
+    return d.shape.requests == 2 && d.shape.tokens == 8;
+  })) << listed(unpadded);
+  EXPECT_EQ(listed(padded), "none");
+  EXPECT_FALSE(test_case_equal) << "the test's own case did not see the hook";
 }
 
 }  // namespace
