@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "runtime/model/bfloat16_probe.h"
 #include "runtime/model/model_source.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/rl/drafter_on_generations.h"
@@ -122,6 +123,16 @@ int greedy_check(const std::string& path, const GreedyCheckOptions& o) {
   }
   GreedyCheckOptions opts = o;
   opts.max_seq = std::min<int64_t>(o.max_seq, target->config().max_seq);
+  if (opts.bfloat16) {  // the engines below find the probe's answer cached
+    auto t0 = std::chrono::steady_clock::now();
+    int64_t rows = model::bfloat16_decode_rows(target);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("bfloat16 probe: %s (%zu shapes, %.1f s)\n",
+                rows == 0   ? "no row-invariant padding, decoding in float32"
+                : rows == 1 ? "unpadded products are row-invariant"
+                            : ("products padded to " + std::to_string(rows) + " rows").c_str(),
+                model::decode_probe(target->config()).shapes.size(), s);
+  }
   torch::manual_seed(1);
   model::Drafter drafter(target, 1);
   drafter->eval();
