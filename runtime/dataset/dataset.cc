@@ -1,6 +1,7 @@
 #include "runtime/dataset/dataset.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "api/json_bounded.h"
 #include "runtime/dataset/row_file.h"
 
 namespace tlt::dataset {
@@ -24,6 +26,23 @@ bool is_jsonl(const std::string& p) {
 }
 bool is_parquet(const std::string& p) {
   return has_suffix(p, ".parquet");
+}
+
+// What a file of mode `mode` (st_mode) is, when it is not a regular file or a directory.
+std::string file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  return "not a regular file";
+}
+
+Status not_regular(const std::string& path, mode_t mode) {
+  return Status::InvalidArgument(path + ": is " + file_kind(mode) +
+                                 ", not a regular file; a dataset is a .jsonl, .json or .parquet "
+                                 "file or a directory of them: copy the rows into a regular file "
+                                 "and name it");
 }
 
 // An open file descriptor, closed with its owner.
@@ -71,8 +90,8 @@ Status JsonlFile::take_line(const std::string& line, uint64_t offset, uint64_t n
                                    std::to_string(bad + 1) + ")");
   if (number > UINT32_MAX)
     return Status::InvalidArgument(place + ": more than 2^32 - 1 lines in one file; split it");
-  StatusOr<json> row = parse_row(line.data(), end);
-  if (!row.ok()) return Status::InvalidArgument(place + ": " + row.status().message());
+  StatusOr<json> row = parse_row(line.data(), end, place);
+  if (!row.ok()) return row.status();
   rows_.push_back({offset, uint32_t(end), uint32_t(number)});
   if (visit) {
     Status s = visit(first + rows_.size() - 1, *row);
@@ -84,8 +103,9 @@ Status JsonlFile::take_line(const std::string& line, uint64_t offset, uint64_t n
 // One streaming pass: a line is gathered up to kMaxLineBytes, then refused; the rest of an
 // over-long line is never held.
 Status JsonlFile::scan(uint64_t first, const RowVisitor& visit) {
-  fd_.fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_.fd < 0) return Status::NotFound(path_ + ": " + std::strerror(errno));
+  StatusOr<int> fd = open_regular(path_);
+  if (!fd.ok()) return fd.status();
+  fd_.fd = *fd;
   std::vector<char> buf(1 << 20);
   std::string line;
   uint64_t offset = 0, line_start = 0, number = 1;
@@ -129,19 +149,29 @@ StatusOr<std::string> JsonlFile::text(uint64_t i) const {
   return s;
 }
 
-// The shards of a dataset path in name order.
+// The shards of a dataset path in name order: the path itself when it is a file, or a
+// directory's entries named like shards. Each must be a regular file (through symlinks); nothing
+// is opened here.
 StatusOr<std::vector<std::string>> shard_paths(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return Status::NotFound(path + ": no such file or directory");
-  if (!fs::is_directory(path, ec)) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return errno == ENOENT ? Status::NotFound(path + ": no such file or directory")
+                           : Status::InvalidArgument(path + ": " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) {
+    if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode);
     if (!is_jsonl(path) && !is_parquet(path))
       return Status::InvalidArgument(path + ": a dataset file ends in .jsonl, .json or .parquet");
     return std::vector<std::string>{path};
   }
   std::vector<std::string> out;
+  std::error_code ec;
   for (const auto& e : fs::directory_iterator(path, ec)) {
     std::string p = e.path().string();
-    if (e.is_regular_file(ec) && (is_jsonl(p) || is_parquet(p))) out.push_back(p);
+    if (!is_jsonl(p) && !is_parquet(p)) continue;
+    if (::stat(p.c_str(), &st) != 0)
+      return Status::InvalidArgument(p + ": " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) return not_regular(p, st.st_mode);
+    out.push_back(p);
   }
   if (ec) return Status::InvalidArgument(path + ": " + ec.message());
   if (out.empty())
@@ -154,13 +184,36 @@ StatusOr<std::vector<std::string>> shard_paths(const std::string& path) {
 
 }  // namespace
 
-StatusOr<json> parse_row(const char* s, size_t n) {
-  json row = json::parse(s, s + n, nullptr, /*allow_exceptions=*/false);
-  if (row.is_discarded()) return Status::InvalidArgument("malformed JSON");
-  if (!row.is_object())
-    return Status::InvalidArgument(std::string("the row is a JSON ") + row.type_name() +
+StatusOr<json> parse_row(const char* s, size_t n, const std::string& where) {
+  StatusOr<json> row = api::parse_json_bounded(std::string_view(s, n), where);
+  if (!row.ok()) return row.status();
+  if (!row->is_object())
+    return Status::InvalidArgument(where + ": the row is a JSON " + row->type_name() +
                                    ", not an object");
   return row;
+}
+
+StatusOr<int> open_regular(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return errno == ENOENT ? Status::NotFound(path + ": no such file or directory")
+                           : Status::InvalidArgument(path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode);
+  // O_NONBLOCK: a FIFO swapped in after the stat opens at once instead of waiting for a writer,
+  // and fstat of the descriptor itself then refuses it.
+  Fd fd;
+  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd.fd < 0)
+    return errno == ENOENT ? Status::NotFound(path + ": no such file or directory")
+                           : Status::InvalidArgument(path + ": " + std::strerror(errno));
+  if (::fstat(fd.fd, &st) != 0) return Status::InvalidArgument(path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode);
+  int flags = ::fcntl(fd.fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd.fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    return Status::InvalidArgument(path + ": " + std::strerror(errno));
+  int out = fd.fd;
+  fd.fd = -1;
+  return out;
 }
 
 StatusOr<std::unique_ptr<RowFile>> open_jsonl(const std::string& path, uint64_t first,
@@ -202,9 +255,7 @@ StatusOr<std::string> Dataset::row_text(uint64_t i) const {
 StatusOr<json> Dataset::row(uint64_t i) const {
   StatusOr<std::string> text = row_text(i);
   if (!text.ok()) return text.status();
-  StatusOr<json> r = parse_row(text->data(), text->size());
-  if (!r.ok()) return Status::InvalidArgument(where(i) + ": " + r.status().message());
-  return r;
+  return parse_row(text->data(), text->size(), where(i));
 }
 
 std::string Dataset::where(uint64_t i) const {

@@ -14,8 +14,9 @@
 //            row group's JSON is held in memory while it is read.
 //
 // open() checks every row before it returns (nothing trains on a dataset with a bad row): a
-// malformed JSON line, a line that is not UTF-8, a line over the limit and a row that is not an
-// object are InvalidArgument naming the file and its line number (Parquet: its row number).
+// malformed JSON line, a line that is not UTF-8, a line over the limit, a row nested deeper than
+// api::kMaxJsonDepth and a row that is not an object are InvalidArgument naming the file and its
+// line number (Parquet: its row number).
 // The visitor, when given, sees each row in order in the same pass and may refuse it; its error
 // gets the row's place (where()) prefixed.
 //
@@ -47,8 +48,10 @@ class Dataset {
   ~Dataset();
   // Opens `path` (a .jsonl/.json file, a .parquet file, or a directory of those, read in name
   // order; other files in a directory are ignored). NotFound when the path does not exist;
-  // InvalidArgument for a file of another suffix, a directory without shards, or a bad row as
-  // above. An empty dataset is not an error here (rows() == 0): the caller names its field.
+  // InvalidArgument for a file of another suffix, a directory without shards, a path or shard
+  // that is not a regular file (a FIFO, socket or device, also through a symlink: refused
+  // without ever blocking on it), or a bad row as above. An empty dataset is not an error here
+  // (rows() == 0): the caller names its field.
   static StatusOr<std::unique_ptr<Dataset>> open(const std::string& path,
                                                  const RowVisitor& visit = nullptr);
 

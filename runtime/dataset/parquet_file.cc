@@ -12,7 +12,7 @@
 
 extern "C" {
 struct TltParquet;
-TltParquet* tlt_pq_open(const uint8_t* path, size_t len, char** error, size_t* error_len);
+TltParquet* tlt_pq_open_fd(int fd, char** error, size_t* error_len);  // takes fd
 uint64_t tlt_pq_rows(const TltParquet* p);
 uint64_t tlt_pq_groups(const TltParquet* p);
 uint64_t tlt_pq_group_start(const TltParquet* p, uint64_t g);
@@ -69,8 +69,8 @@ Status ParquetFile::take_group(TltParquet* pq, uint64_t g, uint64_t first,
     size_t nl = text.find('\n', at);
     if (nl == std::string::npos) nl = text.size();
     uint64_t index = rows_.size();
-    StatusOr<nlohmann::json> row = parse_row(text.data() + at, nl - at);
-    if (!row.ok()) return Status::InvalidArgument(where(index) + ": " + row.status().message());
+    StatusOr<nlohmann::json> row = parse_row(text.data() + at, nl - at, where(index));
+    if (!row.ok()) return row.status();
     if (std::fwrite(text.data() + at, 1, nl - at, spool_) != nl - at)
       return Status::Unavailable(
           path_ + ": writing its rows to a temporary file (TMPDIR): " + std::strerror(errno));
@@ -122,10 +122,11 @@ StatusOr<std::string> ParquetFile::text(uint64_t i) const {
 
 StatusOr<std::unique_ptr<RowFile>> open_parquet(const std::string& path, uint64_t first,
                                                 const RowVisitor& visit) {
+  StatusOr<int> fd = open_regular(path);
+  if (!fd.ok()) return fd.status();
   char* err = nullptr;
   size_t err_len = 0;
-  TltParquet* pq =
-      tlt_pq_open(reinterpret_cast<const uint8_t*>(path.data()), path.size(), &err, &err_len);
+  TltParquet* pq = tlt_pq_open_fd(*fd, &err, &err_len);
   if (!pq) return Status::InvalidArgument(path + ": not a Parquet file: " + take(err, err_len));
   auto f = std::make_unique<ParquetFile>(path);
   Status s = f->scan(pq, first, visit);

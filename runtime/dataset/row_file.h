@@ -27,7 +27,15 @@ StatusOr<std::unique_ptr<RowFile>> open_jsonl(const std::string& path, uint64_t 
 StatusOr<std::unique_ptr<RowFile>> open_parquet(const std::string& path, uint64_t first,
                                                 const RowVisitor& visit);
 
-// Parses one row's text; InvalidArgument (without a place) unless it is a JSON object.
-StatusOr<nlohmann::json> parse_row(const char* s, size_t n);
+// Parses one row's text: InvalidArgument starting with `where` unless it is a JSON object nested
+// at most api::kMaxJsonDepth levels (deeper rows are refused before they are parsed, since
+// walking them recurses once per level).
+StatusOr<nlohmann::json> parse_row(const char* s, size_t n, const std::string& where);
+
+// Opens the file at `path` for reading, refusing anything but a regular file (through symlinks)
+// without blocking on it: a FIFO, socket or device is InvalidArgument naming what it is and the
+// fix, both when the path names one and when it is swapped for one after the check. Returns the
+// blocking descriptor (the caller closes it); NotFound when the path does not exist.
+StatusOr<int> open_regular(const std::string& path);
 
 }  // namespace tlt::dataset

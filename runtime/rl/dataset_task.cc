@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "api/fnv.h"
+#include "api/json_bounded.h"
 #include "runtime/rl/seeds.h"
 
 namespace tlt::rl {
@@ -52,6 +53,21 @@ StatusOr<RowPrompt> read_prompt(const json& row, const std::string& field) {
     p.text += (p.text.empty() ? "" : "\n") + p.turns.back().content;
   }
   return p;
+}
+
+// The chat turns of a problem's messages_json (row_problem's [{role, content}] list).
+StatusOr<std::vector<ChatTurn>> turns_of(const Problem& p) {
+  const std::string where = "problem " + p.id + ": messages_json";
+  StatusOr<json> list = api::parse_json_bounded(p.messages_json, where);
+  if (!list.ok()) return list.status();
+  std::vector<ChatTurn> turns;
+  if (list->is_array())
+    for (const json& m : *list)
+      if (m.is_object() && m.value("role", json()).is_string() &&
+          m.value("content", json()).is_string())
+        turns.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  if (turns.empty()) return Status::InvalidArgument(where + " is not a message list");
+  return turns;
 }
 
 // The first index >= at that starts a UTF-8 character of `s`.
@@ -173,16 +189,9 @@ Problem DatasetTask::row_problem(const RowRef& r, size_t drop) const {
 
 StatusOr<std::vector<int64_t>> DatasetTask::encode(const Codec& codec, const Problem& p) const {
   if (p.messages_json.empty()) return codec.encode_prompt(p.prompt, p.prompt);
-  json list = json::parse(p.messages_json, nullptr, /*allow_exceptions=*/false);
-  std::vector<ChatTurn> turns;
-  if (list.is_array())
-    for (const json& m : list)
-      if (m.is_object() && m.value("role", json()).is_string() &&
-          m.value("content", json()).is_string())
-        turns.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
-  if (turns.empty())
-    return Status::InvalidArgument("problem " + p.id + ": messages_json is not a message list");
-  return codec.encode_messages(turns);
+  StatusOr<std::vector<ChatTurn>> turns = turns_of(p);
+  if (!turns.ok()) return turns.status();
+  return codec.encode_messages(*turns);
 }
 
 // Row r's prompt ids under longPrompts; *keep false when the row is skipped.
@@ -204,7 +213,11 @@ StatusOr<std::vector<int64_t>> DatasetTask::fit_row(const Codec& codec, int64_t 
   }
   // The text truncate cuts: the prompt, or a message list's last content.
   std::string text = p.prompt;
-  if (!p.messages_json.empty()) text = json::parse(p.messages_json).back()["content"];
+  if (!p.messages_json.empty()) {
+    StatusOr<std::vector<ChatTurn>> turns = turns_of(p);
+    if (!turns.ok()) return turns.status();
+    text = turns->back().content;
+  }
   auto size = [&](size_t drop) -> StatusOr<int64_t> {
     StatusOr<std::vector<int64_t>> cut = encode(codec, row_problem(r, drop));
     if (!cut.ok()) return cut.status().with_context(p.id);
@@ -288,9 +301,9 @@ Problem DatasetTask::problem(uint64_t i, bool held_out) const {
 
 double DatasetTask::reward(const Problem& p, const std::string& response) const {
   if (!builtin_ || p.reference_json.empty()) return 0.0;
-  json answer = json::parse(p.reference_json, nullptr, /*allow_exceptions=*/false);
-  if (answer.is_discarded()) return 0.0;
-  StatusOr<double> r = reward::score(verifier_, response, answer);
+  StatusOr<json> answer = api::parse_json_bounded(p.reference_json, "problem " + p.id);
+  if (!answer.ok()) return 0.0;
+  StatusOr<double> r = reward::score(verifier_, response, *answer);
   return r.ok() ? *r : 0.0;
 }
 

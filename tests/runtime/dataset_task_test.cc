@@ -4,8 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <set>
 
 namespace tlt::rl {
@@ -189,6 +195,42 @@ TEST(DatasetTask, PromptOfTheWrongShape) {
   p = write("nullanswer.jsonl", "{\"prompt\": \"q\", \"answer\": null}\n");
   e = open_error(spec_of(p, 0));
   EXPECT_NE(e.find(p + ":1: spec.task.dataset.answerField: \"answer\": "), std::string::npos) << e;
+}
+
+// Every row is hashed (dumped) as it is read: a row nested a million levels deep must be refused
+// before that, naming the field, the file and the line.
+TEST(DatasetTask, DeeplyNestedRowIsRefusedNotACrash) {
+  std::string deep = "{\"prompt\": \"1 + 1\", \"answer\": " + std::string(1000000, '[') +
+                     std::string(1000000, ']') + "}";
+  std::string p = write("deep.jsonl", "{\"prompt\": \"1 + 1\", \"answer\": \"2\"}\n" + deep + "\n");
+  std::string e = open_error(spec_of(p, 1));
+  EXPECT_EQ(e.rfind("spec.task.dataset.path: " + p + ":2: JSON nested deeper than 128 levels", 0),
+            0u)
+      << e.substr(0, 300);
+}
+
+// A dataset path that is a FIFO is refused at once, naming the field, before anything blocks on
+// it (an open() of a FIFO waits for a writer).
+TEST(DatasetTask, FifoPathRefusedNamingTheField) {
+  std::string p =
+      (fs::temp_directory_path() / ("tlt-dstask-" + std::to_string(::getpid()) + "-pipe.jsonl"))
+          .string();
+  fs::remove(p);
+  ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0);
+  auto opened = std::async(std::launch::async, [p] { return open_error(spec_of(p, 1)); });
+  bool ready = opened.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!ready) ::close(::open(p.c_str(), O_WRONLY | O_NONBLOCK));  // lets a blocked open go
+  std::string e = opened.get();
+  fs::remove(p);
+  ASSERT_TRUE(ready) << "DatasetTask::open blocked on a FIFO";
+  EXPECT_EQ(
+      e.rfind("spec.task.dataset.path: " + p + ": is a FIFO (named pipe), not a regular file", 0),
+      0u)
+      << e;
+  api::DatasetSpec held = spec_of(kDir + "arith.jsonl", 0);
+  held.held_out_path = "/dev/null";
+  e = open_error(held);
+  EXPECT_EQ(e.rfind("spec.task.dataset.heldOutPath: /dev/null: is a character device", 0), 0u) << e;
 }
 
 TEST(DatasetTask, EmptyDatasetAndTooManyHeldOut) {

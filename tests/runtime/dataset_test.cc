@@ -3,8 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 namespace tlt::dataset {
 namespace {
@@ -66,7 +72,7 @@ TEST(Dataset, MalformedJsonNamesTheLine) {
   Scratch s;
   std::string p = s.write("bad.jsonl", "{\"x\": 1}\n{\"x\": 2}\n{\"x\": \n{\"x\": 4}\n");
   std::string e = open_error(p);
-  EXPECT_NE(e.find(p + ":3: malformed JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find(p + ":3: not valid JSON"), std::string::npos) << e;
 }
 
 TEST(Dataset, NonUtf8LineNamesTheLine) {
@@ -84,6 +90,69 @@ TEST(Dataset, RowThatIsNotAnObject) {
   p = s.write("scalar.jsonl", "\"text\"\n");
   e = open_error(p);
   EXPECT_NE(e.find(p + ":1: the row is a JSON string"), std::string::npos) << e;
+}
+
+// `depth` arrays nested in a row object: the row nests depth + 1 levels.
+std::string nested_row(size_t depth) {
+  return "{\"x\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
+}
+
+// A row a million levels deep (2 MB, under the line limit) is refused before it is parsed: dumping
+// or walking it recursively would overflow the stack.
+TEST(Dataset, DeeplyNestedRowNamesTheLine) {
+  Scratch s;
+  std::string p = s.write("deep.jsonl", "{\"x\": 1}\n" + nested_row(1000000) + "\n");
+  std::string e = open_error(p, [](uint64_t, const json& row) {
+    row.dump();  // what DatasetTask's visitor does with each row
+    return Status::Ok();
+  });
+  EXPECT_NE(e.find(p + ":2: JSON nested deeper than 128 levels"), std::string::npos) << e;
+  // The limit itself is allowed.
+  StatusOr<std::unique_ptr<Dataset>> d = Dataset::open(s.write("at.jsonl", nested_row(127)));
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  e = open_error(s.write("over.jsonl", nested_row(128)));
+  EXPECT_NE(e.find(s.path("over.jsonl") + ":1: JSON nested deeper than 128 levels"),
+            std::string::npos)
+      << e;
+}
+
+// Dataset::open(path) within 10 s; a FIFO that blocked it is opened for writing (and closed) to
+// let it go, and the test fails.
+std::string open_error_bounded(const std::string& path, const std::string& fifo) {
+  auto result = std::async(std::launch::async, [path] { return open_error(path); });
+  if (result.wait_for(std::chrono::seconds(10)) == std::future_status::ready) return result.get();
+  int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  if (w >= 0) ::close(w);
+  ADD_FAILURE() << path << ": Dataset::open blocked";
+  return result.get();
+}
+
+// A FIFO, socket or device named like a shard is refused at once, by what it is, also behind a
+// symlink and inside a shard directory: nothing waits for a writer.
+TEST(Dataset, NonRegularPathsRefusedWithoutBlocking) {
+  Scratch s;
+  std::string fifo = s.path("pipe.jsonl");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string e = open_error_bounded(fifo, fifo);
+  EXPECT_NE(e.find(fifo + ": is a FIFO (named pipe), not a regular file"), std::string::npos) << e;
+  EXPECT_NE(e.find("copy the rows into a regular file"), std::string::npos) << e;
+
+  std::string bare = s.path("pipe");
+  ASSERT_EQ(::mkfifo(bare.c_str(), 0600), 0);
+  fs::create_symlink(bare, s.path("link.parquet"));
+  e = open_error_bounded(s.path("link.parquet"), bare);
+  EXPECT_NE(e.find(s.path("link.parquet") + ": is a FIFO"), std::string::npos) << e;
+
+  fs::create_directories(s.path("shards"));
+  s.write("shards/a.jsonl", "{\"x\": 1}\n");
+  std::string inner = s.path("shards/b.jsonl");
+  ASSERT_EQ(::mkfifo(inner.c_str(), 0600), 0);
+  e = open_error_bounded(s.path("shards"), inner);
+  EXPECT_NE(e.find(inner + ": is a FIFO"), std::string::npos) << e;
+
+  fs::create_symlink("/dev/null", s.path("null.jsonl"));
+  e = open_error(s.path("null.jsonl"));
+  EXPECT_NE(e.find(s.path("null.jsonl") + ": is a character device"), std::string::npos) << e;
 }
 
 // A 100 MB line is refused at the limit: the reader never holds more than the limit and a read

@@ -2,14 +2,15 @@
 //! file's row count and its rows as JSON objects (one UTF-8 JSON text per row), so that a dataset
 //! reader handles Parquet and JSONL rows alike.
 //!
-//! Ownership: a `TltParquet*` from `tlt_pq_open` is owned by the caller and freed with
-//! `tlt_pq_free`. Every buffer this library returns (row text, error messages) is owned by the
+//! Ownership: a `TltParquet*` from `tlt_pq_open_fd` is owned by the caller and freed with
+//! `tlt_pq_free`, which closes the file descriptor the handle took. Every buffer this library returns (row text, error messages) is owned by the
 //! caller and freed with `tlt_pq_free_bytes`. Nothing panics across the boundary: a panic inside
 //! the crate (the record API panics on a column type it does not convert) becomes an error.
 //! Thread safety: one handle is used by one thread at a time (the caller serialises).
 
 use std::fs::File;
-use std::os::raw::c_char;
+use std::os::raw::{c_char, c_int};
+use std::os::unix::io::FromRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -47,8 +48,7 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-fn open(path: &str) -> Result<TltParquet, String> {
-    let file = File::open(path).map_err(|e| e.to_string())?;
+fn open(file: File) -> Result<TltParquet, String> {
     let reader = SerializedFileReader::new(file).map_err(|e| e.to_string())?;
     let mut starts = Vec::new();
     let mut rows: u64 = 0;
@@ -59,21 +59,17 @@ fn open(path: &str) -> Result<TltParquet, String> {
     Ok(TltParquet { reader, starts, rows })
 }
 
-/// Opens the Parquet file at `path` (`len` bytes, UTF-8) and reads its footer. Returns null on
-/// failure and sets `*error` to a message (caller frees).
+/// Reads the footer of the Parquet file open as `fd` (a regular file, opened for reading: the
+/// caller checked it). The handle owns `fd` from this call on: `tlt_pq_free` closes it, and so
+/// does a failure here. Returns null on failure and sets `*error` to a message (caller frees).
 #[no_mangle]
-pub unsafe extern "C" fn tlt_pq_open(
-    path: *const u8,
-    len: usize,
+pub unsafe extern "C" fn tlt_pq_open_fd(
+    fd: c_int,
     error: *mut *mut c_char,
     error_len: *mut usize,
 ) -> *mut TltParquet {
-    let bytes = if len == 0 { &[][..] } else { std::slice::from_raw_parts(path, len) };
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        let path = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
-        open(path)
-    }));
-    match result {
+    let file = File::from_raw_fd(fd);
+    match catch_unwind(AssertUnwindSafe(move || open(file))) {
         Ok(Ok(p)) => Box::into_raw(Box::new(p)),
         Ok(Err(m)) => {
             set_error(error, error_len, m);
