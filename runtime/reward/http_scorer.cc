@@ -5,6 +5,7 @@
 #include <deque>
 #include <thread>
 
+#include "api/json_bounded.h"
 #include "runtime/reward/sources.h"
 
 namespace tlt::reward {
@@ -86,6 +87,11 @@ Attempt HttpScorer::post(const Job& job) {
   if (code >= 500) return {Status::Unavailable(where + ": answered " + std::to_string(code)), true};
   if (code != 200)
     return {Status::FailedPrecondition(where + ": answered " + std::to_string(code)), false};
+  if (api::json_depth(body) > api::kMaxJsonDepth)
+    return {Status::InvalidArgument(where + ": the answer is JSON nested deeper than " +
+                                    std::to_string(api::kMaxJsonDepth) +
+                                    " levels: " + body.substr(0, 200)),
+            false};
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("reward"))
     return {

@@ -17,6 +17,7 @@
 #include <regex>
 #include <thread>
 
+#include "api/json_bounded.h"
 #include "runtime/reward/sources.h"
 
 extern char** environ;
@@ -25,6 +26,7 @@ namespace tlt::reward {
 namespace {
 
 constexpr size_t kMaxLine = size_t(1) << 20;  // a longer output line is garbage
+constexpr size_t kMaxNanLine = 1024;          // the longest line read as a NaN/Infinity answer
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -258,13 +260,21 @@ void LineScorer::value_error(const std::string& id, const Status& why) {
 // One output line; false on a protocol failure (already handled).
 bool LineScorer::take_line(const std::string& line) {
   if (line.find_first_not_of(" \t\r") == std::string::npos) return true;
+  if (api::json_depth(line) > api::kMaxJsonDepth) {
+    attempt_failed("printed a line of JSON nested deeper than " +
+                   std::to_string(api::kMaxJsonDepth) + " levels: " + line.substr(0, 200));
+    return false;
+  }
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   const std::string field = t_->field();
   if (j.is_discarded()) {
     // Python's json.dumps writes NaN and Infinity, which JSON lacks: a value error, not garbage.
+    // Such an answer is short; std::regex recurses once per character, so longer lines are
+    // garbage without being searched.
     static const std::regex nan(R"re("id"\s*:\s*"([^"]*)".*"reward"\s*:\s*(-?(NaN|Infinity)))re");
     std::smatch m;
-    if (std::regex_search(line, m, nan) && pending_.count(m[1].str())) {
+    if (line.size() <= kMaxNanLine && std::regex_search(line, m, nan) &&
+        pending_.count(m[1].str())) {
       value_error(m[1].str(),
                   Status::InvalidArgument(field + ": the reward for id \"" + m[1].str() + "\" is " +
                                           m[2].str() + " (must be a finite number)"));

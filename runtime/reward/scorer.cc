@@ -3,11 +3,17 @@
 #include <cmath>
 #include <utility>
 
+#include "api/json_bounded.h"
 #include "runtime/reward/sources.h"
 #include "runtime/reward/verifiers.h"
 
 namespace tlt::reward {
 namespace {
+
+// The reference answer of request `r`, parsed; InvalidArgument naming `answer` and the request.
+StatusOr<nlohmann::json> reference_of(const ScoreRequest& r) {
+  return api::parse_json_bounded(r.reference_json, "answer: the reference of " + r.id);
+}
 
 // A source that scores in submit(): the task's own reward or a built-in verifier.
 class LocalScorer : public Scorer {
@@ -31,10 +37,9 @@ StatusOr<std::unique_ptr<Scorer>> make_verifier_scorer(const api::RewardSpec& sp
   o.pattern = spec.pattern;
   TLT_RETURN_IF_ERROR(o.validate());
   return std::unique_ptr<Scorer>(new LocalScorer([o](const ScoreRequest& r) -> StatusOr<double> {
-    nlohmann::json answer = nlohmann::json::parse(r.reference_json, nullptr, false);
-    if (answer.is_discarded())
-      return Status::InvalidArgument("answer: the reference of " + r.id + " is not JSON");
-    StatusOr<double> s = score(o, r.response, answer);
+    StatusOr<nlohmann::json> answer = reference_of(r);
+    if (!answer.ok()) return answer.status();
+    StatusOr<double> s = score(o, r.response, *answer);
     if (!s.ok()) return s.status().with_context(r.id);
     return s;
   }));
@@ -112,11 +117,10 @@ StatusOr<double> check_reward(const nlohmann::json& value, const std::string& fi
 }
 
 StatusOr<nlohmann::json> request_json(const ScoreRequest& r) {
-  nlohmann::json answer = nlohmann::json::parse(r.reference_json, nullptr, false);
-  if (answer.is_discarded())
-    return Status::InvalidArgument("answer: the reference of " + r.id + " is not JSON");
+  StatusOr<nlohmann::json> answer = reference_of(r);
+  if (!answer.ok()) return answer.status();
   return nlohmann::json{
-      {"id", r.id}, {"prompt", r.prompt}, {"response", r.response}, {"answer", answer}};
+      {"id", r.id}, {"prompt", r.prompt}, {"response", r.response}, {"answer", *answer}};
 }
 
 StatusOr<std::unique_ptr<Scorer>> make_scorer(const ScorerOptions& o) {

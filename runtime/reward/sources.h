@@ -24,7 +24,7 @@ StatusOr<std::unique_ptr<Scorer>> make_fifo_scorer(const api::RewardSpec& spec,
 StatusOr<std::unique_ptr<Scorer>> make_http_scorer(const api::RewardSpec& spec);
 
 // One request as the wire's JSON object {"id", "prompt", "response", "answer"}; InvalidArgument
-// naming `answer` when the reference is not JSON.
+// naming `answer` when the reference is not JSON or nests deeper than api::kMaxJsonDepth.
 StatusOr<nlohmann::json> request_json(const ScoreRequest& request);
 
 }  // namespace tlt::reward

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/json_bounded.h"
+
 namespace tlt::rl {
 
 StatusOr<std::unique_ptr<reward::Scorer>> make_run_scorer(const RLRunPlan& plan, const Task& task) {
@@ -17,8 +19,8 @@ StatusOr<std::unique_ptr<reward::Scorer>> make_run_scorer(const RLRunPlan& plan,
   o.task_reward = [t](const reward::ScoreRequest& r) {
     Problem p;
     p.prompt = r.prompt;
-    nlohmann::json answer = nlohmann::json::parse(r.reference_json, nullptr, false);
-    p.answer = answer.is_string() ? answer.get<std::string>() : r.reference_json;
+    StatusOr<nlohmann::json> answer = api::parse_json_bounded(r.reference_json, r.id);
+    p.answer = answer.ok() && answer->is_string() ? answer->get<std::string>() : r.reference_json;
     return t->reward(p, r.response);
   };
   if (const char* dir = std::getenv("TLT_REWARD_PIPE_DIR"); dir && *dir) o.pipe_dir = dir;

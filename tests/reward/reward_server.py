@@ -2,7 +2,8 @@
 """A reward server for scorer_test's http cases: POST {"id", "prompt", "response", "answer"},
 answer {"id", "reward": len(response)}, except for these responses:
   status500  always 500;  flaky  500 the first time, then good;  slow  2 s, then good;
-  notjson    a body that is not JSON;  big  a reward of 1e9 (out of range).
+  notjson    a body that is not JSON;  big  a reward of 1e9 (out of range);
+  deep       a reward nested a million arrays deep.
 Usage: reward_server.py PORT_FILE (it listens on a free port of 127.0.0.1 and writes it there)."""
 import json
 import sys
@@ -34,6 +35,9 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(2)
         if response == "notjson":
             return self.reply(200, "oops")
+        if response == "deep":
+            deep = "[" * 1000000 + "]" * 1000000
+            return self.reply(200, '{"id": %s, "reward": %s}' % (json.dumps(req["id"]), deep))
         reward = 1e9 if response == "big" else len(response)
         self.reply(200, json.dumps({"id": req["id"], "reward": reward}))
 

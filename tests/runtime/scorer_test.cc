@@ -197,6 +197,40 @@ TEST_F(ScorerTest, GarbageLineFails) {
   expect_error(score_all(**s, {"a"}), "not JSON: hello");
 }
 
+// An answer nested half a million levels deep (1 MB, under the line limit) is garbage, not a
+// crash: walking it to print the bad reward would recurse once per level.
+TEST_F(ScorerTest, DeeplyNestedAnswerFails) {
+  auto s = make(command_spec(R"(
+import json, sys
+for line in sys.stdin:
+    deep = "[" * 500000 + "]" * 500000
+    print('{"id": %s, "reward": %s}' % (json.dumps(json.loads(line)["id"]), deep), flush=True)
+)",
+                             5, 0));
+  ASSERT_TRUE(s.ok());
+  auto got = score_all(**s, {"a"});
+  expect_error(got, "printed a line of JSON nested deeper than 128 levels");
+  expect_error(got, "spec.reward.command");
+}
+
+// A reference answer nested a million levels deep is refused naming `answer`, by the verifiers
+// and by the sources that send it on.
+TEST_F(ScorerTest, DeeplyNestedReferenceFails) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  api::RewardSpec spec;
+  spec.type = "math";
+  auto s = make(spec);
+  ASSERT_TRUE(s.ok());
+  (*s)->begin(1);
+  (*s)->submit(0, request("r0", "4", deep));
+  expect_error((*s)->wait(), "answer: the reference of r0: JSON nested deeper than 128 levels");
+  auto c = make(command_spec(kLengthReward));  // the request is refused before it is sent
+  ASSERT_TRUE(c.ok());
+  (*c)->begin(1);
+  (*c)->submit(0, request("r1", "4", deep));
+  expect_error((*c)->wait(), "answer: the reference of r1: JSON nested deeper than 128 levels");
+}
+
 TEST_F(ScorerTest, OmittedIdTimesOutNamingIt) {
   auto s = make(command_spec(R"(
 import json, sys
@@ -366,6 +400,9 @@ TEST_F(HttpScorerTest, GarbageAnswersFailAtOnce) {
   ASSERT_TRUE(s.ok());
   expect_error(score_all(**s, {"notjson"}), "not a JSON object with a \"reward\"");
   expect_error(score_all(**s, {"big"}), "must be finite");
+  auto deep = score_all(**s, {"deep"});
+  expect_error(deep, "the answer is JSON nested deeper than 128 levels");
+  expect_error(deep, "spec.reward.url");
 }
 
 TEST_F(HttpScorerTest, RefusedConnectionFails) {
