@@ -85,17 +85,17 @@ double publish_channel(model::Transformer& policy, std::vector<model::Transforme
   }
   double t = now_s();
   std::thread driver([&] {
-    std::string path = dir + "/policy.ckpt";
+    std::string path = dir + "/policy-v1.ckpt";  // a name the worker side takes
     check(model::save_checkpoint(*policy, path, "bench", io::Sync::kNone), "save");
     for (int w = 0; w < n; ++w) {  // one connection per worker, in turn (as WorkerPool::send)
       rl::Channel ch(driver_fd[size_t(w)], driver_fd[size_t(w)]);
-      ch.mirror_files(dir);
+      ch.mirror_files(dir, rl::driver_mirror_rules(w));
       check(ch.send({{"op", "generate"}, {"policy", path}}), "send");
     }
   });
   on_threads(n, [&](int w) {
     rl::Channel ch(worker_fd[size_t(w)], worker_fd[size_t(w)]);
-    ch.mirror_files(dir + "/w" + std::to_string(w));
+    ch.mirror_files(dir + "/w" + std::to_string(w), rl::worker_mirror_rules());
     StatusOr<std::optional<nlohmann::json>> m = std::optional<nlohmann::json>();
     while (m.ok() && !*m) m = ch.receive(-1);  // file frames first, then the message
     check(m.status(), "receive");

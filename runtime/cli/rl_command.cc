@@ -18,6 +18,7 @@
 
 #include "api/labels.h"
 #include "runtime/cli/metrics_endpoint.h"
+#include "runtime/cluster/job_secret.h"
 #include "runtime/cluster/link.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/report/job_report.h"
@@ -62,6 +63,7 @@ class Progress {
          << " reclaimed_ws=" << r.reclaimed_worker_seconds << " idle_ws=" << r.idle_worker_seconds
          << " drafter=v" << r.drafter_version << std::setprecision(0) << " eta_s=" << eta;
     if (r.restarts) line << " restarts=" << r.restarts;
+    if (r.unpaired_connections) line << " unpaired_connections=" << r.unpaired_connections;
     if (tty_) {
       out_ << "\r" << line.str() << "   " << (r.step == steps_ ? "\n" : "") << std::flush;
     } else {
@@ -181,6 +183,26 @@ std::string stopped_line(const rl::RLRunResult& res, const rl::RLRunPlan& plan) 
   return after + "; checkpoint in " + plan.checkpoint_dir + "; continue with --resume\n";
 }
 
+// The job secret (runtime/cluster/job_secret.h). A local run (no listen port) makes one when
+// TLT_JOB_SECRET is unset and puts it in this process's environment, which its worker processes
+// inherit; a trainer pod (listen_port > 0) must find the job's (the mounted Secret), and fails
+// here, before any model is loaded, when it cannot. False after saying why on `err`.
+bool prepare_job_secret(const RLRunFlags& flags, std::ostream& err) {
+  const char* set = std::getenv(cluster::kSecretEnv);
+  if (flags.listen_port <= 0 && !(set && *set)) {
+    StatusOr<std::string> made = cluster::generate_job_secret();
+    if (!made.ok() || ::setenv(cluster::kSecretEnv, made->c_str(), 1) != 0) {
+      err << "tlt run: cannot make the job secret for the worker processes: "
+          << (made.ok() ? std::string("setenv failed") : made.status().message()) << "\n";
+      return false;
+    }
+    return true;
+  }
+  StatusOr<std::string> secret = cluster::load_job_secret();
+  if (!secret.ok()) err << "tlt run: " << secret.status().message() << "\n";
+  return secret.ok();
+}
+
 }  // namespace
 
 int rl_worker_command() {
@@ -198,6 +220,7 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
   report::JobReport rep(flags.report_dir.empty() ? fs::path(rl::job_base_dir(job)) / "report"
                                                  : fs::path(flags.report_dir),
                         job.metadata.name, job.kind);
+  if (!prepare_job_secret(flags, err)) return 1;  // before any thread reads the environment
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   MetricsEndpoint endpoint = start_metrics(job.metadata.name, spec.metrics.port, out, err);

@@ -1,14 +1,17 @@
 #include "runtime/rl/channel.h"
-#include "runtime/io/atomic_file.h"
 
 #include <poll.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include "api/json_bounded.h"
+#include "runtime/io/atomic_file.h"
 
 namespace tlt::rl {
 namespace fs = std::filesystem;
@@ -26,7 +29,42 @@ std::string relative_to(const std::string& dir, const std::string& path) {
   return path.substr(dir.size() + 1);
 }
 
+// A message's "op", or "" (not an object, no op, or one that is not a string).
+std::string op_of(const nlohmann::json& m) {
+  if (!m.is_object()) return "";
+  auto it = m.find("op");
+  return it != m.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Whether `name` matches `pattern` ('#': one or more decimal digits).
+bool matches(const std::string& pattern, const std::string& name) {
+  size_t i = 0;
+  for (char p : pattern) {
+    if (p != '#') {
+      if (i >= name.size() || name[i] != p) return false;
+      ++i;
+      continue;
+    }
+    size_t start = i;
+    while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+    if (i == start) return false;
+  }
+  return i == name.size();
+}
+
 }  // namespace
+
+std::vector<MirrorRule> worker_mirror_rules() {
+  return {{"generate", "policy", "policy-v#.ckpt"},
+          {"generate", "drafter", "drafter-v#.ckpt"},
+          {"train", "buffers", "buffer/step-#-w#.pt"}};
+}
+
+std::vector<MirrorRule> driver_mirror_rules(int index) {
+  std::string w = std::to_string(index);
+  return {{"generated", "buffer", "buffer/step-#-w" + w + ".pt"},
+          {"trained", "drafter", "drafter-w" + w + ".ckpt"}};
+}
 
 Status Channel::write_all(const char* data, size_t size) {
   size_t off = 0;
@@ -104,32 +142,76 @@ StatusOr<nlohmann::json> Channel::outgoing(const nlohmann::json& message) {
   return m;
 }
 
-void Channel::incoming(nlohmann::json* m) const {
-  auto one = [&](nlohmann::json& v) {
-    if (v.is_string() && v.get<std::string>().rfind(kMarker, 0) == 0)
-      v = mirror_dir_ + "/" + v.get<std::string>().substr(2);
+bool Channel::allowed(const std::string& op, const std::string& field,
+                      const std::string& rel) const {
+  for (const MirrorRule& r : accept_)
+    if (r.op == op && r.field == field && matches(r.pattern, rel)) return true;
+  return false;
+}
+
+Status Channel::incoming(nlohmann::json* m) {
+  std::string op = op_of(*m);
+  std::vector<bool> named(received_.size(), false);
+  auto one = [&](nlohmann::json& v, const std::string& field) -> Status {
+    if (v.is_string() && v.get<std::string>().empty()) return Status::Ok();
+    std::string s = v.is_string() ? v.get<std::string>() : "";
+    if (s.rfind(kMarker, 0) != 0)
+      return Status::Corruption("message \"" + op + "\": field " + field + " names " +
+                                v.dump().substr(0, 80) + ", not a file of this side's directory");
+    std::string rel = s.substr(2);
+    if (!allowed(op, field, rel))
+      return Status::Corruption("message \"" + op + "\": field " + field + " may not name \"" +
+                                rel.substr(0, 80) + "\"");
+    for (size_t i = 0; i < received_.size(); ++i)
+      if (received_[i].first == rel) named[i] = true;
+    v = mirror_dir_ + "/" + rel;
+    return Status::Ok();
   };
-  for (const char* f : kFileFields)
-    if (m->contains(f)) one((*m)[f]);
-  if (m->contains("buffers") && (*m)["buffers"].is_array())
-    for (nlohmann::json& v : (*m)["buffers"]) one(v);
-  if (m->contains("dir") && (*m)["dir"] == "@") (*m)["dir"] = mirror_dir_;
+  if (m->is_object()) {
+    for (const char* f : kFileFields)
+      if (m->contains(f)) TLT_RETURN_IF_ERROR(one((*m)[f], f));
+    if (m->contains("buffers")) {
+      if (!(*m)["buffers"].is_array())
+        return Status::Corruption("message \"" + op + "\": field buffers is not an array");
+      for (nlohmann::json& v : (*m)["buffers"]) TLT_RETURN_IF_ERROR(one(v, "buffers"));
+    }
+    if (m->contains("dir") && (*m)["dir"] == "@") (*m)["dir"] = mirror_dir_;
+  }
+  for (size_t i = 0; i < received_.size(); ++i)
+    if (!named[i])
+      return Status::Corruption("file \"" + received_[i].first + "\" came before a message \"" +
+                                op + "\" that does not name it");
+  for (const auto& [rel, bytes] : received_) {
+    fs::path path = fs::path(mirror_dir_) / rel;
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    // A mirror of the sender's file, re-sent after a reconnect: no sync.
+    TLT_RETURN_IF_ERROR(io::atomic_write(path.string(), bytes, io::Sync::kNone));
+  }
+  received_.clear();
+  return Status::Ok();
+}
+
+Status Channel::take_file_frame(nlohmann::json j, const std::string& line) {
+  if (!j.contains("rel") || !j["rel"].is_string() || !j.contains("size") ||
+      !j["size"].is_number_unsigned())
+    return Status::Corruption("bad file frame: " + line.substr(0, 80));
+  std::string rel = j["rel"].get<std::string>();
+  bool any = false;
+  for (const MirrorRule& r : accept_) any = any || matches(r.pattern, rel);
+  if (!any)
+    return Status::Corruption("file frame names \"" + rel.substr(0, 80) +
+                              "\", which this side does not take from its peer");
+  file_header_ = std::move(j);
+  return Status::Ok();
 }
 
 Status Channel::split_lines() {
   for (;;) {
-    if (file_header_) {  // the bytes of a mirrored file
+    if (file_header_) {  // the bytes of a mirrored file: kept until the message naming it
       size_t size = file_header_->at("size").get<size_t>();
       if (partial_.size() < size) return Status::Ok();
-      std::string rel = file_header_->at("rel").get<std::string>();
-      if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos)
-        return Status::Corruption("file frame names \"" + rel + "\" outside the directory");
-      fs::path path = fs::path(mirror_dir_) / rel;
-      std::error_code ec;
-      fs::create_directories(path.parent_path(), ec);
-      // A mirror of the sender's file, re-sent after a reconnect: no sync.
-      TLT_RETURN_IF_ERROR(io::atomic_write(path.string(), std::string_view(partial_.data(), size),
-                                           io::Sync::kNone));
+      received_.emplace_back(file_header_->at("rel").get<std::string>(), partial_.substr(0, size));
       partial_.erase(0, size);
       file_header_.reset();
       continue;
@@ -138,16 +220,15 @@ Status Channel::split_lines() {
     if (nl == std::string::npos) return Status::Ok();
     std::string line = partial_.substr(0, nl);
     partial_.erase(0, nl + 1);
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return Status::Corruption("not a JSON message: " + line.substr(0, 80));
-    if (!mirror_dir_.empty() && j.is_object() && j.value("op", "") == "file") {
-      if (!j.contains("rel") || !j["rel"].is_string() || !j.contains("size") ||
-          !j["size"].is_number_unsigned())
-        return Status::Corruption("bad file frame: " + line.substr(0, 80));
-      file_header_ = std::move(j);
+    StatusOr<nlohmann::json> parsed = api::parse_json_bounded(line, "a channel message");
+    if (!parsed.ok())
+      return Status::Corruption(parsed.status().message() + ": " + line.substr(0, 80));
+    nlohmann::json j = std::move(*parsed);
+    if (!mirror_dir_.empty() && op_of(j) == "file") {
+      TLT_RETURN_IF_ERROR(take_file_frame(std::move(j), line));
       continue;
     }
-    if (!mirror_dir_.empty()) incoming(&j);
+    if (!mirror_dir_.empty()) TLT_RETURN_IF_ERROR(incoming(&j));
     ready_.push_back(std::move(j));
   }
 }

@@ -378,6 +378,7 @@ Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>
 Status Driver::run_step(int64_t step, StepReport* r) {
   r->step = step;
   pool_->admit_drafter_pods(step);  // drafter pods that connected since the last step
+  r->unpaired_connections = pool_->take_unpaired();
   TLT_RETURN_IF_ERROR(publish_weights(step, r));
   StatusOr<Rollouts> s = rollout_->run(step, drafter_version_, r);
   if (!s.ok()) return s.status();
@@ -544,6 +545,7 @@ Status Driver::start_workers() {
   po.connect_timeout_s = plan_.connect_timeout_s;
   po.drafter_pods_at_start = plan_.drafter_pods_at_start;
   po.drafter_start_grace_s = plan_.drafter_start_grace_s;
+  po.stop = stop_;  // a signal ends the waits for workers (Aborted)
   pool_ = std::make_unique<WorkerPool>(
       po, [this](int w) { return setup_message(w); }, [this](const std::string& m) { log(m); });
   TLT_RETURN_IF_ERROR(open_weight_sync());
@@ -597,7 +599,13 @@ StatusOr<RLRunResult> Driver::run() {
   TLT_RETURN_IF_ERROR(model::save_checkpoint(
       *m_.drafter, drafter_path(plan_.run_dir, drafter_version_), "drafter", io::Sync::kNone));
   TLT_RETURN_IF_ERROR(evaluate_before());
-  TLT_RETURN_IF_ERROR(start_workers());
+  Status started = start_workers();
+  if (started.code() == StatusCode::kAborted && stopping()) {  // a signal while workers connect
+    log(started.message());
+    result_.interrupted = true;
+    return result_;
+  }
+  TLT_RETURN_IF_ERROR(started);
   for (int64_t step = start_step_ + 1; step <= plan_.steps; ++step) {
     StepReport r;
     Status st = run_step(step, &r);

@@ -39,6 +39,7 @@ json to_json(const StepReport& r) {
           {"loss", r.loss},
           {"restarts", r.restarts},
           {"weightSyncRefused", r.weight_sync_refused},
+          {"unpairedConnections", r.unpaired_connections},
           {"drafterWorkers", r.drafter_workers},
           {"timeline", tl}};
 }
@@ -54,6 +55,7 @@ StepReport step_from_json(const json& j) {
   r.publish_seconds = j.value("publishSeconds", 0.0);  // absent from older reports
   r.update_positions = j.value("updatePositions", int64_t(0));
   r.weight_sync_refused = j.value("weightSyncRefused", int64_t(0));
+  r.unpaired_connections = j.value("unpairedConnections", int64_t(0));
   r.update_microbatches = j.value("updateMicrobatches", int64_t(0));
   r.generating_worker_seconds = j.at("generatingWorkerSeconds");
   r.idle_worker_seconds = j.at("idleWorkerSeconds");

@@ -50,6 +50,10 @@ struct StepReport {
   // Weight publishes over the weight-sync group (runtime/rl/weight_sync.h) that a worker refused
   // (a bucket failed its checksum, or a stale version): must be 0. Such a worker loaded the file.
   int64_t weight_sync_refused = 0;
+  // Connections to the trainer's rendezvous port closed without pairing since the previous
+  // step (no valid proof of the job secret in time, or over the handshake cap): 0 unless some
+  // peer that is not the job's own connects (runtime/rl/rendezvous.h).
+  int64_t unpaired_connections = 0;
   std::vector<int> drafter_workers;  // dedicated to drafter training this step (rebalancer)
   std::vector<Interval> timeline;
 };

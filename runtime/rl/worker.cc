@@ -10,6 +10,7 @@
 #include <iostream>
 #include <random>
 
+#include "runtime/cluster/job_secret.h"
 #include "runtime/drafter/buffer.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/io/atomic_file.h"
@@ -36,7 +37,7 @@ double now_s() {
 class Worker {
  public:
   Worker(int in_fd, int out_fd) : ch_(in_fd, out_fd) {}
-  void mirror_files(const std::string& dir) { ch_.mirror_files(dir); }
+  void mirror_files(const std::string& dir) { ch_.mirror_files(dir, worker_mirror_rules()); }
   // Where the weight-sync group's store is: the driver's host (a remote worker's trainer).
   void set_sync_host(const std::string& host) { sync_host_ = host; }
   int loop();
@@ -474,10 +475,16 @@ int run_remote_worker(const std::string& host, int port, int index, const std::s
     err << "tlt run-role: " << work_dir << ": " << ec.message() << " (set TLT_WORK_DIR)\n";
     return 1;
   }
+  // Without the job's secret the trainer refuses this pod's hello: fail now, saying why.
+  StatusOr<std::string> secret = cluster::load_job_secret();
+  if (!secret.ok()) {
+    err << "tlt run-role: rollout " << index << ": " << secret.status().message() << "\n";
+    return 1;
+  }
   out << "tlt run-role: rollout " << index << " connecting to the trainer at " << host << ":"
       << port << "\n"
       << std::flush;
-  StatusOr<int> fd = connect_worker(host, port, index, 600 * 1000);
+  StatusOr<int> fd = connect_worker(host, port, index, *secret, 600 * 1000);
   if (!fd.ok()) {
     err << "tlt run-role: " << fd.status().message() << "\n";
     return 1;

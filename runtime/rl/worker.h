@@ -27,11 +27,12 @@ namespace tlt::rl {
 // messages name travel over the channel and live under mirror_dir (runtime/rl/channel.h).
 int run_worker(int in_fd, int out_fd, const std::string& mirror_dir = "");
 
-// A cluster job's rollout pod (`tlt run-role`): creates work_dir/buffer, connects to the
-// trainer at host:port as worker `index` (runtime/rl/rendezvous.h; retrying for up to 10
-// minutes while the trainer starts) and serves it until it says exit or hangs up; the files it
-// is sent live under work_dir. Progress lines go to `out`, errors to `err`. Returns the process
-// exit code (1 when the directory or the connection fails).
+// A cluster job's rollout pod (`tlt run-role`): creates work_dir/buffer, reads the job secret
+// (cluster::load_job_secret), connects to the trainer at host:port as worker `index` proving it
+// (runtime/rl/rendezvous.h; retrying for up to 10 minutes while the trainer starts) and serves
+// it until it says exit or hangs up; the files it is sent live under work_dir. Progress lines go
+// to `out`, errors to `err`. Returns the process exit code (1 when the directory, the secret or
+// the connection fails, or the trainer refuses the proof).
 int run_remote_worker(const std::string& host, int port, int index, const std::string& work_dir,
                       std::ostream& out, std::ostream& err);
 

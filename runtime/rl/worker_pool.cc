@@ -11,7 +11,7 @@
 #include <chrono>
 #include <thread>
 
-#include "runtime/rl/rendezvous.h"
+#include "runtime/cluster/job_secret.h"
 
 namespace tlt::rl {
 
@@ -75,51 +75,87 @@ Status WorkerPool::spawn(int w) {
   return s.ch->send(setup_(w));
 }
 
-Status WorkerPool::connect_remote(int w) {
-  if (listen_fd_ < 0) {
-    StatusOr<int> fd = listen_tcp(options_.listen_port, options_.listen_loopback);
-    if (!fd.ok()) return fd.status();
-    listen_fd_ = *fd;
-    log("waiting for " + std::to_string(rollout_workers()) + " rollout workers on port " +
-        std::to_string(options_.listen_port));
+Status WorkerPool::open_rendezvous() {
+  if (rendezvous_) return Status::Ok();
+  std::string secret = options_.secret;
+  if (secret.empty()) {
+    StatusOr<std::string> loaded = cluster::load_job_secret();
+    if (!loaded.ok()) return loaded.status();
+    secret = *loaded;
   }
+  RendezvousOptions ro;
+  ro.port = options_.listen_port, ro.loopback = options_.listen_loopback;
+  ro.secret = std::move(secret);
+  ro.hello_timeout_ms = options_.hello_timeout_ms;
+  ro.max_handshakes = options_.max_handshakes;
+  StatusOr<std::unique_ptr<Rendezvous>> r = Rendezvous::listen(std::move(ro));
+  if (!r.ok()) return r.status();
+  rendezvous_ = std::move(*r);
+  log("waiting for " + std::to_string(rollout_workers()) + " rollout workers on port " +
+      std::to_string(options_.listen_port) + " (each proves the job secret)");
+  return Status::Ok();
+}
+
+void WorkerPool::serve_rendezvous(int timeout_ms) {
+  for (const JoinedWorker& j : rendezvous_->service(timeout_ms)) {
+    if (j.index >= size()) {
+      // A drafter pod beyond the slots this trainer started with (maxReplicas raised since): it
+      // stays connected and unused rather than failing its pod.
+      log("worker " + std::to_string(j.index) + " connected, but this job has " +
+          std::to_string(size()) + " worker slots (spec.roles.drafter.maxReplicas when the " +
+          "trainer started): it waits unused");
+    }
+    auto old = pending_.find(j.index);
+    if (old != pending_.end()) ::close(old->second);  // a newer connection wins
+    pending_[j.index] = j.fd;
+  }
+  log_refusals();
+}
+
+// One line for the connections closed unpaired since the last line, at most every 10 s: a peer
+// that opens a connection a second must not flood the log.
+void WorkerPool::log_refusals() {
+  const RendezvousCounters& c = rendezvous_->counters();
+  if ((c.unpaired() == unpaired_logged_ && c.accept_errors == accept_errors_logged_) ||
+      now_s() - refusals_logged_at_ < 10)
+    return;
+  log("rendezvous: " + std::to_string(c.unpaired() - unpaired_logged_) +
+      " connections closed without a valid hello (since the start: " + std::to_string(c.refused) +
+      " refused (no proof of the job secret, or a wrong one), " + std::to_string(c.timed_out) +
+      " silent for " + std::to_string(options_.hello_timeout_ms / 1000) + " s, " +
+      std::to_string(c.dropped) + " dropped over " + std::to_string(options_.max_handshakes) +
+      " awaiting a hello; " + std::to_string(c.accept_errors) + " accepts out of descriptors)");
+  unpaired_logged_ = c.unpaired(), accept_errors_logged_ = c.accept_errors;
+  refusals_logged_at_ = now_s();
+}
+
+Status WorkerPool::connect_remote(int w) {
+  TLT_RETURN_IF_ERROR(open_rendezvous());
+  std::string who = "rollout worker " + std::to_string(w);
+  double deadline = now_s() + options_.connect_timeout_s;
   while (!pending_.count(w)) {
-    Status st = accept_one(options_.connect_timeout_s * 1000);
-    if (!st.ok())
-      return Status(st.code(), "rollout worker " + std::to_string(w) + ": " + st.message());
+    if (stopping()) return Status::Aborted("stopped by signal while waiting for " + who);
+    double left = deadline - now_s();
+    if (left <= 0) {
+      const RendezvousCounters& c = rendezvous_->counters();
+      return Status::DeadlineExceeded(
+          who + ": no rollout worker connected within " +
+          std::to_string(options_.connect_timeout_s) + " s (" + std::to_string(c.unpaired()) +
+          " connections closed without a valid hello: check that the pods hold the job's secret)");
+    }
+    serve_rendezvous(int(std::min(200.0, 1000 * left)) + 1);
   }
   int fd = pending_[w];
   pending_.erase(w);
-  log("rollout worker " + std::to_string(w) + " connected");
+  log(who + " connected");
   return attach(w, fd);
-}
-
-Status WorkerPool::accept_one(int timeout_ms) {
-  StatusOr<std::pair<int, int>> c = accept_worker(listen_fd_, timeout_ms);
-  if (!c.ok()) return c.status();
-  auto [fd, index] = *c;
-  if (index < 0) {
-    log("a worker said it is worker " + std::to_string(index) + ": refused");
-    close(fd);
-    return Status::Ok();
-  }
-  if (index >= size()) {
-    // A drafter pod beyond the slots this trainer started with (maxReplicas raised since): it
-    // stays connected and unused rather than failing its pod.
-    log("worker " + std::to_string(index) + " connected, but this job has " +
-        std::to_string(size()) + " worker slots (spec.roles.drafter.maxReplicas when the " +
-        "trainer started): it waits unused");
-  }
-  if (pending_.count(index)) close(pending_[index]);  // a newer connection wins
-  pending_[index] = fd;
-  return Status::Ok();
 }
 
 Status WorkerPool::attach(int w, int fd) {
   Slot& s = slots_[size_t(w)];
   s.pid = -1, s.to = fd, s.from = fd;
   s.ch = std::make_unique<Channel>(fd, fd);
-  s.ch->mirror_files(options_.run_dir);
+  s.ch->mirror_files(options_.run_dir, driver_mirror_rules(w));
   return s.ch->send(setup_(w));
 }
 
@@ -152,11 +188,11 @@ Status WorkerPool::await_drafter_pods(int64_t first_step) {
       if (!pending_.count(w)) return true;
     return false;
   };
+  TLT_RETURN_IF_ERROR(open_rendezvous());
   double deadline = now_s() + options_.drafter_start_grace_s;
   while (missing() && now_s() < deadline) {
-    Status st = accept_one(int(std::max(1.0, 1000 * (deadline - now_s()))));
-    if (st.code() == StatusCode::kDeadlineExceeded) break;
-    if (!st.ok()) return st;
+    if (stopping()) return Status::Aborted("stopped by signal while waiting for drafter pods");
+    serve_rendezvous(int(std::min(200.0, 1000 * (deadline - now_s()))) + 1);
   }
   if (missing())
     log("not every drafter pod connected within " + std::to_string(options_.drafter_start_grace_s) +
@@ -173,9 +209,8 @@ bool WorkerPool::hung_up(int64_t w) {
 }
 
 void WorkerPool::admit_drafter_pods(int64_t step) {
-  if (options_.listen_port <= 0 || listen_fd_ < 0) return;
-  while (accept_one(0).ok()) {
-  }
+  if (options_.listen_port <= 0 || !rendezvous_) return;
+  serve_rendezvous(0);
   for (int w = rollout_workers(); w < size(); ++w) {
     if (present(w)) {  // still there? (a pod that went away between steps)
       if (hung_up(w)) {
@@ -211,18 +246,31 @@ Status WorkerPool::send(int64_t w, const nlohmann::json& m) {
 StatusOr<std::vector<int>> WorkerPool::wait_readable(int timeout_ms) {
   std::vector<pollfd> fds;
   for (const Slot& s : slots_) fds.push_back({s.from, POLLIN, 0});  // absent: -1, ignored
+  if (rendezvous_) rendezvous_->add_pollfds(&fds);  // handshakes advance while workers run
   int pr = poll(fds.data(), fds.size(), timeout_ms);
   if (pr < 0 && errno != EINTR) return Status::Internal("poll failed");
+  if (rendezvous_) serve_rendezvous(0);
   std::vector<int> ready;
-  for (size_t w = 0; w < fds.size(); ++w)
+  for (size_t w = 0; w < slots_.size(); ++w)
     if (fds[w].revents & (POLLIN | POLLHUP | POLLERR)) ready.push_back(int(w));
   return ready;
+}
+
+int64_t WorkerPool::take_unpaired() {
+  if (!rendezvous_) return 0;
+  int64_t now = rendezvous_->counters().unpaired(), taken = now - unpaired_taken_;
+  unpaired_taken_ = now;
+  return taken;
+}
+
+RendezvousCounters WorkerPool::connection_counters() const {
+  return rendezvous_ ? rendezvous_->counters() : RendezvousCounters{};
 }
 
 void WorkerPool::shutdown() {
   for (auto& [index, fd] : pending_) close(fd);
   pending_.clear();
-  if (listen_fd_ >= 0) close(listen_fd_), listen_fd_ = -1;
+  rendezvous_.reset();
   for (Slot& s : slots_) {
     if (s.pid <= 0 && s.to >= 0) {  // remote: say goodbye and hang up
       if (s.ch) (void)s.ch->send({{"op", "exit"}});

@@ -3,9 +3,15 @@
 // drafter slots (dedicated drafter trainers).
 //
 // Local (listen_port 0): every slot is a child process `tlt rl-worker` on two pipes, pinned to a
-// core by its setup message. Remote (listen_port > 0): the workers are a cluster job's pods that
-// connect over TCP (runtime/rl/rendezvous.h) and say which slot they are; files named in
-// messages travel with them (Channel::mirror_files). Rollout workers are required: start() waits
+// core by its setup message; it inherits this process's environment (TLT_JOB_SECRET included).
+// Remote (listen_port > 0): the workers are a cluster job's pods that connect over TCP and say
+// which slot they are in a hello that proves the job secret (runtime/rl/rendezvous.h); files
+// named in messages travel with them, each side taking only the files the protocol sends it
+// (Channel::mirror_files with driver_mirror_rules(w)). Connections in handshake are advanced
+// without blocking whenever the pool waits (start, restart, admit_drafter_pods, wait_readable),
+// so that no peer can stall a step; a connection that proves nothing is closed and counted
+// (take_unpaired(), and a log line at most every 10 s). A worker that proved the secret for an
+// index it had before replaces the old connection. Rollout workers are required: start() waits
 // for each, and a dead one is restarted (remote: waited for until it connects again). Drafter
 // slots are optional (drafter pods come and go with the rebalancer's scaling): start() waits for
 // the pods present at the start for a grace period only; later ones join at a step boundary
@@ -14,16 +20,18 @@
 // Every worker gets its setup message (the `setup` callback) first, on each (re)start.
 //
 // Errors: start() and restart() return Unavailable when a process or pipe cannot be made, the
-// rendezvous' errors (Unavailable for a port that cannot be bound, DeadlineExceeded when a
-// rollout worker does not connect within connect_timeout_s) naming the worker, or the send error
-// of the setup message. send() is Ok for an absent drafter slot and for a rollout worker whose
-// peer is gone (its end shows up in the next poll); other failures are the caller's.
+// rendezvous' errors (Unavailable for a port that cannot be bound, NotFound or InvalidArgument
+// for a missing or short job secret, DeadlineExceeded when a rollout worker does not connect
+// within connect_timeout_s) naming the worker, Aborted when `stop` is set while they wait, or
+// the send error of the setup message. send() is Ok for an absent drafter slot and for a rollout
+// worker whose peer is gone (its end shows up in the next poll); other failures are the caller's.
 // Ownership: the pool owns its processes, pipes and sockets and closes them in shutdown().
 // Thread safety: one thread (the driver's).
 #pragma once
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -36,6 +44,7 @@
 
 #include "api/status.h"
 #include "runtime/rl/channel.h"
+#include "runtime/rl/rendezvous.h"
 
 namespace tlt::rl {
 
@@ -49,6 +58,12 @@ struct WorkerPoolOptions {
   int connect_timeout_s = 600;     // how long a rollout worker may take to (re)connect
   int drafter_pods_at_start = -1;  // remote: drafter pods awaited at the start (-1: every slot)
   int drafter_start_grace_s = 60;  // ... for at most this long
+  // Remote: the job secret the workers' hellos prove; "" reads it (cluster::load_job_secret).
+  std::string secret;
+  int hello_timeout_ms = 10000;  // remote: from a connection's accept to its complete hello
+  int max_handshakes = 64;       // remote: connections awaiting their hello at once
+  // Set (by a signal handler) to stop: waits for workers end with Aborted. Borrowed; may be null.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 class WorkerPool {
@@ -87,6 +102,11 @@ class WorkerPool {
   StatusOr<std::vector<int>> wait_readable(int timeout_ms);
   // Worker w's channel (present(w) must hold).
   Channel& channel(int64_t w) { return *slots_[size_t(w)].ch; }
+  // Remote: connections closed without pairing (no valid hello in time, or dropped over the
+  // handshake cap) since the last call; 0 for local workers.
+  int64_t take_unpaired();
+  // Remote: the rendezvous' counters since the start (all zero for local workers).
+  RendezvousCounters connection_counters() const;
 
  private:
   struct Slot {
@@ -96,9 +116,11 @@ class WorkerPool {
   };
   Status spawn(int w);
   Status connect_remote(int w);
-  // Remote: one connection that says hello into pending_, waiting up to timeout_ms;
-  // DeadlineExceeded when none came.
-  Status accept_one(int timeout_ms);
+  Status open_rendezvous();
+  // Remote: advances the handshakes (waiting at most timeout_ms); joined workers go to pending_.
+  void serve_rendezvous(int timeout_ms);
+  void log_refusals();
+  bool stopping() const { return options_.stop && options_.stop->load(); }
   Status attach(int w, int fd);  // pairs slot w with a connection and sends its setup
   Status await_drafter_pods(int64_t first_step);
   bool hung_up(int64_t w);
@@ -110,8 +132,11 @@ class WorkerPool {
   SetupFn setup_;
   LogFn log_;
   std::vector<Slot> slots_;
-  int listen_fd_ = -1;          // remote: the rendezvous socket
-  std::map<int, int> pending_;  // remote: connected, not yet paired: index -> socket
+  std::unique_ptr<Rendezvous> rendezvous_;  // remote, once listening
+  std::map<int, int> pending_;  // remote: proved the secret, not yet paired: index -> socket
+  int64_t unpaired_taken_ = 0;  // RendezvousCounters::unpaired() at the last take_unpaired()
+  int64_t unpaired_logged_ = 0, accept_errors_logged_ = 0;  // ... at the last log line
+  double refusals_logged_at_ = -1e9;
 };
 
 }  // namespace tlt::rl

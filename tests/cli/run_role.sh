@@ -30,6 +30,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 port=$(free_port)
 sync_port=$(free_port)
 export TLT_WEIGHT_SYNC=gloo TLT_WEIGHT_SYNC_TIMEOUT_S=10
+# The job's secret, as the operator mounts it in every pod: the trainer checks each pod's hello.
+export TLT_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 mk() {  # NAME: the e2e job with 6 steps and a drafter pod, its checkpoints under $work/NAME
   sed -e "s|PLACEHOLDER|$work/$1|" -e "s|METRICSPORT|0|" -e "s|^    steps: 4$|    steps: 6|" \
     -e "s|^      replicas: 2$|      replicas: 2\n    drafter:\n      replicas: 1|" \
