@@ -25,10 +25,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/cluster/job_secret.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rl/channel.h"
+#include "runtime/rl/weight_publisher.h"
 #include "runtime/rl/weight_sync.h"
 #ifdef TLT_HAVE_PRETRAINED
 #include "runtime/model/pretrained.h"
@@ -115,6 +117,12 @@ struct GlooBench {
     ranks.resize(size_t(workers) + 1);
     rl::WeightSyncOptions o;
     o.world = workers + 1, o.bucket_bytes = bucket_bytes;
+    // The proof a run's group carries (runtime/rl/weight_publisher.h), from a fresh secret.
+    StatusOr<std::string> secret = cluster::generate_job_secret();
+    check(secret.status(), "job secret");
+    StatusOr<std::string> nonce = cluster::random_nonce();
+    check(nonce.status(), "nonce");
+    o.auth = rl::weight_sync_auth(*secret, 1, *nonce);
     StatusOr<std::unique_ptr<rl::WeightSync>> r0 = rl::WeightSync::open(o);
     check(r0.status(), "open rank 0");
     ranks[0] = std::move(*r0);

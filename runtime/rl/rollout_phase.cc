@@ -18,6 +18,12 @@ using nlohmann::json;
 
 namespace {
 
+// A checked message's effect: only a refused message is InvalidArgument (the caller treats the
+// worker as failed); a failure while applying one is the driver's own.
+Status applied(const Status& st) {
+  return st.code() == StatusCode::kInvalidArgument ? Status::Internal(st.message()) : st;
+}
+
 // RL draws training problems from this index of the training stream on, past those the warm
 // start imitated (it reads the stream from 0), so rewards measure solving, not recall.
 constexpr uint64_t kRlProblemOffset = uint64_t(1) << 32;
@@ -48,6 +54,10 @@ struct RolloutPhase::StepRun {
   std::vector<std::vector<int64_t>> prompts;  // one per problem
   bool train_drafter = false;
   std::vector<json> gen_msgs;  // per worker: its generate message
+  // Per worker: what its replies are checked against (the request ids it was sent, which of
+  // them it answered since it last (re)started), and how often it failed this step.
+  std::vector<StepReplyContext> replies;
+  std::vector<int> restarts;
   std::unique_ptr<cluster::Coordinator> coord;
   double t0 = 0;              // now_s() when the step began
   std::vector<double> since;  // per worker: when its current timeline state began
@@ -147,13 +157,20 @@ Status RolloutPhase::plan_step(StepRun& s, int64_t drafter_version) {
     if (!dedicated[size_t(w)]) generators.push_back(w);
   // Prompts go round-robin over the generating workers, each with its whole group.
   s.gen_msgs.resize(size_t(n));
+  s.replies.assign(size_t(n), StepReplyContext{});
+  s.restarts.assign(size_t(n), 0);
   for (int64_t w = 0; w < n; ++w) {
+    StepReplyContext& c = s.replies[size_t(w)];
+    c.step = step, c.worker = int(w), c.vocab = codec_.vocab_size();
+    c.max_tokens = plan_.max_response_tokens, c.run_dir = plan_.run_dir;
+    c.answered.assign(size_t(p_count * g), false);
     json reqs = json::array();
     int64_t slot = std::find(generators.begin(), generators.end(), w) - generators.begin();
     int64_t n_gen = int64_t(generators.size());
     for (int64_t pi = slot; slot < n_gen && pi < p_count; pi += n_gen) {
       for (int64_t k = 0; k < g; ++k) {
         int64_t id = pi * g + k;
+        c.assigned.push_back(id);  // ascending: pi and k rise
         reqs.push_back({{"id", id},
                         {"prompt", s.prompts[pi]},
                         {"max_new", plan_.max_response_tokens},
@@ -182,13 +199,13 @@ Status RolloutPhase::plan_step(StepRun& s, int64_t drafter_version) {
       json peers = json::array();
       for (size_t v = 0; v < bandit_steps_.size(); ++v)
         if (v != size_t(w))
-          for (const json& o : bandit_steps_[v]) peers.push_back(o);
+          for (const BanditStep& o : bandit_steps_[v]) peers.push_back(to_json(o));
       m["pool_bandit"] = true;
       m["bandit_peers"] = std::move(peers);
     }
     s.gen_msgs[size_t(w)] = std::move(m);
   }
-  bandit_steps_.assign(size_t(n), json::array());
+  bandit_steps_.assign(size_t(n), {});
   return Status::Ok();
 }
 
@@ -289,18 +306,46 @@ Status RolloutPhase::handle_worker(StepRun& s, int w, double t) {
   Status st = pool_.channel(w).pump();
   if (!st.ok() && !pool_.channel(w).has_buffered()) return worker_died(s, w, st, t);
   while (std::optional<json> m = pool_.channel(w).pop()) {
-    std::string op = m->value("op", "");
-    if (op == "completed") {
-      TLT_RETURN_IF_ERROR(on_completed(s, *m));
-    } else if (op == "generated") {
-      TLT_RETURN_IF_ERROR(on_generated(s, w, *m, t));
-    } else if (op == "trained") {
-      on_trained(s, w, *m, t);
-    } else {
-      return Status::Internal("unexpected worker message " + m->dump().substr(0, 120));
-    }
+    Status handled = handle_message(s, w, *m, t);
+    if (handled.code() == StatusCode::kInvalidArgument) return refuse_worker(s, w, handled, t);
+    TLT_RETURN_IF_ERROR(handled);
   }
   return Status::Ok();
+}
+
+Status RolloutPhase::handle_message(StepRun& s, int w, const json& m, double t) {
+  const StepReplyContext& c = s.replies[size_t(w)];
+  const json* op = m.is_object() && m.contains("op") ? &m.at("op") : nullptr;
+  const std::string name = op && op->is_string() ? op->get<std::string>() : "";
+  const std::string from = "worker " + std::to_string(w) + "'s " + name;
+  if (name == "completed") {
+    StatusOr<Response> r = decode_completed(m, c);
+    return r.ok() ? applied(on_completed(s, w, std::move(*r))) : r.status();
+  }
+  if (name == "generated") {
+    if (s.done[size_t(w)] && !s.no_requests[size_t(w)])
+      return Status::InvalidArgument(from + ": it already answered step " + std::to_string(s.step));
+    StatusOr<Generated> g = decode_generated(m, c);
+    return g.ok() ? applied(on_generated(s, w, std::move(*g), t)) : g.status();
+  }
+  if (name == "trained") {
+    if (!s.awaiting_trained[size_t(w)])
+      return Status::InvalidArgument(from + ": it was not training");
+    StatusOr<Trained> tr = decode_trained(m, c);
+    if (!tr.ok()) return tr.status();
+    on_trained(s, w, *tr, t);
+    return Status::Ok();
+  }
+  return Status::InvalidArgument("worker " + std::to_string(w) + " sent a message of op " +
+                                 (op ? op->dump().substr(0, 40) : std::string("(none)")) +
+                                 " during step " + std::to_string(s.step) +
+                                 "; expected completed, generated or trained");
+}
+
+Status RolloutPhase::refuse_worker(StepRun& s, int w, const Status& why, double t) {
+  log("refused " + why.message() + "; the worker is treated as failed");
+  if (pool_.pid(w) > 0) kill(pool_.pid(w), SIGKILL);  // restart() reaps it
+  return worker_died(s, w, why, t);
 }
 
 Status RolloutPhase::worker_died(StepRun& s, int w, const Status& why, double t) {
@@ -316,7 +361,13 @@ Status RolloutPhase::worker_died(StepRun& s, int w, const Status& why, double t)
   }
   // The worker died: restart it (remote: wait for it to connect again) and rerun what it had
   // not finished.
+  if (++s.restarts[size_t(w)] > kMaxRestartsPerStep)
+    return Status::Unavailable("rollout worker " + std::to_string(w) + " failed " +
+                               std::to_string(s.restarts[size_t(w)]) + " times in step " +
+                               std::to_string(s.step) + " (last: " + why.message() + ")");
   ++s.report->restarts;
+  StepReplyContext& c = s.replies[size_t(w)];
+  std::fill(c.answered.begin(), c.answered.end(), false);  // it starts its requests again
   log("rollout worker " + std::to_string(w) + " died (" + why.message() + "); restarting");
   TLT_RETURN_IF_ERROR(pool_.restart(w));
   bool was_generating = s.coord->state(w) == cluster::WorkerState::kGenerating;
@@ -331,12 +382,11 @@ Status RolloutPhase::worker_died(StepRun& s, int w, const Status& why, double t)
   return Status::Ok();
 }
 
-Status RolloutPhase::on_completed(StepRun& s, const json& m) {
-  if (m.at("step").get<int64_t>() != s.step || m.at("policy_version").get<int64_t>() != s.step - 1)
-    return Status::Ok();  // a previous step's straggler from a worker that was restarted
-  const size_t id = m.at("id").get<size_t>();
-  if (id >= s.responses.size() || s.submitted[id]) return Status::Ok();
-  s.responses[id] = m.at("tokens").get<std::vector<int64_t>>();
+Status RolloutPhase::on_completed(StepRun& s, int w, Response c) {
+  s.replies[size_t(w)].answered[size_t(c.id)] = true;
+  const size_t id = size_t(c.id);
+  if (s.submitted[id]) return Status::Ok();  // an earlier run of the worker's was kept
+  s.responses[id] = std::move(c.tokens);
   return submit_for_reward(s, id);
 }
 
@@ -350,33 +400,28 @@ Status RolloutPhase::submit_for_reward(StepRun& s, size_t id) {
   return Status::Ok();
 }
 
-Status RolloutPhase::on_generated(StepRun& s, int w, const json& m, double t) {
-  if (m.at("policy_version").get<int64_t>() != s.step - 1)
-    return Status::Internal("worker generated with policy version " +
-                            m.at("policy_version").dump());
+Status RolloutPhase::on_generated(StepRun& s, int w, Generated g, double t) {
   if (s.no_requests[size_t(w)]) {  // released at the start of the step: only the reply
     s.no_requests[size_t(w)] = false;
     return Status::Ok();
   }
   StepReport* r = s.report;
-  for (const json& c : m.at("completions")) {
-    const size_t id = c.at("id").get<size_t>();
-    if (id < s.submitted.size() && s.submitted[id]) continue;  // streamed: kept as scored
-    s.responses[id] = c.at("tokens").get<std::vector<int64_t>>();
+  for (Response& c : g.responses) {
+    const size_t id = size_t(c.id);
+    if (s.submitted[id]) continue;  // streamed: kept as scored
+    s.responses[id] = std::move(c.tokens);
     TLT_RETURN_IF_ERROR(submit_for_reward(s, id));
   }
-  const json& st = m.at("stats");
-  r->tokens += st.at("tokens").get<int64_t>();
-  s.accepted += st.at("accepted").get<int64_t>();
-  s.req_spec += st.at("request_spec_steps").get<int64_t>();
-  for (auto& [arm, c] : st.at("arms").items()) r->arms[arm] += c.get<int64_t>();
-  if (st.contains("phases"))  // absent from older workers
-    for (auto& [phase, sec] : st.at("phases").items()) r->phase_seconds[phase] += sec.get<double>();
-  r->copied_drafts += st.value("copied", int64_t(0));
-  r->bandit_absorbed += st.value("bandit_absorbed", int64_t(0));
-  if (st.contains("bandit") && size_t(w) < bandit_steps_.size())
-    bandit_steps_[size_t(w)] = st.at("bandit");
-  r->draft_vocabulary = std::max(r->draft_vocabulary, st.value("draft_vocab", int64_t(0)));
+  const GeneratedStats& st = g.stats;
+  r->tokens += st.tokens;
+  s.accepted += st.accepted;
+  s.req_spec += st.request_spec_steps;
+  for (const auto& [arm, c] : st.arms) r->arms[arm] += c;
+  for (const auto& [phase, sec] : st.phases) r->phase_seconds[phase] += sec;
+  r->copied_drafts += st.copied;
+  r->bandit_absorbed += st.bandit_absorbed;
+  if (st.has_bandit && size_t(w) < bandit_steps_.size()) bandit_steps_[size_t(w)] = st.bandit;
+  r->draft_vocabulary = std::max(r->draft_vocabulary, st.draft_vocab);
   s.done[w] = true;
   r->generating_worker_seconds += t;
   mark(s, w, "released", t);
@@ -388,17 +433,16 @@ Status RolloutPhase::on_generated(StepRun& s, int w, const json& m, double t) {
   return Status::Ok();
 }
 
-void RolloutPhase::on_trained(StepRun& s, int w, const json& m, double t) {
+void RolloutPhase::on_trained(StepRun& s, int w, const Trained& tr, double t) {
   StepReport* r = s.report;
   s.awaiting_trained[w] = false;
   mark(s, w, "released", t);
-  int64_t steps = m.at("steps").get<int64_t>();
-  r->drafter_steps += steps;
-  if (steps > 0) {
-    s.drafter_parts.push_back({m.at("drafter").get<std::string>(), steps});
-    r->drafter_loss = m.at("loss_last").get<double>();
+  r->drafter_steps += tr.steps;
+  if (tr.steps > 0) {
+    s.drafter_parts.push_back({tr.drafter, tr.steps});
+    r->drafter_loss = tr.loss_last;
   }
-  r->stop_latency_ms = std::max(r->stop_latency_ms, 1000.0 * m.at("stop_latency_s").get<double>());
+  r->stop_latency_ms = std::max(r->stop_latency_ms, 1000.0 * tr.stop_latency_s);
 }
 
 Status RolloutPhase::finish_rollout(StepRun& s) {

@@ -15,9 +15,16 @@
 // the step's batch (one slot per request id) and the policy update waits for it. Nothing is
 // submitted with serial scoring (TLT_REWARD_SERIAL=1) or without a scorer.
 //
+// Worker messages: each is decoded and checked against the step's state before it is used
+// (runtime/rl/messages.h: the step, the policy version, request ids the worker was sent and has
+// not answered, token ids and lengths, file names, statistics). A message that fails, an unknown
+// op, or a reply the worker owes no longer (a second `generated`, a `trained` while it is not
+// training) is refused: logged with the message's fault, the worker is treated as failed
+// (killed and restarted, or a drafter pod dropped) and nothing of the message is used.
+//
 // Errors: Aborted when the stop flag is set mid-phase; the pool's errors (a remote worker that
-// does not come back, a send that fails after restarts); Internal for a worker message that
-// breaks the protocol (an unknown op, a wrong policy version).
+// does not come back, a send that fails after restarts); Unavailable when a worker fails more
+// than kMaxRestartsPerStep times in one step (died or refused), naming it and the last fault.
 //
 // Ownership: the plan, callbacks, pool, task and codec are the caller's and outlive this.
 // Thread safety: one thread (the driver's).
@@ -34,6 +41,7 @@
 
 #include "api/status.h"
 #include "runtime/reward/scorer.h"
+#include "runtime/rl/messages.h"
 #include "runtime/rl/run.h"
 #include "runtime/rl/tasks.h"
 #include "runtime/rl/text.h"
@@ -60,6 +68,8 @@ struct Rollouts {
 
 class RolloutPhase {
  public:
+  static constexpr int kMaxRestartsPerStep = 3;
+
   RolloutPhase(const RLRunPlan& plan, const RunCallbacks& cb, const std::atomic<bool>* stop,
                WorkerPool& pool, const Task& task, const Codec& codec, int64_t max_seq,
                reward::Scorer* scorer = nullptr);
@@ -81,13 +91,17 @@ class RolloutPhase {
   // 2-3. Until every worker is done and every trainer stopped: results, deaths, training.
   Status run_rollout(StepRun& s);
   Status handle_worker(StepRun& s, int w, double t);
+  // One message of worker w: decoded, checked (refused: an InvalidArgument), then applied.
+  Status handle_message(StepRun& s, int w, const nlohmann::json& m, double t);
   Status worker_died(StepRun& s, int w, const Status& why, double t);
-  Status on_generated(StepRun& s, int w, const nlohmann::json& m, double t);
+  // A message of worker w was refused (`why`): the worker is killed and handled as dead.
+  Status refuse_worker(StepRun& s, int w, const Status& why, double t);
+  Status on_generated(StepRun& s, int w, Generated g, double t);
   // One response streamed as it finished: kept and handed to the scorer.
-  Status on_completed(StepRun& s, const nlohmann::json& m);
+  Status on_completed(StepRun& s, int w, Response c);
   // Hands request `id`'s response to the scorer (overlapped scoring), once.
   Status submit_for_reward(StepRun& s, size_t id);
-  void on_trained(StepRun& s, int w, const nlohmann::json& m, double t);
+  void on_trained(StepRun& s, int w, const Trained& tr, double t);
   Status start_training(StepRun& s, const std::vector<int>& ws, double t);
   nlohmann::json buffers(const StepRun& s) const;
   void mark(StepRun& s, int w, const std::string& state, double t);
@@ -108,7 +122,7 @@ class RolloutPhase {
   reward::Scorer* scorer_;  // nullptr, or the caller's: responses are submitted as they arrive
   bool killed_once_ = false;
   // Per worker: the bandit steps it measured in the last step, for the others (plan_step).
-  std::vector<nlohmann::json> bandit_steps_;
+  std::vector<std::vector<BanditStep>> bandit_steps_;
   std::vector<int> last_drafter_workers_;  // as last logged
 };
 

@@ -17,7 +17,7 @@
 #include "runtime/rl/scoring.h"
 #include "runtime/rl/seeds.h"
 #include "runtime/rl/sequences.h"
-#include "runtime/rl/weight_sync.h"
+#include "runtime/rl/weight_publisher.h"
 #include "runtime/rl/worker_options.h"
 #include "runtime/rl/worker_pool.h"
 #include "runtime/torch_env.h"
@@ -48,35 +48,6 @@ class Driver {
   Status start_workers();
   Status evaluate_after();
   json setup_message(int w);
-  // TLT_WEIGHT_SYNC=gloo (the default; file: none): the weight-sync group of the driver (rank 0)
-  // and the workers that hold weights (weight_holders), opened before the workers start (the
-  // rollout workers' setup messages carry its port; drafter slots join the next generation) and
-  // joined after. A group that cannot be opened or joined leaves the workers on the files.
-  Status read_weight_sync_mode();
-  Status open_weight_sync();
-  // Rank 0's options for `world` ranks: a free port on 127.0.0.1 for local workers; for remote
-  // ones the plan's weight_sync_port on every interface, waiting as long as for a pod to connect.
-  WeightSyncOptions sync_options(int world) const;
-  // Every rollout worker and each drafter slot present (a drafter pod that connected), in order.
-  std::vector<int> weight_holders() const;
-  // After worker w acknowledged a publish: the files of the versions it now holds need not
-  // travel over its connection (Channel::mark_mirrored).
-  void mark_held(int w, const json& reply);
-  // Before step `step`'s rollout: broadcasts policy v(step - 1), and the drafter when it changed,
-  // to the group's members and counts the refused publishes. When the members changed (a worker
-  // restarted, a drafter pod joined or left) or the last generation broke, they first join a new
-  // generation (regroup_weight_sync); a member that vanishes breaks the publish (a Gloo error or
-  // the group's timeout), and the step goes on with the checkpoint files the generate message
-  // names. After kMaxFailedGenerations generations in a row that do not form, the group is let
-  // go for the rest of the run.
-  Status publish_weights(int64_t step, StepReport* r);
-  // A new generation (its own store; a fresh port locally, the same one on a cluster) that every
-  // weight holder is asked, on its channel, to join; false when one does not join within the
-  // rendezvous timeout.
-  bool regroup_weight_sync();
-  // Ends the current generation (closing rank 0's connections ends the members' part of a
-  // broken publish at once); the next step boundary opens a new one.
-  void break_weight_sync(const std::string& why);
   int64_t rollout_workers() const {
     return std::max<int64_t>(1, plan_.workers - plan_.drafter_role_workers);
   }
@@ -105,18 +76,8 @@ class Driver {
   std::unique_ptr<reward::Scorer> scorer_;  // spec.reward: every batch of the run
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<RolloutPhase> rollout_;
-  static constexpr int kMaxFailedGenerations = 3;
-  static constexpr int kSyncTimeoutS = 60;  // one broadcast of the group
-  bool sync_wanted_ = false;                // TLT_WEIGHT_SYNC=gloo|nccl, not let go
-  bool sync_cuda_ = false;                  // TLT_WEIGHT_SYNC=nccl: NCCL over CUDA tensors
-  bool sync_file_ = false;                  // TLT_WEIGHT_SYNC=file: no group
-  std::unique_ptr<WeightSync> sync_;        // null: no generation now; the workers load files
-  std::vector<int> sync_members_;           // the workers of sync_, rank i + 1 for member i
-  bool sync_starting_ = false;              // setup messages of the pool's start name the group
-  bool sync_lost_ = false;                  // a worker was set up again: it is not in the group
-  int64_t sync_generation_ = 0;             // groups opened so far
-  int sync_failed_ = 0;                     // generations in a row that did not form
-  int64_t synced_drafter_ = -1;             // the drafter version last published
+  // The weight-sync group's generations and each step's publish (runtime/rl/weight_publisher.h).
+  WeightPublisher weights_{plan_, [this](const std::string& m) { log(m); }};
   RLRunResult result_;
   int64_t start_step_ = 0;  // steps already done (resume)
   int64_t drafter_version_ = 0;
@@ -125,8 +86,7 @@ class Driver {
 };
 
 Status Driver::init_models() {
-  Status set_up = set_up_policy(
-      plan_, cb_, [this] { return stopping(); }, &m_);
+  Status set_up = set_up_policy(plan_, cb_, [this] { return stopping(); }, &m_);
   result_.warm_start = m_.warm_start;
   result_.warm_start_trained = m_.warm_start_trained;
   result_.prompts_skipped = m_.prompts_skipped, result_.prompts_truncated = m_.prompts_truncated;
@@ -171,186 +131,8 @@ json Driver::setup_message(int w) {
   o.drafter_vocab_ids = m_.drafter_vocab_ids;
   o.spec = plan_.worker;
   json m = to_json(o);
-  if (sync_starting_ && sync_ && w < rollout_workers())
-    m["weight_sync"] = {{"port", sync_->port()},
-                        {"rank", w + 1},
-                        {"world", sync_->world()},
-                        {"rendezvous_timeout_s", sync_options(1).rendezvous_timeout_s},
-                        {"timeout_s", sync_options(1).timeout_s},
-                        {"cuda", sync_cuda_}};
-  else if (sync_wanted_)
-    sync_lost_ = true;  // a restarted worker or a new drafter pod: it joins the next generation
+  weights_.add_to_setup(w, &m);
   return m;
-}
-
-// TLT_WEIGHT_SYNC: gloo (unset), nccl or file; checked before any model loads.
-Status Driver::read_weight_sync_mode() {
-  const char* mode = std::getenv("TLT_WEIGHT_SYNC");
-  std::string m = mode ? mode : "";
-  if (!m.empty() && m != "gloo" && m != "nccl" && m != "file")
-    return Status::InvalidArgument("TLT_WEIGHT_SYNC=" + m +
-                                   ": expected gloo (the default), nccl or file");
-  sync_file_ = m == "file";
-  if (m == "nccl") {
-#ifdef TLT_GPU
-    // NCCL wants one device per rank: pods with a GPU each, not ranks sharing one GPU.
-    sync_cuda_ = true;
-#else
-    return Status::InvalidArgument(
-        "TLT_WEIGHT_SYNC=nccl needs the GPU flavour (built with TLT_GPU); use gloo");
-#endif
-  }
-  return Status::Ok();
-}
-
-Status Driver::open_weight_sync() {
-  if (sync_file_) return Status::Ok();
-  WeightSyncOptions o = sync_options(int(rollout_workers()) + 1);
-  StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
-  if (!s.ok()) {
-    log("weight sync: " + s.status().message() + "; the workers load checkpoint files");
-    return Status::Ok();
-  }
-  sync_ = std::move(*s);
-  sync_wanted_ = true;
-  sync_generation_ = 1;
-  for (int w = 0; w < rollout_workers(); ++w) sync_members_.push_back(w);
-  log(std::string("weight sync: ") + (o.cuda ? "NCCL" : "Gloo") + " group of " +
-      std::to_string(o.world) + " ranks on port " +
-      std::to_string(sync_->port()));
-  return Status::Ok();
-}
-
-WeightSyncOptions Driver::sync_options(int world) const {
-  WeightSyncOptions o;
-  o.rank = 0, o.world = world;
-  // A member that vanishes mid-publish is noticed after this (a broadcast of one bucket takes
-  // well under a second); TLT_WEIGHT_SYNC_TIMEOUT_S overrides it.
-  o.timeout_s = kSyncTimeoutS;
-  o.cuda = sync_cuda_;
-  const char* timeout = std::getenv("TLT_WEIGHT_SYNC_TIMEOUT_S");
-  if (timeout && std::atoi(timeout) > 0) o.timeout_s = std::atoi(timeout);
-  if (plan_.listen_port > 0) {
-    o.port = plan_.weight_sync_port;
-    o.host = plan_.listen_loopback ? "127.0.0.1" : "0.0.0.0";
-    o.rendezvous_timeout_s = plan_.connect_timeout_s;
-  }
-  return o;
-}
-
-std::vector<int> Driver::weight_holders() const {
-  std::vector<int> ws;
-  for (int w = 0; w < pool_->size(); ++w)
-    if (w < rollout_workers() || pool_->present(w)) ws.push_back(w);
-  return ws;
-}
-
-void Driver::mark_held(int w, const json& reply) {
-  if (plan_.listen_port <= 0) return;  // local workers read the run directory's files
-  Channel& ch = pool_->channel(w);
-  int64_t pv = reply.value("policy_version", int64_t(-1));
-  int64_t dv = reply.value("drafter_version", int64_t(-1));
-  if (pv >= 0) ch.mark_mirrored(policy_path(plan_.run_dir, pv));
-  if (dv >= 0) ch.mark_mirrored(drafter_path(plan_.run_dir, dv));
-}
-
-void Driver::break_weight_sync(const std::string& why) {
-  log("weight sync: generation " + std::to_string(sync_generation_) + " broke: " + why +
-      "; the workers load checkpoint files until the next generation");
-  sync_.reset();
-}
-
-bool Driver::regroup_weight_sync() {
-  sync_lost_ = false;
-  sync_.reset();  // the old generation's store and connections
-  sync_members_ = weight_holders();
-  WeightSyncOptions o = sync_options(int(sync_members_.size()) + 1);
-  o.rendezvous_timeout_s = 60;  // every member is connected: it joins at once
-  ++sync_generation_;
-  StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
-  Status joined = s.ok() ? Status::Ok() : s.status();
-  if (s.ok()) {
-    sync_ = std::move(*s);
-    for (size_t i = 0; i < sync_members_.size(); ++i) {
-      json m = {{"op", "weight_sync"},
-                {"port", sync_->port()},
-                {"rank", int(i) + 1},
-                {"world", o.world},
-                {"rendezvous_timeout_s", o.rendezvous_timeout_s},
-                {"timeout_s", o.timeout_s},
-                {"cuda", o.cuda}};
-      if (!pool_->send(sync_members_[i], m).ok()) break;  // the join below fails and says so
-    }
-    joined = sync_->join();
-  }
-  if (!joined.ok()) {
-    sync_.reset();
-    if (++sync_failed_ >= kMaxFailedGenerations) {
-      sync_wanted_ = false;
-      log("weight sync: generation " + std::to_string(sync_generation_) + ": " + joined.message() +
-          "; the workers load checkpoint files from now on");
-    } else {
-      log("weight sync: generation " + std::to_string(sync_generation_) + ": " + joined.message() +
-          "; the workers load checkpoint files this step");
-    }
-    return false;
-  }
-  sync_failed_ = 0;
-  std::string ws;
-  for (int w : sync_members_) ws += (ws.empty() ? "" : ",") + std::to_string(w);
-  log("weight sync: group generation " + std::to_string(sync_generation_) + " of " +
-      std::to_string(o.world) + " ranks (workers " + ws + ") on port " +
-      std::to_string(sync_->port()));
-  return true;
-}
-
-Status Driver::publish_weights(int64_t step, StepReport* r) {
-  if (!sync_wanted_) return Status::Ok();
-  double t = now_s();
-  bool regroup = !sync_ || sync_lost_ || weight_holders() != sync_members_;
-  if (regroup && !regroup_weight_sync()) {
-    r->publish_seconds += now_s() - t;
-    return Status::Ok();
-  }
-  int64_t dv = drafter_version_ != synced_drafter_ ? drafter_version_ : -1;
-  json m = {{"op", "weights"}, {"policy_version", step - 1}, {"drafter_version", dv}};
-  std::string error;
-  std::vector<int> told;  // the members that take part: each replies
-  for (int w : sync_members_) {
-    Status st = pool_->present(w) ? pool_->send(w, m) : Status::Unavailable("gone");
-    if (st.ok())
-      told.push_back(w);
-    else if (error.empty())
-      error = "worker " + std::to_string(w) + ": " + st.message();
-  }
-  const char* corrupt = std::getenv("TLT_WEIGHT_SYNC_CORRUPT");  // a test hook: a policy version
-  int64_t bad = corrupt && std::atoll(corrupt) == step - 1 ? 0 : -1;
-  Status st = error.empty()
-                  ? sync_->publish(WeightKind::kPolicy, step - 1, synced_tensors(*m_.policy), bad)
-                  : Status::Unavailable(error);
-  if (st.ok() && dv >= 0)
-    st = sync_->publish(WeightKind::kDrafter, dv, synced_tensors(*m_.drafter));
-  if (st.ok()) synced_drafter_ = drafter_version_;
-  if (!st.ok()) {
-    error = st.message();
-    break_weight_sync(error);
-  }
-  for (int w : told) {
-    StatusOr<std::optional<json>> reply =
-        pool_->present(w) ? pool_->channel(w).receive(600 * 1000)
-                          : StatusOr<std::optional<json>>(Status::Unavailable("gone"));
-    if (!reply.ok() || !*reply || (**reply).value("op", "") != "weights") {
-      if (error.empty()) error = "worker " + std::to_string(w) + " did not acknowledge";
-      continue;
-    }
-    r->weight_sync_refused += (**reply).value("refused", int64_t(0));
-    mark_held(w, **reply);
-    std::string e = (**reply).value("error", "");
-    if (!e.empty() && error.empty()) error = "worker " + std::to_string(w) + ": " + e;
-  }
-  r->publish_seconds += now_s() - t;
-  if (sync_ && !error.empty()) break_weight_sync(error);
-  return Status::Ok();
 }
 
 Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts) {
@@ -379,7 +161,7 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   r->step = step;
   pool_->admit_drafter_pods(step);  // drafter pods that connected since the last step
   r->unpaired_connections = pool_->take_unpaired();
-  TLT_RETURN_IF_ERROR(publish_weights(step, r));
+  TLT_RETURN_IF_ERROR(weights_.publish(step, *m_.policy, *m_.drafter, drafter_version_, r));
   StatusOr<Rollouts> s = rollout_->run(step, drafter_version_, r);
   if (!s.ok()) return s.status();
   TLT_RETURN_IF_ERROR(merge_drafters(s->drafter_parts));
@@ -548,21 +330,12 @@ Status Driver::start_workers() {
   po.stop = stop_;  // a signal ends the waits for workers (Aborted)
   pool_ = std::make_unique<WorkerPool>(
       po, [this](int w) { return setup_message(w); }, [this](const std::string& m) { log(m); });
-  TLT_RETURN_IF_ERROR(open_weight_sync());
-  sync_starting_ = true;
+  weights_.open(pool_.get());
+  weights_.set_starting(true);
   Status started = pool_->start(start_step_ + 1);
-  sync_starting_ = false;
+  weights_.set_starting(false);
   TLT_RETURN_IF_ERROR(started);
-  if (sync_) {
-    Status joined = sync_->join();
-    if (joined.code() == StatusCode::kUnimplemented) {  // a build without Gloo: no generation forms
-      sync_wanted_ = false;
-      log("weight sync: " + joined.message() + "; the workers load checkpoint files from now on");
-      sync_.reset();
-    } else if (!joined.ok()) {
-      break_weight_sync(joined.message());
-    }
-  }
+  weights_.join_first();
   rollout_ = std::make_unique<RolloutPhase>(plan_, cb_, stop_, *pool_, *m_.task, *m_.codec,
                                             m_.max_seq, scorer_.get());
   return Status::Ok();
@@ -585,7 +358,7 @@ Status Driver::evaluate_after() {
 
 StatusOr<RLRunResult> Driver::run() {
   TLT_RETURN_IF_ERROR(check_plan());
-  TLT_RETURN_IF_ERROR(read_weight_sync_mode());
+  TLT_RETURN_IF_ERROR(weights_.read_mode());
   Status init = init_models();
   if (init.code() == StatusCode::kAborted && stopping()) {  // a signal during the warm start
     log(init.message());

@@ -19,8 +19,10 @@
 // policy update). Steps 1-3 are runtime/rl/rollout_phase.h's; the models the run starts from,
 // runtime/rl/policy_setup.h's; the workers' setup message, runtime/rl/worker_options.h's; the
 // checkpoints, runtime/rl/checkpoint.h's; a step's report, runtime/rl/step_report.h's; the worker
-// processes and pods, runtime/rl/worker_pool.h's; the job's metrics, run_metrics.h's; the plans
-// of a job's runs from its spec, runtime/rl/job_setup.h's.
+// processes and pods, runtime/rl/worker_pool.h's; the weight-sync group's generations and each
+// step's publish, runtime/rl/weight_publisher.h's; what every message between the driver and a
+// worker may contain, runtime/rl/messages.h's; the job's metrics, run_metrics.h's; the plans of a
+// job's runs from its spec, runtime/rl/job_setup.h's.
 //
 // The policy is a preset (the ASCII codec of runtime/rl/text.h, warm-started on the task's worked
 // solutions) or spec.model.path's model (its own tokenizer and chat template, no warm start by
@@ -45,8 +47,10 @@
 // hangs up (its pod deleted, or failed) is dropped at once, the step going on without it (the
 // training it had not handed back is lost; the other trainers' is merged as usual).
 //
-// Faults: a worker that dies is restarted and its unfinished requests rerun. SIGTERM (the
-// `stop` flag) ends the run after checkpointing the last completed step. A checkpoint that
+// Faults: a worker that dies, or sends a message the driver refuses (runtime/rl/messages.h), is
+// restarted and its unfinished requests rerun; one that fails more than
+// RolloutPhase::kMaxRestartsPerStep times in a step ends the run with an error naming it. SIGTERM
+// (the `stop` flag) ends the run after checkpointing the last completed step. A checkpoint that
 // fails its checks is refused (Corruption / InvalidArgument naming the file).
 //
 // Thread safety: run_rl is called from one thread; `stop` may be set from a signal handler.
@@ -136,7 +140,7 @@ struct RLRunPlan {
   // Remote only: the port the weight-sync group's store listens on (TLT_WEIGHT_SYNC_PORT, the
   // trainer pod's "weight-sync" port); every generation of the group reuses it.
   int weight_sync_port = 29501;
-  int connect_timeout_s = 600;   // how long to wait for a remote worker to (re)connect
+  int connect_timeout_s = 600;  // how long to wait for a remote worker to (re)connect
   // Remote only: the drafter pods awaited at the start (spec.roles.drafter.replicas; -1: every
   // slot), for at most drafter_start_grace_s; later ones join at a step boundary.
   int drafter_pods_at_start = -1;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -18,8 +19,10 @@
 #include "runtime/model/config.h"
 #include "runtime/model/model_source.h"
 #include "runtime/rl/channel.h"
+#include "runtime/rl/messages.h"
 #include "runtime/rl/rendezvous.h"
 #include "runtime/rl/spot_work.h"
+#include "runtime/rl/weight_publisher.h"
 #include "runtime/rl/weight_sync.h"
 #include "runtime/rl/worker_options.h"
 #include "runtime/rollout/engine.h"
@@ -29,6 +32,13 @@ namespace tlt::rl {
 namespace {
 
 using nlohmann::json;
+
+// A message's "op", or "" when it has none (or it is not a string).
+std::string message_op(const json& m) {
+  if (!m.is_object()) return "";
+  auto it = m.find("op");
+  return it != m.end() && it->is_string() ? it->get<std::string>() : "";
+}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -46,14 +56,18 @@ class Worker {
   Status setup(const json& m);
   Status generate(const json& m);
   Status train(const json& m);
-  Status load_weights(const json& m);
-  Status join_weight_sync(const json& group);
+  Status load_weights(const GenerateMessage& g);
+  // Absorbs the other workers' bandit steps; returns how many did not fit this worker's bandit.
+  int64_t absorb_peers(const std::vector<BanditStep>& peers);
+  Status join_weight_sync(const WeightSyncInvite& g);
   Status rejoin_weight_sync(const json& m);
   Status receive_weights(const json& m);
 
   Channel ch_;
   int index_ = 0;
   std::string dir_;
+  WorkerContext ctx_;  // what the driver's messages are checked against (set up by `setup`)
+  bool set_up_ = false;
   model::Transformer target_{nullptr};
   model::Drafter drafter_{nullptr};
   std::unique_ptr<rollout::Engine> engine_;
@@ -130,24 +144,28 @@ Status Worker::setup(const json& m) {
   for (int64_t id : o.drafter_vocab_ids)
     if (id >= 0 && id < cfg->vocab) token_counts_[size_t(id)] = 1;
   rng_.seed(eo.seed);
+  ctx_.dir = dir_, ctx_.vocab = cfg->vocab, ctx_.max_seq = eo.max_seq;
+  set_up_ = true;
   return m.contains("weight_sync") ? rejoin_weight_sync(m.at("weight_sync")) : Status::Ok();
 }
 
-// `group` {port, rank, world, bucket_bytes, rendezvous_timeout_s, timeout_s}, from the setup
-// message or a
-// {"op": "weight_sync", ...} message (a new generation after a worker was restarted): leaves the
-// group it was in and joins the driver's (blocks until every rank has) at the sync host and the
-// message's port, or at TLT_WEIGHT_SYNC_ADDRESS (host:port, a cluster pod's env) when it is set.
-// A worker in no group loads the checkpoint files.
-Status Worker::join_weight_sync(const json& g) {
+// Leaves the group it was in and joins generation g of the driver's (blocks until every rank
+// has): at g's store file (a local run), else at the sync host and g's port, or at
+// TLT_WEIGHT_SYNC_ADDRESS (host:port, a cluster pod's env) when it is set. Its proof comes from
+// the job secret (TLT_JOB_SECRET or the mounted file) and g's nonce. A worker in no group loads
+// the checkpoint files.
+Status Worker::join_weight_sync(const WeightSyncInvite& g) {
   sync_.reset();
+  StatusOr<std::string> secret = cluster::load_job_secret();
+  if (!secret.ok()) return secret.status().with_context("weight-sync group");
   WeightSyncOptions o;
-  o.rendezvous_timeout_s = g.value("rendezvous_timeout_s", o.rendezvous_timeout_s);
-  o.timeout_s = g.value("timeout_s", o.timeout_s);
-  o.rank = g.at("rank").get<int>(), o.world = g.at("world").get<int>();
-  o.host = sync_host_, o.port = g.at("port").get<int>();
+  o.auth = weight_sync_auth(*secret, g.generation, g.nonce);
+  o.rendezvous_timeout_s = g.rendezvous_timeout_s, o.timeout_s = g.timeout_s;
+  o.rank = g.rank, o.world = g.world;
+  o.store_file = g.store;
+  o.host = sync_host_, o.port = g.port;
   const char* address = std::getenv("TLT_WEIGHT_SYNC_ADDRESS");
-  if (address && *address) {
+  if (g.store.empty() && address && *address) {
     std::string a = address;
     size_t colon = a.rfind(':');
     int port = colon == std::string::npos ? 0 : std::atoi(a.c_str() + colon + 1);
@@ -155,8 +173,8 @@ Status Worker::join_weight_sync(const json& g) {
       return Status::InvalidArgument("TLT_WEIGHT_SYNC_ADDRESS=" + a + ": expected host:port");
     o.host = a.substr(0, colon), o.port = port;
   }
-  o.bucket_bytes = g.value("bucket_bytes", o.bucket_bytes);
-  o.cuda = g.value("cuda", false);
+  o.bucket_bytes = g.bucket_bytes;
+  o.cuda = g.cuda;
   StatusOr<std::unique_ptr<WeightSync>> s = WeightSync::open(o);
   if (!s.ok()) return s.status();
   TLT_RETURN_IF_ERROR((*s)->join());
@@ -164,11 +182,13 @@ Status Worker::join_weight_sync(const json& g) {
   return Status::Ok();
 }
 
-// The setup message's group or {"op": "weight_sync", ...}, a new generation. A failed join is no
-// error here: the driver's join fails too and it ends the generation, and this worker loads the
-// files.
+// The setup message's group or {"op": "weight_sync", ...}, a new generation. An invitation that
+// does not decode ends this worker (the driver restarts it); a failed join is no error here: the
+// driver's join fails too and it ends the generation, and this worker loads the files.
 Status Worker::rejoin_weight_sync(const json& m) {
-  Status st = join_weight_sync(m);
+  StatusOr<WeightSyncInvite> g = decode_weight_sync(m, ctx_);
+  if (!g.ok()) return g.status();
+  Status st = join_weight_sync(*g);
   if (!st.ok()) std::cerr << "tlt rl-worker " << index_ << ": " << st.message() << "\n";
   return Status::Ok();
 }
@@ -179,6 +199,8 @@ Status Worker::rejoin_weight_sync(const json& m) {
 // "error" (the group broke: "" when it did not)}. A refused or failed version is loaded from its
 // file by the next generate message instead.
 Status Worker::receive_weights(const json& m) {
+  StatusOr<WeightsMessage> w = decode_weights(m);
+  if (!w.ok()) return w.status();
   int64_t refused = 0;
   std::string error;
   auto take = [&](WeightKind kind, int64_t v, torch::nn::Module& module, int64_t* held) {
@@ -194,9 +216,9 @@ Status Worker::receive_weights(const json& m) {
     else if (error.empty())
       error = st.message();
   };
-  take(WeightKind::kPolicy, m.at("policy_version").get<int64_t>(), *target_, &policy_version_);
-  int64_t dv = m.value("drafter_version", int64_t(-1));
-  if (dv >= 0) take(WeightKind::kDrafter, dv, *drafter_, &drafter_version_);
+  take(WeightKind::kPolicy, w->policy_version, *target_, &policy_version_);
+  if (w->drafter_version >= 0)
+    take(WeightKind::kDrafter, w->drafter_version, *drafter_, &drafter_version_);
   return ch_.send({{"op", "weights"},
                    {"worker", index_},
                    {"policy_version", policy_version_},
@@ -205,50 +227,49 @@ Status Worker::receive_weights(const json& m) {
                    {"error", error}});
 }
 
-Status Worker::load_weights(const json& m) {
-  int64_t pv = m.at("policy_version").get<int64_t>();
-  if (pv != policy_version_) {
-    StatusOr<std::string> meta =
-        model::load_checkpoint(*target_, m.at("policy").get<std::string>());
+Status Worker::load_weights(const GenerateMessage& g) {
+  if (g.policy_version != policy_version_) {
+    StatusOr<std::string> meta = model::load_checkpoint(*target_, g.policy);
     if (!meta.ok()) return meta.status();
-    policy_version_ = pv;
+    policy_version_ = g.policy_version;
   }
-  int64_t dv = m.value("drafter_version", int64_t(-1));
-  if (dv >= 0 && dv != drafter_version_) {
-    StatusOr<std::string> meta =
-        model::load_drafter_checkpoint(drafter_, m.at("drafter").get<std::string>());
+  if (g.drafter_version >= 0 && g.drafter_version != drafter_version_) {
+    StatusOr<std::string> meta = model::load_drafter_checkpoint(drafter_, g.drafter);
     if (!meta.ok()) return meta.status();
-    drafter_version_ = dv;
+    drafter_version_ = g.drafter_version;
   }
   return Status::Ok();
 }
 
+int64_t Worker::absorb_peers(const std::vector<BanditStep>& peers) {
+  rollout::ArmSelector& bandit = engine_->selector();
+  int64_t misfits = 0;
+  for (const BanditStep& p : peers)  // absorb() changes nothing for a step that does not fit
+    if (!bandit.absorb({p.batch, p.arm, p.context, p.tokens, p.seconds, p.explore_cost})) ++misfits;
+  return misfits;
+}
+
 Status Worker::generate(const json& m) {
-  TLT_RETURN_IF_ERROR(load_weights(m));
+  if (!set_up_) return Status::FailedPrecondition("generate before setup");
+  StatusOr<GenerateMessage> g = decode_generate(m, ctx_);
+  if (!g.ok()) return g.status();
+  TLT_RETURN_IF_ERROR(load_weights(*g));
   double start = now_s();
-  int64_t step = m.at("step").get<int64_t>();
+  int64_t step = g->step;
   std::vector<rollout::Request> reqs;
   drafter::HiddenBuffer buffer;
-  for (const json& r : m.at("requests")) {
+  for (const GenerateRequest& r : g->requests) {
     rollout::Request q;
-    q.id = r.at("id").get<int64_t>();
-    q.prompt = r.at("prompt").get<std::vector<int64_t>>();
-    q.max_new_tokens = r.at("max_new").get<int32_t>();
-    q.stop_token = r.at("stop").get<int64_t>();
-    q.more_stop_tokens = r.value("more_stop", std::vector<int64_t>{});  // a model's other ends
-    q.seed = r.at("seed").get<uint64_t>();
-    q.sampling.temperature = r.at("temperature").get<double>();
-    q.sampling.top_p = r.at("top_p").get<double>();
+    q.id = r.id, q.prompt = r.prompt, q.max_new_tokens = r.max_new;
+    q.stop_token = r.stop, q.more_stop_tokens = r.more_stop;  // a model's other ends
+    q.seed = r.seed;
+    q.sampling.temperature = r.temperature, q.sampling.top_p = r.top_p;
     buffer.add_request(q.id, int64_t(q.prompt.size()));
     reqs.push_back(std::move(q));
   }
-  bool collect = m.value("collect_hidden", false);
-  if (collect) {
-    engine_->set_hidden_sink(buffer.sink());
-  } else {
-    engine_->set_hidden_sink(nullptr);
-  }
-  engine_->set_speculative(m.value("speculative", false));
+  bool collect = g->collect_hidden;
+  engine_->set_hidden_sink(collect ? buffer.sink() : nullptr);
+  engine_->set_speculative(g->speculative);
   if (drafter_vocab_ > 0 &&
       std::any_of(token_counts_.begin(), token_counts_.end(), [](int64_t c) { return c > 0; })) {
     // Before the first step nothing was generated (and no warm start named a vocabulary): the
@@ -259,37 +280,20 @@ Status Worker::generate(const json& m) {
   // The bandit pools what the workers measured (spec.speculative.selector.pooled): it counts the
   // other workers' steps of the last step, and keeps its own for them.
   rollout::ArmSelector& bandit = engine_->selector();
-  bool pool = m.value("pool_bandit", false);
+  bool pool = g->pool_bandit;
   bandit.keep_observations(pool);
   if (pool) bandit.set_trial_offset(int32_t(index_));  // the workers try different arms first
   (void)bandit.take_observations();  // the reply below carries this call's steps only
-  std::vector<rollout::ArmSelector::Observation> peers;  // all read before any is counted
-  for (const json& o : m.value("bandit_peers", json::array())) {
-    bool shaped = o.is_array() && o.size() == 6 &&
-                  std::all_of(o.begin(), o.end(), [](const json& x) { return x.is_number(); });
-    if (!shaped)
-      return Status::InvalidArgument(
-          "bandit_peers: step " + o.dump() +
-          " is not [batch, arm, context, tokens, seconds, explore cost]");
-    peers.push_back({o[0].get<int64_t>(), o[1].get<int32_t>(), o[2].get<int32_t>(),
-                     o[3].get<double>(), o[4].get<double>(), o[5].get<double>()});
-  }
-  int64_t absorbed = 0;
-  for (const rollout::ArmSelector::Observation& step : peers) {
-    // From the driver: only a bug or mismatched arms get here, and the error ends this worker
-    // process (the driver restarts it with a fresh bandit), so no half-counted list survives.
-    if (!bandit.absorb(step))
-      return Status::Internal("bandit_peers: a step of arm " + std::to_string(step.arm) +
-                              " in context " + std::to_string(step.context) +
-                              " does not fit this worker's bandit");
-    ++absorbed;
-  }
+  // A peer's step of an arm or context this bandit does not have (another worker's bug or
+  // mismatched arms) is left out and counted; the rest count as usual.
+  const int64_t misfits = absorb_peers(g->bandit_peers);
+  const int64_t absorbed = int64_t(g->bandit_peers.size()) - misfits;
   engine_->reset_stats();
   torch::NoGradGuard no_grad;
   // Each response goes to the driver as it finishes (its reward is scored while the tail still
   // generates); the `generated` reply below still carries them all.
   Status streamed = Status::Ok();
-  if (m.value("stream_completions", false)) {
+  if (g->stream_completions) {
     engine_->set_completion_sink([&](const rollout::Completion& c) {
       if (!streamed.ok()) return;
       streamed = ch_.send({{"op", "completed"},
@@ -333,6 +337,9 @@ Status Worker::generate(const json& m) {
                    {"phases", phases},
                    {"draft_vocab", st.spec_steps > 0 ? drafter_->draft_vocab_size() : 0}};
   done["stats"]["bandit_absorbed"] = absorbed;
+  if (misfits > 0)
+    std::cerr << "tlt rl-worker " << index_ << ": " << misfits
+              << " bandit steps of other workers do not fit this worker's arms\n";
   if (pool) {
     json kept = json::array();
     for (const rollout::ArmSelector::Observation& o : bandit.take_observations())
@@ -357,13 +364,16 @@ Status Worker::generate(const json& m) {
 }
 
 Status Worker::train(const json& m) {
+  if (!set_up_) return Status::FailedPrecondition("train before setup");
+  StatusOr<TrainMessage> tm = decode_train(m, ctx_);
+  if (!tm.ok()) return tm.status();
   double start = now_s();
-  int64_t step = m.at("step").get<int64_t>();
+  int64_t step = tm->step;
   train_data_.clear();
-  for (const json& p : m.at("buffers")) {
+  for (const std::string& p : tm->buffers) {
     std::vector<torch::Tensor> d;
     try {
-      torch::load(d, p.get<std::string>());
+      torch::load(d, p);
     } catch (const c10::Error& e) {
       continue;  // a buffer the driver has already rotated away; train on the others
     }
@@ -394,10 +404,14 @@ Status Worker::train(const json& m) {
     if (!msg.ok()) return msg.status();
     if (!*msg) continue;
     const json& s = **msg;
-    if (s.value("op", "") != "stop")
-      return Status::FailedPrecondition("expected stop while training, got " + s.dump());
+    if (message_op(s) != "stop")
+      return Status::FailedPrecondition(
+          "expected stop while training, got " +
+          s.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 120));
     if (spot) TLT_RETURN_IF_ERROR(spot->stop());  // the step under way gives up part-way
-    stop_latency = now_s() - s.value("sent_at", now_s());
+    const json* sent = s.contains("sent_at") ? &s.at("sent_at") : nullptr;
+    if (sent && sent->is_number() && std::isfinite(sent->get<double>()))
+      stop_latency = now_s() - sent->get<double>();
     break;
   }
   std::string path = dir_ + "/drafter-w" + std::to_string(index_) + ".ckpt";
@@ -418,7 +432,7 @@ int Worker::loop() {
     if (!msg.ok()) return msg.status().code() == StatusCode::kUnavailable ? 0 : 2;
     if (!*msg) continue;
     const json& m = **msg;
-    std::string op = m.value("op", "");
+    std::string op = message_op(m);
     Status st;
     try {
       if (op == "setup")

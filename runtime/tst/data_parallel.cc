@@ -1,6 +1,8 @@
 // c10d behind runtime/tst/data_parallel.h and runtime/tst/group.h.
 #include "runtime/tst/data_parallel.h"
 
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
@@ -142,10 +144,21 @@ torch::Tensor shard_rows(const torch::Tensor& rows, int rank, int world) {
 // ---- DataParallelGroup ----------------------------------------------------------------------
 
 struct DataParallelGroup::Impl {
-  GroupOptions options;                      // constant after open
-  c10::intrusive_ptr<c10d::TCPStore> store;  // rank 0 hosts it; all use it to meet
-  std::unique_ptr<Collective> collective;    // after join
+  GroupOptions options;                    // constant after open
+  c10::intrusive_ptr<c10d::Store> store;   // the ranks meet here (under the prefix, if any)
+  int port = 0;                            // the TCPStore's; 0 for a file
+  std::unique_ptr<Collective> collective;  // after join
 };
+
+namespace {
+
+c10::intrusive_ptr<c10d::Store> with_prefix(c10::intrusive_ptr<c10d::Store> store,
+                                            const std::string& prefix) {
+  if (prefix.empty()) return store;
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(store));
+}
+
+}  // namespace
 
 DataParallelGroup::DataParallelGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DataParallelGroup::~DataParallelGroup() = default;
@@ -156,7 +169,7 @@ int DataParallelGroup::world() const {
   return impl_->options.world;
 }
 int DataParallelGroup::port() const {
-  return int(impl_->store->getPort());
+  return impl_->port;
 }
 Collective* DataParallelGroup::collective() const {
   return impl_->collective.get();
@@ -170,6 +183,17 @@ StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::open(const Group
   }
   auto impl = std::make_unique<Impl>();
   impl->options = o;
+  if (!o.store_file.empty()) {
+    try {
+      impl->store =
+          with_prefix(c10::make_intrusive<c10d::FileStore>(o.store_file, o.world), o.store_prefix);
+    } catch (const std::exception& e) {
+      return Status::Unavailable("data-parallel rank " + std::to_string(o.rank) +
+                                 " cannot open the rendezvous file " + o.store_file + ": " +
+                                 what(e));
+    }
+    return std::unique_ptr<DataParallelGroup>(new DataParallelGroup(std::move(impl)));
+  }
   c10d::TCPStoreOptions so;
   so.port = uint16_t(o.port);
   so.isServer = o.rank == 0;
@@ -181,7 +205,9 @@ StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::open(const Group
         deadline - std::chrono::steady_clock::now());
     so.timeout = std::max(std::chrono::milliseconds(1000), left);
     try {
-      impl->store = c10::make_intrusive<c10d::TCPStore>(o.rank == 0 ? "127.0.0.1" : o.host, so);
+      auto tcp = c10::make_intrusive<c10d::TCPStore>(o.rank == 0 ? "127.0.0.1" : o.host, so);
+      impl->port = int(tcp->getPort());
+      impl->store = with_prefix(std::move(tcp), o.store_prefix);
       return std::unique_ptr<DataParallelGroup>(new DataParallelGroup(std::move(impl)));
     } catch (const std::exception& e) {
       last = what(e);

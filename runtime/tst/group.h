@@ -26,6 +26,15 @@ struct GroupOptions {
   int rendezvous_timeout_s = 120;  // for every rank to arrive (pods start at different times)
   int timeout_s = 300;             // for one collective: a stuck peer fails the run after this
   bool cuda = false;               // NCCL over CUDA tensors (GPU flavour only), else Gloo
+  // Non-empty: every rank meets at this file (c10d FileStore; every rank on one machine, the
+  // file's directory private to the job) instead of rank 0's TCPStore: then nothing of the
+  // group listens beyond Gloo's own sockets (on 127.0.0.1 with `loopback`). `host` and `port`
+  // are unused.
+  std::string store_file;
+  // Non-empty: every key the group writes or reads lives under this prefix (c10d PrefixStore
+  // over the store), so a peer that cannot name the prefix cannot read the ranks' addresses
+  // nor write a rank's keys in the rendezvous.
+  std::string store_prefix;
 };
 
 class DataParallelGroup {
@@ -40,7 +49,7 @@ class DataParallelGroup {
 
   int rank() const;
   int world() const;
-  int port() const;  // the store's port (rank 0's choice when it asked for 0)
+  int port() const;  // the store's port (rank 0's choice when it asked for 0); 0 with a file
 
   // Blocks until every rank has joined, then builds the process group. Unavailable or
   // DeadlineExceeded when a rank does not arrive in the rendezvous timeout;
