@@ -9,14 +9,18 @@
 # goes there (model_files_test replays the model-file corpus without the fuzzer). Then the
 # operator's reading of a job author's podTemplate (pod_template_fuzz: type check, pod policy,
 # desired pod), from the templates in tests/fuzz/pod-templates, where an input that breaks it goes.
-# Usage: scripts/fuzz.sh [SECONDS [MODEL_SECONDS [POD_SECONDS]]]   (defaults 60, 30 and 30)
+# Then the driver <-> worker messages (worker_messages_fuzz: every decoder of runtime/rl/messages.h
+# and the promises of what they accept), from tests/fuzz/worker-messages, where an input that
+# breaks them goes.
+# Usage: scripts/fuzz.sh [SECONDS [MODEL_SECONDS [POD_SECONDS [MESSAGE_SECONDS]]]]
+#        (defaults 60, 30, 30 and 30)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/tlt/ccache}
 cmake -S . -B build-fuzz -G Ninja -DTLT_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/tmp/tlt-cmake-fuzz.log 2>&1 || { cat /tmp/tlt-cmake-fuzz.log; exit 1; }
-ninja -C build-fuzz manifest_fuzz model_files_fuzz pod_template_fuzz >/tmp/tlt-ninja-fuzz.log 2>&1 || { cat /tmp/tlt-ninja-fuzz.log; exit 1; }
+ninja -C build-fuzz manifest_fuzz model_files_fuzz pod_template_fuzz worker_messages_fuzz >/tmp/tlt-ninja-fuzz.log 2>&1 || { cat /tmp/tlt-ninja-fuzz.log; exit 1; }
 mkdir -p build-fuzz/corpus build-fuzz/artifacts
 echo "fuzz: manifest parser for ${seconds}s"
 if ! build-fuzz/bin/manifest_fuzz build-fuzz/corpus examples tests/manifests/bad tests/fuzz/regressions \
@@ -63,3 +67,18 @@ if ! build-fuzz/bin/pod_template_fuzz build-fuzz/pod-corpus tests/fuzz/pod-templ
 fi
 grep -E '^#[0-9]+.*(DONE|pulse)' /tmp/tlt-fuzz-pod.log | tail -1 | sed 's/^/fuzz: /'
 echo "fuzz: no crash, leak, throw or hang in the operator's podTemplate reading"
+
+# The driver <-> worker messages: any JSON, through every decoder.
+message_seconds=${4:-30}
+mkdir -p build-fuzz/message-corpus
+echo "fuzz: driver <-> worker messages for ${message_seconds}s"
+if ! build-fuzz/bin/worker_messages_fuzz build-fuzz/message-corpus tests/fuzz/worker-messages \
+    -max_total_time="$message_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+    -dict=tests/fuzz/worker_messages.dict -artifact_prefix=build-fuzz/artifacts/ \
+    >/tmp/tlt-fuzz-messages.log 2>&1; then
+  tail -40 /tmp/tlt-fuzz-messages.log
+  echo "fuzz: FAILED; the input that broke it is in build-fuzz/artifacts/"
+  exit 1
+fi
+grep -E '^#[0-9]+.*(DONE|pulse)' /tmp/tlt-fuzz-messages.log | tail -1 | sed 's/^/fuzz: /'
+echo "fuzz: no crash, leak, throw or broken promise in the driver <-> worker messages"
