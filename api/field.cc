@@ -97,6 +97,50 @@ bool is_dns_label(const std::string& text) {
 
 namespace {
 
+// `text` with every %2e / %2E read as '.'.
+std::string decode_dots(std::string text) {
+  for (size_t at = text.find('%'); at != std::string::npos; at = text.find('%', at + 1)) {
+    if (at + 2 < text.size() && text[at + 1] == '2' && (text[at + 2] == 'e' || text[at + 2] == 'E'))
+      text.replace(at, 3, ".");
+  }
+  return text;
+}
+
+bool has_encoded_slash(const std::string& text) {
+  for (size_t at = text.find('%'); at != std::string::npos; at = text.find('%', at + 1)) {
+    if (at + 2 >= text.size()) break;
+    char hi = text[at + 1], lo = static_cast<char>(std::tolower(text[at + 2]));
+    if ((hi == '2' && lo == 'f') || (hi == '5' && lo == 'c')) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string url_path_problem(const std::string& url) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return "";
+  size_t start = scheme + 3, end = url.find_first_of("?#", start);
+  // The authority and the path: what a prefix allow-list compares.
+  std::string head = url.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  if (has_encoded_slash(head) || head.find('\\') != std::string::npos)
+    return "has an encoded slash or a backslash (%2f, %5c or \\) before its query, which servers "
+           "may read as \"/\"; write the path with plain \"/\"";
+  size_t slash = head.find('/');
+  for (size_t at = slash; at != std::string::npos;) {
+    size_t next = head.find('/', at + 1);
+    std::string segment = head.substr(at + 1, next == std::string::npos ? next : next - at - 1);
+    segment = decode_dots(segment.substr(0, segment.find(';')));  // "..;x" is ".." to servers
+    if (segment == "." || segment == "..")
+      return "has a \".\" or \"..\" segment in its path (%2e counts as \".\"), which servers "
+             "resolve, so the URL reaches outside the prefix it names; write the path without it";
+    at = next;
+  }
+  return "";
+}
+
+namespace {
+
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;

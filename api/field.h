@@ -64,6 +64,9 @@ struct Opaque {
   nlohmann::json value;  // null when absent
 };
 
+// The longest URL a url() field holds (it bounds the cost of the CRD's CEL rules on it).
+inline constexpr size_t kMaxUrlLength = 2048;
+
 // What a field may hold, and its one-line documentation. Built fluently:
 //   Rule().ge(1).le(64).doc("...")
 struct Rule {
@@ -75,6 +78,7 @@ struct Rule {
   std::optional<size_t> max_length;  // longest string (for a list of strings: each item)
   bool required = false;             // must be present and non-empty
   bool immutable = false;            // may not change once the job exists (enforced by the CRD)
+  std::string reason;                // why the range is what it is; ends its range errors
   std::string documentation;
 
   Rule& ge(double v) {
@@ -105,8 +109,10 @@ struct Rule {
     format = Format::kDnsLabel;
     return *this;
   }
+  // An http(s) URL of at most kMaxUrlLength characters whose path url_path_problem accepts.
   Rule& url() {
     format = Format::kUrl;
+    max_length = kMaxUrlLength;
     return *this;
   }
   // Bounds that keep the CRD's CEL rules within the apiserver's cost budget (which needs
@@ -127,6 +133,10 @@ struct Rule {
     immutable = true;
     return *this;
   }
+  Rule& because(std::string why) {
+    reason = std::move(why);
+    return *this;
+  }
   Rule& doc(std::string d) {
     documentation = std::move(d);
     return *this;
@@ -143,6 +153,12 @@ bool is_quantity(const std::string& text);
 
 // DNS-1123 label: lower-case alphanumerics and '-', starting and ending alphanumeric.
 bool is_dns_label(const std::string& text);
+
+// Why the path of `url` (an http(s) URL) is refused, or "" when it is not: a "." or ".." segment,
+// also written with %2e (servers resolve it, so the URL reaches outside the prefix an allow-list
+// compares), or an encoded slash or a backslash (%2f, %5c, \) before the query (servers may read
+// it as "/"). Nothing normalises a URL: the one checked is the one fetched.
+std::string url_path_problem(const std::string& url);
 
 // The candidate closest to `word` by edit distance, or "" when none is close enough to be a
 // plausible typo (distance > max(2, |word|/3)).

@@ -24,6 +24,9 @@ constexpr const char* kQuantityPattern =
 constexpr const char* kDnsLabelPattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 constexpr const char* kUrlPattern = "^https?://[^ \\t\\n]+$";
 constexpr int kMaxSyntaxLength = 64;  // parse_duration and is_quantity refuse longer text
+// What url_path_problem refuses, one pattern per check (a URL matching either is refused).
+constexpr const char* kUrlDotSegment = "^https?://[^/?#]*(/[^?#]*)?/(\\.|%2[eE]){1,2}([/?#;]|$)";
+constexpr const char* kUrlEncodedSlash = "^https?://[^?#]*(%2[fF]|%5[cC]|\\\\)";
 
 // ---- cross-field rules in CEL ----------------------------------------------------------------
 //
@@ -44,6 +47,20 @@ struct CelRule {
 // "set and not empty", for optional strings (empty strings have no default).
 std::string present(const std::string& field) {
   return "(has(self." + field + ") && self." + field + " != '')";
+}
+
+// url_path_problem's checks, on a url() field (`self` is the string).
+std::vector<CelRule> url_rules() {
+  return {
+      {"!self.matches(r'" + std::string(kUrlDotSegment) + "')",
+       "has a \".\" or \"..\" segment in its path (%2e counts as \".\"), which servers resolve, "
+       "so the URL reaches outside the prefix it names; write the path without it",
+       "", ""},
+      {"!self.matches(r'" + std::string(kUrlEncodedSlash) + "')",
+       "has an encoded slash or a backslash (%2f, %5c or \\) before its query, which servers may "
+       "read as \"/\"; write the path with plain \"/\"",
+       "", ""},
+  };
 }
 
 std::vector<CelRule> cel_rules(const ModelSpec&) {
@@ -465,7 +482,10 @@ Json SchemaBuilder::of(const std::string& v, const Rule& r) const {
     pattern = kDnsLabelPattern;
     s["maxLength"] = 63;
   }
-  if (r.format == Rule::Format::kUrl) pattern = kUrlPattern;
+  if (r.format == Rule::Format::kUrl) {
+    pattern = kUrlPattern;
+    s["x-kubernetes-validations"] = cel_json(url_rules());
+  }
   if (!pattern.empty()) {
     // An empty optional string is "unset", which validate.cc accepts.
     s["pattern"] = r.required ? pattern : "^$|" + pattern;

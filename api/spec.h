@@ -134,11 +134,31 @@ struct RoleSpec {
 
   template <class V>
   void fields(V& v) {
-    v("replicas", replicas, Rule().ge(0).le(4096).doc("Pods that run this role."));
+    role_fields(v, Rule().ge(0).le(4096).doc("Pods that run this role."));
+  }
+
+ protected:
+  // The table, with `replicas` under the role's own rule.
+  template <class V>
+  void role_fields(V& v, const Rule& replicas_rule) {
+    v("replicas", replicas, replicas_rule);
     v("resources", resources, Rule().doc("Resources of each pod of this role."));
     v("podTemplate", pod_template,
       Rule().doc(
           "A PodTemplateSpec merged into each pod (nodeSelector, tolerations, volumes...)."));
+  }
+};
+
+// The policy trainer's role: one pod. The runtime has no trainer ranks, so a second trainer pod
+// would find nothing to run, exit, and fail the whole job after the backoff limit.
+struct TrainerRoleSpec : RoleSpec {
+  template <class V>
+  void fields(V& v) {
+    role_fields(v, Rule()
+                       .ge(0)
+                       .le(1)
+                       .because("trainer ranks are not supported yet; set 1")
+                       .doc("Policy trainer pods: 1 (trainer ranks are not supported yet)."));
   }
 };
 
@@ -421,7 +441,7 @@ struct DrafterRoleSpec {
 
 struct RLRolesSpec {
   RoleSpec rollout{2, {}, {}};
-  RoleSpec trainer{1, {}, {}};
+  TrainerRoleSpec trainer;
   DrafterRoleSpec drafter;
 
   template <class V>

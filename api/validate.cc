@@ -30,12 +30,13 @@ std::string quoted_list(const std::vector<std::string>& values) {
 }
 
 void check_number(double v, const std::string& path, const Rule& rule, FieldErrors* errors) {
+  const std::string why = rule.reason.empty() ? "" : ": " + rule.reason;
   if (rule.min) {
     bool bad = rule.min_exclusive ? !(v > *rule.min) : !(v >= *rule.min);
     if (bad) {
       add(errors, path,
           std::string("must be ") + (rule.min_exclusive ? "> " : ">= ") + format_number(*rule.min) +
-              " (got " + format_number(v) + ")");
+              " (got " + format_number(v) + ")" + why);
       return;
     }
   }
@@ -44,7 +45,7 @@ void check_number(double v, const std::string& path, const Rule& rule, FieldErro
     if (bad) {
       add(errors, path,
           std::string("must be ") + (rule.max_exclusive ? "< " : "<= ") + format_number(*rule.max) +
-              " (got " + format_number(v) + ")");
+              " (got " + format_number(v) + ")" + why);
     }
   }
 }
@@ -93,8 +94,12 @@ void check_string(const std::string& v, const std::string& path, const Rule& rul
         "ending with a letter or digit, at most 63 characters (got \"" +
             v + "\")");
   }
-  if (rule.format == Rule::Format::kUrl && !looks_like_url(v)) {
-    add(errors, path, "must be an http:// or https:// URL (got \"" + v + "\")");
+  if (rule.format == Rule::Format::kUrl) {
+    if (!looks_like_url(v)) {
+      add(errors, path, "must be an http:// or https:// URL (got \"" + v + "\")");
+    } else if (std::string why = url_path_problem(v); !why.empty()) {
+      add(errors, path, why + " (got \"" + v + "\")");
+    }
   }
 }
 

@@ -48,6 +48,25 @@ TEST(DnsLabel, FollowsRfc1123) {
   EXPECT_TRUE(is_dns_label(std::string(63, 'a')));
 }
 
+TEST(UrlPath, DotSegmentsAndEncodedSlashesRefused) {
+  for (const char* url :
+       {"http://h/v1/score/../../admin", "http://h/v1/score/%2e%2e/admin", "http://h/v1/%2E%2E/x",
+        "http://h/v1/score/./x", "http://h/..", "http://h/.", "http://h/v1/%2e.#x",
+        "http://h/v1/.%2E?x", "http://h/a/..;jsessionid=1/b"}) {
+    EXPECT_NE(url_path_problem(url).find("segment in its path"), std::string::npos) << url;
+  }
+  for (const char* url : {"http://h/a%2fb", "http://h/a%2F..", "http://h/a%5Cb", "http://h/a\\b",
+                          "http://h\\@evil/x"}) {
+    EXPECT_NE(url_path_problem(url).find("encoded slash or a backslash"), std::string::npos) << url;
+  }
+  for (const char* url :
+       {"http://h", "http://h/", "http://h/v1/score", "http://h/.../x", "http://h/a.b/..c/c..",
+        "http://h/%2e%2e%2e", "http://h/%2ex", "http://h/v1?x=/../..", "http://h/v1#/../",
+        "http://h/v1?p=%2f", "http://h/a%2", "http://h/a%"}) {
+    EXPECT_EQ(url_path_problem(url), "") << url;
+  }
+}
+
 TEST(NearestName, SuggestsTyposOnly) {
   std::vector<std::string> names{"replicas", "resources", "podTemplate"};
   EXPECT_EQ(nearest_name("replica", names), "replicas");

@@ -130,6 +130,9 @@ TEST(Schema, Rules_BecomeRangesEnumsAndDescriptions) {
   EXPECT_EQ(t["maximum"], 10);
   EXPECT_FALSE(t.contains("exclusiveMaximum"));
   EXPECT_EQ(t["description"], "Rollout sampling temperature.");
+  Json trainer = at(s, ".spec.roles.trainer.replicas");
+  EXPECT_EQ(trainer["maximum"], 1) << "no trainer ranks yet";
+  EXPECT_EQ(at(s, ".spec.roles.rollout.replicas")["maximum"], 4096);
   Json port = at(s, ".spec.metrics.port");
   EXPECT_EQ(port["format"], "int32");
   EXPECT_EQ(port["maximum"], 65535);
@@ -184,6 +187,57 @@ TEST(Schema, Patterns_AcceptExactlyWhatFieldCheckersAccept) {
                         "1.5Ki", "3E",   "",    "8 gigs", "Gi",   "1e", "1.5.5", "1Ki2", "1KiB",
                         "e3",    "0x10", ".",   "1e+",    "2k",   "2K", "-0",    "-.5",  "+.5Mi"}) {
     EXPECT_EQ(std::regex_match(q, quantity), is_quantity(q)) << "\"" << q << "\"";
+  }
+}
+
+// The CEL rules on a url() field refuse exactly what url_path_problem refuses.
+TEST(Schema, UrlRules_RefuseExactlyWhatTheValidatorRefuses) {
+  Json url = at(schema_of(kRLJobKind), ".spec.reward.url");
+  EXPECT_EQ(url["maxLength"], kMaxUrlLength);
+  std::vector<std::regex> refusals;
+  for (const Json& r : url.value("x-kubernetes-validations", Json::array())) {
+    std::string rule = r["rule"];
+    const std::string head = "!self.matches(r'", tail = "')";
+    ASSERT_EQ(rule.compare(0, head.size(), head), 0) << rule;
+    ASSERT_EQ(rule.compare(rule.size() - tail.size(), tail.size(), tail), 0) << rule;
+    refusals.emplace_back(rule.substr(head.size(), rule.size() - head.size() - tail.size()));
+  }
+  ASSERT_EQ(refusals.size(), 2u) << url.dump();
+  EXPECT_EQ(
+      at(schema_of(kRLJobKind), ".spec.rebalancing.prometheusURL")["x-kubernetes-validations"],
+      url["x-kubernetes-validations"]);
+  for (const char* u : {"http://h/v1/score/../../admin",
+                        "http://h/v1/score/%2e%2e/admin",
+                        "http://h/v1/%2E%2E/x",
+                        "http://h/v1/score/./x",
+                        "http://h/..",
+                        "http://h/.",
+                        "http://h/v1/%2e.#x",
+                        "http://h/v1/.%2E?x",
+                        "http://h/a/..;x/b",
+                        "http://h/a%2fb",
+                        "http://h/a%2F..",
+                        "http://h/a%5Cb",
+                        "http://h/a\\b",
+                        "http://h\\@evil/x",
+                        "http://h",
+                        "http://h/",
+                        "https://h:8/v1/score",
+                        "http://h/.../x",
+                        "http://h/a.b/..c/c..",
+                        "http://h/%2e%2e%2e",
+                        "http://h/%2ex",
+                        "http://h/v1?x=/../..",
+                        "http://h/v1#/../",
+                        "http://h/v1?p=%2f",
+                        "http://h/a%2",
+                        "http://h/a%",
+                        "http://../x",
+                        "http://h/%%2e%2e/x",
+                        "http://h/x/%2e%2"}) {
+    bool refused = false;
+    for (const std::regex& r : refusals) refused = refused || std::regex_search(u, r);
+    EXPECT_EQ(refused, !url_path_problem(u).empty()) << u;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "api/encode.h"
 #include "api/manifest.h"
 
 namespace tlt::api {
@@ -104,7 +105,11 @@ void check_every_range_and_enum_rule(const std::string& base, const std::vector<
       bad_values.push_back(format_number(v));
     }
     if (leaf.is_string && !leaf.rule.one_of.empty()) bad_values.push_back("no-such-value");
-    if (leaf.is_string && leaf.rule.format == Rule::Format::kUrl) bad_values.push_back("ftp:x");
+    if (leaf.is_string && leaf.rule.format == Rule::Format::kUrl) {
+      for (const char* url : {"ftp:x", "http://h/a/../b", "http://h/a%2Fb"})
+        bad_values.push_back(url);
+      bad_values.push_back("http://h/" + std::string(kMaxUrlLength, 'a'));
+    }
     for (const std::string& bad : bad_values) {
       std::string all;
       EXPECT_TRUE(has_error_at(with_value(base, leaf.path, YAML::Node(bad)), leaf.path, &all))
@@ -209,6 +214,55 @@ TEST(ValidateCross, RolloutAndTrainerNeedOne) {
                       "spec.roles.rollout.replicas", "must be >= 1 (got 0)");
   expect_single_error(rl_with("spec.roles.trainer.replicas", YAML::Node(0)),
                       "spec.roles.trainer.replicas", "must be >= 1 (got 0)");
+}
+
+// A second trainer pod has nothing to run and fails the job: refused until trainer ranks exist,
+// also where the operator reads a job already stored (parse_job_json).
+TEST(ValidateCross, OneTrainerOnly) {
+  expect_single_error(rl_with("spec.roles.trainer.replicas", YAML::Node(2)),
+                      "spec.roles.trainer.replicas",
+                      "must be <= 1 (got 2): trainer ranks are not supported yet; set 1");
+  EXPECT_TRUE(errors_of(rl_with("spec.roles.trainer.replicas", YAML::Node(1))).empty());
+  EXPECT_TRUE(errors_of(rl_with("spec.roles.rollout.replicas", YAML::Node(8))).empty())
+      << "only the trainer is limited";
+  std::vector<Document> docs =
+      parse_manifests(rl_with("spec.roles.trainer.replicas", YAML::Node(4)));
+  ASSERT_EQ(docs.size(), 1u);
+  ASSERT_TRUE(docs[0].job.has_value());
+  nlohmann::json stored = std::visit([](const auto& j) { return to_json(j); }, *docs[0].job);
+  stored["spec"]["roles"]["trainer"]["replicas"] = 4;
+  StatusOr<Job> job = parse_job_json(stored);
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.status().message().find("spec.roles.trainer.replicas: must be <= 1 (got 4)"),
+            std::string::npos)
+      << job.status().message();
+}
+
+// The operator's allow-list compares spec.reward.url as written, and the scorer POSTs it as
+// written: a path that a server would resolve to somewhere else is refused.
+TEST(ValidateCross, RewardUrlPathsThatResolveElsewhereAreRefused) {
+  std::string http = rl_with("spec.reward.type", YAML::Node("http"));
+  auto with_url = [&](const std::string& url) {
+    return with_value(http, "spec.reward.url", YAML::Node(url));
+  };
+  for (const char* url :
+       {"http://rm.scoring:8000/v1/score/../../admin",
+        "http://rm.scoring:8000/v1/score/%2e%2e/admin", "http://rm.scoring:8000/v1/%2E%2E/x",
+        "http://rm.scoring:8000/v1/score/./x", "http://rm.scoring:8000/v1/score/..",
+        "http://rm.scoring:8000/v1/.%2e?q=1", "http://rm.scoring:8000/v1/..;/admin"}) {
+    expect_single_error(with_url(url), "spec.reward.url", "segment in its path");
+  }
+  for (const char* url : {"http://rm.scoring:8000/v1/score%2F..%2Fadmin",
+                          "http://rm.scoring:8000/v1/score%5c..", "http://rm.scoring:8000/v1\\x"}) {
+    expect_single_error(with_url(url), "spec.reward.url", "encoded slash or a backslash");
+  }
+  for (const char* url :
+       {"http://rm.scoring:8000/v1/score", "http://rm.scoring:8000/v1/...",
+        "http://rm.scoring:8000/v1/a..b/.x/x.", "http://rm.scoring:8000/v1/%2e%2ex",
+        "http://rm.scoring:8000/v1?next=/../admin", "http://rm.scoring:8000"}) {
+    EXPECT_TRUE(errors_of(with_url(url)).empty())
+        << url << ": " << join_errors(errors_of(with_url(url)));
+  }
 }
 
 TEST(ValidateCross, BucketsStartAtOneAndIncrease) {
