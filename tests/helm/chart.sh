@@ -7,7 +7,7 @@
 #      tests/helm/values-full.yaml (everything on) and with a watch namespace (Roles only, no
 #      ClusterRole); check_render.py checks the rendered objects
 #      (security context, probes, flags the real tlt-operator accepts, selectors, honorLabels,
-#      dashboards);
+#      dashboards, each job's NetworkPolicy flags);
 #   3. the three renderings, CRDs included, pass `kubectl apply --dry-run=server` (strict field
 #      validation) on the apiserver, with stand-in ServiceMonitor/PodMonitor CRDs
 #      (tests/helm/monitoring-crds.yaml);
@@ -75,7 +75,8 @@ hm lint --strict "$chart" -f "$FULL" >"$K8S_TMP/lint.log" 2>&1 || { cat "$K8S_TM
 for mode in default full namespaced; do
   args=()
   [[ $mode == full ]] && args=(-f "$FULL")
-  [[ $mode == namespaced ]] && args=(--set operator.watchNamespace=research)
+  [[ $mode == namespaced ]] && args=(--set operator.watchNamespace=research
+    --set networkPolicy.enabled=false)
   K8S_STEP="helm template ($mode values)"
   hm template tlt "$chart" -n "$NS" "${args[@]}" >"$K8S_TMP/$mode.yaml"
   hm template tlt "$chart" -n "$NS" "${args[@]}" --include-crds >"$K8S_TMP/$mode-crds.yaml"
@@ -186,8 +187,9 @@ cannot update configmaps
 cannot delete events
 cannot update leases.coordination.k8s.io "$NS"
 cannot delete leases.coordination.k8s.io "$NS"
-cannot get secrets
-cannot list secrets -A
+cannot update secrets
+cannot deletecollection secrets
+cannot update networkpolicies.networking.k8s.io
 cannot get pods/log
 cannot create pods/exec
 cannot list nodes

@@ -10,7 +10,10 @@
   repository:tag (tag defaulting to appVersion).
   Service and ServiceMonitor select what they should, on the port named `metrics`; monitors
   have honorLabels true; the PodMonitor selects job pods by tlt.dev/job.
-  RBAC: no wildcards, no secrets; every subject is the Deployment's ServiceAccount, except the
+  Each job's NetworkPolicy: --job-network-policy as networkPolicy.enabled says (true by default,
+  false in the namespaced rendering), one --network-policy-metrics-from per namespace label.
+  RBAC: no wildcards; secrets only as the jobs' own Secrets need them (never update or
+  deletecollection, in a rule of their own); every subject is the Deployment's ServiceAccount, except the
   job pods' runtime role (pods get/list/patch), bound to a namespace's default ServiceAccount.
   Dashboards: label grafana_dashboard "1", contents byte-identical to dashboards/*.json.
 Exit 0 if all hold, 1 otherwise (every failure is printed).
@@ -99,6 +102,14 @@ want_policy = ["--pod-security=baseline", "--pod-policy-allow=nodeName",
                "--pod-policy-priority-class=research-high"] if mode == "full" else [
                    "--pod-security=restricted"]
 check(policy == want_policy, "pod policy flags %s, expected %s" % (policy, want_policy))
+# Each job's NetworkPolicy: on unless the values turn it off; metrics from the listed namespaces.
+netpol = [a for a in c.get("args", []) if a.startswith(("--job-network-policy",
+                                                        "--network-policy-"))]
+want_netpol = {"default": ["--job-network-policy=true"],
+               "full": ["--job-network-policy=true",
+                        "--network-policy-metrics-from=kubernetes.io/metadata.name=monitoring"],
+               "namespaced": ["--job-network-policy=false"]}[mode]
+check(netpol == want_netpol, "network policy flags %s, expected %s" % (netpol, want_netpol))
 release_ns = dep["metadata"]["namespace"]
 check(flags.get("--metrics-port") == str(ports.get("metrics")),
       "--metrics-port=%s does not match the container port metrics=%s" % (
@@ -150,7 +161,10 @@ for (kind, rname), role in roles.items():
     for rule in role["rules"]:
         for field in ("apiGroups", "resources", "verbs"):
             check("*" not in rule.get(field, []), "%s rule with a wildcard: %s" % (kind, rule))
-        check("secrets" not in rule.get("resources", []), "%s grants secrets: %s" % (kind, rule))
+        if "secrets" in rule.get("resources", []):
+            check(rule["resources"] == ["secrets"] and
+                  not {"update", "deletecollection"} & set(rule.get("verbs", [])),
+                  "%s grants secrets beyond what the jobs' own Secrets need: %s" % (kind, rule))
 
 
 def triples(role):
