@@ -99,7 +99,7 @@ kc apply -f "$src/tests/operator/rbac.yaml" >/dev/null
 SA=system:serviceaccount:tlt-system:tlt-operator
 K8S_STEP="least privilege: the operator's ServiceAccount"
 [[ $(kc auth can-i create pods -n research --as "$SA") == yes ]] || fail "$K8S_STEP cannot create pods"
-for forbidden in "get secrets -n research" "create deployments -n research" "delete nodes" \
+for forbidden in "update secrets -n research" "create deployments -n research" "delete nodes" \
   "update rljobs.tlt.dev -n research" "create rljobs.tlt.dev -n research"; do
   # shellcheck disable=SC2086
   [[ $(kc auth can-i $forbidden --as "$SA" 2>/dev/null || true) == no ]] ||
