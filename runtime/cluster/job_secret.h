@@ -4,9 +4,10 @@
 // their own; the proofs made here stand in for it (docs/security.md, "The job's network surface").
 //
 // Where it comes from:
-//   - a cluster job: the operator creates a Secret `<job>-secret-<kind>` (owned by the job, key
-//     `secret`) and mounts it into the `tlt` container of each of the job's pods at
-//     kSecretMountDir; TLT_JOB_SECRET_FILE names the file (default kSecretMountDir/secret);
+//   - a cluster job: the operator creates a Secret `<job>-rl-secret` / `<job>-tst-secret`
+//     (owned by the job, key `secret`; operator/controller/job_network.h) and mounts it into the
+//     `tlt` container of each of the job's pods at kSecretMountDir; TLT_JOB_SECRET_FILE names
+//     the file (default kSecretMountDir/secret);
 //   - a local `tlt run`: the driver makes one (generate_job_secret) and hands it to the worker
 //     processes it starts through TLT_JOB_SECRET (hex) in their environment.
 // load_job_secret() reads TLT_JOB_SECRET first, then the file.
