@@ -11,7 +11,7 @@
 //     apiserver fills in every nested default, as `tlt` does when it decodes YAML);
 //   - the cross-field rules of each struct's check() (api/validate.cc) as CEL
 //     x-kubernetes-validations, reported at the same field path, whose messages say what to
-//     fix. Every struct with a check() must have CEL rules in schema.cc (the build fails
+//     fix. Every struct with a check() must have CEL rules in schema_rules.cc (the build fails
 //     otherwise). The messages leave out the offending numbers: the apiserver refuses a
 //     messageExpression with string(int) as too costly.
 //
