@@ -216,7 +216,7 @@ bool WeightPublisher::regroup() {
   }
   const std::string gen = "weight sync: generation " + std::to_string(generation_) + ": ";
   if (!joined.ok()) {
-    if (sync_) break_group(joined.message());
+    close_group();
     if (++failed_ >= kMaxFailedGenerations) {
       wanted_ = false;
       log(gen + joined.message() + "; the workers load checkpoint files from now on");
