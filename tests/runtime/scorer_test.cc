@@ -231,6 +231,20 @@ TEST_F(ScorerTest, DeeplyNestedReferenceFails) {
   expect_error((*c)->wait(), "answer: the reference of r1: JSON nested deeper than 128 levels");
 }
 
+// A long malformed line that starts like an answer is garbage, not a crash: the NaN-answer regex
+// (std::regex recurses once per character) reads short lines only.
+TEST_F(ScorerTest, LongGarbageLineFails) {
+  auto s = make(command_spec(R"(
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    print('{"id": "%s", "note": "%s' % (r["id"], "a" * 500000), flush=True)
+)",
+                             5, 0));
+  ASSERT_TRUE(s.ok());
+  expect_error(score_all(**s, {"a"}), "printed a line that is not JSON: {\"id\": \"r0\"");
+}
+
 TEST_F(ScorerTest, OmittedIdTimesOutNamingIt) {
   auto s = make(command_spec(R"(
 import json, sys
