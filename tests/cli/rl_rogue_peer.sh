@@ -106,7 +106,8 @@ assert ka == kb, "steps differ:\n local %s\n pods  %s" % (ka, kb)
 ra, rb = json.load(open(sys.argv[1] + "/report.json")), json.load(open(sys.argv[2] + "/report.json"))
 assert ra["tlt"]["heldOutRewardAfter"] == rb["tlt"]["heldOutRewardAfter"], (ra["tlt"], rb["tlt"])
 unpaired = [s.get("unpairedConnections", 0) for s in b["steps"]]
-assert sum(unpaired) > 0, "the step reports count no closed connection: %s" % unpaired
+# The flood's 300 at least, each closed by the trainer as it refused it (not at its exit).
+assert sum(unpaired) >= 300, "the step reports count %s closed connections" % unpaired
 print("rl_rogue_peer: %d steps identical to the local run (rewards %s) with the rogue attacking; "
       "%s s from the port opening to the end; unpaired connections per step %s"
       % (len(kb), [round(k[1], 3) for k in kb], sys.argv[3], unpaired))

@@ -209,13 +209,23 @@ void flood(int port, Clock::time_point end) {
     send_text(fd, json{{"op", "hello"}, {"index", 1000 + i}}.dump() + "\n");
     open.push_back(fd);
   }
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // The trainer closes them as it serves its port (between phases that do not): wait for all.
   int joined = 0, closed = 0;
-  for (int fd : open) {
-    auto [data, end_seen] = drain(fd);
-    closed += end_seen;
-    if (let_in(data)) ++joined, g_joined = true;
-    ::close(fd);
+  std::vector<bool> done(open.size(), false);
+  std::vector<std::string> got(open.size());
+  auto give_up = Clock::now() + std::chrono::seconds(60);
+  while (closed < int(open.size()) && Clock::now() < give_up) {
+    for (size_t i = 0; i < open.size(); ++i) {
+      if (done[i]) continue;
+      auto [data, end_seen] = drain(open[i]);
+      got[i] += data;
+      if (end_seen) done[i] = true, ++closed;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  for (size_t i = 0; i < open.size(); ++i) {
+    if (let_in(got[i])) ++joined, g_joined = true;
+    ::close(open[i]);
   }
   say("flood: " + std::to_string(open.size()) + " hellos for unknown indexes, " +
       std::to_string(closed) + " closed by the trainer, " + std::to_string(joined) + " let in");
