@@ -50,7 +50,6 @@ Json child_labels(const JobView& job) {
   return labels;
 }
 
-
 // &object[key] when `object` is an object whose `key` holds a value of JSON type `type`; nullptr
 // otherwise. Never throws.
 const Json* typed(const Json& object, const char* key, Json::value_t type) {

@@ -89,9 +89,10 @@ kube::Resource networkpolicy_resource(const std::string& ns) {
   return {"networking.k8s.io", "v1", "networkpolicies", ns};
 }
 std::vector<kube::Resource> owned_resources(const std::string& ns) {
-  return {pod_resource(ns),        service_resource(ns),     configmap_resource(ns),
-          serviceaccount_resource(ns), role_resource(ns), rolebinding_resource(ns),
-          secret_resource(ns),     networkpolicy_resource(ns)};
+  return {pod_resource(ns),       service_resource(ns),
+          configmap_resource(ns), serviceaccount_resource(ns),
+          role_resource(ns),      rolebinding_resource(ns),
+          secret_resource(ns),    networkpolicy_resource(ns)};
 }
 
 Json event_object(const ObservedJob& job, const std::string& type, const std::string& reason,

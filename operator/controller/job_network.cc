@@ -81,16 +81,15 @@ int64_t metrics_port(const JobView& job) {
   const Json* spec = typed(job.document, "spec", Json::value_t::object);
   const Json* metrics = spec ? typed(*spec, "metrics", Json::value_t::object) : nullptr;
   auto port = metrics ? metrics->find("port") : job.document.end();
-  return metrics && port != metrics->end() && port->is_number_integer() ? port->get<int64_t>()
-                                                                         : 0;
+  return metrics && port != metrics->end() && port->is_number_integer() ? port->get<int64_t>() : 0;
 }
 
 Json token_volume() {
-  Json token = {{"serviceAccountToken",
-                 {{"path", "token"}, {"expirationSeconds", kTokenExpirationSeconds}}}};
-  Json ca = {{"configMap",
-              {{"name", "kube-root-ca.crt"},
-               {"items", {{{"key", "ca.crt"}, {"path", "ca.crt"}}}}}}};
+  Json token = {
+      {"serviceAccountToken", {{"path", "token"}, {"expirationSeconds", kTokenExpirationSeconds}}}};
+  Json ca = {
+      {"configMap",
+       {{"name", "kube-root-ca.crt"}, {"items", {{{"key", "ca.crt"}, {"path", "ca.crt"}}}}}}};
   Json ns = {{"downwardAPI",
               {{"items",
                 {{{"path", "namespace"},
@@ -227,29 +226,27 @@ void add_job_credentials(const JobView& job, bool uses_apiserver, Json* pod_spec
                          spec["automountServiceAccountToken"].is_null();
   if (own_token) spec["automountServiceAccountToken"] = false;
   const bool token = own_token && uses_apiserver;
-  upsert_named(&spec["volumes"],
-               {{"name", kJobSecretVolume},
-                {"secret",
-                 {{"secretName", job_secret_name(job.meta.kind, job.meta.name)},
-                  {"defaultMode", kSecretFileMode}}}});
+  upsert_named(&spec["volumes"], {{"name", kJobSecretVolume},
+                                  {"secret",
+                                   {{"secretName", job_secret_name(job.meta.kind, job.meta.name)},
+                                    {"defaultMode", kSecretFileMode}}}});
   if (token) upsert_named(&spec["volumes"], token_volume());
   if (!spec["containers"].is_array()) return;
   for (Json& c : spec["containers"]) {
     if (string_at(c, "name") != kContainerName) continue;
-    upsert_named(&c["volumeMounts"], {{"name", kJobSecretVolume},
-                                      {"mountPath", cluster::kSecretMountDir},
-                                      {"readOnly", true}});
+    upsert_named(
+        &c["volumeMounts"],
+        {{"name", kJobSecretVolume}, {"mountPath", cluster::kSecretMountDir}, {"readOnly", true}});
     if (token)
       upsert_named(&c["volumeMounts"],
                    {{"name", kTokenVolume}, {"mountPath", kTokenMountDir}, {"readOnly", true}});
-    upsert_named(&c["env"], {{"name", cluster::kSecretFileEnv},
-                             {"value", std::string(cluster::kSecretMountDir) + "/" +
-                                           kJobSecretKey}});
+    upsert_named(&c["env"],
+                 {{"name", cluster::kSecretFileEnv},
+                  {"value", std::string(cluster::kSecretMountDir) + "/" + kJobSecretKey}});
   }
 }
 
-std::vector<std::string> check_job_credentials(const Json& pod_template,
-                                               const std::string& path) {
+std::vector<std::string> check_job_credentials(const Json& pod_template, const std::string& path) {
   std::vector<std::string> out;
   const Json* spec = typed(pod_template, "spec", Json::value_t::object);
   if (!spec) return out;

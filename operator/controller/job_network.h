@@ -49,7 +49,7 @@
 
 namespace tlt::controller {
 
-inline constexpr const char* kJobSecretKey = "secret";           // the Secret's data key
+inline constexpr const char* kJobSecretKey = "secret";             // the Secret's data key
 inline constexpr const char* kJobSecretVolume = "tlt-job-secret";  // in the tlt container only
 inline constexpr const char* kTokenVolume = "tlt-token";           // in the tlt container only
 inline constexpr const char* kTokenMountDir = "/var/run/secrets/kubernetes.io/serviceaccount";

@@ -136,8 +136,8 @@ void OperatorMetrics::retain_rebalancer_jobs(
       continue;
     }
     for (const char* action : kDecisionActions) {
-      Counter& c = f_->decisions.Add(
-          {{"namespace", it->first}, {"job", it->second}, {"action", action}});
+      Counter& c =
+          f_->decisions.Add({{"namespace", it->first}, {"job", it->second}, {"action", action}});
       f_->decisions.Remove(&c);
     }
     it = decision_jobs_.erase(it);

@@ -72,9 +72,8 @@ class OperatorMetrics {
   std::map<std::string, std::pair<std::string, std::string>> phases_;  // key -> (kind, phase);
                                                                        // guarded by mu_
   std::function<double()> depth_;                                      // guarded by mu_
-  std::set<std::pair<std::string, std::string>> decision_jobs_;  // {namespace, job} with
-                                                                 // decision series; guarded by
-                                                                 // mu_
+  // {namespace, job} of every job that has decision series; guarded by mu_
+  std::set<std::pair<std::string, std::string>> decision_jobs_;
 };
 
 // GET /metrics (text format), /healthz (200 "ok" while `healthy`), /readyz (200 "ok" while

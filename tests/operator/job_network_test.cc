@@ -208,8 +208,7 @@ TEST(JobNetwork, NetworkPolicy_JobPodsFromJobPodsMetricsFromConfiguredNamespaces
   EXPECT_EQ(spec["podSelector"], Json({{"matchLabels", job_pods}}));
   EXPECT_EQ(spec["policyTypes"], Json({"Ingress"})) << "ingress is what the finding is about";
   ASSERT_EQ(spec["ingress"].size(), 2u) << spec.dump();
-  EXPECT_EQ(spec["ingress"][0],
-            Json({{"from", {{{"podSelector", {{"matchLabels", job_pods}}}}}}}))
+  EXPECT_EQ(spec["ingress"][0], Json({{"from", {{{"podSelector", {{"matchLabels", job_pods}}}}}}}))
       << "the job's own pods, on every port (rendezvous, weight-sync, the Gloo pairs)";
   EXPECT_EQ(spec["ingress"][1], Json({{"from", {{{"namespaceSelector", Json::object()}}}},
                                       {"ports", {{{"protocol", "TCP"}, {"port", 9400}}}}}))
@@ -233,7 +232,7 @@ TEST(JobNetwork, NetworkPolicy_JobPodsFromJobPodsMetricsFromConfiguredNamespaces
 TEST(JobNetwork, MetricsFrom_BadTermsRefusedNamingTheFlag) {
   NetworkPolicyOptions o;
   for (const std::string& bad : std::vector<std::string>{"monitoring", "=x", "a b=c", "k=v w",
-                                                          "-k=v", "k=" + std::string(64, 'v')}) {
+                                                         "-k=v", "k=" + std::string(64, 'v')}) {
     Status s = o.add_metrics_from(bad);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("--network-policy-metrics-from"), std::string::npos) << s.message();
@@ -242,8 +241,8 @@ TEST(JobNetwork, MetricsFrom_BadTermsRefusedNamingTheFlag) {
   EXPECT_TRUE(o.add_metrics_from("example.com/tier=").ok());
   EXPECT_EQ(o.add_metrics_from("team=other").code(), StatusCode::kInvalidArgument)
       << "one value per key";
-  EXPECT_EQ(o.metrics_from, (std::map<std::string, std::string>{{"example.com/tier", ""},
-                                                                 {"team", "obs"}}));
+  EXPECT_EQ(o.metrics_from,
+            (std::map<std::string, std::string>{{"example.com/tier", ""}, {"team", "obs"}}));
 }
 
 TEST(JobNetwork, Template_SidecarReachingForCredentialsRefusedNamingEachField) {
@@ -266,14 +265,14 @@ TEST(JobNetwork, Template_SidecarReachingForCredentialsRefusedNamingEachField) {
   std::vector<std::string> lines = check_job_credentials(t, at);
   std::set<std::string> fields;
   for (const std::string& l : lines) fields.insert(l.substr(0, l.find(':')));
-  EXPECT_EQ(fields, (std::set<std::string>{
-                        at + ".spec.containers[1].volumeMounts[0].name",
-                        at + ".spec.containers[1].env[0].valueFrom.secretKeyRef.name",
-                        at + ".spec.containers[1].envFrom[0].secretRef.name",
-                        at + ".spec.initContainers[0].volumeMounts[0].name",
-                        at + ".spec.volumes[0].secret.secretName",
-                        at + ".spec.volumes[1].projected.sources[0].secret.name",
-                        at + ".spec.shareProcessNamespace"}))
+  EXPECT_EQ(fields,
+            (std::set<std::string>{at + ".spec.containers[1].volumeMounts[0].name",
+                                   at + ".spec.containers[1].env[0].valueFrom.secretKeyRef.name",
+                                   at + ".spec.containers[1].envFrom[0].secretRef.name",
+                                   at + ".spec.initContainers[0].volumeMounts[0].name",
+                                   at + ".spec.volumes[0].secret.secretName",
+                                   at + ".spec.volumes[1].projected.sources[0].secret.name",
+                                   at + ".spec.shareProcessNamespace"}))
       << "the tlt container's own mount, the db secret and my-tls are fine";
   for (const std::string& l : lines) {
     EXPECT_TRUE(l.find("remove this mount") != std::string::npos ||
@@ -281,8 +280,8 @@ TEST(JobNetwork, Template_SidecarReachingForCredentialsRefusedNamingEachField) {
                 l.find("leave it out") != std::string::npos)
         << "each line says the fix: " << l;
   }
-  EXPECT_TRUE(check_job_credentials(Json::parse(R"({"spec": {"volumes": [{"name": 1}]}})"), at)
-                  .empty())
+  EXPECT_TRUE(
+      check_job_credentials(Json::parse(R"({"spec": {"volumes": [{"name": 1}]}})"), at).empty())
       << "wrong types are pod_template.h's to refuse";
 }
 
@@ -353,16 +352,14 @@ TEST_F(JobNetworkReconcileTest, Reconcile_RLJob_SecretCreatedOnceNeverRotated) {
                 kube_.calls("patch", "secrets"),
             0)
       << "a Secret the job owns is never written again";
-  EXPECT_EQ(get(secret_resource("research"), "qwen-math-grpo-rl-secret")["data"],
-            secret["data"]);
+  EXPECT_EQ(get(secret_resource("research"), "qwen-math-grpo-rl-secret")["data"], secret["data"]);
 
   // A cache that has not seen the Secret yet (a lagging watch): the create finds the job's
   // own, and its value stays.
   cache_.store("secrets")->replace({}, "999999");
   Reconciler stale(&kube_, &cache_, &events_, &clock_, ReconcilerOptions{});
   ASSERT_TRUE(stale.reconcile(key).status.ok());
-  EXPECT_EQ(get(secret_resource("research"), "qwen-math-grpo-rl-secret")["data"],
-            secret["data"]);
+  EXPECT_EQ(get(secret_resource("research"), "qwen-math-grpo-rl-secret")["data"], secret["data"]);
 
   // Another job gets a secret of its own.
   std::string tst = add(example("tst-cluster.yaml"));

@@ -55,8 +55,9 @@ class ReconcilerTest : public ::testing::Test {
   ReconcilerTest()
       : clock_(std::chrono::system_clock::from_time_t(1700000000)),
         events_(&kube_, &clock_, "tlt-operator"),
-        reconciler_(&kube_, &cache_, &events_, &clock_,
-                    ReconcilerOptions{PodOptions{"registry.example/tlt:test", 29500, {}, {}, {}}, 4}) {
+        reconciler_(
+            &kube_, &cache_, &events_, &clock_,
+            ReconcilerOptions{PodOptions{"registry.example/tlt:test", 29500, {}, {}, {}}, 4}) {
     set_log_sink([this](const std::string& line) { logs_.push_back(line); });
   }
   ~ReconcilerTest() override { set_log_sink(nullptr); }
