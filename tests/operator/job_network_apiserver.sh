@@ -5,7 +5,8 @@
 # (the apiserver's own Pod Security and ServiceAccount admission judge the pods):
 #   1. an RLJob with a reward sidecar gets a Secret <job>-rl-secret (ownerReference to the job,
 #      immutable, 64 hex digits under `secret`) and a NetworkPolicy <job>-rl (ownerReference;
-#      the job's pods, ingress from the job's pods and on the metrics port only);
+#      the job's pods, ingress from the job's pods and on the metrics port only); a
+#      TSTPretrainJob gets <job>-tst-secret in its workers' tlt containers and <job>-tst;
 #   2. its pods: automountServiceAccountToken false; the Secret mounted read-only into the
 #      `tlt` container only, with TLT_JOB_SECRET_FILE; the trainer's apiserver token a projected
 #      volume in `tlt` only: no other container (the reward sidecar) has anything at
@@ -147,6 +148,27 @@ print("  %s: automount false; %s in tlt only; containers %s" % (
     name, " and ".join(sorted(holders)), [c["name"] for c in containers]))
 PY
 done
+
+K8S_STEP="a TSTPretrainJob's Secret, NetworkPolicy and pods"
+kc apply -f - >/dev/null <<'YAML'
+apiVersion: tlt.dev/v1alpha1
+kind: TSTPretrainJob
+metadata: {name: pretrain, namespace: strict}
+spec:
+  workers: {replicas: 2}
+YAML
+wait_until 60 "the TSTPretrainJob's 2 pods were not created" has_pods pretrain 2
+kc get secret pretrain-tst-secret -n $NS >/dev/null || fail "no Secret pretrain-tst-secret"
+[[ $(kc get networkpolicy pretrain-tst -n $NS \
+  -o 'jsonpath={.spec.podSelector.matchLabels.tlt\.dev/kind}') == TSTPretrainJob ]] ||
+  fail "no NetworkPolicy pretrain-tst selecting the TSTPretrainJob's pods"
+for pod in pretrain-workers-0 pretrain-workers-1; do
+  [[ $(kc get pod $pod -n $NS -o 'jsonpath={.spec.containers[?(@.name=="tlt")].volumeMounts[?(@.name=="tlt-job-secret")].mountPath}') == \
+    /var/run/secrets/tlt.dev/job ]] || fail "$pod: the job's secret is not mounted in tlt"
+  [[ $(kc get pod $pod -n $NS -o 'jsonpath={.spec.volumes[?(@.name=="tlt-job-secret")].secret.secretName}') == \
+    pretrain-tst-secret ]] || fail "$pod: not the TSTPretrainJob's Secret"
+done
+k8s_say "pretrain (TSTPretrainJob): Secret pretrain-tst-secret in both workers' tlt, NetworkPolicy pretrain-tst"
 
 # ---- 3. reconciles leave them be -------------------------------------------------------------------
 K8S_STEP="reconciles after an edit and a pod's deletion"
