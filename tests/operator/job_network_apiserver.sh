@@ -16,7 +16,9 @@
 #   4. a Secret of the job's name made by someone else: the job Failed, reason
 #      JobSecretNotOwned, no pods, that Secret untouched;
 #   5. deleting the job deletes its Secret and NetworkPolicy (the operator's finalizer; no
-#      garbage collector runs here).
+#      garbage collector runs here);
+#   6. a bad --network-policy-metrics-from stops the operator naming the flag and the fix; with
+#      --job-network-policy=false the jobs' NetworkPolicies are deleted, their Secrets kept.
 # kwok runs no network plugin: that the NetworkPolicy is enforced is not tested here (it is the
 # plugin's job); what it selects and allows is.
 # Stops every process it started (by PID) on exit, also on failure. Last line: PASS or FAIL.
@@ -225,4 +227,22 @@ wait_until 60 "the job's Secret outlived the job" gone secret/$JOB-rl-secret
 wait_until 60 "the job's NetworkPolicy outlived the job" gone networkpolicy/$JOB-rl
 wait_until 60 "the job was not deleted (finalizer left?)" gone rljob/$JOB
 k8s_say "deleted guarded: its Secret and NetworkPolicy are gone"
+
+# ---- 6. the flags ------------------------------------------------------------------------------------
+K8S_STEP="a bad --network-policy-metrics-from"
+if out=$("$op" --kubeconfig "$KUBECONFIG" --metrics-port 1 \
+  --network-policy-metrics-from=monitoring 2>&1); then
+  fail "tlt-operator started with --network-policy-metrics-from=monitoring"
+fi
+[[ $out == *"--network-policy-metrics-from=monitoring: must be a namespace label KEY=VALUE"* ]] ||
+  fail "$K8S_STEP: the error does not name the flag and the fix: $out"
+K8S_STEP="the operator restarted with --job-network-policy=false"
+kill -TERM "$OP_PID"
+wait "$OP_PID" 2>/dev/null || true
+k8s_free_port METRICS_PORT2
+k8s_start_operator "$op" "$METRICS_PORT2" --watch-timeout 20 --job-network-policy=false
+K8S_WATCH_PID=$OP_PID
+wait_until 60 "pretrain's NetworkPolicy was not deleted" gone networkpolicy/pretrain-tst
+kc get secret pretrain-tst-secret -n $NS >/dev/null || fail "the Secret went with the policy"
+k8s_say "--job-network-policy=false: pretrain-tst deleted, its Secret kept; a bad metrics-from refused"
 K8S_STEP="stop everything"
