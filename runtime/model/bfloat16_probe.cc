@@ -172,7 +172,7 @@ std::vector<DecodeMismatch> decode_mismatches(Transformer& model, int64_t min_ro
   auto cache = prefilled_batch(model, probe);
   for (const DecodeShape& shape : probe.shapes) {
     torch::Tensor got = first_request_logits(model, probe, cache.get(), shape);  // (T, V)
-    torch::Tensor want = reference.narrow(0, 0, shape.tokens);
+    torch::Tensor want = reference.narrow(0, 0, shape.tokens);                   // (T, V)
     if (torch::equal(want, got)) continue;
     out.push_back({shape, (want - got).abs().max().item<double>()});
     if (stop_at_first) break;
