@@ -9,6 +9,7 @@
 
 #include "runtime/model/checkpoint.h"
 #include "runtime/rl/checkpoint.h"
+#include "runtime/rl/drafter_merge.h"
 #include "runtime/rl/evaluation.h"
 #include "runtime/rl/grpo.h"
 #include "runtime/rl/policy_setup.h"
@@ -86,7 +87,8 @@ class Driver {
 };
 
 Status Driver::init_models() {
-  Status set_up = set_up_policy(plan_, cb_, [this] { return stopping(); }, &m_);
+  Status set_up = set_up_policy(
+      plan_, cb_, [this] { return stopping(); }, &m_);
   result_.warm_start = m_.warm_start;
   result_.warm_start_trained = m_.warm_start_trained;
   result_.prompts_skipped = m_.prompts_skipped, result_.prompts_truncated = m_.prompts_truncated;
@@ -136,22 +138,10 @@ json Driver::setup_message(int w) {
 }
 
 Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts) {
-  torch::NoGradGuard no_grad;
-  int64_t total = 0;
-  for (const auto& [path, steps] : parts) total += steps;
-  if (total == 0) return Status::Ok();
-  std::vector<torch::Tensor> sum;
-  for (auto& p : m_.drafter->parameters()) sum.push_back(torch::zeros_like(p));
-  model::Drafter d(m_.policy, plan_.worker.drafter_layers,  // each part's weights, in turn
-                   m_.drafter->features_mode());
-  for (const auto& [path, steps] : parts) {
-    StatusOr<std::string> meta = model::load_drafter_checkpoint(d, path);
-    if (!meta.ok()) return meta.status();
-    auto ps = d->parameters();
-    for (size_t i = 0; i < ps.size(); ++i) sum[i] += ps[i] * (double(steps) / double(total));
-  }
-  auto mine = m_.drafter->parameters();
-  for (size_t i = 0; i < mine.size(); ++i) mine[i].copy_(sum[i]);
+  StatusOr<int64_t> merged = merge_drafter_parts(m_.drafter, m_.policy, plan_.worker.drafter_layers,
+                                                 parts, [this](const std::string& m) { log(m); });
+  if (!merged.ok()) return merged.status();
+  if (*merged == 0) return Status::Ok();
   ++drafter_version_;
   return model::save_checkpoint(*m_.drafter, drafter_path(plan_.run_dir, drafter_version_),
                                 "drafter v" + std::to_string(drafter_version_), io::Sync::kNone);
