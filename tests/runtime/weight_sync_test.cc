@@ -137,6 +137,31 @@ TEST(WeightSync, BroadcastVerifiesAndRefuses) {
   EXPECT_TRUE(same(policy, workers[0]));
   EXPECT_TRUE(same(policy, workers[1]));
   EXPECT_EQ(ranks[1]->refused(), 2);
+
+  // A publish of another size (a larger vocabulary) passes through a scratch bucket: refused,
+  // the module untouched, and the group still in step.
+  model::ModelConfig larger = cfg();
+  larger.vocab = 70;
+  model::Transformer other(larger);
+  std::vector<Status> sized(kWorld);
+  std::vector<std::thread> ts2;
+  for (int r = 0; r < kWorld; ++r)
+    ts2.emplace_back([&, r] {
+      sized[size_t(r)] = r == 0
+                             ? ranks[0]->publish(WeightKind::kPolicy, 4, synced_tensors(*other))
+                             : ranks[size_t(r)]->receive(WeightKind::kPolicy, 4,
+                                                         synced_tensors(*workers[size_t(r) - 1]));
+    });
+  for (std::thread& t : ts2) t.join();
+  ASSERT_TRUE(sized[0].ok()) << sized[0].message();
+  for (int r = 1; r < kWorld; ++r) {
+    EXPECT_EQ(sized[size_t(r)].code(), StatusCode::kCorruption) << sized[size_t(r)].message();
+    EXPECT_NE(sized[size_t(r)].message().find("bytes, the model"), std::string::npos);
+  }
+  EXPECT_TRUE(same(policy, workers[0]));
+  st = publish(5, 5, -1);
+  for (const Status& s : st) EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(ranks[1]->refused(), 3);
 }
 
 // Joins `ranks` on threads of their own; their statuses in rank order.
