@@ -69,6 +69,9 @@
 // condition and a Warning Event, and is looked at again when it changes; reconcile() never
 // throws, so one job never stops the others or the process.
 //
+// Where each part lives: reconciler.cc (the pass, validation, pods, status),
+// reconcile_children.cc (the other children, and their deletion with the job).
+//
 // Thread safety: reconcile() may run concurrently for different keys (the work queue never hands
 // one key to two workers), on one Reconciler; the client, cache and recorder must be
 // thread-safe.
@@ -90,6 +93,7 @@
 #include "operator/controller/events.h"
 #include "operator/controller/job.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/log.h"
 
 namespace tlt::controller {
 
@@ -137,6 +141,8 @@ class Reconciler {
     std::optional<std::string> progress;  // the tlt.dev/progress annotation, if any
   };
 
+  // kind=<kind> job=<namespace>/<name>, then `more`: the fields of each log line about a job.
+  static LogFields fields(const ObservedJob& job, LogFields more = {});
   ReconcileResult reconcile_job(const std::string& kind, const nlohmann::json& object);
   // After reconcile_job threw `what`: the job Failed with reason ReconcileError naming it
   // (refuse()); Internal when even that throws. Never throws.
@@ -187,7 +193,7 @@ class Reconciler {
   // The ServiceAccount, Role and RoleBinding of desired.h, in that order.
   Status reconcile_identity(const JobView& job);
   Status reconcile_service(const JobView& job);
-  // The job's Secret (see the top; reconcile_network.cc): AlreadyExists, with the message for the
+  // The job's Secret (see the top): AlreadyExists, with the message for the
   // job's condition, when a Secret of its name is not the job's.
   Status reconcile_secret(const JobView& job);
   // The job's NetworkPolicy: ensure_child() while options.pod.network_policy.enabled, else the
