@@ -318,12 +318,15 @@ Status RolloutPhase::handle_message(StepRun& s, int w, const json& m, double t) 
   const json* op = m.is_object() && m.contains("op") ? &m.at("op") : nullptr;
   const std::string name = op && op->is_string() ? op->get<std::string>() : "";
   const std::string from = "worker " + std::to_string(w) + "'s " + name;
+  const bool answered_step = s.done[size_t(w)] && !s.no_requests[size_t(w)];
   if (name == "completed") {
+    if (answered_step)
+      return Status::InvalidArgument(from + ": it already answered step " + std::to_string(s.step));
     StatusOr<Response> r = decode_completed(m, c);
     return r.ok() ? applied(on_completed(s, w, std::move(*r))) : r.status();
   }
   if (name == "generated") {
-    if (s.done[size_t(w)] && !s.no_requests[size_t(w)])
+    if (answered_step)
       return Status::InvalidArgument(from + ": it already answered step " + std::to_string(s.step));
     StatusOr<Generated> g = decode_generated(m, c);
     return g.ok() ? applied(on_generated(s, w, std::move(*g), t)) : g.status();
