@@ -10,7 +10,8 @@
 # file it sent exists anywhere; the trainer says how many connections it closed and its step
 # report counts them (unpairedConnections); the job finishes within its budget despite the
 # silent connections, and its per-step rewards, tokens and held-out reward equal a local `tlt
-# run` of the same job (same seed): nothing the rogue sent was trained on.
+# run` of the same job (same seed): nothing the rogue sent was trained on. Then a trainer waiting
+# for pods that never come, under the same attack, stops at once on SIGTERM (exit 0).
 # Usage: rl_rogue_peer.sh TLT_BINARY ROGUE_PEER_BINARY SOURCE_DIR
 set -u
 tlt=$1
@@ -112,4 +113,26 @@ print("rl_rogue_peer: %d steps identical to the local run (rewards %s) with the 
       "%s s from the port opening to the end; unpaired connections per step %s"
       % (len(kb), [round(k[1], 3) for k in kb], sys.argv[3], unpaired))
 PY
+
+# 4. SIGTERM while the trainer waits for its rollout pods, under attack: it stops at once.
+mk stop
+stop_port=$(free_port)
+env -u KUBECONFIG -u KUBERNETES_SERVICE_HOST TLT_JOB_FILE="$work/stop.yaml" TLT_ROLE=trainer \
+  TLT_INDEX=0 TLT_NAMESPACE=research TLT_RENDEZVOUS_PORT="$stop_port" \
+  "$tlt" run-role > "$work/stop.log" 2>&1 &
+trainer=$!
+pids+=($trainer)
+"$rogue" attack "$stop_port" 60 "$work/hello.txt" > "$work/rogue-stop.log" 2>&1 &
+pids+=($!)
+wait_for "$work/rogue-stop.log" "rogue: port open" 300 || { tail "$work/stop.log"; fail "the second trainer never listened"; }
+sleep 3
+kill -TERM $trainer
+for _ in $(seq 100); do kill -0 $trainer 2>/dev/null || break; sleep 0.1; done
+if kill -0 $trainer 2>/dev/null; then
+  kill -9 $trainer; tail "$work/stop.log"; fail "the trainer ignored SIGTERM for 10 s while under attack"
+fi
+wait $trainer
+rc=$?
+((rc == 0)) && grep -q "stopped by signal" "$work/stop.log" ||
+  { tail "$work/stop.log"; fail "the trainer stopped by SIGTERM exited $rc without saying why"; }
 echo "PASS: rl_rogue_peer"
