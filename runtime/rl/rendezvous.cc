@@ -144,7 +144,9 @@ std::vector<JoinedWorker> Rendezvous::service(int timeout_ms) {
 }
 
 void Rendezvous::accept_waiting() {
-  for (;;) {
+  // At most one cap's worth per call: a peer connecting as fast as this accepts must not keep
+  // the caller (the step loop) here.
+  for (int n = 0; n < std::max(1, options_.max_handshakes); ++n) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;

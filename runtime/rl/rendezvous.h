@@ -82,9 +82,10 @@ class Rendezvous {
   // Appends the descriptors service() waits on (the listening socket unless backing off, and
   // each handshake), for a caller that polls them together with its own.
   void add_pollfds(std::vector<pollfd>* fds) const;
-  // Waits at most timeout_ms (0: not at all) for any of them, then accepts what is waiting,
-  // reads what the handshakes sent, verifies complete hellos and closes expired ones. Returns
-  // the workers that joined, in the order their hellos completed.
+  // Waits at most timeout_ms (0: not at all) for any of them, then reads what the handshakes
+  // sent, verifies complete hellos, closes expired ones and accepts up to max_handshakes waiting
+  // connections (each challenged at once). Returns the workers that joined, in the order their
+  // hellos completed.
   std::vector<JoinedWorker> service(int timeout_ms);
 
   const RendezvousCounters& counters() const { return counters_; }
