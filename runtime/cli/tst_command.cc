@@ -127,6 +127,7 @@ int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::o
   tst::RankOptions options;
   options.rank = flags.rank, options.rendezvous_host = flags.rendezvous_host;
   options.rendezvous_port = flags.rendezvous_port;
+  options.rendezvous_file = flags.rendezvous_file;
   options.runs = runs_of(flags), options.resume = flags.resume;
   StatusOr<std::unique_ptr<tst::JobRank>> rank = tst::JobRank::set_up(job, options, log);
   if (!rank.ok()) {
@@ -159,6 +160,7 @@ int run_tst_role(const api::TSTPretrainJob& job, int index, int port, std::ostre
   }
   TSTRunFlags f;
   f.rank = index, f.rendezvous_port = port;
+  f.rendezvous_file = env_or("TLT_RENDEZVOUS_FILE", "");  // a local run's workers
   if (world > 1) {
     f.rendezvous_host =
         env_or("TLT_RENDEZVOUS_ADDRESS", api::pod_name(job.metadata.name, "workers", 0) + "." +

@@ -24,10 +24,12 @@ struct TSTRunFlags {
   std::string report_dir;  // default: <checkpoint.path or .tlt/NAME>/report
   // Data parallel. Rank 0 with no rendezvous_host: the local run, which starts the other ranks.
   // Otherwise this process is rank `rank` of a group whose rank 0 hosts the rendezvous at
-  // rendezvous_host:rendezvous_port (rank 0 listens there on every interface).
+  // rendezvous_host:rendezvous_port (rank 0 listens there on every interface), or, for a local
+  // run's workers, at the file store rendezvous_file (TLT_RENDEZVOUS_FILE; no port at all).
   int rank = 0;
   std::string rendezvous_host;
   int rendezvous_port = 29500;
+  std::string rendezvous_file;
 };
 
 // Returns the process exit code (0 ok, 1 bad input or failure).

@@ -1,8 +1,10 @@
-// The data-parallel group of a TST run, as the command line sees it (no LibTorch here): rank 0
-// hosts a c10d TCPStore that every rank meets at, then all join a process group (Gloo on CPU).
+// The data-parallel group of a TST run, as the command line sees it (no LibTorch here): the ranks
+// meet at a c10d store (rank 0's TCPStore, or a file store), then all join a process group (Gloo
+// on CPU).
 //
-//   local `tlt run` (workers.replicas = R): the parent is rank 0; it opens the group on port 0
-//     (a free port on 127.0.0.1), starts R - 1 worker processes with that port, then joins.
+//   local `tlt run` (workers.replicas = R): the parent is rank 0; it opens the group at a file
+//     store in a 0700 directory of the job's (store_file), starts R - 1 worker processes naming
+//     that file, then joins; Gloo binds 127.0.0.1, so nothing of the group listens beyond it.
 //   cluster pods (`tlt run-role`): rank 0 listens on TLT_RENDEZVOUS_PORT on every interface;
 //     rank r connects to <job>-worker-0.<service> on that port, retrying until the pod is up.
 //

@@ -1,10 +1,15 @@
 #include "runtime/tst/job_setup.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <random>
 
 #include "api/encode.h"
 #include "runtime/torch_env.h"
@@ -24,18 +29,37 @@ int threads_per_rank(int world) {
   return std::max(1, std::min(info.intra_op_threads, info.cores / world));
 }
 
-// Starts ranks 1..world-1 of `job` as worker processes meeting at 127.0.0.1:port, after giving
+// Starts ranks 1..world-1 of `job` as worker processes meeting at `rendezvous_file`, after giving
 // this process its share of the cores.
 Status start_local_workers(const api::TSTPretrainJob& job, const RankOptions& options, int world,
-                           int port, LocalWorkers& workers) {
+                           const std::string& rendezvous_file, LocalWorkers& workers) {
   int threads = threads_per_rank(world);
   runtime::configure_threads(threads);
   fs::path dir = fs::path(job_base_dir(job)) / "workers", job_file = dir / "job.json";
   std::error_code ec;
   fs::create_directories(dir, ec);
   std::ofstream(job_file) << api::to_json(job).dump(2) << "\n";
-  return workers.start(job_file.string(), dir.string(), world, port,
+  return workers.start(job_file.string(), dir.string(), world, rendezvous_file,
                        LocalWorkerEnv{options.runs, options.resume, threads});
+}
+
+// A fresh file for a local run's group store in <job dir>/workers/rendezvous, a directory only
+// this user may enter (made 0700, and refused when it is another user's or looser).
+StatusOr<std::string> local_rendezvous_file(const api::TSTPretrainJob& job) {
+  fs::path dir = fs::path(job_base_dir(job)) / "workers" / "rendezvous";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  struct stat st {};
+  if (ec || ::chmod(dir.c_str(), 0700) != 0 || ::lstat(dir.c_str(), &st) != 0 ||
+      !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    return Status::FailedPrecondition(
+        "the data-parallel rendezvous directory " + dir.string() +
+        " cannot be made private to this user (0700); check spec.checkpoint.path's permissions");
+  }
+  std::random_device rd;
+  char name[40];
+  std::snprintf(name, sizeof name, "group-%08x%08x", unsigned(rd()), unsigned(rd()));
+  return (dir / name).string();
 }
 
 // Opens and joins the data-parallel group of this rank; the local run (rank 0 without a
@@ -52,10 +76,16 @@ StatusOr<std::unique_ptr<DataParallelGroup>> join_group(const api::TSTPretrainJo
   o.rendezvous_timeout_s = local || o.loopback ? 120 : 600;
   int timeout_s = std::atoi(env_or("TLT_COLLECTIVE_TIMEOUT_S", "300").c_str());
   o.timeout_s = timeout_s > 0 ? timeout_s : 300;
+  o.store_file = options.rendezvous_file;
+  if (local && options.rank == 0) {
+    StatusOr<std::string> file = local_rendezvous_file(job);
+    if (!file.ok()) return file.status();
+    o.store_file = *file;
+  }
   StatusOr<std::unique_ptr<DataParallelGroup>> group = DataParallelGroup::open(o);
   if (!group.ok()) return group.status();
   if (local && options.rank == 0) {
-    TLT_RETURN_IF_ERROR(start_local_workers(job, options, o.world, (*group)->port(), workers));
+    TLT_RETURN_IF_ERROR(start_local_workers(job, options, o.world, o.store_file, workers));
   }
   TLT_RETURN_IF_ERROR((*group)->join());
   return group;

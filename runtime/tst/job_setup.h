@@ -45,6 +45,9 @@ struct RankOptions {
   int rank = 0;
   std::string rendezvous_host;
   int rendezvous_port = 29500;
+  // Ranks of a local run meet at this c10d file store (rank 0 makes it in a 0700 directory of
+  // the job's; the workers get it as TLT_RENDEZVOUS_FILE), so no store listens on a port.
+  std::string rendezvous_file;
   std::string runs = "tst";  // the local workers' TLT_TST_RUNS (local_workers.h)
   bool resume = false;
 };

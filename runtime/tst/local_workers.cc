@@ -35,8 +35,8 @@ std::vector<std::string> inherited_env() {
 
 }  // namespace
 
-Status LocalWorkers::start(const std::string& job_file, const std::string& dir, int world, int port,
-                           const LocalWorkerEnv& worker) {
+Status LocalWorkers::start(const std::string& job_file, const std::string& dir, int world,
+                           const std::string& rendezvous_file, const LocalWorkerEnv& worker) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -47,7 +47,8 @@ Status LocalWorkers::start(const std::string& job_file, const std::string& dir, 
     for (std::string kv :
          {"TLT_JOB_FILE=" + job_file, std::string("TLT_ROLE=worker"),
           "TLT_INDEX=" + std::to_string(r), std::string("TLT_RENDEZVOUS_ADDRESS=127.0.0.1"),
-          "TLT_RENDEZVOUS_PORT=" + std::to_string(port), "TLT_TST_RUNS=" + worker.runs,
+          "TLT_RENDEZVOUS_FILE=" + rendezvous_file,
+          "TLT_TST_RUNS=" + worker.runs,
           std::string("TLT_RESUME=") + (worker.resume ? "1" : "0"), "TLT_THREADS=" + threads,
           "OMP_NUM_THREADS=" + threads, "BLIS_NUM_THREADS=" + threads})
       env.push_back(kv);

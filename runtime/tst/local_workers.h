@@ -1,7 +1,8 @@
 // The worker processes of a local data-parallel TST run: `tlt run` is rank 0 and starts ranks
 // 1..R-1 as `tlt run-role` processes of the running binary (which must therefore be `tlt`), with
 // the TLT_* environment that run-role reads (runtime/cli/commands.h): TLT_JOB_FILE,
-// TLT_ROLE=worker, TLT_INDEX, TLT_RENDEZVOUS_ADDRESS=127.0.0.1, TLT_RENDEZVOUS_PORT, TLT_TST_RUNS,
+// TLT_ROLE=worker, TLT_INDEX, TLT_RENDEZVOUS_ADDRESS=127.0.0.1 (Gloo binds loopback),
+// TLT_RENDEZVOUS_FILE (the group's file store: its store listens on no port), TLT_TST_RUNS,
 // TLT_RESUME and TLT_THREADS (and OMP_NUM_THREADS, BLIS_NUM_THREADS with the same count). Every
 // other variable of this process is passed on, except TLT_* ones.
 //
@@ -36,7 +37,8 @@ class LocalWorkers {
   // Starts ranks 1..world-1 of the job in job_file (JSON or YAML), meeting rank 0 at
   // 127.0.0.1:port, with logs in dir (which must exist). Unavailable when this binary cannot be
   // found or a fork fails (the workers started so far keep running until stop()).
-  Status start(const std::string& job_file, const std::string& dir, int world, int port,
+  Status start(const std::string& job_file, const std::string& dir, int world,
+               const std::string& rendezvous_file,
                const LocalWorkerEnv& env);
 
   // Waits up to timeout_s for every worker to exit; returns "" when all exited 0, else one line
