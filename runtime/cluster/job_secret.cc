@@ -34,9 +34,13 @@ std::string trimmed(std::string s) {
 
 }  // namespace
 
-StatusOr<std::string> generate_job_secret() { return random_hex(32); }
+StatusOr<std::string> generate_job_secret() {
+  return random_hex(32);
+}
 
-StatusOr<std::string> random_nonce() { return random_hex(16); }
+StatusOr<std::string> random_nonce() {
+  return random_hex(16);
+}
 
 StatusOr<std::string> load_job_secret() {
   std::string secret;

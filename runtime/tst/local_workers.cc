@@ -47,8 +47,7 @@ Status LocalWorkers::start(const std::string& job_file, const std::string& dir, 
     for (std::string kv :
          {"TLT_JOB_FILE=" + job_file, std::string("TLT_ROLE=worker"),
           "TLT_INDEX=" + std::to_string(r), std::string("TLT_RENDEZVOUS_ADDRESS=127.0.0.1"),
-          "TLT_RENDEZVOUS_FILE=" + rendezvous_file,
-          "TLT_TST_RUNS=" + worker.runs,
+          "TLT_RENDEZVOUS_FILE=" + rendezvous_file, "TLT_TST_RUNS=" + worker.runs,
           std::string("TLT_RESUME=") + (worker.resume ? "1" : "0"), "TLT_THREADS=" + threads,
           "OMP_NUM_THREADS=" + threads, "BLIS_NUM_THREADS=" + threads})
       env.push_back(kv);

@@ -38,8 +38,7 @@ class LocalWorkers {
   // 127.0.0.1:port, with logs in dir (which must exist). Unavailable when this binary cannot be
   // found or a fork fails (the workers started so far keep running until stop()).
   Status start(const std::string& job_file, const std::string& dir, int world,
-               const std::string& rendezvous_file,
-               const LocalWorkerEnv& env);
+               const std::string& rendezvous_file, const LocalWorkerEnv& env);
 
   // Waits up to timeout_s for every worker to exit; returns "" when all exited 0, else one line
   // (ending in "\n") per worker that failed or is still running (those are then ended).

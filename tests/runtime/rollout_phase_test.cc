@@ -90,7 +90,10 @@ struct HostileRun {
     WorkerPoolOptions po;
     po.workers = 1, po.rollout_workers = 1, po.worker_exe = plan.worker_exe, po.run_dir = dir;
     WorkerPool pool(
-        po, [](int) { return nlohmann::json{{"op", "setup"}}; },
+        po,
+        [](int) {
+          return nlohmann::json{{"op", "setup"}};
+        },
         [this](const std::string& m) { logs.push_back(m); });
     Status started = pool.start(1);
     if (!started.ok()) return started;
