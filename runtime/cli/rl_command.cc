@@ -188,17 +188,7 @@ std::string stopped_line(const rl::RLRunResult& res, const rl::RLRunPlan& plan) 
 // inherit; a trainer pod (listen_port > 0) must find the job's (the mounted Secret), and fails
 // here, before any model is loaded, when it cannot. False after saying why on `err`.
 bool prepare_job_secret(const RLRunFlags& flags, std::ostream& err) {
-  const char* set = std::getenv(cluster::kSecretEnv);
-  if (flags.listen_port <= 0 && !(set && *set)) {
-    StatusOr<std::string> made = cluster::generate_job_secret();
-    if (!made.ok() || ::setenv(cluster::kSecretEnv, made->c_str(), 1) != 0) {
-      err << "tlt run: cannot make the job secret for the worker processes: "
-          << (made.ok() ? std::string("setenv failed") : made.status().message()) << "\n";
-      return false;
-    }
-    return true;
-  }
-  StatusOr<std::string> secret = cluster::load_job_secret();
+  StatusOr<std::string> secret = cluster::ensure_job_secret(flags.listen_port <= 0);
   if (!secret.ok()) err << "tlt run: " << secret.status().message() << "\n";
   return secret.ok();
 }

@@ -69,6 +69,16 @@ StatusOr<std::string> load_job_secret() {
   return secret;
 }
 
+StatusOr<std::string> ensure_job_secret(bool make_if_missing) {
+  StatusOr<std::string> s = load_job_secret();
+  if (s.ok() || !make_if_missing || s.status().code() != StatusCode::kNotFound) return s;
+  StatusOr<std::string> made = generate_job_secret();
+  if (!made.ok()) return made.status();
+  if (::setenv(kSecretEnv, made->c_str(), 1) != 0)
+    return Status::Internal(std::string("cannot set ") + kSecretEnv);
+  return made;
+}
+
 std::string hmac_hex(const std::string& key, const std::string& message) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int n = 0;

@@ -34,6 +34,12 @@ StatusOr<std::string> generate_job_secret();
 // The job's secret (its bytes as given: hex text is used as is).
 StatusOr<std::string> load_job_secret();
 
+// The driver's secret: load_job_secret(), or, when there is none and `make_if_missing` (a local
+// run), a new one put into TLT_JOB_SECRET of this process's environment, which the worker
+// processes it starts inherit. Call it before other threads read the environment (setenv).
+// Errors: load_job_secret's otherwise; Internal when no secret can be made or set.
+StatusOr<std::string> ensure_job_secret(bool make_if_missing);
+
 // HMAC-SHA256 of `message` under `key`, as 64 lowercase hex digits.
 std::string hmac_hex(const std::string& key, const std::string& message);
 

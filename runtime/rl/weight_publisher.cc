@@ -25,16 +25,6 @@ WeightSyncAuth weight_sync_auth(const std::string& secret, int64_t generation,
   return a;
 }
 
-StatusOr<std::string> driver_job_secret(bool local) {
-  StatusOr<std::string> s = cluster::load_job_secret();
-  if (s.ok() || !local || s.status().code() != StatusCode::kNotFound) return s;
-  StatusOr<std::string> made = cluster::generate_job_secret();
-  if (!made.ok()) return made.status();
-  if (::setenv(cluster::kSecretEnv, made->c_str(), 1) != 0)
-    return Status::Internal(std::string("cannot set ") + cluster::kSecretEnv);
-  return made;
-}
-
 WeightPublisher::WeightPublisher(const RLRunPlan& plan, LogFn log)
     : plan_(plan), log_(std::move(log)) {}
 
@@ -126,7 +116,7 @@ std::unique_ptr<WeightSync> WeightPublisher::open_generation(int world, int rend
 void WeightPublisher::open(WorkerPool* pool) {
   pool_ = pool;
   if (file_only_) return;
-  StatusOr<std::string> secret = driver_job_secret(plan_.listen_port <= 0);
+  StatusOr<std::string> secret = cluster::ensure_job_secret(plan_.listen_port <= 0);
   if (!secret.ok()) {
     log("weight sync: " + secret.status().message() + "; the workers load checkpoint files");
     return;

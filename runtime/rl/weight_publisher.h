@@ -48,11 +48,6 @@ namespace tlt::rl {
 WeightSyncAuth weight_sync_auth(const std::string& secret, int64_t generation,
                                 const std::string& nonce);
 
-// The job secret of the driver's process (cluster::load_job_secret). A local run (`local`)
-// without one makes one and sets TLT_JOB_SECRET in this process's environment, which the worker
-// processes it starts inherit. Errors: load_job_secret's (NotFound names what to set) for a
-// cluster trainer; Internal when no random secret can be made.
-StatusOr<std::string> driver_job_secret(bool local);
 
 class WeightPublisher {
  public:
