@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -45,6 +46,17 @@ Status not_regular(const std::string& path, mode_t mode) {
                                  "and name it");
 }
 
+// "PATH: no such file or directory", naming the working directory a relative path was read from.
+Status not_found(const std::string& path) {
+  std::string where;
+  std::error_code ec;
+  if (!path.empty() && path[0] != '/') {
+    fs::path cwd = fs::current_path(ec);
+    if (!ec) where = " (a relative path is read from the working directory, " + cwd.string() + ")";
+  }
+  return Status::NotFound(path + ": no such file or directory" + where);
+}
+
 // An open file descriptor, closed with its owner.
 struct Fd {
   int fd = -1;
@@ -62,7 +74,7 @@ class JsonlFile : public RowFile {
   std::string where(uint64_t i) const override {
     return path_ + ":" + std::to_string(rows_[size_t(i)].line);
   }
-  Status scan(uint64_t first, const RowVisitor& visit);
+  Status scan(DatasetRead& read);
 
  private:
   struct Row {
@@ -70,16 +82,34 @@ class JsonlFile : public RowFile {
     uint32_t length;
     uint32_t line;  // 1-based
   };
-  Status take_line(const std::string& line, uint64_t offset, uint64_t number, uint64_t first,
-                   const RowVisitor& visit);
+  Status take_line(const std::string& line, uint64_t offset, uint64_t number, DatasetRead& read);
 
   std::string path_;
   Fd fd_;
+  uint64_t size_ = 0;  // the file's bytes when it was opened
   std::vector<Row> rows_;
 };
 
+// What a first line that is not a JSON object says when the file is the usual JSON dump (one
+// array, or pretty-printed objects) rather than JSON Lines; "" otherwise.
+std::string json_lines_hint(const std::string& path, std::string_view line) {
+  size_t b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+  std::string_view t = line.substr(b, e - b + 1);
+  std::string jsonl =
+      has_suffix(path, ".json") ? path.substr(0, path.size() - 5) + ".jsonl" : path + ".jsonl";
+  if (t.front() == '[')
+    return "; this looks like a JSON array: tlt reads JSON Lines, one object per line; convert "
+           "it with `jq -c '.[]' " +
+           path + " > " + jsonl + "`";
+  if (t == "{")
+    return "; this looks like pretty-printed JSON: tlt reads JSON Lines, one object per line; "
+           "convert it with `jq -c . " +
+           path + " > " + jsonl + "`";
+  return "";
+}
+
 Status JsonlFile::take_line(const std::string& line, uint64_t offset, uint64_t number,
-                            uint64_t first, const RowVisitor& visit) {
+                            DatasetRead& read) {
   std::string place = path_ + ":" + std::to_string(number);
   size_t end = line.size();
   if (end > 0 && line[end - 1] == '\r') --end;                                    // CRLF files
@@ -91,21 +121,28 @@ Status JsonlFile::take_line(const std::string& line, uint64_t offset, uint64_t n
   if (number > UINT32_MAX)
     return Status::InvalidArgument(place + ": more than 2^32 - 1 lines in one file; split it");
   StatusOr<json> row = parse_row(line.data(), end, place);
+  if (!row.ok() && rows_.empty())
+    return Status(
+        row.status().code(),
+        row.status().message() + json_lines_hint(path_, std::string_view(line).substr(0, end)));
   if (!row.ok()) return row.status();
   rows_.push_back({offset, uint32_t(end), uint32_t(number)});
-  if (visit) {
-    Status s = visit(first + rows_.size() - 1, *row);
+  if (read.visit()) {
+    Status s = read.visit()(read.rows(), *row);
     if (!s.ok()) return Status(s.code(), place + ": " + s.message());
   }
+  read.took_row(path_, offset + end, size_);
   return Status::Ok();
 }
 
 // One streaming pass: a line is gathered up to kMaxLineBytes, then refused; the rest of an
-// over-long line is never held.
-Status JsonlFile::scan(uint64_t first, const RowVisitor& visit) {
+// over-long line is never held. It stops before a row once the read is full.
+Status JsonlFile::scan(DatasetRead& read) {
   StatusOr<int> fd = open_regular(path_);
   if (!fd.ok()) return fd.status();
   fd_.fd = *fd;
+  struct stat st;
+  if (::fstat(fd_.fd, &st) == 0) size_ = uint64_t(st.st_size);
   std::vector<char> buf(1 << 20);
   std::string line;
   uint64_t offset = 0, line_start = 0, number = 1;
@@ -115,6 +152,10 @@ Status JsonlFile::scan(uint64_t first, const RowVisitor& visit) {
     if (n < 0) return Status::InvalidArgument(path_ + ": " + std::strerror(errno));
     if (n == 0) break;
     for (ssize_t k = 0; k < n;) {
+      if (read.full()) {
+        complete_ = false;
+        return Status::Ok();
+      }
       const char* nl = static_cast<const char*>(std::memchr(buf.data() + k, '\n', size_t(n - k)));
       ssize_t stop = nl ? nl - buf.data() : n;
       line.append(buf.data() + k, size_t(stop - k));
@@ -125,13 +166,17 @@ Status JsonlFile::scan(uint64_t first, const RowVisitor& visit) {
             std::to_string(kMaxLineBytes >> 20) + " MiB, the limit of a JSONL row");
       k = stop;
       if (!nl) break;
-      TLT_RETURN_IF_ERROR(take_line(line, line_start, number, first, visit));
+      TLT_RETURN_IF_ERROR(take_line(line, line_start, number, read));
       line.clear();
       ++k, ++offset, ++number;
       line_start = offset;
     }
   }
-  return take_line(line, line_start, number, first, visit);
+  if (read.full()) {
+    complete_ = line.find_first_not_of(" \t\r") == std::string::npos;
+    return Status::Ok();
+  }
+  return take_line(line, line_start, number, read);
 }
 
 StatusOr<std::string> JsonlFile::text(uint64_t i) const {
@@ -155,7 +200,7 @@ StatusOr<std::string> JsonlFile::text(uint64_t i) const {
 StatusOr<std::vector<std::string>> shard_paths(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
-    return errno == ENOENT ? Status::NotFound(path + ": no such file or directory")
+    return errno == ENOENT ? not_found(path)
                            : Status::InvalidArgument(path + ": " + std::strerror(errno));
   if (!S_ISDIR(st.st_mode)) {
     if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode);
@@ -196,7 +241,7 @@ StatusOr<json> parse_row(const char* s, size_t n, const std::string& where) {
 StatusOr<int> open_regular(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
-    return errno == ENOENT ? Status::NotFound(path + ": no such file or directory")
+    return errno == ENOENT ? not_found(path)
                            : Status::InvalidArgument(path + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode);
   // O_NONBLOCK: a FIFO swapped in after the stat opens at once instead of waiting for a writer,
@@ -204,7 +249,7 @@ StatusOr<int> open_regular(const std::string& path) {
   Fd fd;
   fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd.fd < 0)
-    return errno == ENOENT ? Status::NotFound(path + ": no such file or directory")
+    return errno == ENOENT ? not_found(path)
                            : Status::InvalidArgument(path + ": " + std::strerror(errno));
   if (::fstat(fd.fd, &st) != 0) return Status::InvalidArgument(path + ": " + std::strerror(errno));
   if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode);
@@ -216,26 +261,67 @@ StatusOr<int> open_regular(const std::string& path) {
   return out;
 }
 
-StatusOr<std::unique_ptr<RowFile>> open_jsonl(const std::string& path, uint64_t first,
-                                              const RowVisitor& visit) {
+StatusOr<std::unique_ptr<RowFile>> open_jsonl(const std::string& path, DatasetRead& read) {
   auto f = std::make_unique<JsonlFile>(path);
-  TLT_RETURN_IF_ERROR(f->scan(first, visit));
+  TLT_RETURN_IF_ERROR(f->scan(read));
   return std::unique_ptr<RowFile>(std::move(f));
+}
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+DatasetRead::DatasetRead(const OpenOptions& options, uint64_t total_bytes)
+    : options_(options), total_bytes_(total_bytes) {
+  if (options_.progress) start_s_ = now_s(), next_s_ = start_s_ + options_.progress_every_s;
+}
+
+void DatasetRead::took_row(const std::string& file, uint64_t file_bytes, uint64_t file_size) {
+  ++rows_;
+  // The clock is read every 1024 rows: a row costs microseconds, so progress stays timely.
+  if (!options_.progress || (rows_ & 1023) != 0 || now_s() < next_s_) return;
+  next_s_ = now_s() + options_.progress_every_s;
+  options_.progress({file, rows_, done_bytes_ + std::min(file_bytes, file_size), total_bytes_});
 }
 
 Dataset::~Dataset() = default;
 
 StatusOr<std::unique_ptr<Dataset>> Dataset::open(const std::string& path, const RowVisitor& visit) {
+  OpenOptions options;
+  options.visit = visit;
+  return open(path, options);
+}
+
+StatusOr<std::unique_ptr<Dataset>> Dataset::open(const std::string& path,
+                                                 const OpenOptions& options) {
   StatusOr<std::vector<std::string>> shards = shard_paths(path);
   if (!shards.ok()) return shards.status();
-  std::unique_ptr<Dataset> d(new Dataset());
+  std::vector<uint64_t> sizes;
+  uint64_t total_bytes = 0;
   for (const std::string& p : *shards) {
+    std::error_code ec;
+    sizes.push_back(fs::file_size(p, ec));
+    if (ec) sizes.back() = 0;
+    total_bytes += sizes.back();
+  }
+  DatasetRead read(options, total_bytes);
+  std::unique_ptr<Dataset> d(new Dataset());
+  for (size_t k = 0; k < shards->size(); ++k) {
+    if (read.full()) {
+      d->complete_ = false;  // shards left unread (perhaps empty ones: a head says it may be short)
+      break;
+    }
+    const std::string& p = (*shards)[k];
     StatusOr<std::unique_ptr<RowFile>> f =
-        is_parquet(p) ? open_parquet(p, d->total_, visit) : open_jsonl(p, d->total_, visit);
+        is_parquet(p) ? open_parquet(p, read) : open_jsonl(p, read);
     if (!f.ok()) return f.status();
+    if (!(*f)->complete()) d->complete_ = false;
     d->starts_.push_back(d->total_);
     d->total_ += (*f)->rows();
     d->files_.push_back(std::move(*f));
+    read.end_file(sizes[k]);
   }
   return d;
 }

@@ -20,6 +20,14 @@
 // The visitor, when given, sees each row in order in the same pass and may refuse it; its error
 // gets the row's place (where()) prefixed.
 //
+// A head: OpenOptions::max_rows reads (and checks) only the first rows, for checks that need not
+// read a large dataset whole (`tlt validate`). Progress: OpenOptions::progress hears about a read
+// that lasts, every progress_every_s seconds, from open()'s thread.
+//
+// Paths: a relative path is read from the working directory, which a missing path's error names.
+// A .json file holding one JSON array or pretty-printed objects (the usual JSON dump, not JSON
+// Lines) is refused at its first line with a hint to convert it (jq -c).
+//
 // Thread safety: after open(), row() may be called from several threads (rows are read with
 // pread).
 #pragma once
@@ -41,6 +49,21 @@ inline constexpr uint64_t kMaxLineBytes = uint64_t(16) << 20;  // a JSONL line, 
 // Sees row `index` (0-based over the whole dataset) as parsed. A non-OK status stops open().
 using RowVisitor = std::function<Status(uint64_t index, const nlohmann::json& row)>;
 
+// How far a read has come (OpenOptions::progress).
+struct ReadProgress {
+  std::string file;          // the shard being read
+  uint64_t rows = 0;         // rows read so far, over the whole dataset
+  uint64_t bytes = 0;        // bytes read so far (a Parquet shard's: estimated from its rows)
+  uint64_t total_bytes = 0;  // the shards' sizes summed
+};
+
+struct OpenOptions {
+  RowVisitor visit;       // sees each row as read (see the top)
+  uint64_t max_rows = 0;  // > 0: read only the first max_rows rows (Dataset::complete())
+  std::function<void(const ReadProgress&)> progress;  // called as the read goes on
+  double progress_every_s = 5;  // the first call comes after this long, then one each interval
+};
+
 class RowFile;  // one file's rows (JSONL or Parquet), see dataset.cc
 
 class Dataset {
@@ -54,8 +77,13 @@ class Dataset {
   // (rows() == 0): the caller names its field.
   static StatusOr<std::unique_ptr<Dataset>> open(const std::string& path,
                                                  const RowVisitor& visit = nullptr);
+  static StatusOr<std::unique_ptr<Dataset>> open(const std::string& path,
+                                                 const OpenOptions& options);
 
   uint64_t rows() const { return total_; }
+  // False when OpenOptions::max_rows stopped the read before the dataset's end (rows() then
+  // counts the rows read).
+  bool complete() const { return complete_; }
   // Row i (< rows()) parsed. Errors: the file changed or vanished since open() (InvalidArgument
   // or NotFound naming it).
   StatusOr<nlohmann::json> row(uint64_t i) const;
@@ -72,6 +100,7 @@ class Dataset {
   std::vector<std::unique_ptr<RowFile>> files_;
   std::vector<uint64_t> starts_;  // starts_[f]: the index of file f's first row
   uint64_t total_ = 0;
+  bool complete_ = true;
 };
 
 // Whether `s` is valid UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF); when

@@ -2,8 +2,10 @@
 // open_parquet decodes each row group once, checks its rows, and spools their JSON text to an
 // unlinked temporary file (TMPDIR) indexed like a JSONL file, so that rows read in any order
 // (a shuffled epoch) cost one pread each, not a row group's decoding.
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -41,14 +43,14 @@ class ParquetFile : public RowFile {
   uint64_t rows() const override { return rows_.size(); }
   StatusOr<std::string> text(uint64_t i) const override;
   std::string where(uint64_t i) const override { return path_ + ": row " + std::to_string(i + 1); }
-  Status scan(TltParquet* pq, uint64_t first, const RowVisitor& visit);
+  Status scan(TltParquet* pq, DatasetRead& read, uint64_t size);
 
  private:
   struct Row {
     uint64_t offset;  // in the spool
     uint64_t length;
   };
-  Status take_group(TltParquet* pq, uint64_t g, uint64_t first, const RowVisitor& visit);
+  Status take_group(TltParquet* pq, uint64_t g, DatasetRead& read, uint64_t size);
 
   std::string path_;
   std::FILE* spool_ = nullptr;  // the rows' JSON text, one after another (deleted on close)
@@ -56,8 +58,9 @@ class ParquetFile : public RowFile {
   std::vector<Row> rows_;
 };
 
-Status ParquetFile::take_group(TltParquet* pq, uint64_t g, uint64_t first,
-                               const RowVisitor& visit) {
+// Row group g's rows (those before the read is full); `size` is the file's bytes, which its rows
+// share evenly in the progress reported.
+Status ParquetFile::take_group(TltParquet* pq, uint64_t g, DatasetRead& read, uint64_t size) {
   char *buf = nullptr, *err = nullptr;
   size_t len = 0, err_len = 0;
   if (!tlt_pq_group_json(pq, g, &buf, &len, &err, &err_len))
@@ -65,7 +68,12 @@ Status ParquetFile::take_group(TltParquet* pq, uint64_t g, uint64_t first,
                                    take(err, err_len));
   std::string text = take(buf, len);
   uint64_t want = tlt_pq_group_start(pq, g + 1) - tlt_pq_group_start(pq, g), got = 0;
+  const uint64_t n_rows = std::max<uint64_t>(1, tlt_pq_rows(pq));
   for (size_t at = 0; at < text.size(); ++got) {
+    if (read.full()) {
+      complete_ = false;
+      return Status::Ok();
+    }
     size_t nl = text.find('\n', at);
     if (nl == std::string::npos) nl = text.size();
     uint64_t index = rows_.size();
@@ -77,10 +85,11 @@ Status ParquetFile::take_group(TltParquet* pq, uint64_t g, uint64_t first,
     rows_.push_back({spooled_, nl - at});
     spooled_ += nl - at;
     at = nl + 1;
-    if (visit) {
-      Status v = visit(first + index, *row);
+    if (read.visit()) {
+      Status v = read.visit()(read.rows(), *row);
       if (!v.ok()) return Status(v.code(), where(index) + ": " + v.message());
     }
+    read.took_row(path_, size / n_rows * rows_.size(), size);
   }
   if (got != want)
     return Status::InvalidArgument(path_ + ": row group " + std::to_string(g) + " has " +
@@ -89,14 +98,19 @@ Status ParquetFile::take_group(TltParquet* pq, uint64_t g, uint64_t first,
   return Status::Ok();
 }
 
-Status ParquetFile::scan(TltParquet* pq, uint64_t first, const RowVisitor& visit) {
+Status ParquetFile::scan(TltParquet* pq, DatasetRead& read, uint64_t size) {
   spool_ = std::tmpfile();
   if (!spool_)
     return Status::Unavailable(
         path_ + ": no temporary file for its rows (TMPDIR): " + std::strerror(errno));
   rows_.reserve(tlt_pq_rows(pq));
-  for (uint64_t g = 0; g < tlt_pq_groups(pq); ++g)
-    TLT_RETURN_IF_ERROR(take_group(pq, g, first, visit));
+  for (uint64_t g = 0; g < tlt_pq_groups(pq); ++g) {
+    if (read.full() && rows_.size() < tlt_pq_rows(pq)) {
+      complete_ = false;
+      break;
+    }
+    TLT_RETURN_IF_ERROR(take_group(pq, g, read, size));
+  }
   if (std::fflush(spool_) != 0)
     return Status::Unavailable(
         path_ + ": writing its rows to a temporary file (TMPDIR): " + std::strerror(errno));
@@ -120,16 +134,17 @@ StatusOr<std::string> ParquetFile::text(uint64_t i) const {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<RowFile>> open_parquet(const std::string& path, uint64_t first,
-                                                const RowVisitor& visit) {
+StatusOr<std::unique_ptr<RowFile>> open_parquet(const std::string& path, DatasetRead& read) {
   StatusOr<int> fd = open_regular(path);
   if (!fd.ok()) return fd.status();
+  struct stat st;
+  uint64_t size = ::fstat(*fd, &st) == 0 ? uint64_t(st.st_size) : 0;
   char* err = nullptr;
   size_t err_len = 0;
   TltParquet* pq = tlt_pq_open_fd(*fd, &err, &err_len);
   if (!pq) return Status::InvalidArgument(path + ": not a Parquet file: " + take(err, err_len));
   auto f = std::make_unique<ParquetFile>(path);
-  Status s = f->scan(pq, first, visit);
+  Status s = f->scan(pq, read, size);
   tlt_pq_free(pq);
   if (!s.ok()) return s;
   return std::unique_ptr<RowFile>(std::move(f));

@@ -238,6 +238,104 @@ TEST(Dataset, PathsRefused) {
   EXPECT_EQ((*empty)->rows(), 0u);
 }
 
+// A JSON dump instead of JSON Lines (one array, or pretty-printed objects) is refused at its
+// first line with the jq command that converts it.
+TEST(Dataset, JsonArrayAndPrettyPrintedJsonGetAHint) {
+  Scratch s;
+  std::string arr = s.write("rows.json", "[\n  {\"prompt\": \"1 + 1?\", \"answer\": \"2\"}\n]\n");
+  std::string e = open_error(arr);
+  EXPECT_NE(e.find(arr +
+                   ":1: not valid JSON; this looks like a JSON array: tlt reads JSON Lines, "
+                   "one object per line; convert it with `jq -c '.[]' " +
+                   arr + " > " + s.path("rows.jsonl") + "`"),
+            std::string::npos)
+      << e;
+  std::string one_line = s.write("one.json", "[{\"x\": 1}, {\"x\": 2}]\n");
+  e = open_error(one_line);
+  EXPECT_NE(e.find(":1: the row is a JSON array, not an object; this looks like a JSON array"),
+            std::string::npos)
+      << e;
+  std::string pretty = s.write("pretty.jsonl", "{\n  \"x\": 1\n}\n");
+  e = open_error(pretty);
+  EXPECT_NE(e.find(pretty +
+                   ":1: not valid JSON; this looks like pretty-printed JSON: tlt reads "
+                   "JSON Lines, one object per line; convert it with `jq -c . " +
+                   pretty + " > " + pretty + ".jsonl`"),
+            std::string::npos)
+      << e;
+  // A bad line after good ones is a bad line, not a format.
+  std::string later = s.write("later.jsonl", "{\"x\": 1}\n[1]\n");
+  EXPECT_EQ(open_error(later).find("looks like"), std::string::npos) << open_error(later);
+}
+
+// A relative path that is missing names the working directory it was read from.
+TEST(Dataset, MissingRelativePathNamesTheWorkingDirectory) {
+  std::string e = open_error("no-such-dir/train.jsonl");
+  EXPECT_NE(e.find("no-such-dir/train.jsonl: no such file or directory (a relative path is read "
+                   "from the working directory, " +
+                   fs::current_path().string() + ")"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(open_error("/no-such-dir/train.jsonl"),
+            "/no-such-dir/train.jsonl: no such file or directory");
+}
+
+// max_rows reads a head: the first rows, checked as usual, over shards; complete() says whether
+// the dataset ended there.
+TEST(Dataset, HeadReadsTheFirstRows) {
+  OpenOptions o;
+  o.max_rows = 5;
+  StatusOr<std::unique_ptr<Dataset>> d = Dataset::open(kDir + "shards", o);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ((*d)->rows(), 5u);
+  EXPECT_FALSE((*d)->complete());
+  for (uint64_t i = 0; i < 5; ++i) EXPECT_EQ((*(*d)->row(i))["extra"]["id"], 100 + int(i));
+  o.max_rows = 3;  // inside the Parquet file's row groups
+  d = Dataset::open(kDir + "verl.parquet", o);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ((*d)->rows(), 3u);
+  EXPECT_FALSE((*d)->complete());
+  o.max_rows = 12;  // exactly the file's rows
+  d = Dataset::open(kDir + "arith.jsonl", o);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)->rows(), 12u);
+  EXPECT_TRUE((*d)->complete());
+  o.max_rows = 100;
+  d = Dataset::open(kDir + "shards", o);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ((*d)->rows(), 9u);
+  EXPECT_TRUE((*d)->complete());
+  // A bad row past the head is not read.
+  Scratch s;
+  o.max_rows = 1;
+  EXPECT_TRUE(Dataset::open(s.write("bad.jsonl", "{\"x\": 1}\n{\"x\": \n"), o).ok());
+}
+
+// Progress comes while a read lasts: rows and bytes grow, and the last report is within the data.
+TEST(Dataset, ProgressWhileReading) {
+  Scratch s;
+  std::string p = s.path("big.jsonl");
+  {
+    std::ofstream f(p);
+    for (int i = 0; i < 200000; ++i) f << "{\"prompt\": \"What is " << i << " + 1?\"}\n";
+  }
+  std::vector<ReadProgress> seen;
+  OpenOptions o;
+  o.progress_every_s = 0;  // every 1024 rows
+  o.progress = [&](const ReadProgress& r) { seen.push_back(r); };
+  StatusOr<std::unique_ptr<Dataset>> d = Dataset::open(p, o);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_GE(seen.size(), 100u);
+  for (size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_GT(seen[i].rows, seen[i - 1].rows);
+    EXPECT_GT(seen[i].bytes, seen[i - 1].bytes);
+  }
+  EXPECT_EQ(seen.back().file, p);
+  EXPECT_EQ(seen.back().total_bytes, fs::file_size(p));
+  EXPECT_LE(seen.back().bytes, seen.back().total_bytes);
+  EXPECT_LE(seen.back().rows, 200000u);
+}
+
 TEST(Dataset, DottedPaths) {
   json row = {{"a", {{"b", {{"c", 3}}}}}, {"x.y", 1}, {"s", "t"}};
   ASSERT_NE(at_path(row, "a.b.c"), nullptr);
