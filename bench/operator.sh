@@ -47,12 +47,8 @@ n_nodes=$(((n_pods + pods_per_node - 1) / pods_per_node))
 source "$src/scripts/k8s-env.sh"
 on_exit() { [[ $1 -eq 0 ]] || echo "bench/operator: FAILED: $K8S_STEP" >&2; }
 K8S_ON_EXIT=on_exit
-k8s_env_init bench-operator
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
+k8s_env_begin bench-operator kwok
 k8s_say "$n_jobs RLJobs x 5 pods = $n_pods pods on $n_nodes kwok nodes; $parallel parallel clients; temp dir $K8S_TMP"
-k8s_start_control_plane
 
 fail() {  # MESSAGE: the last lines of our logs, then exit (the trap stops everything)
   K8S_STEP=$1

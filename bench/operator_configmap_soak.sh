@@ -42,11 +42,8 @@ done
 source "$src/scripts/k8s-env.sh"
 on_exit() { [[ $1 -eq 0 ]] || echo "bench/operator_configmap_soak: FAILED: $K8S_STEP" >&2; }
 K8S_ON_EXIT=on_exit
-k8s_env_init operator-configmap-soak
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-k8s_start_control_plane
-k8s_install_operator "$src"
+k8s_env_begin operator-configmap-soak
+k8s_install_operator
 kc apply -f - >/dev/null <<'YAML'
 apiVersion: tlt.dev/v1alpha1
 kind: RLJob

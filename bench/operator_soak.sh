@@ -40,14 +40,11 @@ n_nodes=$(((n_pods + pods_per_node - 1) / pods_per_node))
 source "$src/scripts/k8s-env.sh"
 on_exit() { [[ $1 -eq 0 ]] || echo "bench/operator_soak: FAILED: $K8S_STEP" >&2; }
 K8S_ON_EXIT=on_exit
-k8s_env_init operator-soak
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-k8s_start_control_plane
+k8s_env_begin operator-soak kwok
 k8s_start_kwok
 k8s_kwok_nodes "$n_nodes" "$pods_per_node" >"$K8S_TMP/nodes.yaml"
 ((n_nodes == 0)) || kc apply -f "$K8S_TMP/nodes.yaml" >/dev/null
-k8s_install_operator "$src"
+k8s_install_operator
 kc create namespace bench >/dev/null
 kc create serviceaccount default -n bench >/dev/null
 job_tmpl=$(<"$src/bench/operator/rljob.yaml")

@@ -2,13 +2,16 @@
 # A throwaway Kubernetes control plane for tests, to be sourced (not run): etcd and a
 # kube-apiserver on 127.0.0.1 with token auth, RBAC and service-account keys (as envtest starts
 # them), in a temp dir, from the binaries that scripts/k8s-tools.sh builds and caches.
-# The start-up is the one scripts/k8s-smoke.sh has used since the tools landed.
 #
-#   source scripts/k8s-env.sh
-#   k8s_env_init "my-test"                # finds or builds the binaries, makes $K8S_TMP
-#   trap 'k8s_env_exit_trap' EXIT         # stops everything started, by PID, even on failure
-#   k8s_start_control_plane               # etcd + kube-apiserver; writes $KUBECONFIG
-#   kc get --raw /readyz                  # kubectl against it
+# A test script (tests/operator/*.sh; "the test layer" at the end of this file):
+#   source "$src/scripts/k8s-env.sh"
+#   k8s_test_begin my_test kwok           # temp dir, traps, control plane; kwok must be there
+#   k8s_start_gpu_node                    # kwok and its fake GPU node (optional)
+#   k8s_test_operator "$op" --watch-timeout 20   # CRDs, RBAC, a running tlt-operator (optional)
+#   K8S_STEP="what is being done"; ... || fail "why"; wait_until 30 "what" CMD...
+#   k8s_test_finish "what passed"         # last line: PASS: my_test: what passed (N s)
+# A failure anywhere (set -e, fail, exit 1, a signal) prints FAIL: my_test: $K8S_STEP last.
+# Anything else (a bench) that brings its own verdict: K8S_ON_EXIT=fn; k8s_env_begin NAME [TOOL...].
 #
 # After k8s_start_control_plane: K8S_SERVER (https://127.0.0.1:PORT), K8S_TOKEN (a
 # system:masters bearer token), K8S_CA (the apiserver's self-signed serving certificate),
@@ -16,8 +19,9 @@
 # too: K8S_CLIENT_CA / K8S_CLIENT_CA_KEY (the CA of --client-ca-file, to sign more) and
 # K8S_CLIENT_CERT / K8S_CLIENT_KEY (PEM files: user tlt-cert-user in group system:masters).
 # K8S_BIN=DIR uses the binaries in DIR; KEEP=1 keeps $K8S_TMP (logs, certs) afterwards.
-# k8s_env_exit_trap prints the logs' last lines when the script fails; the caller prints its own
-# PASS/FAIL line in K8S_ON_EXIT (a function name, called with the exit code) if it wants one.
+# k8s_env_exit_trap prints the logs' last lines when the script fails; K8S_ON_EXIT (a function
+# name, called with the exit code) prints the verdict; when it returns non-zero, an exit code 0
+# becomes 1.
 # Needs: openssl, bash's /dev/tcp (free ports).
 
 k8s_say() { printf '%s: %s\n' "${K8S_ENV_NAME:-k8s-env}" "$*"; }
@@ -26,25 +30,40 @@ K8S_PIDS=()              # every process started here, in start order
 declare -A K8S_NAMES=()  # PID -> name, for messages
 K8S_STEP="setup"         # what was being done, for failure messages
 K8S_TAKEN=" "            # ports handed out
+K8S_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)  # the source tree this file is in
+
+# k8s_need TOOL...: each TOOL is a binary of $K8S_BIN (etcd, kube-apiserver, kubectl, kwok, helm,
+# kube-controller-manager, kube-scheduler: scripts/k8s-tools.sh builds them) or, for any other
+# name (openssl, prometheus), a command on PATH (scripts/setup.sh installs them); else sets
+# K8S_STEP to what is missing and returns 1.
+k8s_need() {
+  local t
+  for t in "$@"; do
+    case $t in
+      etcd | kube-apiserver | kubectl | kwok | helm | kube-controller-manager | kube-scheduler)
+        [[ -x "$K8S_BIN/$t" ]] && continue
+        K8S_STEP="$K8S_BIN/$t missing (run scripts/k8s-tools.sh)" ;;
+      *)
+        command -v "$t" >/dev/null 2>&1 && continue
+        K8S_STEP="'$t' is not installed (scripts/setup.sh installs it)" ;;
+    esac
+    return 1
+  done
+}
 
 # k8s_env_init NAME: binaries (built once by scripts/k8s-tools.sh if not cached) and a temp dir.
 k8s_env_init() {
   K8S_ENV_NAME=$1
-  local here
-  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
   if [[ -z ${K8S_BIN:-} ]]; then
     k8s_say "finding (or, the first time, building) the Kubernetes binaries: scripts/k8s-tools.sh"
-    K8S_BIN=$("$here/k8s-tools.sh" | tail -1) || {
-      k8s_say "scripts/k8s-tools.sh could not provide the binaries (see above)"
+    K8S_BIN=$("$K8S_SRC/scripts/k8s-tools.sh" | tail -1) || {
+      K8S_STEP="scripts/k8s-tools.sh could not provide the binaries (see above)"
+      k8s_say "$K8S_STEP"
       return 1
     }
   fi
-  local n
-  for n in etcd kube-apiserver kubectl; do
-    [[ -x "$K8S_BIN/$n" ]] || { k8s_say "$K8S_BIN/$n missing (run scripts/k8s-tools.sh)"; return 1; }
-  done
-  command -v openssl >/dev/null 2>&1 || { k8s_say "openssl is not installed"; return 1; }
-  K8S_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tlt-$K8S_ENV_NAME.XXXXXX")
+  k8s_need etcd kube-apiserver kubectl openssl || { k8s_say "$K8S_STEP"; return 1; }
+  K8S_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tlt-${K8S_ENV_NAME// /-}.XXXXXX")
   export KUBECONFIG="$K8S_TMP/kubeconfig"  # keeps the caller's kubeconfig out of this
   # The script's own stdout/stderr, for the exit trap (a signal may arrive during a redirection).
   exec 8>&1 9>&2
@@ -79,7 +98,7 @@ k8s_env_exit_trap() {
   if [[ -n ${K8S_TMP:-} ]]; then
     if [[ -n ${KEEP:-} ]]; then k8s_say "kept $K8S_TMP"; else rm -rf "$K8S_TMP"; fi
   fi
-  [[ -n ${K8S_ON_EXIT:-} ]] && "$K8S_ON_EXIT" "$rc"
+  if [[ -n ${K8S_ON_EXIT:-} ]] && ! "$K8S_ON_EXIT" "$rc" && [[ $rc -eq 0 ]]; then rc=1; fi
   exit "$rc"
 }
 
@@ -148,35 +167,51 @@ k8s_wait_until() {
   done
 }
 
-# k8s_install_operator SOURCE_DIR: the CRDs, namespace research with its default ServiceAccount,
-# the operator's least-privilege RBAC (tests/operator/rbac.yaml) and, for the operator to run
-# in-cluster style, its ServiceAccount token and the CA in $K8S_TMP/sa; sets API_PORT.
+# k8s_install_operator: the CRDs of this tree (waited Established), namespace research with its
+# default ServiceAccount, the operator's least-privilege RBAC (tests/operator/rbac.yaml) and, for
+# the operator to run in-cluster style, its ServiceAccount token and the CA in $K8S_TMP/sa; sets
+# API_PORT and K8S_INSTALLED=1.
 k8s_install_operator() {
   K8S_STEP="install the CRDs and tests/operator/rbac.yaml"
-  kc apply -f "$1/crds/" >/dev/null
-  kc wait --for condition=established --timeout=60s crd/rljobs.tlt.dev >/dev/null
+  kc apply -f "$K8S_SRC/crds/" >/dev/null
+  kc wait --for condition=established --timeout=60s crd/rljobs.tlt.dev crd/tstpretrainjobs.tlt.dev \
+    >/dev/null
   kc create namespace research >/dev/null
+  # No controller-manager: the default ServiceAccount that pod admission wants is made by hand.
   kc create serviceaccount default -n research >/dev/null
-  kc apply -f "$1/tests/operator/rbac.yaml" >/dev/null
+  kc apply -f "$K8S_SRC/tests/operator/rbac.yaml" >/dev/null
   mkdir -p "$K8S_TMP/sa"
   kc create token tlt-operator -n tlt-system --duration 2h >"$K8S_TMP/sa/token"
   cp "$K8S_CA" "$K8S_TMP/sa/ca.crt"
   API_PORT=${K8S_SERVER##*:}
+  K8S_INSTALLED=1
 }
 
-# k8s_start_operator BINARY METRICS_PORT [FLAGS...]: tlt-operator in-cluster style (the token of
-# k8s_install_operator), log operator.log, metrics on 127.0.0.1:METRICS_PORT; waits up to 30 s
-# for /readyz; sets OP_PID.
+# k8s_start_operator [--name NAME] [--api-port PORT] BINARY METRICS_PORT [FLAGS...]: tlt-operator
+# in-cluster style (the token of k8s_install_operator) against 127.0.0.1:PORT (default API_PORT:
+# the apiserver), log NAME.log (NAME default operator), metrics on 127.0.0.1:METRICS_PORT; waits
+# up to 30 s for /readyz (else returns 1, K8S_STEP saying so). Sets K8S_LAST_PID, and OP_PID
+# when NAME is operator.
 k8s_start_operator() {
-  local bin=$1 port=$2
+  local name=operator api_port=${API_PORT:-}
+  while [[ $1 == --* ]]; do
+    case $1 in
+      --name) name=$2 ;;
+      --api-port) api_port=$2 ;;
+      *) K8S_STEP="k8s_start_operator: unknown option $1"; return 1 ;;
+    esac
+    shift 2
+  done
+  local bin=$1 port=$2 pid
   shift 2
-  k8s_start operator "$K8S_TMP/operator.log" env KUBERNETES_SERVICE_HOST=127.0.0.1 \
-    KUBERNETES_SERVICE_PORT="$API_PORT" "$bin" --service-account-dir "$K8S_TMP/sa" \
+  k8s_start "$name" "$K8S_TMP/$name.log" env KUBERNETES_SERVICE_HOST=127.0.0.1 \
+    KUBERNETES_SERVICE_PORT="$api_port" "$bin" --service-account-dir "$K8S_TMP/sa" \
     --metrics-port "$port" --metrics-bind-address 127.0.0.1 \
     --runtime-image registry.invalid/tlt:test "$@"
-  OP_PID=$K8S_LAST_PID
-  K8S_STEP="tlt-operator did not report ready on /readyz within 30 s"
-  k8s_wait_for 30 "$OP_PID" curl -sf "http://127.0.0.1:$port/readyz"
+  pid=$K8S_LAST_PID
+  if [[ $name == operator ]]; then OP_PID=$pid; fi
+  K8S_STEP="tlt-operator $name did not report ready on /readyz within 30 s"
+  k8s_wait_for 30 "$pid" curl -sf "http://127.0.0.1:$port/readyz"
 }
 
 # k8s_start NAME LOG CMD...: starts CMD in the background, remembered for k8s_stop_all.
@@ -289,9 +324,7 @@ k8s_start_control_plane() {
 # bound pods Running, deleted pods go) managing nodes annotated kwok.x-k8s.io/node=fake.
 # Sets KWOK_PID. Call after k8s_start_control_plane.
 k8s_start_kwok() {
-  local stages
-  stages="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kwok-stages.yaml"
-  k8s_start kwok "$K8S_TMP/kwok.log" "$K8S_BIN/kwok" --config "$stages" \
+  k8s_start kwok "$K8S_TMP/kwok.log" "$K8S_BIN/kwok" --config "$K8S_SRC/scripts/kwok-stages.yaml" \
     --kubeconfig "$KUBECONFIG" --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake --node-ip 127.0.0.1
   KWOK_PID=$K8S_LAST_PID
@@ -318,9 +351,14 @@ EOF
 }
 
 # k8s_start_gpu_node: one kwok node gpu-node-0 (32 nvidia.com/gpu, label nvidia.com/gpu.product),
-# waited Ready, and the stand-in scheduler (scripts/k8s-binder.sh) binding pods to it. Call after
-# k8s_start_kwok.
+# waited Ready, and the stand-in scheduler (scripts/k8s-binder.sh) binding pods to it; starts
+# kwok first (k8s_start_kwok) unless it runs.
 k8s_start_gpu_node() {
+  if [[ -z ${KWOK_PID:-} ]]; then
+    K8S_STEP="start kwok"
+    k8s_start_kwok
+  fi
+  K8S_STEP="create the fake GPU node"
   kc apply -f - >/dev/null <<'YAML'
 apiVersion: v1
 kind: Node
@@ -336,8 +374,8 @@ YAML
     [[ $(kc get node gpu-node-0 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]]
   }
   K8S_STEP="the fake node did not become Ready within 60 s"
-  k8s_wait_for 60 "$KWOK_PID" k8s_gpu_node_ready
-  k8s_start binder "$K8S_TMP/binder.log" "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/k8s-binder.sh" \
+  k8s_wait_for 60 "$KWOK_PID" k8s_gpu_node_ready || return 1
+  k8s_start binder "$K8S_TMP/binder.log" "$K8S_SRC/scripts/k8s-binder.sh" \
     "$K8S_BIN/kubectl" "$KUBECONFIG" "$K8S_TMP/kube-cache-binder" gpu-node-0
 }
 
@@ -373,3 +411,77 @@ k8s_start_kube_controllers() {
     }
   done
 }
+
+# ---- the test layer: what every test script on this control plane starts and ends with ----------
+
+# k8s_env_begin NAME [TOOL...]: the start of a script on this control plane: the traps (EXIT:
+# k8s_env_exit_trap; INT, TERM: exit 130, K8S_STEP "interrupted by a signal"), k8s_env_init NAME,
+# k8s_need TOOL..., k8s_start_control_plane; on any failure the script exits 1 with K8S_STEP
+# saying what failed. The verdict is the caller's: set K8S_ON_EXIT first (or k8s_test_begin).
+k8s_env_begin() {
+  local name=$1
+  shift
+  exec 8>&1 9>&2  # k8s_env_init does it too; the traps need them already
+  trap 'k8s_env_exit_trap' EXIT
+  trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
+  k8s_env_init "$name" || exit 1
+  k8s_need "$@" || exit 1
+  k8s_start_control_plane || exit 1
+}
+
+# k8s_test_begin NAME [TOOL...]: k8s_env_begin for a test whose verdict, the last line it prints,
+# is "PASS: NAME: <k8s_test_finish's words> (N s)" or "FAIL: NAME: $K8S_STEP". A script that
+# exits 0 without k8s_test_finish fails ("ended before k8s_test_finish").
+k8s_test_begin() {
+  K8S_TEST=$1
+  K8S_TEST_T0=$SECONDS
+  K8S_TEST_RESULT=
+  K8S_ON_EXIT=k8s_test_verdict
+  k8s_env_begin "$@"
+}
+
+# k8s_test_finish WORDS...: the end of a passing test: exits 0 (the exit trap stops everything
+# and prints PASS: NAME: WORDS (N s)).
+k8s_test_finish() {
+  K8S_TEST_RESULT="$*"
+  K8S_STEP="stop everything"
+  exit 0
+}
+
+# k8s_test_verdict RC: K8S_ON_EXIT of k8s_test_begin: prints the PASS or FAIL line; returns 1
+# (the script fails) when RC is 0 but k8s_test_finish was not reached.
+k8s_test_verdict() {
+  if [[ $1 -eq 0 && -n $K8S_TEST_RESULT ]]; then
+    echo "PASS: $K8S_TEST: $K8S_TEST_RESULT ($((SECONDS - K8S_TEST_T0)) s)"
+    return 0
+  fi
+  [[ $1 -ne 0 ]] || K8S_STEP+=" (the script ended before k8s_test_finish)"
+  echo "FAIL: $K8S_TEST: $K8S_STEP"
+  return 1
+}
+
+# k8s_test_operator BINARY [FLAGS...]: a running tlt-operator for the test: k8s_install_operator
+# unless done, then k8s_start_operator BINARY on a free METRICS_PORT with FLAGS; fails the test
+# (fail) when it is not ready. Sets METRICS_PORT, OP_PID and K8S_WATCH_PID (so that wait_until
+# fails as soon as the operator exits). Again after stopping OP_PID: a new operator, a new port.
+k8s_test_operator() {
+  [[ -n ${K8S_INSTALLED:-} ]] || k8s_install_operator
+  k8s_free_port METRICS_PORT
+  k8s_start_operator "$1" "$METRICS_PORT" "${@:2}" || fail "$K8S_STEP"
+  K8S_WATCH_PID=$OP_PID
+}
+
+# fail MESSAGE: k8s_fail MESSAGE with the logs named in K8S_FAIL_LOGS (default: operator
+# prometheus kwok): K8S_STEP=MESSAGE, exit 1. A script may define its own after k8s_test_begin.
+fail() {
+  # shellcheck disable=SC2086
+  k8s_fail "$1" ${K8S_FAIL_LOGS:-}
+}
+# wait_until SECONDS WHAT CMD...: k8s_wait_until (every 0.2 s; fail WHAT when the time is over or
+# K8S_WATCH_PID has exited).
+wait_until() { k8s_wait_until "$@"; }
+
+# count_pods JOB [NAMESPACE]: how many pods are labelled tlt.dev/job=JOB (those being deleted
+# too); has_pods JOB N [NAMESPACE]: exactly N. The namespace defaults to research.
+count_pods() { kc get pods -n "${2:-research}" -l "tlt.dev/job=$1" -o name | wc -l; }
+has_pods() { [[ $(count_pods "$1" "${3:-research}") -eq $2 ]]; }

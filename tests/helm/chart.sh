@@ -26,26 +26,9 @@ chart=$src/helm/tlt
 here=$src/tests/helm
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: helm chart: lint, template, server-side dry run, install, $N_ALLOWED allowed and" \
-      "$N_DENIED denied verbs, upgrade, uninstall ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: helm chart: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
+k8s_test_begin "helm chart" helm
 N_ALLOWED=0
 N_DENIED=0
-K8S_ON_EXIT=on_exit
-k8s_env_init helm-chart
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-fail() {
-  K8S_STEP=$1
-  exit 1
-}
-[[ -x $K8S_BIN/helm ]] || fail "$K8S_BIN/helm missing (run scripts/k8s-tools.sh)"
 # Helm's own cache and config in the temp dir, not in $HOME.
 export HELM_CACHE_HOME=$K8S_TMP/helm/cache HELM_CONFIG_HOME=$K8S_TMP/helm/config
 export HELM_DATA_HOME=$K8S_TMP/helm/data
@@ -86,7 +69,6 @@ done
 k8s_say "helm lint --strict clean; the three renderings pass check_render.py"
 
 # ---- 3. server-side dry run ---------------------------------------------------------------------
-k8s_start_control_plane
 K8S_STEP="stand-in monitoring.coreos.com CRDs"
 kc apply -f "$here/monitoring-crds.yaml" >/dev/null
 kc wait --for condition=established --timeout=60s crd/servicemonitors.monitoring.coreos.com \
@@ -228,4 +210,5 @@ out=$(hm template tlt "$chart" --set serviceAccount.create=false 2>&1) && fail "
 K8S_STEP="a Kubernetes older than the CRDs' CEL rules need must be refused"
 out=$(hm template tlt "$chart" --kube-version 1.29.0 2>&1) && fail "$K8S_STEP"
 [[ $out == *"kubeVersion"* || $out == *"incompatible"* ]] || { echo "$out"; fail "$K8S_STEP"; }
-K8S_STEP="stop everything"
+k8s_test_finish "lint, template, server-side dry run, install, $N_ALLOWED allowed and $N_DENIED" \
+  "denied verbs, upgrade, uninstall"

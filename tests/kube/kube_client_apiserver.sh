@@ -7,15 +7,7 @@ set -euo pipefail
 it=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
-on_exit() {
-  if [[ $1 -eq 0 ]]; then echo "PASS: kube_client_apiserver ($((SECONDS - T0)) s)"; else echo "FAIL: kube_client_apiserver: $K8S_STEP"; fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init kube-client
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-k8s_start_control_plane
+k8s_test_begin kube_client_apiserver
 K8S_STEP="install the CRDs"
 kc apply -f "$src/crds/" >/dev/null
 kc wait --for condition=established --timeout=60s crd/rljobs.tlt.dev >/dev/null
@@ -46,4 +38,5 @@ TLT_TEST_KUBECONFIG=$KUBECONFIG \
   TLT_TEST_CERT_FILE_KUBECONFIG="$K8S_TMP/cert-file.kubeconfig" \
   TLT_TEST_WRONG_CERT_KUBECONFIG="$K8S_TMP/cert-wrong.kubeconfig" \
   "$it"
-K8S_STEP="stop everything"
+k8s_test_finish "kube_client_it with a bearer token and with client certificates (data, file," \
+  "untrusted CA)"

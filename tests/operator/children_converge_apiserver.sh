@@ -21,34 +21,10 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: children_converge_apiserver: revoked policy deletes pods, lost labels restored," \
-      "edited Service restored, deletion leaves nothing ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: children_converge_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init children-converge-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-K8S_FAIL_LOGS="operator kwok"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }
-K8S_STEP="start kwok"
-k8s_start_kwok
+k8s_test_begin children_converge_apiserver kwok
 k8s_start_gpu_node
-k8s_install_operator "$src"
 
-start_op() {  # FLAGS...: (re)starts the operator, OP_PID
-  k8s_free_port METRICS_PORT
-  k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 "$@" || fail "$K8S_STEP"
-  K8S_WATCH_PID=$OP_PID
-}
+start_op() { k8s_test_operator "$op" --watch-timeout 20 "$@"; }  # FLAGS...: (re)starts it, OP_PID
 stop_op() {
   K8S_WATCH_PID=
   kill "$OP_PID" 2>/dev/null || true
@@ -165,3 +141,5 @@ kc delete rljob hostnet -n research --wait=false >/dev/null
 timed 20 "d: hostnet deleted, nothing of it left" nothing_left hostnet
 K8S_STEP="the operator process"
 kill -0 "$OP_PID" 2>/dev/null || fail "the operator exited"
+k8s_test_finish "revoked policy deletes pods, lost labels restored, edited Service restored," \
+  "deletion leaves nothing"

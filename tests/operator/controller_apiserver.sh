@@ -25,49 +25,13 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: controller_apiserver: pods, progress, scale, suspend/resume, backoff, success+TTL," \
-      "apiserver restart, leader failover, deletion ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: controller_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init controller-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-
-fail() {
-  K8S_STEP=$1
-  local f
-  for f in operator operator-2 kwok; do  # (the exit trap removes $K8S_TMP before on_exit)
-    [[ -s "$K8S_TMP/$f.log" ]] || continue
-    k8s_say "last lines of $f.log:"
-    tail -n 25 "$K8S_TMP/$f.log" | sed 's/^/    /'
-  done
-  exit 1
-}
-# wait_until SECONDS WHAT CMD...: retry CMD every half second; fail with WHAT when time is up.
-wait_until() {
-  local deadline=$((SECONDS + $1)) what=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "$what (waited $1 s)"
-    sleep 0.5
-  done
-}
+k8s_test_begin controller_apiserver kwok
+K8S_FAIL_LOGS="operator operator-2 kwok"
 pods_of() {  # JOB -> sorted pod names (not being deleted), space-separated
   kc get pods -n research -l "tlt.dev/job=$1" \
     -o 'jsonpath={range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' |
     awk 'NF == 1 { print $1 }' | sort | paste -sd' '
 }
-count_pods() { kc get pods -n research -l "tlt.dev/job=$1" -o name | wc -l; }
-has_pods() { [[ $(count_pods "$1") -eq $2 ]]; }
-phase_is() { [[ $(kc get "$1" -n research -o 'jsonpath={.status.phase}') == "$2" ]]; }
 seq_names() {  # PREFIX N -> PREFIX-0 ... PREFIX-(N-1)
   local i out=()
   for ((i = 0; i < $2; i++)); do out+=("$1-$i"); done
@@ -82,20 +46,10 @@ expect_pods() {  # JOB EXPECTED-NAMES...
 }
 
 # ---- kwok: one fake GPU node; pods bound to it run; deleted pods go ------------------------------
-K8S_STEP="start kwok"
-k8s_start_kwok
 k8s_start_gpu_node
 
 # ---- CRDs, namespaces, RBAC, the operator's token -------------------------------------------------
-K8S_STEP="install the CRDs"
-kc apply -f "$src/crds/" >/dev/null
-kc wait --for condition=established --timeout=60s crd/rljobs.tlt.dev crd/tstpretrainjobs.tlt.dev \
-  >/dev/null
-kc create namespace research >/dev/null
-# No controller-manager: the default ServiceAccount that pod admission wants is made by hand.
-kc create serviceaccount default -n research >/dev/null
-K8S_STEP="apply tests/operator/rbac.yaml"
-kc apply -f "$src/tests/operator/rbac.yaml" >/dev/null
+k8s_install_operator
 SA=system:serviceaccount:tlt-system:tlt-operator
 K8S_STEP="least privilege: the operator's ServiceAccount"
 [[ $(kc auth can-i create pods -n research --as "$SA") == yes ]] || fail "$K8S_STEP cannot create pods"
@@ -105,25 +59,15 @@ for forbidden in "update secrets -n research" "create deployments -n research" "
   [[ $(kc auth can-i $forbidden --as "$SA" 2>/dev/null || true) == no ]] ||
     fail "$K8S_STEP may $forbidden; rbac.yaml grants too much"
 done
-mkdir -p "$K8S_TMP/sa"
-kc create token tlt-operator -n tlt-system --duration 2h >"$K8S_TMP/sa/token"
-cp "$K8S_CA" "$K8S_TMP/sa/ca.crt"
-API_PORT=${K8S_SERVER##*:}
 
 # ---- the operator, in-cluster style: KUBERNETES_SERVICE_HOST/PORT + token file + ca.crt ---------
 k8s_free_port METRICS_PORT
 k8s_free_port METRICS_PORT_2
 start_operator() {  # NAME METRICS_PORT IDENTITY LEASE_SECONDS
-  k8s_start "$1" "$K8S_TMP/$1.log" env KUBERNETES_SERVICE_HOST=127.0.0.1 \
-    KUBERNETES_SERVICE_PORT="$API_PORT" "$op" --service-account-dir "$K8S_TMP/sa" \
-    --metrics-port "$2" --metrics-bind-address 127.0.0.1 --runtime-image registry.invalid/tlt:test \
-    --leader-elect --leader-election-namespace tlt-system --leader-election-identity "$3" \
-    --lease-duration "$4" --watch-timeout 20
+  k8s_start_operator --name "$1" "$op" "$2" --leader-elect --leader-election-namespace tlt-system \
+    --leader-election-identity "$3" --lease-duration "$4" --watch-timeout 20 || fail "$K8S_STEP"
 }
 start_operator operator "$METRICS_PORT" replica-1 6
-OP_PID=$K8S_LAST_PID
-K8S_STEP="tlt-operator did not report ready on /readyz within 30 s"
-k8s_wait_for 30 "$OP_PID" curl -sf "http://127.0.0.1:$METRICS_PORT/readyz"
 k8s_say "tlt-operator ready (pid $OP_PID, metrics on 127.0.0.1:$METRICS_PORT)"
 
 # ---- 1. the examples ----------------------------------------------------------------------------
@@ -334,4 +278,5 @@ refused=$(cat "$K8S_TMP/operator.log" <(head -n "$lines_before_restart" "$K8S_TM
 kill -0 "$OP2_PID" || fail "replica-2 died"
 ! grep -q 'Stopped after losing leadership' "$K8S_TMP/operator-2.log" || fail "replica-2 lost the Lease"
 k8s_say "deleting both jobs left no pod, Service or ConfigMap; no 403 in the operator's logs"
-K8S_STEP="stop everything"
+k8s_test_finish "pods, progress, scale, suspend/resume, backoff, success+TTL, apiserver restart," \
+  "leader failover, deletion"

@@ -19,27 +19,9 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: crd_apiserver: CRDs established, $N_EXAMPLES examples accepted, $N_BAD malformed" \
-      "manifests refused, printer columns and scale work ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: crd_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
+k8s_test_begin crd_apiserver
 N_EXAMPLES=0
 N_BAD=0
-K8S_ON_EXIT=on_exit
-k8s_env_init crd-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-k8s_start_control_plane
-
-fail() {
-  K8S_STEP=$1
-  exit 1
-}
 # expect_contains TEXT NEEDLE WHAT
 expect_contains() {
   [[ $1 == *"$2"* ]] || { printf '%s\n' "$1" | head -20; fail "$3: no \"$2\" in the output above"; }
@@ -200,5 +182,5 @@ kc scale tstj/tst-tiny --replicas=2 >/dev/null
 out=$(kc scale tstj/tst-tiny --replicas=3 2>&1) && fail "scale of tst-tiny to 3 workers (batch 16) was accepted"
 expect_contains "$out" "must be divisible by spec.workers.replicas" "scale of tst-tiny to 3 workers"
 k8s_say "kubectl scale changed spec.roles.rollout.replicas to 3 and workers to 2; 0 and 3 refused"
-
-K8S_STEP="stop everything"
+k8s_test_finish "CRDs established, $N_EXAMPLES examples accepted, $N_BAD malformed manifests" \
+  "refused, printer columns and scale work"

@@ -11,20 +11,7 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: crd_validate_agree: $RESULT ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: crd_validate_agree: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-RESULT=""
-K8S_ON_EXIT=on_exit
-k8s_env_init crd-validate-agree
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-k8s_start_control_plane
+k8s_test_begin crd_validate_agree
 K8S_STEP="install the CRDs"
 kc apply -f "$src/crds/" >/dev/null
 kc wait --for condition=established --timeout=60s crd/rljobs.tlt.dev crd/tstpretrainjobs.tlt.dev \
@@ -53,6 +40,6 @@ while read -r name what; do
     fi
   fi
 done <"$K8S_TMP/cases.txt"
-RESULT="$n cases, $accepted accepted and $((n - accepted)) refused by both"
 K8S_STEP="$disagree of $n cases judged differently by the CRD and api::validate"
 ((disagree == 0)) || exit 1
+k8s_test_finish "$n cases, $accepted accepted and $((n - accepted)) refused by both"

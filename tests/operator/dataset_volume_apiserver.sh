@@ -14,35 +14,9 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: dataset_volume_apiserver: the dataset's PVC, mount and paths in the trainer pod" \
-      "($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: dataset_volume_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init dataset-volume-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-
-fail() { k8s_fail "$1" operator kwok; }
-wait_until() { k8s_wait_until "$@"; }
-
-K8S_STEP="start kwok"
-k8s_start_kwok
+k8s_test_begin dataset_volume_apiserver kwok
 k8s_start_gpu_node
-k8s_install_operator "$src"
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20
-K8S_WATCH_PID=$OP_PID
-
-phase_is() { [[ $(kc get "$1" -n research -o 'jsonpath={.status.phase}') == "$2" ]]; }
-has_pods() { [[ $(kc get pods -n research -l "tlt.dev/job=$1" -o name | wc -l) -eq $2 ]]; }
+k8s_test_operator "$op" --watch-timeout 20
 
 K8S_STEP="the claims"
 for claim in models datasets; do
@@ -124,3 +98,4 @@ print("  %s: volume datasets <- claim datasets (ro), mounted at /data (ro); data
     pod["metadata"]["name"], dataset["path"], dataset["heldOutPath"]))
 PY
 k8s_say "the dataset arrives on the trainer pod's PVC"
+k8s_test_finish "the dataset's PVC, mount and paths in the trainer pod"

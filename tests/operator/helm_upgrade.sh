@@ -27,19 +27,7 @@ src=$(cd "$2" && pwd)
 chart=$src/helm/tlt
 source "$src/scripts/k8s-env.sh"
 
-RESULT=""
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: helm_upgrade: $RESULT ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: helm_upgrade: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init helm-upgrade
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
+k8s_test_begin helm_upgrade helm kwok kube-controller-manager kube-scheduler
 K8S_FAIL_LOGS="kube-controller-manager kube-scheduler kwok"
 NS=tlt-system
 fail() {
@@ -48,21 +36,19 @@ fail() {
   kc get events -n "$NS" 2>&1 | tail -n 15 | sed 's/^/    /' || true
   k8s_fail "$1" $K8S_FAIL_LOGS
 }
-[[ -x $K8S_BIN/helm ]] || fail "$K8S_BIN/helm missing (run scripts/k8s-tools.sh)"
 export HELM_CACHE_HOME=$K8S_TMP/helm/cache HELM_CONFIG_HOME=$K8S_TMP/helm/config
 export HELM_DATA_HOME=$K8S_TMP/helm/data
 hm() { "$K8S_BIN/helm" --kubeconfig "$KUBECONFIG" "$@"; }
 REL=tlt
 SEL=app.kubernetes.io/instance=$REL
 
-k8s_start_control_plane
 k8s_start_kube_controllers || fail "$K8S_STEP"
 k8s_start_kwok
 k8s_kwok_nodes 2 0 | kc apply -f - >/dev/null
 nodes_ready() {
   [[ $(kc get nodes -o 'jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}') == "True True" ]]
 }
-k8s_wait_until 60 "the two kwok nodes did not become Ready" nodes_ready
+wait_until 60 "the two kwok nodes did not become Ready" nodes_ready
 kc create namespace "$NS" >/dev/null
 kc create namespace research >/dev/null
 API_PORT=${K8S_SERVER##*:}
@@ -210,4 +196,6 @@ grep -q "^$leader " <<<"$pods" || fail "$K8S_STEP: the leader $leader is not a p
 for pod in "${!STANDIN_PID[@]}"; do
   kill -0 "${STANDIN_PID[$pod]}" 2>/dev/null || fail "$K8S_STEP: the stand-in of $pod exited"
 done
-RESULT="install 2 replicas, upgrade --wait in $t_up s: ReplicaSet $OLD_RS -> $NEW_RS, 2/2 new pods Ready, old ones gone, $started stand-ins started and $stopped stopped, at most $max_leaders leader at a time, $leader leads and holds the Lease"
+k8s_test_finish "install 2 replicas, upgrade --wait in $t_up s: ReplicaSet $OLD_RS -> $NEW_RS," \
+  "2/2 new pods Ready, old ones gone, $started stand-ins started and $stopped stopped, at most" \
+  "$max_leaders leader at a time, $leader leads and holds the Lease"

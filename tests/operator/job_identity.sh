@@ -22,37 +22,12 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: job_identity: own ServiceAccount/Role/RoleBinding per job, $N_YES allowed and" \
-      "$N_NO denied checks, real token calls, Role follows scaling, foreign SA not adopted," \
-      "deleted with the job ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: job_identity: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
 N_YES=0
 N_NO=0
-K8S_ON_EXIT=on_exit
-k8s_env_init job-identity
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-K8S_FAIL_LOGS="operator kwok"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }
-
-K8S_STEP="start kwok"
-k8s_start_kwok
+k8s_test_begin job_identity kwok
 k8s_start_gpu_node
-k8s_install_operator "$src"
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 || fail "$K8S_STEP"
-K8S_WATCH_PID=$OP_PID
+k8s_test_operator "$op" --watch-timeout 20
 
-phase_is() { [[ $(kc get "$1" -n research -o 'jsonpath={.status.phase}') == "$2" ]]; }
 rljob() {  # NAME ROLLOUT_REPLICAS
   kc apply -f - >/dev/null <<YAML
 apiVersion: tlt.dev/v1alpha1
@@ -179,3 +154,5 @@ gone() { [[ -z $(kc get serviceaccount,role,rolebinding -n research -l tlt.dev/j
 wait_until 60 "alpha's ServiceAccount, Role or RoleBinding outlived it" gone
 no_ "$ALPHA" get pods/alpha-trainer-0
 k8s_say "alpha deleted: its identity is gone"
+k8s_test_finish "own ServiceAccount/Role/RoleBinding per job, $N_YES allowed and $N_NO denied" \
+  "checks, real token calls, Role follows scaling, foreign SA not adopted, deleted with the job"

@@ -28,41 +28,15 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: job_network_apiserver: the job's Secret and NetworkPolicy, owned and stable; the" \
-      "secret and token in tlt only; a squatted name fails the job; deletion removes both" \
-      "($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: job_network_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init job-network-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-
-fail() { k8s_fail "$1" operator kwok; }
-wait_until() { k8s_wait_until "$@"; }
-
-K8S_STEP="start kwok"
-k8s_start_kwok
+k8s_test_begin job_network_apiserver kwok
 k8s_start_gpu_node
-k8s_install_operator "$src"
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20
-K8S_WATCH_PID=$OP_PID
+k8s_test_operator "$op" --watch-timeout 20
 
 NS=strict
 K8S_STEP="a namespace enforcing the restricted Pod Security Standard"
 kc create namespace $NS >/dev/null
 kc label namespace $NS pod-security.kubernetes.io/enforce=restricted \
   pod-security.kubernetes.io/enforce-version=latest >/dev/null
-count_pods() { kc get pods -n $NS -l "tlt.dev/job=$1" -o name | wc -l; }
-has_pods() { [[ $(count_pods "$1") -eq $2 ]]; }
 gone() { ! kc get "$1" -n $NS >/dev/null 2>&1; }
 
 # ---- 1. the Secret and the NetworkPolicy ---------------------------------------------------------
@@ -79,7 +53,7 @@ spec:
     container: {image: registry.invalid/reward:1, command: [python3, /app/reward.py]}
 YAML
 wait_until 60 "the job's 2 pods were not created (Pod Security or ServiceAccount admission?)" \
-  has_pods $JOB 2
+  has_pods $JOB 2 $NS
 wait_until 60 "the job did not turn Running" phase_is rljob/$JOB Running $NS
 uid=$(kc get rljob $JOB -n $NS -o 'jsonpath={.metadata.uid}')
 K8S_STEP="the Secret and the NetworkPolicy"
@@ -159,7 +133,7 @@ metadata: {name: pretrain, namespace: strict}
 spec:
   workers: {replicas: 2}
 YAML
-wait_until 60 "the TSTPretrainJob's 2 pods were not created" has_pods pretrain 2
+wait_until 60 "the TSTPretrainJob's 2 pods were not created" has_pods pretrain 2 $NS
 kc get secret pretrain-tst-secret -n $NS >/dev/null || fail "no Secret pretrain-tst-secret"
 [[ $(kc get networkpolicy pretrain-tst -n $NS \
   -o 'jsonpath={.spec.podSelector.matchLabels.tlt\.dev/kind}') == TSTPretrainJob ]] ||
@@ -213,7 +187,7 @@ message=$(cond rljob/squat Failed message $NS)
 [[ $reason == JobSecretNotOwned ]] || fail "Failed for reason \"$reason\", not JobSecretNotOwned"
 [[ $message == *"Secret squat-rl-secret already exists and is not owned by this job"* ]] ||
   fail "the condition does not name the Secret: $message"
-[[ $(count_pods squat) -eq 0 ]] || fail "pods were created that would trust someone's Secret"
+[[ $(count_pods squat $NS) -eq 0 ]] || fail "pods were created that would trust someone's Secret"
 [[ $(kc get secret squat-rl-secret -n $NS -o 'jsonpath={.data.secret}' | base64 -d) == \
   chosen-by-someone-else ]] || fail "the squatter's Secret was changed"
 [[ -z $(kc get secret squat-rl-secret -n $NS -o 'jsonpath={.metadata.ownerReferences}') ]] ||
@@ -245,4 +219,5 @@ K8S_WATCH_PID=$OP_PID
 wait_until 60 "pretrain's NetworkPolicy was not deleted" gone networkpolicy/pretrain-tst
 kc get secret pretrain-tst-secret -n $NS >/dev/null || fail "the Secret went with the policy"
 k8s_say "--job-network-policy=false: pretrain-tst deleted, its Secret kept; a bad metrics-from refused"
-K8S_STEP="stop everything"
+k8s_test_finish "the job's Secret and NetworkPolicy, owned and stable; the secret and" \
+  "token in tlt only; a squatted name fails the job; deletion removes both"

@@ -15,24 +15,9 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-RESULT=""
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: leader_partition: $RESULT ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: leader_partition: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init leader-partition
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-k8s_start_control_plane
-k8s_install_operator "$src"
+k8s_test_begin leader_partition
+k8s_install_operator
 K8S_FAIL_LOGS="operator operator-2 proxy"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }
 
 # ---- the proxy: forwards 127.0.0.1:PORT to the apiserver until $K8S_TMP/cut exists --------------
 cat >"$K8S_TMP/proxy.py" <<'PY'
@@ -72,11 +57,9 @@ wait_until 10 "the proxy wrote no port" test -s "$K8S_TMP/proxy.port"
 PROXY_PORT=$(cat "$K8S_TMP/proxy.port")
 
 start_replica() {  # NAME PORT IDENTITY APISERVER_PORT
-  k8s_start "$1" "$K8S_TMP/$1.log" env KUBERNETES_SERVICE_HOST=127.0.0.1 \
-    KUBERNETES_SERVICE_PORT="$4" "$op" --service-account-dir "$K8S_TMP/sa" \
-    --metrics-port "$2" --metrics-bind-address 127.0.0.1 --runtime-image registry.invalid/tlt:test \
-    --leader-elect --leader-election-namespace tlt-system --leader-election-identity "$3" \
-    --lease-duration 6 --watch-timeout 20
+  k8s_start_operator --name "$1" --api-port "$4" "$op" "$2" --leader-elect \
+    --leader-election-namespace tlt-system --leader-election-identity "$3" --lease-duration 6 \
+    --watch-timeout 20 || fail "$K8S_STEP"
 }
 k8s_free_port PORT_1
 k8s_free_port PORT_2
@@ -115,5 +98,5 @@ for ((i = 0; i < 50; i++)); do kill -0 "$R1" 2>/dev/null || break; sleep 0.1; do
 wait_until 10 "replica-2 does not report leader 1" \
   bash -c "curl -sf http://127.0.0.1:$PORT_2/metrics | grep -qx 'tlt_operator_leader 1'"
 holder replica-2 || fail "the Lease is not held by replica-2"
-RESULT="cut at 0 s: replica-1 stepped down (leader=0, exited) at ${down} s, replica-2 took over at ${took} s"
-K8S_STEP="stop everything"
+k8s_test_finish "cut at 0 s: replica-1 stepped down (leader=0, exited) at ${down} s, replica-2" \
+  "took over at ${took} s"

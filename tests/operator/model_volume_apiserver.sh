@@ -16,36 +16,9 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: model_volume_apiserver: the model's PVC, mount and path in every worker pod;" \
-      "hostPath refused ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: model_volume_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init model-volume-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-
-fail() { k8s_fail "$1" operator kwok; }
-wait_until() { k8s_wait_until "$@"; }
-
-K8S_STEP="start kwok"
-k8s_start_kwok
+k8s_test_begin model_volume_apiserver kwok
 k8s_start_gpu_node
-k8s_install_operator "$src"
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20
-K8S_WATCH_PID=$OP_PID
-
-phase_is() { [[ $(kc get "$1" -n research -o 'jsonpath={.status.phase}') == "$2" ]]; }
-count_pods() { kc get pods -n research -l "tlt.dev/job=$1" -o name | wc -l; }
-has_pods() { [[ $(count_pods "$1") -eq $2 ]]; }
+k8s_test_operator "$op" --watch-timeout 20
 
 # ---- 1. the model on a PVC ---------------------------------------------------------------------
 K8S_STEP="the claims"
@@ -114,3 +87,4 @@ message=$(kc get tstj tst-hostpath -n research -o 'jsonpath={.status.conditions[
 [[ $message == *"spec.workers.podTemplate.spec.volumes[0].hostPath"* ]] || fail "hostPath job: message \"$message\""
 [[ $(count_pods tst-hostpath) -eq 0 ]] || fail "the hostPath job got pods"
 k8s_say "hostPath refused: $message"
+k8s_test_finish "the model's PVC, mount and path in every worker pod; hostPath refused"

@@ -17,36 +17,11 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: pod_policy_upgrade: $RESULT ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: pod_policy_upgrade: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-RESULT=""
-K8S_ON_EXIT=on_exit
-k8s_env_init pod-policy-upgrade
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" && -x "$K8S_BIN/helm" ]] || {
-  K8S_STEP="$K8S_BIN/kwok or helm missing (run scripts/k8s-tools.sh)"
-  exit 1
-}
-k8s_start_control_plane
-K8S_FAIL_LOGS="operator kwok"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }
-K8S_STEP="start kwok"
-k8s_start_kwok
+k8s_test_begin pod_policy_upgrade kwok helm
 k8s_start_gpu_node
-k8s_install_operator "$src"
 
 # ---- 1. the jobs under the previous policy ------------------------------------------------------
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 --pod-security privileged ||
-  fail "$K8S_STEP"
+k8s_test_operator "$op" --watch-timeout 20 --pod-security privileged
 OLD_PID=$OP_PID
 K8S_STEP="the examples' jobs"
 kc apply -f "$src/examples/rljob-cluster.yaml" >/dev/null
@@ -67,8 +42,7 @@ mapfile -t args < <("$K8S_BIN/helm" template t "$src/helm/tlt" 2>/dev/null |
 [[ " ${args[*]} " == *" --pod-security=restricted "* ]] || fail "the chart renders no --pod-security=restricted: ${args[*]}"
 kill -TERM "$OLD_PID"
 wait "$OLD_PID" 2>/dev/null || true
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 "${args[@]}" || fail "$K8S_STEP"
+k8s_test_operator "$op" --watch-timeout 20 "${args[@]}"
 k8s_say "operator restarted with ${args[*]}"
 
 # ---- 3. the jobs keep running ---------------------------------------------------------------------
@@ -86,4 +60,5 @@ $before
 after
 $after"
 ! grep -q ForbiddenByPodPolicy "$K8S_TMP/operator.log" || fail "the operator refused a job: $(grep ForbiddenByPodPolicy "$K8S_TMP/operator.log" | head -2)"
-RESULT="rljob/$rl and tstj/$tst Running before and after the move to ${args[*]}, the same $n pods"
+k8s_test_finish "rljob/$rl and tstj/$tst Running before and after the move to ${args[*]}, the" \
+  "same $n pods"

@@ -18,28 +18,8 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: pod_security_apiserver: PSS escapes, an empty ServiceAccount and template" \
-      "finalizers Failed naming each field, no children; a plain job runs ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: pod_security_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init pod-security-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-k8s_start_control_plane
-K8S_FAIL_LOGS="operator"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }
-
-k8s_install_operator "$src"
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 || fail "$K8S_STEP"
-K8S_WATCH_PID=$OP_PID
+k8s_test_begin pod_security_apiserver
+k8s_test_operator "$op" --watch-timeout 20
 
 K8S_STEP="RBAC of the tenant"
 kc create role job-author -n research --verb=create,get,list,watch,delete \
@@ -144,6 +124,7 @@ metadata: {name: plain, namespace: research}
 spec:
   roles: {rollout: {replicas: 2}, trainer: {replicas: 1}}
 YAML
-has_pods() { [[ $(kc get pods -n research -l "tlt.dev/job=$1" -o name | wc -l) -eq $2 ]]; }
 wait_until 60 "plain did not get its 3 pods" has_pods plain 3
 k8s_say "plain: 3 pods under the restricted level"
+k8s_test_finish "PSS escapes, an empty ServiceAccount and template finalizers Failed naming" \
+  "each field, no children; a plain job runs"

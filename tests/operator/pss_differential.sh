@@ -16,20 +16,7 @@ count=${3:-700}
 seed=${4:-41}
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: pss_differential: $RESULT ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: pss_differential: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-RESULT=""
-K8S_ON_EXIT=on_exit
-k8s_env_init pss-differential
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-k8s_start_control_plane
+k8s_test_begin pss_differential
 levels=(privileged baseline restricted)
 K8S_STEP="namespaces enforcing each level"
 for level in "${levels[@]}"; do
@@ -109,3 +96,4 @@ print("; ".join(summary))
 sys.exit(1 if bad else 0)
 PY
 ) || { K8S_STEP="the operator and Pod Security Admission disagree (above)"; exit 1; }
+k8s_test_finish "$RESULT"

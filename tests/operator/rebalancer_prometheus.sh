@@ -29,37 +29,16 @@ src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
 WINDOW=10 INTERVAL=2 SCRAPE=1
-RESULT=""
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: rebalancer_prometheus: $RESULT ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: rebalancer_prometheus: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init rebalancer-prometheus
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-command -v prometheus >/dev/null 2>&1 ||
-  { K8S_STEP="the 'prometheus' binary is not installed (Debian package prometheus)"; exit 1; }
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-
+k8s_test_begin rebalancer_prometheus prometheus kwok
 K8S_FAIL_LOGS="operator prometheus exporter kwok"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }
 now() { date +%s.%N; }
 secs_since() { python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$2"; }
 
 # ---- kwok: one fake GPU node; bound pods run; deleted pods go ------------------------------------
-K8S_STEP="start kwok"
-k8s_start_kwok
 k8s_start_gpu_node
 
 # ---- CRDs, namespace, RBAC, the operator's token -------------------------------------------------
-k8s_install_operator "$src"
+k8s_install_operator
 
 # ---- the exporter: tlt_gpu_busy_ratio{job,pod} from a JSON file this script rewrites -------------
 JOB=rb
@@ -131,8 +110,7 @@ wait_until 60 "Prometheus has no tlt_gpu_busy_ratio of the 3 pods" prom_has_pods
 k8s_say "Prometheus on $PROM scrapes the exporter every ${SCRAPE} s"
 
 # ---- the operator, in-cluster style --------------------------------------------------------------
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 --prometheus-timeout 2 \
+k8s_test_operator "$op" --watch-timeout 20 --prometheus-timeout 2 \
   --prometheus-url-allow "$PROM"  # the job names this Prometheus: the admin allows it
 
 # ---- the RLJob ----------------------------------------------------------------------------------
@@ -304,4 +282,6 @@ wait_until $((3 * INTERVAL)) "condition DrafterScaled did not turn False (Drafte
 [[ $(metric "tlt_operator_rebalancer_decisions_total{action=\"remove_drafter\",job=\"$JOB\",namespace=\"research\"}") == 1 ]] ||
   fail "no remove_drafter decision counted"
 k8s_say "drafter pod removed $REMOVE s after it was added (rollout-2 idle and assigned)"
-RESULT="idle->assigned in $LATENCY s (window ${WINDOW} s, interval ${INTERVAL} s, scrape ${SCRAPE} s); degraded and recovered; returned in $RETURN s; drafter pod added $ADD s after saturation, removed $REMOVE s later"
+k8s_test_finish "idle->assigned in $LATENCY s (window ${WINDOW} s, interval ${INTERVAL} s," \
+  "scrape ${SCRAPE} s); degraded and recovered; returned in $RETURN s; drafter pod added $ADD s" \
+  "after saturation, removed $REMOVE s later"

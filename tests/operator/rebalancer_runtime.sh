@@ -23,32 +23,12 @@ src=$(cd "$3" && pwd)
 source "$src/scripts/k8s-env.sh"
 
 WINDOW=6 INTERVAL=2 SCRAPE=1 JOB=rbrt
-RESULT=""
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: rebalancer_runtime: $RESULT ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: rebalancer_runtime: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init rebalancer-runtime
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-command -v prometheus >/dev/null 2>&1 ||
-  { K8S_STEP="the 'prometheus' binary is not installed (Debian package prometheus)"; exit 1; }
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-
+k8s_test_begin rebalancer_runtime prometheus kwok
 K8S_FAIL_LOGS="operator prometheus run kwok"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }  # K8S_WATCH_PID: once the run starts, its exit fails too
+# (wait_until: K8S_WATCH_PID is the run, once it starts: its exit fails the test too.)
 
-K8S_STEP="start kwok"
-k8s_start_kwok
 k8s_start_gpu_node
-k8s_install_operator "$src"
+k8s_install_operator
 
 # ---- Prometheus: the run's /metrics and the operator's --------------------------------------------
 k8s_free_port RUN_PORT
@@ -200,4 +180,6 @@ if [[ -d "$src/dashboards/render/node_modules" ]] && command -v chromium >/dev/n
 else
   fail "dashboards/render is not installed (scripts/setup.sh installs chromium and its npm packages)"
 fi
-RESULT="idle worker's pod assigned ${ASSIGNED} s after the run started (window ${WINDOW} s, interval ${INTERVAL} s, scrape ${SCRAPE} s); taken by the run at a step boundary, visible on /metrics and in Prometheus; progress $P2 on the trainer pod$RENDERED"
+k8s_test_finish "idle worker's pod assigned ${ASSIGNED} s after the run started (window" \
+  "${WINDOW} s, interval ${INTERVAL} s, scrape ${SCRAPE} s); taken by the run at a step boundary," \
+  "visible on /metrics and in Prometheus; progress $P2 on the trainer pod$RENDERED"

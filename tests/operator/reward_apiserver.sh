@@ -22,38 +22,10 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: reward_apiserver: reward sidecar admitted under restricted PSS and answering on" \
-      "its FIFOs; http reward URL outside the allow-list refused, inside it runs" \
-      "($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: reward_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init reward-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-
-K8S_FAIL_LOGS="operator kwok"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }
-
-K8S_STEP="start kwok"
-k8s_start_kwok
+k8s_test_begin reward_apiserver kwok
 k8s_start_gpu_node
-k8s_install_operator "$src"
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 \
+k8s_test_operator "$op" --watch-timeout 20 \
   --reward-url-allow http://reward.scoring:8000
-K8S_WATCH_PID=$OP_PID
-
-count_pods() { kc get pods -n "${2:-research}" -l "tlt.dev/job=$1" -o name | wc -l; }
-has_pods() { [[ $(count_pods "$1" "${3:-research}") -eq $2 ]]; }
 
 # ---- 1. the reward container under the restricted Pod Security Standard -------------------------
 K8S_STEP="a namespace enforcing the restricted Pod Security Standard"
@@ -197,3 +169,5 @@ http_job inside http://reward.scoring:8000/v1/score
 wait_until 60 "the job with an allowed URL did not get its 2 pods" has_pods inside 2
 [[ $(cond rljob/inside Failed status) != True ]] || fail "the allowed job: $(cond rljob/inside Failed message)"
 k8s_say "URL below an allowed one: the job's pods are created"
+k8s_test_finish "reward sidecar admitted under restricted PSS and answering on its FIFOs;" \
+  "http reward URL outside the allow-list refused, inside it runs"

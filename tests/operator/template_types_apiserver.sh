@@ -18,28 +18,8 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: template_types_apiserver: wrong-typed podTemplates Failed naming the field," \
-      "no children, a good job still runs, the operator never restarted ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: template_types_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init template-types-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-k8s_start_control_plane
-K8S_FAIL_LOGS="operator"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }
-
-k8s_install_operator "$src"
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 || fail "$K8S_STEP"
-K8S_WATCH_PID=$OP_PID
+k8s_test_begin template_types_apiserver
+k8s_test_operator "$op" --watch-timeout 20
 
 alive() { kill -0 "$OP_PID" 2>/dev/null || fail "the operator exited: $(tail -5 "$K8S_TMP/operator.log")"; }
 
@@ -109,7 +89,6 @@ spec:
     rollout: {replicas: 2}
     trainer: {replicas: 1}
 YAML
-has_pods() { [[ $(kc get pods -n research -l "tlt.dev/job=$1" -o name | wc -l) -eq $2 ]]; }
 wait_until 60 "good did not get its 3 pods" has_pods good 3
 wait_until 30 "good did not turn Pending" phase_is rljob/good Pending
 [[ -z $(owned broken) && -z $(owned broken2) ]] ||
@@ -122,3 +101,5 @@ alive
 ! grep -qiE 'terminate|type_error|Reconciling a job threw' "$K8S_TMP/operator.log" ||
   fail "the operator log shows a throw: $(grep -iE 'terminate|type_error|Reconciling a job threw' "$K8S_TMP/operator.log" | head -3)"
 k8s_say "the operator (pid $OP_PID) ran throughout"
+k8s_test_finish "wrong-typed podTemplates Failed naming the field, no children, a good job" \
+  "still runs, the operator never restarted"

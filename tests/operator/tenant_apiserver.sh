@@ -29,30 +29,9 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: tenant_apiserver: pod policy, Prometheus allow-list and no body, restricted PSS," \
-      "Blocked on Forbidden/AlreadyExists/BadRequest, kinds sharing a name ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: tenant_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init tenant-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-
-K8S_FAIL_LOGS="operator kwok"
-fail() { k8s_fail "$1" $K8S_FAIL_LOGS; }
-wait_until() { k8s_wait_until "$@"; }
-
-K8S_STEP="start kwok"
-k8s_start_kwok
+k8s_test_begin tenant_apiserver kwok
 k8s_start_gpu_node
-k8s_install_operator "$src"
+k8s_install_operator
 
 # ---- two loopback HTTP endpoints answering a secret (what an internal endpoint would hold) ------
 SECRET="tlt-secret-$RANDOM$RANDOM"
@@ -92,12 +71,9 @@ curl -fsS "$INTERNAL/x" | grep -q "$SECRET" || fail "the internal endpoint does 
 : >"$K8S_TMP/internal.hits"
 
 kc create serviceaccount trainer-reader -n research >/dev/null
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20 --prometheus-timeout 2 \
+k8s_test_operator "$op" --watch-timeout 20 --prometheus-timeout 2 \
   --prometheus-url-allow "$ALLOWED" --pod-policy-service-account trainer-reader \
   --pod-security baseline
-K8S_WATCH_PID=$OP_PID
-
 
 # ---- 1. the pod policy ---------------------------------------------------------------------------
 K8S_STEP="RBAC of the tenant"
@@ -314,4 +290,5 @@ kc delete rljob twin -n research --wait=true --timeout=60s >/dev/null
 phase_is tstj/twin Running || fail "deleting the RLJob twin disturbed the TSTPretrainJob"
 kc get service twin-tst -n research >/dev/null || fail "deleting the RLJob twin took the TSTPretrainJob's Service"
 k8s_say "RLJob and TSTPretrainJob named twin: both Running, Services twin-rl/twin-tst, ConfigMaps each"
-K8S_STEP="stop everything"
+k8s_test_finish "pod policy, Prometheus allow-list and no body, restricted PSS, Blocked on" \
+  "Forbidden/AlreadyExists/BadRequest, kinds sharing a name"

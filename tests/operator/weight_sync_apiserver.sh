@@ -16,36 +16,9 @@ op=$1
 src=$(cd "$2" && pwd)
 source "$src/scripts/k8s-env.sh"
 
-on_exit() {
-  if [[ $1 -eq 0 ]]; then
-    echo "PASS: weight_sync_apiserver: the Service's and the trainer pod's weight-sync port, every" \
-      "pod's rendezvous address; none on a TSTPretrainJob ($((SECONDS - T0)) s)"
-  else
-    echo "FAIL: weight_sync_apiserver: $K8S_STEP"
-  fi
-}
-T0=$SECONDS
-K8S_ON_EXIT=on_exit
-k8s_env_init weight-sync-apiserver
-trap 'k8s_env_exit_trap' EXIT
-trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-[[ -x "$K8S_BIN/kwok" ]] || { K8S_STEP="$K8S_BIN/kwok missing (run scripts/k8s-tools.sh)"; exit 1; }
-k8s_start_control_plane
-
-fail() { k8s_fail "$1" operator kwok; }
-wait_until() { k8s_wait_until "$@"; }
-
-K8S_STEP="start kwok"
-k8s_start_kwok
+k8s_test_begin weight_sync_apiserver kwok
 k8s_start_gpu_node
-k8s_install_operator "$src"
-k8s_free_port METRICS_PORT
-k8s_start_operator "$op" "$METRICS_PORT" --watch-timeout 20
-K8S_WATCH_PID=$OP_PID
-
-phase_is() { [[ $(kc get "$1" -n research -o 'jsonpath={.status.phase}') == "$2" ]]; }
-count_pods() { kc get pods -n research -l "tlt.dev/job=$1" -o name | wc -l; }
-has_pods() { [[ $(count_pods "$1") -eq $2 ]]; }
+k8s_test_operator "$op" --watch-timeout 20
 
 # ---- 1. an RLJob: the Service, the trainer pod's port, every pod's address ---------------------
 JOB=synced
@@ -104,3 +77,5 @@ wait_until 60 "the TSTPretrainJob's 2 pods were not created" has_pods pretrain 2
 names=$(kc get service pretrain-tst -n research -o 'jsonpath={.spec.ports[*].name}')
 [[ $names == rendezvous ]] || fail "the TSTPretrainJob's Service has ports \"$names\""
 k8s_say "pretrain-tst: ports $names"
+k8s_test_finish "the Service's and the trainer pod's weight-sync port, every pod's" \
+  "rendezvous address; none on a TSTPretrainJob"
