@@ -1,23 +1,21 @@
-// bench/rollout's side-by-side measurement: plain decoding against the adaptive engine and each
-// arm alone on the same requests, per batch size, with accept lengths, phases and whether the
-// outputs are plain decoding's; and the speculation ceiling (forward times of k tokens against
-// one). Shared by the preset runs (bench/rollout.cc) and the --model runs (rollout_model.h).
+// bench/rollout's decode ratios: plain decoding against the adaptive engine and each arm alone on
+// the same requests, per batch size, with accept lengths, phases and whether the outputs are plain
+// decoding's. Shared by the preset runs (rollout_preset.h) and the --model runs (rollout_model.h).
+// The speculation ceiling is rollout_ceiling.h.
 //
-// Thread safety: one thread; the settings are the process's.
+// Thread safety: one thread; every setting travels in the Table it is given.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "api/status.h"
 #include "runtime/model/drafter.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rollout/engine.h"
 
 namespace tlt::bench {
-
-// Seconds on a steady clock.
-double now();
 
 // How every measured engine decodes: main's flags (rollout::EngineOptions has each one's
 // meaning).
@@ -36,9 +34,6 @@ struct DecodeSettings {
   int64_t max_seq = 512;        // positions per request of the measured engines
 };
 
-// The process's settings, set by main before any measurement.
-DecodeSettings& decode_settings();
-
 // What one side-by-side table measures (main's flags).
 struct Table {
   std::vector<int> batches, fixed;  // batch sizes; those where each arm also runs alone
@@ -47,10 +42,12 @@ struct Table {
   int threads = 1, max_new = 192, shortcut = 3, warmup_batches = 1, waves = 3, repeats = 2;
   int group = 1;
   double temperature = 0.0;
+  DecodeSettings decode;  // how every engine of the table decodes
 };
 
-// n requests from the `offset`-th prompt on (a GRPO group of `group` requests shares one).
-using RequestMaker = std::function<std::vector<rollout::Request>(int n, int offset)>;
+// n requests from the `offset`-th prompt on (a GRPO group of `group` requests shares one), or the
+// error that kept them from being made.
+using RequestMaker = std::function<StatusOr<std::vector<rollout::Request>>(int n, int offset)>;
 
 // A drafter the table measures, by its feature mode (spec.drafter.features).
 struct NamedDrafter {
@@ -70,23 +67,13 @@ struct SummaryRow {
 // t.repeats alternating runs each), the accepted length, arm use and phases; at t.fixed batch
 // sizes each arm alone too, each drafter of `drafters` against the same plain runs. Appends every
 // measured row to `summary`. Returns the runs whose outputs should have been plain decoding's
-// (greedy, or sampled reproducibly) and are not: 0 unless speculation lost tokens. Exits the
-// process with status 2 on a malformed arm.
-int compare(model::Transformer target, const std::vector<NamedDrafter>& drafters, const Table& t,
-            const RequestMaker& make, std::vector<SummaryRow>* summary);
+// (greedy, or sampled reproducibly) and are not: 0 unless speculation lost tokens; or the engine's
+// error (InvalidArgument for an arm it cannot run) or `make`'s.
+StatusOr<int> compare(model::Transformer target, const std::vector<NamedDrafter>& drafters,
+                      const Table& t, const RequestMaker& make, std::vector<SummaryRow>* summary);
 
 // The summary of every table: per drafter, batch size and arm, the accept length and the ratio
 // to plain decoding at each temperature, side by side.
 void print_summary(const std::vector<SummaryRow>& rows, const std::vector<double>& temperatures);
-
-// Seconds of one target forward of b x k new tokens per request over a cache already holding
-// `context` positions per request (the fastest of `reps`, after two warm-ups), with the products
-// decode_settings() chose; `capacity`: positions the cache holds per request (0: just enough).
-double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t context, int reps,
-                       int64_t capacity = 0);
-
-// The speculation ceiling at each batch size: max over k of k x T(b, 1) / T(b, k), with the
-// forward times of k = 1, 2, 3, 5, 7, 8, over `context` cached positions.
-void print_ceiling(model::Transformer target, const std::vector<int>& batches, int64_t context);
 
 }  // namespace tlt::bench
