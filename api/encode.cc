@@ -90,6 +90,7 @@ std::string describe_rule(const Rule& r) {
     if (!v.empty()) s += std::string(s.empty() ? "" : " \\| ") + "`" + v + "`";
   }
   if (r.format == Rule::Format::kDnsLabel) s += "DNS label";
+  if (r.format == Rule::Format::kDevice) s += "`auto` \\| `cpu` \\| `cuda` \\| `cuda:N`";
   if (r.format == Rule::Format::kUrl)
     s += "http(s) URL of <= " + std::to_string(kMaxUrlLength) +
          " characters, without `.` or `..` path segments (nor `%2e`), `%2f`, `%5c` or `\\`";

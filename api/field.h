@@ -73,7 +73,7 @@ struct Rule {
   std::optional<double> min, max;
   bool min_exclusive = false, max_exclusive = false;
   std::vector<std::string> one_of;  // allowed values of a string field
-  enum class Format { kNone, kDnsLabel, kUrl, kPath } format = Format::kNone;
+  enum class Format { kNone, kDnsLabel, kUrl, kPath, kDevice } format = Format::kNone;
   std::optional<size_t> max_items;   // most items a list field may hold
   std::optional<size_t> max_length;  // longest string (for a list of strings: each item)
   bool required = false;             // must be present and non-empty
@@ -107,6 +107,11 @@ struct Rule {
   }
   Rule& dns_label() {
     format = Format::kDnsLabel;
+    return *this;
+  }
+  // "auto", "cpu", "cuda" or "cuda:N" (api/device_name.h); "" is refused.
+  Rule& device() {
+    format = Format::kDevice;
     return *this;
   }
   // An http(s) URL of at most kMaxUrlLength characters whose path url_path_problem accepts.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 
+#include "api/device_name.h"
 #include "api/schema_rules.h"
 #include "api/spec.h"
 #include "api/validate.h"
@@ -184,13 +185,18 @@ Json SchemaBuilder::of(const std::string& v, const Rule& r) const {
     pattern = kDnsLabelPattern;
     s["maxLength"] = 63;
   }
+  if (r.format == Rule::Format::kDevice) {
+    pattern = kDevicePattern;
+    s["maxLength"] = 9;  // "cuda:NNNN"
+  }
   if (r.format == Rule::Format::kUrl) {
     pattern = kUrlPattern;
     s["x-kubernetes-validations"] = cel_json(url_rules());
   }
   if (!pattern.empty()) {
-    // An empty optional string is "unset", which validate.cc accepts.
-    s["pattern"] = r.required ? pattern : "^$|" + pattern;
+    // An empty optional string is "unset", which validate.cc accepts (but not for a device).
+    bool empty_ok = !r.required && r.format != Rule::Format::kDevice;
+    s["pattern"] = empty_ok ? "^$|" + pattern : pattern;
   }
   if (r.required) s["minLength"] = 1;
   if (r.max_length) s["maxLength"] = *r.max_length;

@@ -105,9 +105,12 @@ struct ModelSpec {
                "float32 otherwise (presets). float16 would "
                "need loss scaling, which tlt does not do."));
     v("device", device,
-      Rule()
-          .values({"auto", "cpu", "cuda"})
-          .doc("auto takes CUDA when the binary and the machine have it."));
+      Rule().device().doc(
+          "Where every role computes: auto takes CUDA when the binary (the GPU flavour) and the "
+          "machine have a device, else the CPU; cuda spreads a run's worker processes over the "
+          "visible GPUs round-robin (a pod: the GPU its container was given); cuda:N puts every "
+          "process on device N. cuda or cuda:N without a usable device fails at start, before "
+          "any work, rather than run on the CPU."));
   }
   std::string effective_preset() const { return preset.empty() && path.empty() ? "tiny" : preset; }
   void check(const std::string& path, FieldErrors* errors) const;

@@ -6,6 +6,8 @@
 #include <set>
 #include <type_traits>
 
+#include "api/device_name.h"
+
 namespace tlt::api {
 
 std::string format_number(double v) {
@@ -15,6 +17,10 @@ std::string format_number(double v) {
 }
 
 namespace {
+
+// What a device field's error says (Rule::Format::kDevice).
+constexpr const char* kDeviceChoices =
+    "must be \"auto\", \"cpu\", \"cuda\" or \"cuda:N\" (N: a CUDA device's ordinal, e.g. cuda:0)";
 
 void add(FieldErrors* errors, const std::string& path, std::string message) {
   errors->push_back({path, std::move(message)});
@@ -71,10 +77,12 @@ void check_string(const std::string& v, const std::string& path, const Rule& rul
   }
   if (v.empty()) {
     // An explicit empty value ("", or a bare YAML tag) is not "unset" for an enum without "".
-    bool empty_allowed = rule.one_of.empty() ||
+    bool empty_allowed = (rule.one_of.empty() && rule.format != Rule::Format::kDevice) ||
                          std::find(rule.one_of.begin(), rule.one_of.end(), "") != rule.one_of.end();
     if (rule.required) {
       add(errors, path, "is required; set a value");
+    } else if (rule.format == Rule::Format::kDevice) {
+      add(errors, path, std::string(kDeviceChoices) + " (got \"\")");
     } else if (!empty_allowed) {
       add(errors, path, "must be one of " + quoted_list(rule.one_of) + " (got \"\")");
     }
@@ -93,6 +101,9 @@ void check_string(const std::string& v, const std::string& path, const Rule& rul
         "must be a DNS label: lower-case letters, digits and '-', starting and "
         "ending with a letter or digit, at most 63 characters (got \"" +
             v + "\")");
+  }
+  if (rule.format == Rule::Format::kDevice && !parse_device_name(v)) {
+    add(errors, path, std::string(kDeviceChoices) + " (got \"" + v + "\")");
   }
   if (rule.format == Rule::Format::kUrl) {
     if (!looks_like_url(v)) {

@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "api/decode.h"
+#include "api/device_name.h"
 #include "api/encode.h"
 #include "api/manifest.h"
 #include "api/validate.h"
@@ -187,6 +188,12 @@ TEST(Schema, Patterns_AcceptExactlyWhatFieldCheckersAccept) {
                         "1.5Ki", "3E",   "",    "8 gigs", "Gi",   "1e", "1.5.5", "1Ki2", "1KiB",
                         "e3",    "0x10", ".",   "1e+",    "2k",   "2K", "-0",    "-.5",  "+.5Mi"}) {
     EXPECT_EQ(std::regex_match(q, quantity), is_quantity(q)) << "\"" << q << "\"";
+  }
+  std::regex device(at(s, ".spec.model.device")["pattern"].get<std::string>());
+  for (const char* d : {"auto",  "cpu",     "cuda", "cuda:0", "cuda:7",  "cuda:01",    "cuda:9999",
+                        "",      "gpu",     "CUDA", "cuda:",  "cuda:-1", "cuda:10000", "cuda:1a",
+                        "cuda0", "cuda:0 ", " cpu", "cpu:0",  "mps",     "cuda:+1"}) {
+    EXPECT_EQ(std::regex_match(d, device), parse_device_name(d).has_value()) << "\"" << d << "\"";
   }
 }
 

@@ -110,6 +110,10 @@ void check_every_range_and_enum_rule(const std::string& base, const std::vector<
         bad_values.push_back(url);
       bad_values.push_back("http://h/" + std::string(kMaxUrlLength, 'a'));
     }
+    if (leaf.is_string && leaf.rule.format == Rule::Format::kDevice) {
+      for (const char* d : {"", "gpu", "cuda:", "cuda:-1", "cuda:x", "cpu:0"})
+        bad_values.push_back(d);
+    }
     for (const std::string& bad : bad_values) {
       std::string all;
       EXPECT_TRUE(has_error_at(with_value(base, leaf.path, YAML::Node(bad)), leaf.path, &all))
@@ -138,6 +142,20 @@ TEST(ValidateRules, EveryRLJobRangeAndEnumRuleRejects) {
 
 TEST(ValidateRules, EveryTSTRangeAndEnumRuleRejects) {
   check_every_range_and_enum_rule(read_file(kTSTBase), leaves<TSTPretrainJobSpec>());
+}
+
+TEST(ValidateRules, DeviceAcceptsEveryForm) {
+  for (const char* d : {"auto", "cpu", "cuda", "cuda:0", "cuda:3"}) {
+    std::string all;
+    EXPECT_FALSE(has_error_at(with_value(read_file(kRLBase), "spec.model.device", YAML::Node(d)),
+                              "spec.model.device", &all))
+        << d << ":\n"
+        << all;
+  }
+  std::string all;
+  EXPECT_TRUE(has_error_at(with_value(read_file(kRLBase), "spec.model.device", YAML::Node("gpu")),
+                           "spec.model.device", &all));
+  EXPECT_NE(all.find("\"cuda:N\""), std::string::npos) << all;
 }
 
 TEST(ValidateRules, EveryFieldIsDocumented) {
