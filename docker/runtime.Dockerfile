@@ -3,6 +3,7 @@
 # `tlt-data`, on Debian bookworm with Debian's CPU LibTorch 1.13 and BLIS as the BLAS
 # (DESIGN.md section 7). Build from the repository root:
 #   docker build -f docker/runtime.Dockerfile -t tlt:0.1.0 .
+# or without Docker or a registry: scripts/images.sh (Debian's buildah; docs/images.md).
 # The Helm chart's runtimeImage (the operator's --runtime-image) names this image.
 # Its CUDA variant (PyTorch's CUDA LibTorch on NVIDIA's images): docker/runtime-cuda.Dockerfile.
 # tests/helm/dockerfiles.sh checks this file: COPY sources exist, the binaries are CMake
@@ -33,6 +34,14 @@ COPY bench bench
 # build compiles it offline, as scripts/setup.sh and build.sh do outside a container.
 RUN cargo fetch --locked --manifest-path runtime/tokenizer/Cargo.toml
 RUN scripts/build.sh -DTLT_TESTS=OFF -DCMAKE_BUILD_TYPE=Release
+RUN strip --strip-unneeded build/bin/tlt build/bin/tlt-data build/bin/tlt-operator
+
+# ---- binaries: what the image runs, at / ------------------------------------------------------
+# `--build-context binaries=DIR` (buildah, docker buildx) replaces this stage by a directory of
+# prebuilt tlt, tlt-data and tlt-operator, and the build stage is then skipped:
+# scripts/images.sh --prebuilt build/bin. The operator image's stage is the same.
+FROM scratch AS binaries
+COPY --from=build /src/build/bin/tlt /src/build/bin/tlt-data /src/build/bin/tlt-operator /
 
 # ---- the image -----------------------------------------------------------------------------
 FROM debian:bookworm-slim
@@ -47,8 +56,10 @@ RUN apt-get update \
  && update-alternatives --set "libblas.so.3-$(uname -m)-linux-gnu" \
       "/usr/lib/$(uname -m)-linux-gnu/blis-openmp/libblas.so.3" \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=build /src/build/bin/tlt /src/build/bin/tlt-data /usr/local/bin/
+COPY --from=binaries /tlt /tlt-data /usr/local/bin/
 COPY examples /usr/share/tlt/examples
+# Every shared library resolves: a package missing above fails the build here, not in a pod.
+RUN ! ldd /usr/local/bin/tlt /usr/local/bin/tlt-data | grep "not found"
 # LibTorch and BLIS otherwise use one thread here (DESIGN.md section 7); pods override these
 # from their CPU limit.
 ENV OMP_NUM_THREADS=2 BLIS_NUM_THREADS=2
