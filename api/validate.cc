@@ -16,6 +16,10 @@ std::string format_number(double v) {
   return buf;
 }
 
+std::string format_seconds(double seconds) {
+  return format_number(seconds) + " s";
+}
+
 namespace {
 
 // What a device field's error says (Rule::Format::kDevice).
@@ -206,6 +210,20 @@ void validate(const RLJob& job, FieldErrors* errors) {
 }
 void validate(const TSTPretrainJob& job, FieldErrors* errors) {
   validate_job(job, errors);
+}
+
+void check_model_context(const AlgorithmSpec& algorithm, int64_t context, const std::string& model,
+                         FieldErrors* errors) {
+  int64_t response = algorithm.max_response_tokens;
+  if (context - response - kDraftHeadroom >= 1) return;
+  std::string fix = context - kDraftHeadroom > 1
+                        ? "; set it below " + std::to_string(context - kDraftHeadroom) +
+                              ", leaving room for the longest prompt"
+                        : "; use a model of longer context";
+  add(errors, "spec.algorithm.maxResponseTokens",
+      std::to_string(response) + " tokens of response and " + std::to_string(kDraftHeadroom) +
+          " of drafting headroom leave no room for a prompt in the " + std::to_string(context) +
+          "-token context of " + model + fix);
 }
 
 // ---- cross-field rules ------------------------------------------------------------------------

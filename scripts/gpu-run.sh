@@ -10,25 +10,36 @@
 #                                SHA256SUMS, then, with one PASS/FAIL/SKIP line each:
 #     1. payload   model.gguf, drafter.ckpt, bundle/ (and googletest.tar.gz -> .cache/googletest
 #                  for gpu-check.sh, taken in by any call).
+#     1b. device   whether an NVIDIA device is visible (/dev/nvidia*, nvidia-smi). Without one the
+#                  run stops here with exit 2 once the job manifests of step 4 (device: cuda) are
+#                  written and pass `tlt validate` (the bundle's tlt, else build/bin/tlt):
+#                  nothing to measure, so no minutes are spent building (GPU_RUN_CHECK_ON_CPU=1
+#                  goes on to gpu-check.sh's CPU-side steps, which end with exit 2 too).
 #     2. check     scripts/gpu-check.sh: build, the Cuda.*/CudaGraphPool.* tests (graph replay
 #                  equals eager for verify and for drafting, chain and tree), then
 #                  bench_cuda_verify --engine in bfloat16 at batch 1/4/16/64 (plain with graphs
 #                  vs EAGLE and adaptive with graphed drafting; draft replays and eager fallbacks
 #                  counted). Without a CUDA device it stops here (exit 2).
-#     3. bench     the rollout bench on the real model with the trained drafter, temperature 0 and
-#                  0.7, graphed plain vs adaptive: runs a GPU-flavour `tlt` carried as its own part
-#                  (bundle.tar.gz from scripts/gpu-bundle.sh, GPU_CARRY_BUNDLE; unpacked into
-#                  payload/bundle, its tlt-env sourced); SKIP (blocked) without one, or while
-#                  bench_rollout has no --device option (it would measure the host's CPU).
-#     4. jobs      `tlt run` of examples/rljob-smollm2.yaml and examples/tst-tiny.yaml with
-#                  spec.model.device: cuda and 2 steps, TLT and --baseline; same bundle.
+#     3. bench     the rollout bench on the real model with the trained drafter at temperature 0.7,
+#                  batches 1, 16 and 64 (bench/rollout.sh --model SmolLM2 --device cuda
+#                  --temperature 0.7 --batches 1,16,64 without the build): graphed plain vs
+#                  adaptive; runs a GPU-flavour `tlt` carried as its own part (bundle.tar.gz from
+#                  scripts/gpu-bundle.sh, GPU_CARRY_BUNDLE; unpacked into payload/bundle, its
+#                  tlt-env sourced); SKIP (blocked) without one, or while bench_rollout has no
+#                  --device option (it would measure the host's CPU).
+#     4. jobs      `tlt run --compare` of examples/rljob-smollm2.yaml (3 steps) and
+#                  examples/tst-tiny.yaml with spec.model.device: cuda, same bundle; each must
+#                  print "device: cuda..."; prints the RL run's step rewards against the
+#                  baseline's (identical: speculation is lossless), the end-to-end and rollout
+#                  speed-ups, TST's held-out loss against the baseline's at equal FLOPs, and
+#                  every tlt_gpu_busy_ratio series of the job's metrics.prom.
 # Logs and tables go to $OUT/gpu-run (the device call returns it), else to a temp dir.
 # Exit status: 0 all passed; 1 something failed; 2 no CUDA device (CPU-side steps passed);
 # 3 parts still missing (a receive call, or a call whose carry lacked a part; with a bundle,
 # SHA256SUMS names bundle.tar.gz and it counts as a part).
 # Environment: GPU_RUN_STORE (default ~/.cache/tlt/gpu-carry-parts), GPU_RUN_BENCH_ARGS,
-# GPU_RUN_BENCH_TIMEOUT (seconds per temperature of step 3, default 150), GPU_RUN_JOBS=0 (step 4
-# skipped: see docs/gpu.md on spec.model.device),
+# GPU_RUN_BENCH_TIMEOUT (seconds of step 3, default 200), GPU_RUN_JOBS=0 (step 4 skipped),
+# GPU_RUN_JOB_TIMEOUT (seconds per job of step 4, default 300), GPU_RUN_CHECK_ON_CPU=1,
 # and gpu-check.sh's (GPU_CHECK_SUITE_TIMEOUT defaults to 0 here: the CPU suite runs in CI).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -112,6 +123,51 @@ if ((received == 3)); then
 fi
 join || exit 1
 
+# ---- 1b. the job manifests of step 4, and whether there is a device at all ----------------------
+tlt=$payload/bundle/bin/tlt
+validate() {  # this tree's tlt, else the bundle's with its libraries (in a subshell)
+  if [[ -x build/bin/tlt ]]; then
+    build/bin/tlt validate "$@"
+  elif [[ -x $tlt ]]; then
+    (source "$payload/bundle/tlt-env" && "$tlt" validate "$@")
+  else
+    echo "no tlt to validate with (build/bin/tlt, the bundle's)" && return 3
+  fi
+}
+job_files=(examples/rljob-smollm2.yaml examples/tst-tiny.yaml)
+[[ ${GPU_RUN_JOBS:-1} == 0 ]] && job_files=()
+specs=()
+for job in "${job_files[@]}"; do
+  spec=$log/$(basename "$job" .yaml)-cuda.yaml
+  # device: cuda, checkpoints and reports under the log (they come back with $OUT); RL 3 steps.
+  sed -e 's/^\(  model:\)$/\1\n    device: cuda/' \
+    -e "s|^\(    path: \)\.tlt/\(.*\)$|\1$log/ckpt-\2|" \
+    -e '/kind: RLJob/,$ {s/^\(    steps:\).*/\1 3/}' "$job" >"$spec"
+  specs+=("$spec")
+done
+if ((${#specs[@]})); then
+  validate "${specs[@]}" >"$log/validate.log" 2>&1
+  rc=$?
+  if ((rc == 3)); then
+    skip "manifests: $(cat "$log/validate.log")"
+  elif ((rc == 0)) &&
+    [[ $(grep -l "^    device: cuda$" "${specs[@]}" | wc -l) -eq ${#specs[@]} ]]; then
+    pass "manifests: ${#specs[@]} job(s) with device: cuda, valid"
+  else
+    cat "$log/validate.log"
+    fail "manifests: the jobs of step 4 are not valid"
+  fi
+fi
+device_visible() {
+  compgen -G "/dev/nvidia[0-9]*" >/dev/null || nvidia-smi -L 2>/dev/null | grep -q "^GPU "
+}
+if ! device_visible && [[ -z ${GPU_RUN_CHECK_ON_CPU:-} ]]; then
+  ((failed)) && { echo "gpu-run: FAIL (logs in $log)"; exit 1; }
+  echo "gpu-run: no CUDA device: stopped after the CPU-side steps (carry joined and checked," \
+    "job manifests valid); nothing to measure here"
+  exit 2
+fi
+
 # ---- 2. build, CUDA tests, the synthetic-target bench --------------------------------------------
 GPU_CHECK_SUITE_TIMEOUT=${GPU_CHECK_SUITE_TIMEOUT:-0} \
   GPU_CHECK_BENCH_ARGS=${GPU_RUN_BENCH_ARGS:---engine --dtype bfloat16 --batches 1,4,16,64} \
@@ -124,7 +180,6 @@ fi
 ((rc == 0)) && pass "check: scripts/gpu-check.sh" || fail "check: scripts/gpu-check.sh (exit $rc)"
 
 # ---- 3-4. the real model and the jobs: a GPU-flavour tlt is needed --------------------------------
-tlt=$payload/bundle/bin/tlt
 if [[ ! -x $tlt ]]; then
   why="no GPU-flavour tlt in the payload (the device builds the core only: tlt needs yaml-cpp,"
   why+=" cpprestsdk, prometheus-cpp and the Rust tokenizers; carry one with GPU_CARRY_BUNDLE)"
@@ -146,34 +201,55 @@ else
   # A bench that cannot decode on the GPU would spend the call's time measuring the host's CPU.
   if ! "$bench" --help 2>&1 | grep -q -- "--device"; then
     skip "bench: blocked: bench_rollout decodes on the CPU only (it has no --device option)"
+  elif timeout "${GPU_RUN_BENCH_TIMEOUT:-200}" "$bench" --device cuda \
+    --model "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
+    ${GPU_RUN_BENCH_ARGS:---temperature 0.7 --batches 1,16,64} >"$log/bench.log" 2>&1; then
+    pass "bench: SmolLM2 on cuda (table in $log/bench.log)" && tail -12 "$log/bench.log"
   else
-    for temp in 0 0.7; do
-      if timeout "${GPU_RUN_BENCH_TIMEOUT:-150}" "$bench" --device cuda \
-        --model "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf" --dtype bfloat16 \
-        --batches 1,4,16,64 --temperature "$temp" >"$log/bench-t$temp.log" 2>&1; then
-        pass "bench: temperature $temp (table in $log/bench-t$temp.log)" && tail -12 "$log/bench-t$temp.log"
-      else
-        fail "bench: temperature $temp (see $log/bench-t$temp.log)"
-      fi
-    done
+    fail "bench: SmolLM2 on cuda (see $log/bench.log)" && tail -12 "$log/bench.log"
   fi
-  job_files=(examples/rljob-smollm2.yaml examples/tst-tiny.yaml)
-  [[ ${GPU_RUN_JOBS:-1} == 0 ]] && skip "jobs: GPU_RUN_JOBS=0" && job_files=()
-  for job in "${job_files[@]}"; do
-    spec=$log/$(basename "$job" .yaml)-cuda.yaml
-    # A few steps: 2 of RL; 10 of TST, whose schedule needs warmup < steps and a stable part.
-    sed -e 's/^\(  model:\)$/\1\n    device: cuda/' -e 's/^\(    steps:\).*/\1 2/' \
-      -e '/kind: TSTPretrainJob/,$ {s/^\(    steps:\).*/\1 10/; s/^\(      warmupSteps:\).*/\1 2/}' \
-      "$job" >"$spec"
-    for flag in "" --baseline; do
-      name=$(basename "$spec" .yaml)${flag:+-baseline}
-      if timeout 240 "$tlt" run "$spec" $flag >"$log/$name.log" 2>&1; then
-        pass "jobs: $name ($(grep -m1 -o 'tlt_gpu_busy_ratio[^,]*' "$log/$name.log" || echo 'no ratio line'))"
-      else
-        fail "jobs: $name (see $log/$name.log)"
-      fi
-    done
+  for spec in "${specs[@]}"; do
+    name=$(basename "$spec" .yaml)
+    report=$log/ckpt-${name%-cuda}/report
+    if ! timeout "${GPU_RUN_JOB_TIMEOUT:-300}" "$tlt" run "$spec" --compare >"$log/$name.log" 2>&1; then
+      fail "jobs: $name --compare (see $log/$name.log)" && tail -20 "$log/$name.log"
+      continue
+    fi
+    line=$(grep -m1 "^device: " "$log/$name.log")
+    [[ $line == "device: cuda"* ]] || fail "jobs: $name did not run on cuda: ${line:-no device line}"
+    echo "$name: $line"
+    # Every ratio of the comparison, and the busy ratios the job's metrics ended with.
+    python3 - "$report" <<'PY' || fail "jobs: $name: the comparison (above)"
+import json, os, sys
+d = sys.argv[1]
+r = json.load(open(os.path.join(d, "report.json")))
+ok = True
+if r["kind"] == "RLJob":
+    t, b = (json.load(open(os.path.join(d, l + ".json"))) for l in ("tlt", "baseline"))
+    rt, rb = [s["rewardMean"] for s in t["steps"]], [s["rewardMean"] for s in b["steps"]]
+    same = rt == rb
+    ok = same
+    print("  rewards per step: tlt %s, baseline %s: %s" % (rt, rb, "identical" if same else "DIFFER"))
+    roll = lambda j: sum(s["rolloutSeconds"] for s in j["steps"])
+    print("  end to end: baseline %.1f s / tlt %.1f s = %.2fx; rollout %.1f s / %.1f s = %.2fx" % (
+        r["baseline"]["totalSeconds"], r["tlt"]["totalSeconds"],
+        r["baseline"]["totalSeconds"] / max(r["tlt"]["totalSeconds"], 1e-9),
+        roll(b), roll(t), roll(b) / max(roll(t), 1e-9)))
+    print("  accept length per step: %s" % [round(s.get("acceptLength", 0), 2) for s in t["steps"]])
+else:
+    t, b = r["tst"][-1], r["baseline"][-1]
+    print("  held-out loss at %.3g FLOPs: tst %.3f, baseline %.3f (tst/baseline %.3f); tokens %d vs %d" % (
+        t["flops"], t["heldOutLoss"], b["heldOutLoss"], t["heldOutLoss"] / b["heldOutLoss"],
+        t["tokensSeen"], b["tokensSeen"]))
+prom = os.path.join(d, "metrics.prom")
+busy = [l.strip() for l in open(prom)] if os.path.exists(prom) else []
+busy = [l for l in busy if l.startswith("tlt_gpu_busy_ratio")]
+print("  " + ("\n  ".join(busy) if busy else "no tlt_gpu_busy_ratio series in metrics.prom"))
+sys.exit(0 if ok else 1)
+PY
+    pass "jobs: $name --compare on cuda (log $log/$name.log, report $report)"
   done
+  ((${#specs[@]})) || skip "jobs: GPU_RUN_JOBS=0"
 fi
 ((failed)) && { echo "gpu-run: FAIL (logs in $log)"; exit 1; }
 echo "gpu-run: PASS (logs in $log)"

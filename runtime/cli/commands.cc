@@ -13,6 +13,7 @@
 #include "runtime/cli/rl_command.h"
 #include "runtime/cli/tst_command.h"
 #include "runtime/cpu_info.h"
+#include "runtime/device/device.h"
 #include "runtime/model/hf_export.h"
 #include "runtime/torch_env.h"
 
@@ -133,6 +134,14 @@ int run_role_command(std::ostream& out, std::ostream& err) {
         env_or("TLT_TRAINER_ADDRESS", api::pod_name(rl.metadata.name, "trainer", 0) + "." +
                                           env_or("TLT_SERVICE", rl.metadata.name + "-rl"));
     int worker = int(index) + (role == "drafter" ? std::max(1, rl.spec.roles.rollout.replicas) : 0);
+    // A device this pod cannot have ends it before it connects (its setup resolves it again).
+    StatusOr<device::Placement> placement =
+        device::resolve_device(rl.spec.model.device, device::probe_inventory());
+    if (!placement.ok()) {
+      err << "tlt run-role: " << placement.status().message() << "\n";
+      return kExitInvalid;
+    }
+    out << placement->line() << "\n";
     return rl_remote_worker(trainer, int(port), worker, env_or("TLT_WORK_DIR", "/tmp/tlt-work"),
                             out, err);
   }

@@ -81,6 +81,8 @@ int main(int argc, char** argv) {
                        "With --model: one user turn in the model's chat layout");
   generate->add_flag("--verbose", gen.verbose, "With --model: load time, peak RSS, prompt tokens");
   generate->add_option("--preset", gen.preset, "tiny or small")->capture_default_str();
+  generate->add_option("--device", gen.device, "auto, cpu, cuda or cuda:N (cuda never falls back)")
+      ->capture_default_str();
   generate->add_option("--checkpoint", gen.checkpoint, "Model weights (tlt checkpoint)");
   generate->add_option("--drafter", gen.drafter_checkpoint, "Drafter weights (tlt checkpoint)");
   generate->add_option("--prompt", gen.prompt, "Prompt text")->capture_default_str();

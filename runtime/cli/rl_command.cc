@@ -20,6 +20,7 @@
 #include "runtime/cli/metrics_endpoint.h"
 #include "runtime/cluster/job_secret.h"
 #include "runtime/cluster/link.h"
+#include "runtime/device/device.h"
 #include "runtime/metrics/metrics.h"
 #include "runtime/report/job_report.h"
 #include "runtime/rl/job_setup.h"
@@ -207,9 +208,19 @@ int rl_remote_worker(const std::string& host, int port, int index, const std::st
 int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out,
                std::ostream& err) {
   const api::RLJobSpec& spec = job.spec;
+  // Before anything else (the secret, the warm starts, the workers): a device that cannot be had
+  // ends the job here. The driver resolves the same request again, as each worker does.
+  StatusOr<device::Placement> placement =
+      device::resolve_device(spec.model.device, device::probe_inventory());
+  if (!placement.ok()) {
+    err << "tlt run: " << placement.status().message() << "\n";
+    return 1;
+  }
+  out << placement->line() << "\n";
   report::JobReport rep(flags.report_dir.empty() ? fs::path(rl::job_base_dir(job)) / "report"
                                                  : fs::path(flags.report_dir),
                         job.metadata.name, job.kind);
+  rep.set_device(placement->description());
   if (!prepare_job_secret(flags, err)) return 1;  // before any thread reads the environment
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);

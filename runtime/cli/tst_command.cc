@@ -12,6 +12,7 @@
 
 #include "api/labels.h"
 #include "runtime/cli/metrics_endpoint.h"
+#include "runtime/device/device.h"
 #include "runtime/report/job_report.h"
 #include "runtime/torch_env.h"
 #include "runtime/tst/job_setup.h"
@@ -66,7 +67,8 @@ std::string runs_of(const TSTRunFlags& f) {
 // The job's runs (TST, baseline or both) as one rank; rank 0 prints progress and writes the
 // report, metrics and checkpoints. Returns the exit code.
 int run_all(const api::TSTPretrainJob& job, const TSTRunFlags& flags, const tst::JobDocuments& docs,
-            tst::Collective* group, std::ostream& out, std::ostream& err) {
+            tst::Collective* group, const device::Placement& placement, std::ostream& out,
+            std::ostream& err) {
   const api::TSTPretrainJobSpec& spec = job.spec;
   bool rank0 = flags.rank == 0;
   std::optional<report::JobReport> rep;
@@ -74,6 +76,7 @@ int run_all(const api::TSTPretrainJob& job, const TSTRunFlags& flags, const tst:
     rep.emplace(flags.report_dir.empty() ? fs::path(tst::job_base_dir(job)) / "report"
                                          : fs::path(flags.report_dir),
                 job.metadata.name, job.kind);
+    rep->set_device(placement.description());
   }
   MetricsEndpoint endpoint;
   if (rank0) endpoint = start_metrics(job.metadata.name, spec.metrics.port, out, err);
@@ -81,6 +84,7 @@ int run_all(const api::TSTPretrainJob& job, const TSTRunFlags& flags, const tst:
   auto run_one = [&](bool superposition,
                      const std::string& label) -> StatusOr<std::vector<tst::Point>> {
     tst::RunPlan plan = tst::run_plan(spec, docs.vocab, label, superposition, flags.resume);
+    plan.device = placement.process_device(flags.rank);
     Progress progress(out, label, plan.steps);
     int64_t tokens_before = 0;  // tokens_seen is cumulative within one run
     auto on_point = [&](const tst::Point& p) {
@@ -124,7 +128,20 @@ int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::o
   int world = job.spec.workers.replicas;
   std::ostream quiet(nullptr);  // ranks > 0 print only errors
   std::ostream& log = flags.rank == 0 ? out : quiet;
+  // Before the corpus, the group and the local workers: a device that cannot be had ends the job.
+  StatusOr<device::Placement> placement =
+      device::resolve_device(job.spec.model.device, device::probe_inventory());
+  if (!placement.ok()) {
+    err << "tlt run: " << placement.status().message() << "\n";
+    return 1;
+  }
+  log << placement->line() << "\n";
+  if (world > 1 && flags.rendezvous_host.empty()) {  // a local run's ranks share this machine
+    std::string note = device::sharing_note(*placement, world, "data-parallel ranks");
+    if (!note.empty()) log << "device: " << note << "\n";
+  }
   tst::RankOptions options;
+  options.device = placement->process_device(flags.rank);
   options.rank = flags.rank, options.rendezvous_host = flags.rendezvous_host;
   options.rendezvous_port = flags.rendezvous_port;
   options.rendezvous_file = flags.rendezvous_file;
@@ -139,9 +156,9 @@ int run_tst_job(const api::TSTPretrainJob& job, const TSTRunFlags& flags, std::o
         << (flags.rendezvous_host.empty() ? " (worker processes on this machine)" : "") << "\n";
     if (flags.rank > 0)
       out << "tlt run-role: TSTPretrainJob " << job.metadata.name << " worker " << flags.rank
-          << " of " << world << " joined\n";
+          << " of " << world << " joined on " << options.device << "\n";
   }
-  int code = run_all(job, flags, (*rank)->documents(), (*rank)->collective(), log, err);
+  int code = run_all(job, flags, (*rank)->documents(), (*rank)->collective(), *placement, log, err);
   std::string failed = (*rank)->finish(code == 0 ? 120 : 10);
   if (!failed.empty()) err << "tlt run: " << failed;
   if (flags.rank > 0 && code == 0)

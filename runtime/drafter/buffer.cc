@@ -25,8 +25,10 @@ std::vector<torch::Tensor> HiddenBuffer::tensors() const {
     int64_t n = int64_t(s.tokens.size());
     int64_t first = std::clamp<int64_t>(s.prompt - kWindow, 0, n);  // no window starts earlier
     tok.insert(tok.end(), s.tokens.begin() + first, s.tokens.end());
+    // On the CPU whatever the engine's device: a buffer is written to a file and shipped.
     if (!s.hidden.empty())
-      hid.push_back(torch::cat(s.hidden, 0).narrow(0, first, n - first).to(torch::kFloat32));
+      hid.push_back(
+          torch::cat(s.hidden, 0).narrow(0, first, n - first).to(torch::kCPU, torch::kFloat32));
     offsets.push_back(offsets.back() + (n - first));
     prompts.push_back(s.prompt - first);
   }

@@ -34,7 +34,8 @@ class HiddenBuffer {
   // (engine.h). The buffer must outlive the sink's use.
   rollout::HiddenSink sink();
   // What the windows can reach, packed: of each request (in request-id order) the positions from
-  // kWindow before its response on, rows back to back. tokens (N,) int64, hidden (N, F) float32,
+  // kWindow before its response on, rows back to back, on the CPU (a buffer is written to a file
+  // whatever the engine's device). tokens (N,) int64, hidden (N, F) float32,
   // offsets (R+1,) int64 (row r is [offsets[r], offsets[r+1])), and each row's prompt positions
   // (R,) int64. Packing keeps a long-tailed step at the positions it has: padding every row to
   // the longest cost a rollout worker 20 MB and ~40 ms a step (64 requests, one of 600 tokens).

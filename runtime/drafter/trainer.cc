@@ -108,10 +108,12 @@ double LevelAgreement::share(size_t level) const {
                                                   : 0.0;
 }
 
-LevelAgreement greedy_agreement(model::Drafter& drafter, const torch::Tensor& tokens,
-                                const torch::Tensor& hidden, const torch::Tensor& mask,
+LevelAgreement greedy_agreement(model::Drafter& drafter, const torch::Tensor& tokens_in,
+                                const torch::Tensor& hidden_in, const torch::Tensor& mask_in,
                                 int64_t levels) {
   torch::NoGradGuard no_grad;
+  torch::Device dev = drafter->fc->weight.device();  // the windows may come from the CPU
+  torch::Tensor tokens = tokens_in.to(dev), hidden = hidden_in.to(dev), mask = mask_in.to(dev);
   int64_t t = tokens.size(1);
   std::vector<torch::Tensor> preds = unrolled_predictions(drafter, tokens, hidden, levels);
   LevelAgreement out;
@@ -157,10 +159,14 @@ struct StepCancelled : std::exception {
 
 }  // namespace
 
-std::optional<double> DrafterTrainer::try_step(const torch::Tensor& tokens,
-                                               const torch::Tensor& hidden,
-                                               const torch::Tensor& mask,
+std::optional<double> DrafterTrainer::try_step(const torch::Tensor& tokens_in,
+                                               const torch::Tensor& hidden_in,
+                                               const torch::Tensor& mask_in,
                                                const std::function<bool()>& cancelled) {
+  // Windows read from buffer files are on the CPU; the step runs on the drafter's device (the
+  // same tensors when they are there already).
+  torch::Device dev = drafter_->fc->weight.device();
+  torch::Tensor tokens = tokens_in.to(dev), hidden = hidden_in.to(dev), mask = mask_in.to(dev);
   auto stop = [&] { return cancelled && cancelled(); };
   if (stop()) return std::nullopt;
   drafter_->train();

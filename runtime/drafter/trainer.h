@@ -55,8 +55,8 @@ class DrafterTrainer {
   void set_regression(bool on) { regression_ = on; }
 
   // One optimizer step. tokens (B, T) int64, hidden (B, T, F) target features, mask (B, T)
-  // bool or float: 1 where position j+1 is a trained target (the first column is ignored).
-  // Returns the loss before the step.
+  // bool or float: 1 where position j+1 is a trained target (the first column is ignored); on
+  // any device (moved to the drafter's). Returns the loss before the step.
   double step(const torch::Tensor& tokens, const torch::Tensor& hidden, const torch::Tensor& mask);
 
   // step() that gives up as soon as `cancelled()` returns true (a preempted spot trainer). It is

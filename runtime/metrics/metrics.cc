@@ -90,7 +90,11 @@ RuntimeMetrics::Families::Families(const std::string& job) {
                         "1 for the worker's current state (idle, generating, released, "
                         "training), 0 for the others.",
                         job);
-  gpu_busy_ratio = &gauge(r, "tlt_gpu_busy_ratio", "Fraction of time the GPU was busy.", job);
+  gpu_busy_ratio = &gauge(r, "tlt_gpu_busy_ratio",
+                          "Fraction of the last rollout phase the pod's worker was busy "
+                          "(generating or training; source: the worker states' clock, not the "
+                          "device's counters).",
+                          job);
   drafter_assigned = &gauge(r, "tlt_drafter_assigned",
                             "1 while the rebalancer has the pod training the drafter instead of "
                             "generating, 0 otherwise.",

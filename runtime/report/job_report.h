@@ -1,8 +1,9 @@
 // A job's report directory, for both kinds of job (RLJob, TSTPretrainJob): what `tlt run` leaves
 // behind besides checkpoints.
 //
-//   report.json        the summary: job, kind, and per run (label "tlt", "tst" or "baseline")
-//                      its headline numbers; pictures' paths
+//   report.json        the summary: job, kind, the device the job computed on ("device": what
+//                      `tlt run` printed after "device: "), and per run (label "tlt", "tst" or
+//                      "baseline") its headline numbers; pictures' paths
 //   <label>.json       RL: every step's report (runtime/rl/run.h's to_json) and the run's totals
 //                      (generatingPhaseSeconds: worker-seconds per rollout engine phase)
 //   <label>.tsv        TST: held-out loss against FLOPs
@@ -34,6 +35,9 @@ class JobReport {
   // ends leaves nothing behind); `job` and `kind` head the summary.
   JobReport(std::filesystem::path dir, const std::string& job, const std::string& kind);
 
+  // The job's device, as runtime/device/device.h's Placement::description() says it
+  // ("cuda:0 (NVIDIA H100 80GB HBM3)", "cpu (this build has no CUDA)").
+  void set_device(const std::string& description) { summary_["device"] = description; }
   // An RL run: writes <label>.json, adds the run's headline numbers to the summary and draws its
   // last step's per-worker timeline. Returns what <label>.json holds.
   nlohmann::json add_rl_run(const std::string& label, const rl::RLRunResult& result, int workers);

@@ -47,18 +47,21 @@ struct GroupPrefix {
   }
 };
 
-// Minibatch k of m holds rows [B*k/m, B*(k+1)/m), micro-batched by the token budget.
+// Minibatch k of m holds rows [B*k/m, B*(k+1)/m), micro-batched by the token budget; planned on
+// the CPU, each chunk's tensors then on `device` (the policy's), moved once for its forwards.
 std::vector<std::vector<Chunk>> make_chunks(const SequenceBatch& batch,
                                             const torch::Tensor& advantages, int64_t m,
-                                            int64_t max_tokens, bool share_prompts) {
+                                            int64_t max_tokens, bool share_prompts,
+                                            const torch::Device& device) {
   int64_t b = batch.tokens.size(0);
   std::vector<std::vector<Chunk>> out(static_cast<size_t>(m));
   for (int64_t k = 0; k < m; ++k) {
     for (const MicroBatch& mb :
          plan_microbatches(batch, b * k / m, b * (k + 1) / m, max_tokens, share_prompts)) {
       Chunk c;
-      c.rows = torch::tensor(mb.rows, torch::kInt64);     // (b,)
-      c.advantages = advantages.index_select(0, c.rows);  // (b,)
+      torch::Tensor rows_here = torch::tensor(mb.rows, torch::kInt64);  // (b,)
+      c.advantages = advantages.index_select(0, rows_here).to(device);  // (b,)
+      c.rows = rows_here.to(device);                                    // (b,)
       c.seq = gather_rows(batch, mb);
       c.shared = mb.shared, c.group = mb.group;
       int64_t rows = c.seq.tokens.size(0), t1 = c.seq.targets.size(1);
@@ -67,6 +70,7 @@ std::vector<std::vector<Chunk>> make_chunks(const SequenceBatch& batch,
       c.positions = c.group >= 0            ? rows * (t1 - q)
                     : q >= kMinSharedPrefix ? q + rows * (t1 - q)
                                             : rows * t1;
+      c.seq = to_device(c.seq, device);
       out[k].push_back(std::move(c));
     }
   }
@@ -176,7 +180,8 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
   int64_t b = batch.tokens.size(0);
   int64_t m = std::max<int64_t>(1, std::min(options_.minibatches, b));
   std::vector<std::vector<Chunk>> chunks =
-      make_chunks(batch, advantages, m, options_.max_tokens_per_microbatch, options_.share_prompts);
+      make_chunks(batch, advantages.cpu(), m, options_.max_tokens_per_microbatch,
+                  options_.share_prompts, policy_->lm_head->weight.device());
   auto logprobs = [&](model::Transformer& m, const SequenceBatch& s,
                       const model::SharedPrefix* prefix = nullptr) {
     return sequence_logprobs(m, s, options_.temperature, kMaxLogitsPerChunk, options_.share_prompts,
@@ -244,7 +249,8 @@ StatusOr<std::string> PolicyTrainer::load(const std::string& dir) {
   if (!meta.ok()) return meta.status();
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(dir + "/optimizer.pt");
+    // The optimizer's state on the policy's device, wherever the checkpoint was written.
+    archive.load_from(dir + "/optimizer.pt", policy_->lm_head->weight.device());
     optimizer_->load(archive);
   } catch (const c10::Error& e) {
     return Status::Corruption(dir + "/optimizer.pt: cannot be read (" +

@@ -33,9 +33,10 @@ SequenceBatch make_batch(const std::vector<std::vector<int64_t>>& prompts,
 
 std::vector<int64_t> row_lengths(const SequenceBatch& batch) {
   int64_t b = batch.mask.size(0), t1 = batch.mask.size(1);
-  torch::Tensor j = torch::arange(t1, torch::kInt64).unsqueeze(0);        // (1, T-1)
-  torch::Tensor last = (j * (batch.mask > 0).to(torch::kInt64)).amax(1);  // (B,)
-  torch::Tensor len = (last + 2).contiguous();                            // (B,)
+  torch::Tensor mask = batch.mask.cpu();                            // read here; a no-op on the CPU
+  torch::Tensor j = torch::arange(t1, torch::kInt64).unsqueeze(0);  // (1, T-1)
+  torch::Tensor last = (j * (mask > 0).to(torch::kInt64)).amax(1);  // (B,)
+  torch::Tensor len = (last + 2).contiguous();                      // (B,)
   return std::vector<int64_t>(len.data_ptr<int64_t>(), len.data_ptr<int64_t>() + b);
 }
 
@@ -82,8 +83,9 @@ void pack_group(std::vector<int64_t> rows, const std::vector<int64_t>& len, int6
 // prompt: its tokens up to and including that position.
 std::vector<int64_t> first_targets(const SequenceBatch& batch) {
   int64_t b = batch.mask.size(0), t1 = batch.mask.size(1);
-  torch::Tensor j = torch::arange(t1, torch::kInt64).unsqueeze(0).expand({b, t1});  // (B, T-1)
-  torch::Tensor first = torch::where(batch.mask > 0, j, torch::full_like(j, t1)).amin(1);  // (B,)
+  torch::Tensor mask = batch.mask.cpu();  // read here; a no-op on the CPU
+  torch::Tensor j = torch::arange(t1, torch::kInt64).unsqueeze(0).expand({b, t1});   // (B, T-1)
+  torch::Tensor first = torch::where(mask > 0, j, torch::full_like(j, t1)).amin(1);  // (B,)
   first = first.contiguous();
   return std::vector<int64_t>(first.data_ptr<int64_t>(), first.data_ptr<int64_t>() + b);
 }
@@ -104,7 +106,7 @@ std::vector<MicroBatch> plan_microbatches(const SequenceBatch& batch, int64_t lo
   // Groups of rows with the same prompt, in order of their first row; rows whose prompt no other
   // row has, or whose shared prefix is short, are planned together without sharing.
   std::vector<int64_t> first = first_targets(batch);
-  torch::Tensor tokens = batch.tokens.contiguous();
+  torch::Tensor tokens = batch.tokens.contiguous().cpu();
   const int64_t* tok = tokens.data_ptr<int64_t>();
   int64_t t = tokens.size(1);
   auto prompt = [&](int64_t r) {
@@ -155,12 +157,20 @@ int64_t shared_prefix_length(const SequenceBatch& batch) {
 }
 
 SequenceBatch gather_rows(const SequenceBatch& batch, const MicroBatch& mb) {
-  torch::Tensor idx = torch::tensor(mb.rows, torch::kInt64);  // (b,)
+  torch::Tensor idx = torch::tensor(mb.rows, torch::kInt64).to(batch.tokens.device());  // (b,)
   SequenceBatch out;
   out.tokens = batch.tokens.index_select(0, idx).narrow(1, 0, mb.t).contiguous();        // (b, t)
   out.targets = batch.targets.index_select(0, idx).narrow(1, 0, mb.t - 1).contiguous();  // (b, t-1)
   out.mask = batch.mask.index_select(0, idx).narrow(1, 0, mb.t - 1).contiguous();        // (b, t-1)
   out.response_tokens = int64_t(out.mask.sum().item<double>());
+  return out;
+}
+
+SequenceBatch to_device(const SequenceBatch& batch, const torch::Device& device) {
+  SequenceBatch out = batch;
+  out.tokens = batch.tokens.to(device);
+  out.targets = batch.targets.to(device);
+  out.mask = batch.mask.to(device);
   return out;
 }
 
@@ -293,14 +303,18 @@ model::SharedPrefix run_prefix(model::Transformer& model, const torch::Tensor& t
   model::SharedPrefix prefix;
   model::AttentionLayout record;
   record.record = &prefix;
-  torch::Tensor positions = torch::arange(q, torch::kInt64).unsqueeze(0);  // (1, q)
-  model->run_layers(model->layers, model->embed(tokens.unsqueeze(0)), positions, nullptr, record);
+  torch::Device dev = model->lm_head->weight.device();
+  torch::Tensor positions = torch::arange(q, torch::dtype(torch::kInt64).device(dev)).unsqueeze(0);
+  model->run_layers(model->layers, model->embed(tokens.to(dev).unsqueeze(0)), positions, nullptr,
+                    record);  // (1, q)
   return prefix;
 }
 
-torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,
+torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& on_any,
                                 double temperature, int64_t max_logits, bool share_prefix,
                                 const model::SharedPrefix* prefix) {
+  torch::Device dev = model->lm_head->weight.device();
+  const SequenceBatch batch = to_device(on_any, dev);  // the same tensors when already there
   int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
   model::SharedPrefix own;
   if (prefix == nullptr && share_prefix) {
@@ -316,7 +330,8 @@ torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& 
   if (q > 0) layout.prefix = prefix;
   int64_t n = t - 1 - q;                                // positions each row runs
   torch::Tensor inputs = batch.tokens.narrow(1, q, n);  // (B, N)
-  torch::Tensor positions = (q + torch::arange(n, torch::kInt64)).unsqueeze(0).expand({b, n});
+  torch::Tensor positions =
+      (q + torch::arange(n, torch::dtype(torch::kInt64).device(dev))).unsqueeze(0).expand({b, n});
   torch::Tensor x = model->embed(inputs);  // (B, N, C)
   torch::Tensor hidden =
       model->norm(model->run_layers(model->layers, x, positions, nullptr, layout));  // (B, N, C)

@@ -24,7 +24,8 @@ struct SequenceBatch {
   int64_t response_tokens = 0;
 };
 
-// prompts[i] + responses[i] per row. Every prompt has at least one token.
+// prompts[i] + responses[i] per row. Every prompt has at least one token. On the CPU (planning
+// reads it there); to_device moves it to a model's.
 SequenceBatch make_batch(const std::vector<std::vector<int64_t>>& prompts,
                          const std::vector<std::vector<int64_t>>& responses);
 
@@ -79,6 +80,11 @@ int64_t shared_prefix_length(const SequenceBatch& batch);
 // response_tokens their mask sum. New tensors; `batch` is not modified.
 SequenceBatch gather_rows(const SequenceBatch& batch, const MicroBatch& mb);
 
+// `batch` with its tensors on `device` (the same tensors when they are there already, so on the
+// CPU nothing is copied). Planning (row_lengths, plan_microbatches, shared_prefix_length) reads
+// a batch on any device; the model's forward wants it on the model's.
+SequenceBatch to_device(const SequenceBatch& batch, const torch::Device& device);
+
 // Logits one log-probability pass may hold at once (rows x V): 2^22 floats, 16 MB in float32; on
 // a 49152-wide head that is 85 positions.
 constexpr int64_t kMaxLogitsPerChunk = int64_t(1) << 22;
@@ -103,7 +109,8 @@ torch::Tensor chunked_token_logprobs(const torch::Tensor& hidden, const torch::T
 // guarantees the rows start with those tokens). When the batch's B x (T-1) x V logits exceed
 // max_logits, the LM head runs on response positions only, through chunked_token_logprobs, so a
 // micro-batch never materialises its (b, t, V) logits; else (the presets' small vocabulary) one
-// log_softmax over all of them. Differentiable unless under NoGradGuard. Under a
+// log_softmax over all of them. The batch is moved to the model's device when it is elsewhere;
+// the result is on the model's device. Differentiable unless under NoGradGuard. Under a
 // model::Bfloat16Autocast the matrix products (the LM head's included, forward and backward) run in
 // bfloat16 and the log-probabilities are still computed and returned in the model's dtype.
 torch::Tensor sequence_logprobs(model::Transformer& model, const SequenceBatch& batch,

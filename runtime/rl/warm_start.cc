@@ -82,7 +82,7 @@ StatusOr<double> supervised_warm_start(model::Transformer policy, const Task& ta
         return Status::Aborted("stopped during the policy's warm start (step " +
                                std::to_string(s + 1) + " of " + std::to_string(options.steps) +
                                "); nothing was cached");
-      SequenceBatch part = gather_rows(batch, mb);
+      SequenceBatch part = to_device(gather_rows(batch, mb), policy->lm_head->weight.device());
       torch::Tensor logp = sequence_logprobs(policy, part, 1.0);  // (b, t-1)
       torch::Tensor loss = -(logp * part.mask).sum() / n;
       loss.backward();
@@ -111,19 +111,18 @@ StatusOr<double> drafter_warm_start(model::Transformer policy, model::Drafter dr
     StatusOr<SequenceBatch> next_batch =
         solution_batch(task, options, std::numeric_limits<int64_t>::max(), &next);
     if (!next_batch.ok()) return next_batch.status();
-    const SequenceBatch& batch = *next_batch;
+    const SequenceBatch batch = to_device(*next_batch, policy->lm_head->weight.device());
     int64_t b = batch.tokens.size(0), t = batch.tokens.size(1);
     torch::Tensor hidden;  // (B, T, F): the drafter's features
     {
       torch::NoGradGuard no_grad;
-      hidden = policy
-                   ->forward(batch.tokens,
-                             model::sequential_positions(torch::zeros({b}, torch::kInt64), t))
-                   .drafter_features();
+      torch::Tensor starts = torch::zeros({b}, batch.tokens.options());  // (B,) int64
+      hidden =
+          policy->forward(batch.tokens, model::sequential_positions(starts, t)).drafter_features();
     }
     // (B, T): 1 where position j is a solution token (the drafter's mask is one column wider
     // than the targets' mask: column j marks token j).
-    torch::Tensor mask = torch::cat({torch::zeros({b, 1}), batch.mask}, 1);
+    torch::Tensor mask = torch::cat({torch::zeros({b, 1}, batch.mask.options()), batch.mask}, 1);
     recent.push_back(trainer.step(batch.tokens, hidden, mask));
     if (recent.size() > 10) recent.erase(recent.begin());
     if (progress) progress(s + 1, recent.back());

@@ -2,6 +2,7 @@
 
 #include <ostream>
 
+#include "runtime/device/device.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/rollout/engine.h"
 
@@ -27,11 +28,17 @@ Status run_generate(const GenerateOptions& o, std::ostream& out) {
   if (o.copies < 1) return Status::InvalidArgument("--copies: must be >= 1");
   StatusOr<model::ModelConfig> config = model::preset_config(o.preset);
   if (!config.ok()) return config.status().with_context("--preset");
+  StatusOr<device::Placement> placement =
+      device::resolve_device(o.device, device::probe_inventory(), "--device");
+  if (!placement.ok()) return placement.status();
+  TLT_RETURN_IF_ERROR(device::make_current(placement->main_device()));
+  out << placement->line() << "\n";
   model::Transformer target(*config);
   if (!o.checkpoint.empty()) {
     StatusOr<std::string> meta = model::load_checkpoint(*target, o.checkpoint);
     if (!meta.ok()) return meta.status();
   }
+  target->to(torch::Device(placement->main_device()));  // the drafter follows its target
   target->eval();
   model::Drafter drafter(nullptr);
   if (o.speculative) {

@@ -31,9 +31,13 @@ struct GenerateOptions {
   std::string model;
   std::string chat;
   bool verbose = false;  // load time, peak RSS, the prompt's ids
+  // --device: auto, cpu, cuda or cuda:N (runtime/device/device.h); the model, its KV cache and
+  // the engine live there. Errors name "--device"; cuda never falls back to the CPU.
+  std::string device = "auto";
 };
 
-// Runs generation and writes the outputs and a summary line to `out`.
+// Runs generation and writes the device line ("device: cpu (this build has no CUDA)"), the
+// outputs and a summary line to `out`.
 // InvalidArgument for bad options; NotFound/Corruption for a bad checkpoint.
 Status run_generate(const GenerateOptions& options, std::ostream& out);
 

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <ostream>
 
+#include "runtime/device/device.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/rollout/engine.h"
 #include "runtime/tokenizer/hf_tokenizer.h"
@@ -34,9 +35,15 @@ int64_t peak_rss_bytes() {
 }
 
 Status run_generate_pretrained(const GenerateOptions& o, std::ostream& out, std::ostream& log) {
+  StatusOr<device::Placement> placement =
+      device::resolve_device(o.device, device::probe_inventory(), "--device");
+  if (!placement.ok()) return placement.status();  // before the model is read
+  TLT_RETURN_IF_ERROR(device::make_current(placement->main_device()));
+  log << placement->line() << "\n";
   auto t0 = std::chrono::steady_clock::now();
   StatusOr<model::PretrainedModel> m = model::load_pretrained(o.model);
   if (!m.ok()) return m.status();
+  m->model->to(torch::Device(placement->main_device()));  // its KV cache and engine follow
   StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok = tokenizer::load_tokenizer(o.model);
   if (!tok.ok()) return tok.status();
   const model::ModelConfig& c = m->config.config;

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "api/encode.h"
+#include "runtime/device/device.h"
 #include "runtime/torch_env.h"
 
 namespace tlt::tst {
@@ -77,6 +78,8 @@ StatusOr<std::unique_ptr<DataParallelGroup>> join_group(const api::TSTPretrainJo
   int timeout_s = std::atoi(env_or("TLT_COLLECTIVE_TIMEOUT_S", "300").c_str());
   o.timeout_s = timeout_s > 0 ? timeout_s : 300;
   o.store_file = options.rendezvous_file;
+  o.cuda = options.device != "cpu";
+  TLT_RETURN_IF_ERROR(device::make_current(options.device));  // NCCL takes the current device
   if (local && options.rank == 0) {
     StatusOr<std::string> file = local_rendezvous_file(job);
     if (!file.ok()) return file.status();

@@ -50,6 +50,9 @@ struct RankOptions {
   std::string rendezvous_file;
   std::string runs = "tst";  // the local workers' TLT_TST_RUNS (local_workers.h)
   bool resume = false;
+  // This rank's device, "cpu" or "cuda:K" (runtime/device/device.h): on CUDA the group is NCCL's
+  // and the device is made current before it is built; on the CPU, Gloo's.
+  std::string device = "cpu";
 };
 
 class JobRank {

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "runtime/device/device.h"
 #include "runtime/model/precision.h"
 #include "runtime/model/pretrained.h"
 #include "runtime/tst/data_parallel.h"
@@ -102,9 +103,12 @@ StatusOr<std::vector<Point>> run(const RunPlan& plan, std::vector<std::vector<in
                                    " data-parallel workers: each needs a row; raise batchSize or "
                                    "lower workers.replicas");
   }
+  TLT_RETURN_IF_ERROR(device::make_current(plan.device));
   torch::manual_seed(plan.seed);  // before the model: a from-scratch model's weights depend on it
   StatusOr<model::SourcedModel> m = initial_model(plan);
   if (!m.ok()) return m.status();
+  // Made on the CPU and moved, so a device starts from the CPU's weights (a no-op on the CPU).
+  m->model->to(torch::Device(plan.device));
   TrainerOptions options = trainer_options(plan);
   options.bfloat16 = model::use_bfloat16(plan.model_dtype, !plan.model_path.empty(),
                                          m->model->lm_head->weight.device());

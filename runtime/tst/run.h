@@ -21,6 +21,9 @@ struct RunPlan {
   // scratch) instead of `preset`.
   std::string model_path, model_format = "auto";
   std::string model_dtype = "auto";  // spec.model.dtype (model::use_bfloat16)
+  // This rank's device, "cpu" or "cuda:K" (runtime/device/device.h: spec.model.device resolved,
+  // then the rank's round-robin share): the model, its optimizer state and every batch live there.
+  std::string device = "cpu";
   int64_t vocab = 4096;  // the data's vocabulary; must not exceed the model's embedding rows
   // The data's tokenizer when it is a Hugging Face one (tokenizer.json, HF directory or GGUF):
   // recorded in the model card (model.json) beside every checkpoint, for `tlt export`.

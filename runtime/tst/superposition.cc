@@ -34,7 +34,8 @@ std::pair<torch::Tensor, torch::Tensor> per_position_ce(const torch::Tensor& log
   torch::Tensor logp = torch::log_softmax(logits.to(acc), -1);  // (B, L, V)
   torch::Tensor valid = labels != kIgnore;                      // (B, L, s)
   torch::Tensor picked = logp.gather(2, labels.clamp_min(0));   // (B, L, s)
-  torch::Tensor w = weights.to(logp.dtype()).view({1, 1, -1}) * valid.to(logp.dtype());
+  torch::Tensor w =
+      weights.to(logp.device(), logp.scalar_type()).view({1, 1, -1}) * valid.to(logp.dtype());
   torch::Tensor w_sum = w.sum(-1);                                         // (B, L)
   torch::Tensor per_pos = -(picked * w).sum(-1) / w_sum.clamp_min(1e-12);  // (B, L)
   return {per_pos, w_sum > 0};

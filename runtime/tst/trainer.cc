@@ -27,7 +27,8 @@ TSTTrainer::TSTTrainer(model::Transformer model, PackedStream train, PackedStrea
                    .weight_decay(options_.weight_decay));
   int64_t rows = options_.eval_batches * options_.batch;
   std::vector<int64_t> ev = held_out.next(rows, options_.positions, 1);
-  eval_rows_ = torch::tensor(ev, torch::kInt64).view({rows, options_.positions});
+  // On the model's device, as every training batch (step()).
+  eval_rows_ = torch::tensor(ev, torch::kInt64).view({rows, options_.positions}).to(device());
 }
 
 namespace {
@@ -41,7 +42,8 @@ torch::Tensor rows_logits(model::Transformer& m, const torch::Tensor& rows, int6
                           bool bfloat16) {
   int64_t b = rows.size(0), l = rows.size(1) / s;
   torch::Tensor x = bag_embeddings(m->embed, rows, s);  // (B, L, C)
-  torch::Tensor pos = torch::arange(l, torch::kInt64).view({1, l}).expand({b, l});
+  torch::Tensor pos =
+      torch::arange(l, torch::dtype(torch::kInt64).device(x.device())).view({1, l}).expand({b, l});
   model::Bfloat16Autocast mixed(x.device(), bfloat16);
   return m->forward_embeddings(x, pos).logits.to(x.scalar_type());  // (B, L, V)
 }
@@ -148,8 +150,9 @@ StepResult TSTTrainer::step() {
   }
   // The global batch, read on every rank so that all streams stay at the same position.
   std::vector<int64_t> raw = train_.next(options_.batch, options_.positions * r.bag, r.bag);
-  torch::Tensor rows = torch::tensor(raw, torch::kInt64).view({options_.batch, -1});  // (B, s*L)
-  if (group_) rows = shard_rows(rows, group_->rank(), group_->world());               // (B_r, s*L)
+  torch::Tensor rows =
+      torch::tensor(raw, torch::kInt64).view({options_.batch, -1}).to(device());  // (B, s*L)
+  if (group_) rows = shard_rows(rows, group_->rank(), group_->world());           // (B_r, s*L)
   model_->train();
   optimizer_->zero_grad();
   StatusOr<double> loss = backward(rows, r.bag);
@@ -218,7 +221,8 @@ Status TSTTrainer::load(const std::string& dir) {
   }
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(dir + "/optimizer.pt");
+    // The optimizer's state on the model's device, wherever the checkpoint was written.
+    archive.load_from(dir + "/optimizer.pt", device());
     optimizer_->load(archive);
   } catch (const c10::Error& e) {
     return Status::Corruption(dir + "/optimizer.pt: " + e.what_without_backtrace());

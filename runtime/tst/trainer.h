@@ -91,6 +91,8 @@ class TSTTrainer {
   StatusOr<double> backward(const torch::Tensor& rows, int64_t s);
   // Sums the gradients (and this rank's share of the loss) over the group; returns the loss.
   StatusOr<double> all_reduce_gradients(const torch::Tensor& loss);
+  // The model's device: batches are moved there (the caller moves the model before building).
+  torch::Device device() const { return model_->lm_head->weight.device(); }
 
   model::Transformer model_;
   PackedStream train_;
