@@ -36,6 +36,8 @@ TEST_PACKAGES=(
   clang-14 libclang-rt-14-dev        # libFuzzer for the manifest-parser fuzz test
   python3-torch python3-venv         # PyTorch 1.13 under transformers: the parity reference (47 MB
                                      # beside libtorch-dev's shared objects)
+  buildah crun                       # docker/*.Dockerfile built and run without a daemon
+  mmdebstrap                         # (scripts/images.sh, tests/image); Debian's bookworm base
 )
 runtime_only=false
 case "${1:-}" in
