@@ -8,7 +8,7 @@
 #      by SIGTERM before its first step still writes report.json; TST: a short run).
 # Usage: device.sh TLT_BINARY SOURCE_DIR
 set -u
-tlt=$1; src=$2
+tlt=$(realpath "$1"); src=$(realpath "$2")
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 rl_job() {  # rl_job NAME DEVICE -> $work/NAME.yaml, checkpoints under $work/NAME
