@@ -42,12 +42,14 @@ Inventory probe_inventory();
 
 // A job's devices, resolved.
 struct Placement {
-  std::string request;       // as written: "auto", "cpu", "cuda", "cuda:1"
-  bool cuda = false;         // false: every process computes on the CPU
-  std::vector<int> ordinals;  // the CUDA devices the job's processes take, round-robin; empty on cpu
-  std::vector<std::string> names;  // each ordinal's device name, same order
-  std::string reason;  // why the CPU ("this build has no CUDA", "no CUDA device visible",
-                       // "spec.model.device: cpu"); "" on CUDA
+  std::string request;  // as written: "auto", "cpu", "cuda", "cuda:1"
+  bool cuda = false;    // false: every process computes on the CPU
+  // The CUDA devices the job's processes take, round-robin (empty on the CPU), and their names.
+  std::vector<int> ordinals;
+  std::vector<std::string> names;
+  // Why the CPU ("this build has no CUDA", "no CUDA device visible", "spec.model.device: cpu");
+  // "" on CUDA.
+  std::string reason;
   std::string visible_env;  // "CUDA_VISIBLE_DEVICES=..." when it was set, else ""
 
   // The first process's device (the RL trainer, TST's rank 0): "cpu" or "cuda:K".
