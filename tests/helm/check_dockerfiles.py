@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks docker/*.Dockerfile without Docker (none runs here; run by dockerfiles.sh).
 
-Two families: the Debian images (every stage FROM debian:bookworm*) and the CUDA runtime image
+Two families: the Debian images (every stage FROM debian:bookworm*, but for the `binaries` stage
+FROM scratch that --build-context binaries=DIR replaces) and the CUDA runtime image
 (docker/runtime-cuda.Dockerfile, every stage FROM nvidia/cuda:<X.Y.Z>-<kind>-ubuntu<N>).
 
   1. Debian: the build stages of all Debian Dockerfiles are identical (one cached build serves
@@ -12,7 +13,7 @@ Two families: the Debian images (every stage FROM debian:bookworm*) and the CUDA
      Dockerfile's .dockerignore;
   3. the build stage's sources, copied alone into a temp dir, configure with CMake using the
      stage's `scripts/build.sh` arguments, and every binary a final stage copies out of
-     /src/build/bin is a target there whose build `ninja -n` can plan (all inputs present).
+     /src/build/bin (directly, or through the binaries stage) is a target there whose build `ninja -n` can plan (all inputs present).
      CUDA: with this machine's CUDA torch in place of /opt/torch (TLT_GPU_PYTHON, else
      ~/.cache/tlt/gpu-venv) and an nvcc (CUDA_HOME, PATH, or the toolkit scripts/gpu-check.sh
      assembles from the wheels); without them this check is skipped and says so. The torch pin
@@ -93,7 +94,7 @@ def dockerignore_allows(patterns, path):
 dockerfiles = sorted(glob.glob(os.path.join(src, "docker", "*.Dockerfile")))
 check(len(dockerfiles) >= 2, "expected docker/runtime.Dockerfile and docker/operator.Dockerfile")
 CUDA_BASE = re.compile(r"nvidia/cuda:(\d+\.\d+)\.\d+-(devel|runtime|base)(?:-cudnn\d*)?-ubuntu(\S+)")
-build_stages, finals, family, cuda_of = {}, {}, {}, {}
+build_stages, finals, family, cuda_of, staged = {}, {}, {}, {}, {}
 for df in dockerfiles:
     name = os.path.relpath(df, src)
     stages = parse(df)
@@ -103,8 +104,8 @@ for df in dockerfiles:
     family[name] = "cuda" if stages and stages[0][1].startswith("nvidia/cuda:") else "debian"
     for i, (sname, base, instrs) in enumerate(stages):
         if family[name] == "debian":
-            check(base.startswith("debian:bookworm"), "%s: stage from %s, not Debian bookworm" %
-                  (name, base))
+            check(base.startswith("debian:bookworm") or (base, sname) == ("scratch", "binaries"),
+                  "%s: stage from %s, not Debian bookworm" % (name, base))
         else:
             m = CUDA_BASE.fullmatch(base)
             if check(m is not None, "%s: stage from %s, not nvidia/cuda:X.Y.Z-KIND-ubuntuN" %
@@ -127,6 +128,15 @@ for df in dockerfiles:
     if "build" in named:
         build_stages[name] = named["build"]
     finals[name] = stages[-1]
+    # The binaries stage (replaced by --build-context binaries=DIR): built binaries, at /.
+    for instr, rest in named.get("binaries", (None, None, []))[2]:
+        m = re.match(r"--from=build (.*) /$", rest) if instr == "COPY" else None
+        check(instr != "COPY" or m is not None, "%s: the binaries stage's COPY %s: copy built "
+              "binaries from the build stage to /" % (name, rest))
+        for p in (m.group(1).split() if m else []):
+            check(p.startswith("/src/build/bin/"), "%s: the binaries stage copies %s, not a built "
+                  "binary" % (name, p))
+            staged.setdefault(name, set()).add(os.path.basename(p))
 
 # 1. one build stage for all Debian images
 texts = {n: s[2] for n, s in build_stages.items() if family[n] == "debian"}
@@ -150,6 +160,11 @@ for name in sorted(n for n in build_stages if family[n] == "cuda"):
 binaries = {}
 for name, (_, _, instrs) in finals.items():
     for instr, rest in instrs:
+        m = re.match(r"--from=binaries (.*) (\S+)$", rest) if instr == "COPY" else None
+        for p in (m.group(1).split() if m else []):
+            check(p.lstrip("/") in staged.get(name, ()), "%s: copies %s from the binaries stage, "
+                  "which does not hold it" % (name, p))
+            binaries.setdefault(name, []).append(p.lstrip("/"))
         m = re.match(r"--from=build (.*) (\S+)$", rest) if instr == "COPY" else None
         if m:
             for p in m.group(1).split():

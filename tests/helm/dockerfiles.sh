@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Dockerfiles of docker/, checked without Docker (no Docker daemon here): see
+# The Dockerfiles of docker/, checked by reading them (tests/image builds the Debian ones with
+# buildah and runs them; the CUDA one is checked only here): see
 # check_dockerfiles.py for the list (COPY sources exist and pass .dockerignore, the build stage
 # configures from its COPYs alone and defines the binaries copied out, the apt packages exist
 # in bookworm and provide every shared library). hadolint lints them too when it is installed.
@@ -15,4 +16,4 @@ if command -v hadolint >/dev/null 2>&1; then
 else
   echo "hadolint is not installed: lint skipped (the checks above ran)"
 fi
-echo "PASS: dockerfiles: docker/*.Dockerfile reference what exists and build what CMake defines ($((SECONDS - T0)) s; not built: no Docker here)"
+echo "PASS: dockerfiles: docker/*.Dockerfile reference what exists and build what CMake defines ($((SECONDS - T0)) s; built and run by tests/image)"
