@@ -353,6 +353,15 @@ void decode(const YAML::Node& node, TSTPretrainJob* out, FieldErrors* errors) {
   decode_job(node, out, errors);
 }
 
+void decode(const nlohmann::json& value, const std::string& path, SpeculativeSpec* out,
+            FieldErrors* errors) {
+  decode_value(json_to_yaml(value), path, *out, errors);
+}
+void decode(const nlohmann::json& value, const std::string& path, DrafterSpec* out,
+            FieldErrors* errors) {
+  decode_value(json_to_yaml(value), path, *out, errors);
+}
+
 nlohmann::json yaml_to_json(const YAML::Node& node) {
   return yaml_to_json_at(node, 0);
 }

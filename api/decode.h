@@ -22,6 +22,15 @@ namespace tlt::api {
 void decode(const YAML::Node& node, RLJob* out, FieldErrors* errors);
 void decode(const YAML::Node& node, TSTPretrainJob* out, FieldErrors* errors);
 
+// A part of an RLJob spec that a message carries whole (runtime/rl/worker_options.h's setup
+// message), as api/encode.h's to_json wrote it: decoded as that part of a manifest is (absent
+// fields keep their defaults; wrong types and unknown fields are errors), with paths under `path`
+// ("speculative.arms[1]").
+void decode(const nlohmann::json& value, const std::string& path, SpeculativeSpec* out,
+            FieldErrors* errors);
+void decode(const nlohmann::json& value, const std::string& path, DrafterSpec* out,
+            FieldErrors* errors);
+
 // Conversions between the two trees. yaml_to_json resolves plain scalars the YAML 1.2 core way
 // (true/false, null, integers, floats; everything else and all quoted scalars are strings).
 // json_to_yaml marks strings as quoted so that they round-trip as strings.

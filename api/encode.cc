@@ -155,6 +155,12 @@ nlohmann::json to_json(const RLJobStatus& status) {
 nlohmann::json to_json(const TSTPretrainJobStatus& status) {
   return encode_value(status);
 }
+nlohmann::json to_json(const SpeculativeSpec& spec) {
+  return encode_value(spec);
+}
+nlohmann::json to_json(const DrafterSpec& spec) {
+  return encode_value(spec);
+}
 
 std::string reference_markdown(const std::string& kind) {
   if (kind == kRLJobKind) return reference_for<RLJobSpec>();

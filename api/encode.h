@@ -20,6 +20,10 @@ nlohmann::json to_json(const RLJobSpec& spec);
 nlohmann::json to_json(const TSTPretrainJobSpec& spec);
 nlohmann::json to_json(const RLJobStatus& status);
 nlohmann::json to_json(const TSTPretrainJobStatus& status);
+// Parts of an RLJob spec that a message carries whole (runtime/rl/worker_options.h's setup
+// message): decode (api/decode.h) reads them back.
+nlohmann::json to_json(const SpeculativeSpec& spec);
+nlohmann::json to_json(const DrafterSpec& spec);
 
 // A Markdown table of every spec field of `kind` ("RLJob" or "TSTPretrainJob"): path, default,
 // allowed values and documentation. Returns "" for an unknown kind.

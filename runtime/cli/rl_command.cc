@@ -242,7 +242,7 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     plan.run_dir = scratch.path();
     out << label << ": scratch " << plan.run_dir
         << (scratch.in_memory() ? " (in memory, removed when the run ends)" : "") << "\n";
-    Progress progress(out, label, plan.steps);
+    Progress progress(out, label, plan.algorithm.steps);
     rl::RunCallbacks cb = callbacks(progress, attachment.get(), label);
     rl::publish_to(endpoint.metrics.get(),
                    rl::WorkerNames{job.metadata.name, spec.roles.rollout.replicas}, plan.workers,

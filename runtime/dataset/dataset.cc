@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "api/json_bounded.h"
+#include "runtime/clock.h"
 #include "runtime/dataset/row_file.h"
 
 namespace tlt::dataset {
@@ -267,11 +268,7 @@ StatusOr<std::unique_ptr<RowFile>> open_jsonl(const std::string& path, DatasetRe
   return std::unique_ptr<RowFile>(std::move(f));
 }
 
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
+using runtime::now_s;
 
 DatasetRead::DatasetRead(const OpenOptions& options, uint64_t total_bytes)
     : options_(options), total_bytes_(total_bytes) {

@@ -4,7 +4,7 @@
 //   report.json        the summary: job, kind, the device the job computed on ("device": what
 //                      `tlt run` printed after "device: "), and per run (label "tlt", "tst" or
 //                      "baseline") its headline numbers; pictures' paths
-//   <label>.json       RL: every step's report (runtime/rl/run.h's to_json) and the run's totals
+//   <label>.json       RL: every step's report (rl/step_report.h's to_json) and the run's totals
 //                      (generatingPhaseSeconds: worker-seconds per rollout engine phase)
 //   <label>.tsv        TST: held-out loss against FLOPs
 //   <label>-steps.tsv  RL: step time, reward and acceptance per step (for steps.svg)
@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/metrics/metrics.h"
-#include "runtime/rl/run.h"
+#include "runtime/rl/plan.h"
 #include "runtime/tst/run.h"
 
 namespace tlt::report {

@@ -12,6 +12,7 @@
 
 #include "api/json_bounded.h"
 #include "runtime/io/atomic_file.h"
+#include "runtime/rl/run_dir.h"
 
 namespace tlt::rl {
 namespace fs = std::filesystem;
@@ -55,15 +56,15 @@ bool matches(const std::string& pattern, const std::string& name) {
 }  // namespace
 
 std::vector<MirrorRule> worker_mirror_rules() {
-  return {{"generate", "policy", "policy-v#.ckpt"},
-          {"generate", "drafter", "drafter-v#.ckpt"},
-          {"train", "buffers", "buffer/step-#-w#.pt"}};
+  return {{"generate", "policy", policy_name("#")},
+          {"generate", "drafter", drafter_name("#")},
+          {"train", "buffers", buffer_name("#", "#")}};
 }
 
 std::vector<MirrorRule> driver_mirror_rules(int index) {
   std::string w = std::to_string(index);
-  return {{"generated", "buffer", "buffer/step-#-w" + w + ".pt"},
-          {"trained", "drafter", "drafter-w" + w + ".ckpt"}};
+  return {{"generated", "buffer", buffer_name("#", w)},
+          {"trained", "drafter", worker_drafter_name(w)}};
 }
 
 Status Channel::write_all(const char* data, size_t size) {

@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "runtime/data/token_file.h"
-#include "runtime/rl/worker_options.h"
 
 namespace tlt::rl {
 namespace {
@@ -58,35 +57,11 @@ RLRunPlan plan_from_spec(const api::RLJob& job, bool baseline) {
   const api::RLJobSpec& s = job.spec;
   RLRunPlan p;
   p.job = job.metadata.name;
-  p.preset = s.model.effective_preset();
-  p.model_path = s.model.path, p.model_format = s.model.format, p.model_dtype = s.model.dtype;
-  p.task = s.task.effective_name(), p.task_seed = uint64_t(s.task.seed);
-  // A dataset's evaluation reads its held-out rows (spec.task.dataset.heldOut of them).
-  p.held_out = s.task.has_dataset() ? s.task.dataset.held_out : s.task.held_out;
-  p.task_free_text = s.task.free_text_answer(!s.model.path.empty());
-  p.dataset = s.task.dataset, p.reward = s.reward;
-  const api::AlgorithmSpec& a = s.algorithm;
-  p.steps = a.steps, p.prompts_per_step = a.prompts_per_step, p.group_size = a.group_size;
-  p.max_response_tokens = a.max_response_tokens;
-  p.temperature = a.temperature, p.top_p = a.top_p, p.learning_rate = a.learning_rate;
-  p.kl_coef = a.kl_coef, p.clip = a.clip_ratio, p.seed = uint64_t(a.seed);
-  p.loss_aggregation = a.loss_aggregation;
-  p.warm_start_steps = a.effective_warm_start_steps(!s.model.path.empty());
-  p.warm_start_learning_rate = a.warm_start_learning_rate;
-  p.warm_start_max_prompt_chars = a.warm_start_max_prompt_chars;
-  p.warm_start_unmarked_answers = a.warm_start_unmarked_answers;
+  p.model = s.model, p.task = s.task, p.reward = s.reward, p.algorithm = s.algorithm;
+  p.speculative = s.speculative, p.drafter = s.drafter, p.checkpoint = s.checkpoint;
   p.drafter_role_workers = s.roles.drafter.replicas;
   p.workers = std::max(1, s.roles.rollout.replicas) + p.drafter_role_workers;
   p.baseline = baseline;
-  p.speculative = s.speculative.enabled;
-  p.worker = worker_spec_from(s);
-  p.selector_pooled = s.speculative.selector.pooled;
-  p.drafter_warm_start_steps = s.drafter.warm_start_steps;
-  p.drafter_warm_start_prompts = s.drafter.warm_start_prompts;
-  p.drafter_training = s.drafter.training.enabled;
-  p.min_idle_workers = s.drafter.training.min_idle_workers;
-  p.buffer_steps = s.drafter.training.buffer_steps;
-  p.checkpoint_every = s.checkpoint.every_steps, p.checkpoint_keep = s.checkpoint.keep;
   p.cache_dir = data::cache_root();
   std::error_code ec;
   p.worker_exe = fs::read_symlink("/proc/self/exe", ec).string();

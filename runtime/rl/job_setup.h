@@ -1,5 +1,6 @@
 // What `tlt run` sets up for an RLJob before its runs start (runtime/rl/run.h): the plan of
-// each run from the job's spec, and the scratch directory a run's weights and buffers live in.
+// each run from the job's spec (runtime/rl/plan.h), and the scratch directory a run's weights and
+// buffers live in.
 //
 // A job makes one or two runs, in this order: "tlt" (speculation and the adaptive drafter on)
 // unless --baseline, then "baseline" under --baseline or --compare. Their directories sit under
@@ -13,7 +14,7 @@
 #include <vector>
 
 #include "api/spec.h"
-#include "runtime/rl/run.h"
+#include "runtime/rl/plan.h"
 
 namespace tlt::rl {
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/rl/run_dir.h"
+
 namespace tlt::rl {
 using nlohmann::json;
 
@@ -269,10 +271,6 @@ GeneratedStats read_stats(Reader& r, const json& st, const StepReplyContext& c) 
 
 }  // namespace
 
-json to_json(const BanditStep& s) {
-  return json::array({s.batch, s.arm, s.context, s.tokens, s.seconds, s.explore_cost});
-}
-
 StatusOr<std::vector<BanditStep>> decode_bandit_steps(const json& list, const std::string& where) {
   if (!list.is_array() || int64_t(list.size()) > kMaxBanditSteps)
     return Status::InvalidArgument(where + ": expected an array of at most " +
@@ -305,14 +303,17 @@ StatusOr<std::vector<BanditStep>> decode_bandit_steps(const json& list, const st
   return out;
 }
 
-StatusOr<Response> decode_completed(const json& m, const StepReplyContext& c) {
+StatusOr<Completed> decode_completed(const json& m, const StepReplyContext& c) {
   Reader r(m, who(c, "completed"));
   expect_op(r, "completed");
   expect_step(r, c, /*with_worker=*/false, /*with_version=*/true);
   if (!r.ok()) return r.status();
-  Response out = read_response(r, m, "", c);
-  if (r.ok() && size_t(out.id) < c.answered.size() && c.answered[size_t(out.id)])
-    r.fail("id", std::to_string(out.id) + " was already answered by this worker");
+  Completed out;
+  out.step = c.step, out.policy_version = c.step - 1;
+  out.response = read_response(r, m, "", c);
+  const int64_t id = out.response.id;
+  if (r.ok() && size_t(id) < c.answered.size() && c.answered[size_t(id)])
+    r.fail("id", std::to_string(id) + " was already answered by this worker");
   if (!r.ok()) return r.status();
   return out;
 }
@@ -321,10 +322,11 @@ StatusOr<Generated> decode_generated(const json& m, const StepReplyContext& c) {
   Reader r(m, who(c, "generated"));
   expect_op(r, "generated");
   expect_step(r, c, /*with_worker=*/true, /*with_version=*/true);
-  r.integer_or("drafter_version", -1, kInt64Max, -1);
+  Generated out;
+  out.step = c.step, out.worker = c.worker, out.policy_version = c.step - 1;
+  out.drafter_version = r.integer_or("drafter_version", -1, kInt64Max, -1);
   const json* comps = r.array("completions", int64_t(c.assigned.size()));
   const json* stats = r.object("stats");
-  Generated out;
   std::vector<bool> seen(c.assigned.size(), false);
   for (size_t i = 0; comps && i < comps->size() && r.ok(); ++i) {
     const std::string at = "completions[" + std::to_string(i) + "]";
@@ -341,13 +343,12 @@ StatusOr<Generated> decode_generated(const json& m, const StepReplyContext& c) {
                               std::to_string(c.assigned.size()) + " requests it was sent");
   if (r.ok()) out.stats = read_stats(r, *stats, c);
   if (r.ok() && r.find("buffer")) {
-    std::string buffer = r.text("buffer", kMaxTextChars);
-    std::string expected = c.run_dir + "/buffer/step-" + std::to_string(c.step) + "-w" +
-                           std::to_string(c.worker) + ".pt";
-    if (r.ok() && buffer != expected)
-      r.fail("buffer", "is " + buffer.substr(0, 200) + "; expected " + expected);
+    out.buffer = r.text("buffer", kMaxTextChars);
+    std::string expected = buffer_path(c.run_dir, c.step, c.worker);
+    if (r.ok() && out.buffer != expected)
+      r.fail("buffer", "is " + out.buffer.substr(0, 200) + "; expected " + expected);
   }
-  r.number_or("seconds", 0, 1e9, 0);
+  out.seconds = r.number_or("seconds", 0, 1e9, 0);
   if (!r.ok()) return r.status();
   return out;
 }
@@ -357,14 +358,15 @@ StatusOr<Trained> decode_trained(const json& m, const StepReplyContext& c) {
   expect_op(r, "trained");
   expect_step(r, c, /*with_worker=*/true, /*with_version=*/false);
   Trained out;
+  out.step = c.step, out.worker = c.worker;
   out.steps = r.integer("steps", 0, int64_t(1) << 40);
   out.loss_first = r.number("loss_first", -1e30, 1e30);
   out.loss_last = r.number("loss_last", -1e30, 1e30);
   out.stop_latency_s = r.number("stop_latency_s", -1e9, 1e9);
-  r.number_or("seconds", 0, 1e9, 0);
+  out.seconds = r.number_or("seconds", 0, 1e9, 0);
   if (r.ok() && out.steps > 0) {
     out.drafter = r.text("drafter", kMaxTextChars);
-    std::string expected = c.run_dir + "/drafter-w" + std::to_string(c.worker) + ".ckpt";
+    std::string expected = worker_drafter_path(c.run_dir, c.worker);
     if (r.ok() && out.drafter != expected)
       r.fail("drafter", "is " + out.drafter.substr(0, 200) + "; expected " + expected);
   }
@@ -376,8 +378,8 @@ StatusOr<WeightsAck> decode_weights_ack(const json& m, int worker, int64_t polic
                                         int64_t drafter_version) {
   Reader r(m, "worker " + std::to_string(worker) + "'s weights");
   expect_op(r, "weights");
-  r.integer("worker", worker, worker);
   WeightsAck out;
+  out.worker = int(r.integer("worker", worker, worker));
   out.policy_version = r.integer("policy_version", -1, policy_version);
   out.drafter_version = r.integer("drafter_version", -1, std::max<int64_t>(-1, drafter_version));
   out.refused = r.integer("refused", 0, 2);
@@ -472,7 +474,7 @@ StatusOr<TrainMessage> decode_train(const json& m, const WorkerContext& c) {
       break;
     }
     t.buffers.push_back(f.get<std::string>());
-    expect_under(r, at.c_str(), t.buffers.back(), c.dir + "/buffer");
+    expect_under(r, at.c_str(), t.buffers.back(), buffer_dir(c.dir));
   }
   if (!r.ok()) return r.status();
   return t;
@@ -488,20 +490,13 @@ StatusOr<WeightsMessage> decode_weights(const json& m) {
   return w;
 }
 
-json to_json(const WeightSyncInvite& g) {
-  json m = {{"generation", g.generation},
-            {"nonce", g.nonce},
-            {"rank", g.rank},
-            {"world", g.world},
-            {"rendezvous_timeout_s", g.rendezvous_timeout_s},
-            {"timeout_s", g.timeout_s},
-            {"bucket_bytes", g.bucket_bytes},
-            {"cuda", g.cuda}};
-  if (g.store.empty())
-    m["port"] = g.port;
-  else
-    m["store"] = g.store;
-  return m;
+StatusOr<StopMessage> decode_stop(const json& m) {
+  Reader r(m, "the driver's stop");
+  expect_op(r, "stop");
+  StopMessage s;
+  s.sent_at = r.find("sent_at") ? r.number("sent_at", 0, 1e15) : -1;
+  if (!r.ok()) return r.status();
+  return s;
 }
 
 StatusOr<WeightSyncInvite> decode_weight_sync(const json& m, const WorkerContext& c) {
@@ -516,7 +511,7 @@ StatusOr<WeightSyncInvite> decode_weight_sync(const json& m, const WorkerContext
   g.rank = int(r.integer("rank", 1, g.world - 1));
   if (r.find("store")) {
     g.store = r.text("store", kMaxTextChars);
-    expect_under(r, "store", g.store, c.dir + "/weight-sync");
+    expect_under(r, "store", g.store, weight_sync_dir(c.dir));
     if (r.ok() && r.find("port"))
       r.fail("port", "is given with a store file; expected one of them");
   } else {

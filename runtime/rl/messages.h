@@ -1,9 +1,12 @@
 // The typed, checked contents of the messages between the RL driver and its rollout workers
-// (runtime/rl/channel.h carries them; rollout_phase.cc, weight_publisher.cc and worker.cc read
-// them). Each decode_* reads one message and checks every field its receiver uses against what
-// the receiver expects now: the step under way, the request ids the worker was given and which
-// of them it already answered, the vocabulary and length limits, the files a message may name.
-// Nothing is used before the whole message passed.
+// (runtime/rl/channel.h carries them; rollout_phase.cc, weight_publisher.cc and worker.cc write
+// and read them; the setup message is runtime/rl/worker_options.h's). Every message type has one
+// encoder, to_json (messages_encode.cc), and one decoder, decode_* (messages.cc), and
+// decode_*(to_json(x)) == x for a message its receiver expects. Each decode_* reads one message
+// and checks every field its receiver uses against what the receiver expects now: the step under
+// way, the request ids the worker was given and which of them it already answered, the
+// vocabulary and length limits, the files a message may name (runtime/rl/run_dir.h). Nothing is
+// used before the whole message passed.
 //
 // Errors: every decode_* returns InvalidArgument for a message it refuses, naming the message,
 // the field and what was expected ("worker 1's generated: completions[3].id is 100000; expected
@@ -11,7 +14,8 @@
 // the driver restarts (or, for a drafter pod, drops) the worker as it does a dead one; a worker
 // exits, and its driver restarts it. No decode_* throws or aborts on any input.
 //
-// No LibTorch (the fuzz target tests/fuzz/worker_messages_fuzz.cc compiles this file alone).
+// No LibTorch (the fuzz target tests/fuzz/worker_messages_fuzz.cc compiles these two files
+// alone).
 // Thread safety: functions; no shared state.
 #pragma once
 
@@ -70,8 +74,13 @@ struct Response {
 
 // {"op":"completed","step","policy_version","id","tokens"}: one response streamed as it
 // finished. The step and version the context's; the id one of `assigned`, not yet answered;
-// tokens as in a `generated`.
-StatusOr<Response> decode_completed(const nlohmann::json& m, const StepReplyContext& c);
+// tokens as in a `generated` (`stopped` is not sent: the `generated` reply says it).
+struct Completed {
+  int64_t step = 1, policy_version = 0;
+  Response response;
+};
+nlohmann::json to_json(const Completed& m);
+StatusOr<Completed> decode_completed(const nlohmann::json& m, const StepReplyContext& c);
 
 struct GeneratedStats {
   int64_t tokens = 0, plain_steps = 0, spec_steps = 0, request_spec_steps = 0, accepted = 0;
@@ -83,8 +92,13 @@ struct GeneratedStats {
 };
 
 struct Generated {
-  std::vector<Response> responses;  // one per assigned id, in the message's order
+  int64_t step = 1;
+  int worker = 0;
+  int64_t policy_version = 0, drafter_version = -1;  // the versions it generated with
+  std::vector<Response> responses;                   // one per assigned id, in the message's order
   GeneratedStats stats;
+  std::string buffer;  // the step's hidden states it collected; "" when it collected none
+  double seconds = 0;  // how long it took
 };
 
 // {"op":"generated","step","worker","policy_version","drafter_version","completions":[{"id",
@@ -93,20 +107,26 @@ struct Generated {
 // tokens in [0, vocab), at most max_tokens; counts non-negative, at most kMaxStatNames arms and
 // phases with names of at most kMaxNameChars; draft_vocab at most vocab; the buffer, when named,
 // run_dir/buffer/step-<step>-w<worker>.pt; seconds finite and non-negative.
+nlohmann::json to_json(const Generated& m);
 StatusOr<Generated> decode_generated(const nlohmann::json& m, const StepReplyContext& c);
 
 struct Trained {
+  int64_t step = 1;
+  int worker = 0;
   int64_t steps = 0;
   std::string drafter;  // the worker's drafter checkpoint; "" when steps is 0
   double loss_first = -1, loss_last = -1, stop_latency_s = 0;
+  double seconds = 0;  // how long it trained
 };
 
 // {"op":"trained","step","worker","steps","drafter","loss_first","loss_last","stop_latency_s"}:
 // step and worker the context's; steps in [0, 2^40]; with steps > 0 the drafter is the worker's
 // own file, run_dir/drafter-w<worker>.ckpt; losses and latency finite.
+nlohmann::json to_json(const Trained& m);
 StatusOr<Trained> decode_trained(const nlohmann::json& m, const StepReplyContext& c);
 
 struct WeightsAck {
+  int worker = 0;
   int64_t policy_version = -1, drafter_version = -1;  // held now; -1: none yet
   int64_t refused = 0;                                // publishes refused
   std::string error;                                  // the group broke: "" when it did not
@@ -116,6 +136,7 @@ struct WeightsAck {
 // answer to a publish of policy `policy_version` (and drafter `drafter_version`, -1: none):
 // worker the sender; versions in [-1, the newest published]; refused in [0, 2]; error text at
 // most kMaxTextChars.
+nlohmann::json to_json(const WeightsAck& m);
 StatusOr<WeightsAck> decode_weights_ack(const nlohmann::json& m, int worker, int64_t policy_version,
                                         int64_t drafter_version);
 
@@ -153,7 +174,9 @@ struct GenerateMessage {
 // policy (and drafter with drafter_version >= 0) files under dir; requests with distinct ids
 // >= 0, a non-empty prompt of ids in [0, vocab) that leaves max_new in [1, max_seq) positions,
 // stop ids in [0, vocab), temperature finite >= 0, top_p in (0, 1]; bandit_peers as
-// decode_bandit_steps.
+// decode_bandit_steps. The encoder writes drafter and drafter_version only for a
+// drafter_version >= 0, bandit_peers only with pool_bandit.
+nlohmann::json to_json(const GenerateMessage& m);
 StatusOr<GenerateMessage> decode_generate(const nlohmann::json& m, const WorkerContext& c);
 
 // {"op":"train","step","buffers":[paths]}: step >= 1; each buffer a file under dir/buffer/.
@@ -161,16 +184,28 @@ struct TrainMessage {
   int64_t step = 1;
   std::vector<std::string> buffers;
 };
+nlohmann::json to_json(const TrainMessage& m);
 StatusOr<TrainMessage> decode_train(const nlohmann::json& m, const WorkerContext& c);
 
 // {"op":"weights","policy_version","drafter_version"}: the versions the driver publishes now.
 struct WeightsMessage {
   int64_t policy_version = 0, drafter_version = -1;
 };
+nlohmann::json to_json(const WeightsMessage& m);
 StatusOr<WeightsMessage> decode_weights(const nlohmann::json& m);
 
+// {"op":"stop","sent_at"}: a training worker stops at its next optimizer-step boundary and
+// answers `trained`. sent_at (the driver's runtime::now_s() when it sent it, for the stop's
+// latency) is optional: -1 when absent; else finite and non-negative.
+struct StopMessage {
+  double sent_at = -1;
+};
+nlohmann::json to_json(const StopMessage& m);
+StatusOr<StopMessage> decode_stop(const nlohmann::json& m);
+
 // A generation of the weight-sync group a worker is asked to join (the setup message's
-// "weight_sync" object, or {"op":"weight_sync",...}).
+// "weight_sync" object, or {"op":"weight_sync",...}: the encoder writes the object without "op",
+// the decoder does not read it).
 struct WeightSyncInvite {
   int64_t generation = 1;  // with the nonce, what the generation's proof is derived from
   std::string nonce;       // 32 hex digits

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "api/fnv.h"
+#include "api/validate.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
 #include "runtime/model/precision.h"
@@ -54,46 +55,54 @@ class PolicyBuilder {
 
 Status PolicyBuilder::build() {
   DatasetTask* dataset = nullptr;
-  if (plan_.dataset.path.empty()) {
+  if (!plan_.task.has_dataset()) {
     StatusOr<std::unique_ptr<Task>> task =
-        make_task(plan_.task, plan_.task_seed, TaskOptions{plan_.task_free_text});
+        make_task(plan_.task_name(), plan_.task_seed(), TaskOptions{plan_.free_text()});
     if (!task.ok()) return task.status();
     p_.task = std::move(*task);
   } else {
     TLT_RETURN_IF_ERROR(open_dataset(&dataset));
   }
-  TLT_RETURN_IF_ERROR(plan_.model_path.empty() ? make_preset_policy() : load_model_policy());
+  StatusOr<model::DrafterFeatures> features = model::parse_drafter_features(plan_.drafter.features);
+  if (!features.ok()) return features.status().with_context("spec.drafter.features");
+  TLT_RETURN_IF_ERROR(plan_.pretrained() ? load_model_policy() : make_preset_policy());
+  // A response too long for the model's context leaves a prompt no room: said with the numbers
+  // (the rule `tlt validate` applies to the model's config).
+  api::FieldErrors context;
+  api::check_model_context(plan_.algorithm, p_.cfg.max_seq,
+                           plan_.pretrained() ? "spec.model.path " + plan_.model.path
+                                              : "preset " + plan_.preset(),
+                           &context);
+  if (!context.empty()) return Status::FailedPrecondition(context[0].to_string());
   if (dataset) TLT_RETURN_IF_ERROR(fit_dataset(dataset));
   TLT_RETURN_IF_ERROR(warm_start_policy());
   for (auto& p : p_.reference->parameters()) p.set_requires_grad(false);
   p_.reference->eval();
   p_.policy->eval();
-  torch::manual_seed(mix_seeds(plan_.seed, 7));
-  p_.drafter = model::Drafter(
-      p_.policy, plan_.worker.drafter_layers,
-      plan_.worker.drafter_fused ? model::DrafterFeatures::kFused : model::DrafterFeatures::kLast);
+  torch::manual_seed(mix_seeds(plan_.seed(), 7));
+  p_.drafter = model::Drafter(p_.policy, plan_.drafter.layers, *features);
   // spec.model.dtype for the policy update and for decoding (a worker's engine still falls back
   // to float32 where its probe finds bfloat16 decoding not row-invariant,
   // rollout::EngineOptions::bfloat16), and for the drafter's training (warm start and spot
   // trainers: drafter::DrafterTrainer, 1.7x faster a step on SmolLM2); the drafter's warm start
   // learns the features decoding will hand it.
-  p_.bfloat16 = model::use_bfloat16(plan_.model_dtype, !plan_.model_path.empty(),
+  p_.bfloat16 = model::use_bfloat16(plan_.model.dtype, plan_.pretrained(),
                                     p_.policy->lm_head->weight.device());
-  if (!plan_.baseline && plan_.drafter_warm_start_steps > 0)
+  if (!plan_.baseline && plan_.drafter.warm_start_steps > 0)
     TLT_RETURN_IF_ERROR(warm_start_drafter());
   // The RNG state after initialisation must not depend on whether the drafter warm start ran
   // (the baseline skips it), so the two modes take the same random draws from here on.
-  torch::manual_seed(mix_seeds(plan_.seed, 11));
+  torch::manual_seed(mix_seeds(plan_.seed(), 11));
   return Status::Ok();
 }
 
 Status PolicyBuilder::open_dataset(DatasetTask** out) {
-  if (plan_.warm_start_steps > 0)
+  if (plan_.warm_start_steps() > 0)
     return Status::InvalidArgument(
         "spec.algorithm.warmStartSteps: a dataset's rows carry no worked solutions to imitate; "
         "set it to 0 (the default with spec.model.path, a trained model)");
   StatusOr<std::unique_ptr<DatasetTask>> task =
-      DatasetTask::open(plan_.dataset, plan_.reward, plan_.task_seed);
+      DatasetTask::open(plan_.task.dataset, plan_.reward, plan_.task_seed());
   if (!task.ok()) return task.status();
   *out = task->get();
   p_.task = std::move(*task);
@@ -104,39 +113,40 @@ Status PolicyBuilder::fit_dataset(DatasetTask* task) {
   // The rollouts' budget (runtime/rl/rollout_phase.cc), the tighter of the rollouts' and the
   // evaluation's.
   constexpr int64_t kHeadroom = 64;
-  TLT_RETURN_IF_ERROR(task->fit(*p_.codec, p_.max_seq - plan_.max_response_tokens - kHeadroom));
+  const api::DatasetSpec& d = plan_.task.dataset;
+  TLT_RETURN_IF_ERROR(
+      task->fit(*p_.codec, p_.max_seq - plan_.algorithm.max_response_tokens - kHeadroom));
   p_.prompts_skipped = task->skipped(), p_.prompts_truncated = task->truncated();
-  log("dataset: " + plan_.dataset.path + ": " + std::to_string(task->train_rows()) +
-      " training rows, " + std::to_string(task->held_out_rows()) + " held out" +
-      (plan_.dataset.held_out_path.empty() ? "" : " (" + plan_.dataset.held_out_path + ")") +
-      "; prompts skipped " + std::to_string(task->skipped()) + ", truncated " +
-      std::to_string(task->truncated()) +
-      " (spec.task.dataset.longPrompts: " + plan_.dataset.long_prompts + ")");
+  log("dataset: " + d.path + ": " + std::to_string(task->train_rows()) + " training rows, " +
+      std::to_string(task->held_out_rows()) + " held out" +
+      (d.held_out_path.empty() ? "" : " (" + d.held_out_path + ")") + "; prompts skipped " +
+      std::to_string(task->skipped()) + ", truncated " + std::to_string(task->truncated()) +
+      " (spec.task.dataset.longPrompts: " + d.long_prompts + ")");
   return Status::Ok();
 }
 
 std::string PolicyBuilder::task_key() const {
-  if (plan_.dataset.path.empty()) return plan_.task + "-" + std::to_string(plan_.task_seed);
+  if (!plan_.task.has_dataset()) return plan_.task_name() + "-" + std::to_string(plan_.task_seed());
   const auto& task = static_cast<const DatasetTask&>(*p_.task);
   return "dataset-" + std::to_string(task.fingerprint() % 1000000007ull);
 }
 
 Status PolicyBuilder::make_preset_policy() {
-  StatusOr<model::ModelConfig> cfg = model::preset_config(plan_.preset, kTextVocab);
+  StatusOr<model::ModelConfig> cfg = model::preset_config(plan_.preset(), kTextVocab);
   if (!cfg.ok()) return cfg.status();
   p_.cfg = *cfg;
   p_.card.config.architecture = "llama", p_.card.config.config = p_.cfg;
   p_.max_seq = p_.cfg.max_seq;
-  torch::manual_seed(plan_.seed);
+  torch::manual_seed(plan_.seed());
   p_.policy = model::Transformer(p_.cfg);
   p_.reference = model::Transformer(p_.cfg);
-  p_.model_key = plan_.preset;
+  p_.model_key = plan_.preset();
   return Status::Ok();
 }
 
 Status PolicyBuilder::load_model_policy() {
   StatusOr<model::ModelSource> source =
-      model::resolve_model_source(plan_.model_path, plan_.model_format);
+      model::resolve_model_source(plan_.model.path, plan_.model.format);
   if (!source.ok()) return source.status().with_context("spec.model.path");
   if (source->kind == model::SourceKind::kHfConfig)
     return Status::InvalidArgument("spec.model.path: " + source->path +
@@ -154,10 +164,11 @@ Status PolicyBuilder::load_model_policy() {
   if (!codec.ok()) return codec.status().with_context("spec.model.path");
   p_.own_codec = std::move(*codec);
   p_.codec = p_.own_codec.get();
-  p_.max_seq = std::min<int64_t>(p_.cfg.max_seq, kPromptBudget + plan_.max_response_tokens);
-  torch::manual_seed(plan_.seed);
+  p_.max_seq =
+      std::min<int64_t>(p_.cfg.max_seq, kPromptBudget + plan_.algorithm.max_response_tokens);
+  torch::manual_seed(plan_.seed());
   p_.reference = model::Transformer(p_.cfg);
-  p_.model_key = model::model_identity(source->path) + "-" + plan_.model_format;
+  p_.model_key = model::model_identity(source->path) + "-" + plan_.model.format;
   log("policy: " + source->path + " (" + p_.card.config.architecture + ", " +
       std::to_string(p_.cfg.n_layers) + " layers, width " + std::to_string(p_.cfg.dim) +
       ", vocab " + std::to_string(p_.cfg.vocab) + ", " +
@@ -175,7 +186,7 @@ Status PolicyBuilder::warm_start_policy() {
   if (wo.unmarked_answers > 0) key << "-unmarked" << wo.unmarked_answers;  // older keys unchanged
   p_.warm_start_key = plan_.cache_dir + "/rl/warm-start-" +
                       std::to_string(fnv1a64(key.str()) % 1000000007ull) + ".ckpt";
-  if (!plan_.model_path.empty() && wo.steps == 0) {
+  if (plan_.pretrained() && wo.steps == 0) {
     log("warm start: none (spec.model.path is a trained model; set "
         "spec.algorithm.warmStartSteps to imitate the task's worked solutions first)");
     torch::NoGradGuard no_grad;
@@ -185,7 +196,7 @@ Status PolicyBuilder::warm_start_policy() {
   }
   p_.warm_start = p_.warm_start_key;
   log("warm start: " + p_.warm_start);
-  if (wo.unmarked_answers > 0 && plan_.task_free_text)
+  if (wo.unmarked_answers > 0 && plan_.free_text())
     log("note: spec.algorithm.warmStartUnmarkedAnswers leaves answers unmarked, but the reward "
         "also reads unmarked ones (spec.task.answer resolves to free-text), so RL has no marking "
         "to learn; set spec.task.answer: marker for that");
@@ -196,13 +207,14 @@ Status PolicyBuilder::warm_start_policy() {
 }
 
 WarmStartOptions PolicyBuilder::warm_start_options() const {
+  const api::AlgorithmSpec& a = plan_.algorithm;
   WarmStartOptions wo;
-  wo.steps = plan_.warm_start_steps;
-  wo.learning_rate = plan_.warm_start_learning_rate;
-  wo.max_prompt_chars = plan_.warm_start_max_prompt_chars;
-  wo.unmarked_answers = plan_.warm_start_unmarked_answers;
-  wo.seed = plan_.seed;
-  wo.max_response_tokens = plan_.max_response_tokens;
+  wo.steps = plan_.warm_start_steps();
+  wo.learning_rate = a.warm_start_learning_rate;
+  wo.max_prompt_chars = a.warm_start_max_prompt_chars;
+  wo.unmarked_answers = a.warm_start_unmarked_answers;
+  wo.seed = plan_.seed();
+  wo.max_response_tokens = a.max_response_tokens;
   wo.codec = p_.codec;
   wo.max_seq = p_.max_seq;
   return wo;
@@ -212,19 +224,19 @@ WarmStartOptions PolicyBuilder::warm_start_options() const {
 // cache_dir/drafter); a preset's, from the task's worked solutions, which are what it was
 // warm-started to write.
 Status PolicyBuilder::warm_start_drafter() {
-  if (!plan_.model_path.empty()) return warm_start_drafter_on_generations();
+  if (plan_.pretrained()) return warm_start_drafter_on_generations();
   WarmStartOptions dw = warm_start_options();
-  dw.steps = plan_.drafter_warm_start_steps;
+  dw.steps = plan_.drafter.warm_start_steps;
   dw.learning_rate = plan_.drafter_warm_start_learning_rate;
   dw.batch = plan_.drafter_warm_start_batch;
-  dw.drafter_levels = plan_.worker.drafter_train_levels;
+  dw.drafter_levels = plan_.drafter.train_levels;
   dw.max_response_tokens =
-      std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
+      std::min<int64_t>(plan_.algorithm.max_response_tokens, plan_.drafter_warm_start_max_tokens);
   std::ostringstream dkey;
-  dkey << plan_.worker.drafter_layers << "-" << dw.steps << "-" << dw.learning_rate << "-"
-       << dw.batch << "-" << dw.max_response_tokens << "-" << dw.seed;
+  dkey << plan_.drafter.layers << "-" << dw.steps << "-" << dw.learning_rate << "-" << dw.batch
+       << "-" << dw.max_response_tokens << "-" << dw.seed;
   if (dw.drafter_levels != 1) dkey << "-levels" << dw.drafter_levels;  // older keys stay valid
-  if (plan_.worker.drafter_fused) dkey << "-fused";
+  if (p_.drafter->fused()) dkey << "-fused";
   std::string path =
       p_.warm_start_key + ".drafter-" + std::to_string(fnv1a64(dkey.str()) % 1000000007ull);
   log("drafter warm start: " + path);
@@ -235,16 +247,16 @@ Status PolicyBuilder::warm_start_drafter() {
 
 Status PolicyBuilder::warm_start_drafter_on_generations() {
   GenerationsWarmStartOptions o;
-  o.steps = plan_.drafter_warm_start_steps;
+  o.steps = plan_.drafter.warm_start_steps;
   o.learning_rate = plan_.drafter_warm_start_learning_rate;
   o.batch = plan_.drafter_warm_start_batch;
-  o.seed = plan_.seed;
-  o.prompts = plan_.drafter_warm_start_prompts;
+  o.seed = plan_.seed();
+  o.prompts = plan_.drafter.warm_start_prompts;
   o.max_new_tokens =
-      std::min<int64_t>(plan_.max_response_tokens, plan_.drafter_warm_start_max_tokens);
-  o.temperature = plan_.temperature, o.top_p = plan_.top_p;
-  o.vocab_subset = plan_.worker.drafter_vocab_subset;
-  o.train_levels = plan_.worker.drafter_train_levels;
+      std::min<int64_t>(plan_.algorithm.max_response_tokens, plan_.drafter_warm_start_max_tokens);
+  o.temperature = plan_.algorithm.temperature, o.top_p = plan_.algorithm.top_p;
+  o.vocab_subset = plan_.drafter.vocab_subset;
+  o.train_levels = plan_.drafter.train_levels;
   o.max_seq = p_.max_seq;
   o.codec = p_.codec;
   o.bfloat16 = o.train_bfloat16 = p_.bfloat16;

@@ -3,18 +3,20 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
 
+#include "runtime/clock.h"
 #include "runtime/cluster/coordinator.h"
+#include "runtime/rl/run_dir.h"
 #include "runtime/rl/scoring.h"
 #include "runtime/rl/seeds.h"
 
 namespace tlt::rl {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using runtime::now_s;
 
 namespace {
 
@@ -34,18 +36,6 @@ constexpr int64_t kDraftHeadroom = 64;
 
 }  // namespace
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string policy_path(const std::string& run_dir, int64_t v) {
-  return run_dir + "/policy-v" + std::to_string(v) + ".ckpt";
-}
-
-std::string drafter_path(const std::string& run_dir, int64_t v) {
-  return run_dir + "/drafter-v" + std::to_string(v) + ".ckpt";
-}
-
 // One step's rollout phase as the driver tracks it (steps 1-3 of run.h's header).
 struct RolloutPhase::StepRun {
   int64_t step = 0;
@@ -53,7 +43,7 @@ struct RolloutPhase::StepRun {
   std::vector<Problem> problems;
   std::vector<std::vector<int64_t>> prompts;  // one per problem
   bool train_drafter = false;
-  std::vector<json> gen_msgs;  // per worker: its generate message
+  std::vector<GenerateMessage> gen_msgs;  // per worker: its generate message
   // Per worker: what its replies are checked against (the request ids it was sent, which of
   // them it answered since it last (re)started), and how often it failed this step.
   std::vector<StepReplyContext> replies;
@@ -94,7 +84,8 @@ StatusOr<Rollouts> RolloutPhase::run(int64_t step, int64_t drafter_version, Step
   StepRun s;
   s.step = step, s.report = r;
   TLT_RETURN_IF_ERROR(plan_step(s, drafter_version));
-  if (scorer_) scorer_->begin(size_t(plan_.prompts_per_step * plan_.group_size));
+  if (scorer_)
+    scorer_->begin(size_t(int64_t(plan_.algorithm.prompts_per_step) * plan_.algorithm.group_size));
   TLT_RETURN_IF_ERROR(start_rollout(s));
   TLT_RETURN_IF_ERROR(run_rollout(s));
   TLT_RETURN_IF_ERROR(finish_rollout(s));
@@ -138,19 +129,19 @@ std::vector<bool> RolloutPhase::dedicated_workers(int64_t step, StepReport* r) {
 Status RolloutPhase::plan_step(StepRun& s, int64_t drafter_version) {
   int64_t step = s.step;
   StepReport* r = s.report;
-  int64_t p_count = plan_.prompts_per_step, g = plan_.group_size, n = plan_.workers;
+  const api::AlgorithmSpec& a = plan_.algorithm;
+  int64_t p_count = a.prompts_per_step, g = a.group_size, n = plan_.workers;
   // This step's problems: a window of the training stream, so a resumed run sees the same.
   for (int64_t i = 0; i < p_count; ++i) {
     StatusOr<FittedProblem> f =
         fitting_problem(task_, codec_, kRlProblemOffset + uint64_t((step - 1) * p_count + i), false,
-                        max_seq_ - plan_.max_response_tokens - kDraftHeadroom);
+                        max_seq_ - a.max_response_tokens - kDraftHeadroom);
     if (!f.ok()) return f.status().with_context("step " + std::to_string(step));
     s.problems.push_back(std::move(f->problem));
     s.prompts.push_back(std::move(f->prompt));
   }
-  bool speculate = !plan_.baseline && plan_.speculative;
-  s.train_drafter = !plan_.baseline && plan_.drafter_training &&
-                    (plan_.freeze_drafter_after < 0 || step <= plan_.freeze_drafter_after);
+  const bool speculate = plan_.speculates();
+  s.train_drafter = plan_.trains_drafter(step);
   std::vector<bool> dedicated = dedicated_workers(step, r);
   std::vector<int64_t> generators;
   for (int64_t w = 0; w < n; ++w)
@@ -162,48 +153,36 @@ Status RolloutPhase::plan_step(StepRun& s, int64_t drafter_version) {
   for (int64_t w = 0; w < n; ++w) {
     StepReplyContext& c = s.replies[size_t(w)];
     c.step = step, c.worker = int(w), c.vocab = codec_.vocab_size();
-    c.max_tokens = plan_.max_response_tokens, c.run_dir = plan_.run_dir;
+    c.max_tokens = a.max_response_tokens, c.run_dir = plan_.run_dir;
     c.answered.assign(size_t(p_count * g), false);
-    json reqs = json::array();
+    GenerateMessage& m = s.gen_msgs[size_t(w)];
+    m.step = step;
+    m.policy = policy_path(plan_.run_dir, step - 1), m.policy_version = step - 1;
+    m.speculative = speculate, m.collect_hidden = s.train_drafter;
+    m.stream_completions = scorer_ != nullptr;
     int64_t slot = std::find(generators.begin(), generators.end(), w) - generators.begin();
     int64_t n_gen = int64_t(generators.size());
     for (int64_t pi = slot; slot < n_gen && pi < p_count; pi += n_gen) {
       for (int64_t k = 0; k < g; ++k) {
-        int64_t id = pi * g + k;
-        c.assigned.push_back(id);  // ascending: pi and k rise
-        reqs.push_back({{"id", id},
-                        {"prompt", s.prompts[pi]},
-                        {"max_new", plan_.max_response_tokens},
-                        {"stop", codec_.end_ids().front()},
-                        {"more_stop", std::vector<int64_t>(codec_.end_ids().begin() + 1,
-                                                           codec_.end_ids().end())},
-                        {"seed", mix_seeds(mix_seeds(plan_.seed, uint64_t(step)), uint64_t(id))},
-                        {"temperature", plan_.temperature},
-                        {"top_p", plan_.top_p}});
+        GenerateRequest q;
+        q.id = pi * g + k;
+        c.assigned.push_back(q.id);  // ascending: pi and k rise
+        q.prompt = s.prompts[pi], q.max_new = a.max_response_tokens;
+        q.stop = codec_.end_ids().front();
+        q.more_stop.assign(codec_.end_ids().begin() + 1, codec_.end_ids().end());
+        q.seed = mix_seeds(mix_seeds(plan_.seed(), uint64_t(step)), uint64_t(q.id));
+        q.temperature = a.temperature, q.top_p = a.top_p;
+        m.requests.push_back(std::move(q));
       }
     }
-    json m = {{"op", "generate"},
-              {"step", step},
-              {"policy", policy_path(plan_.run_dir, step - 1)},
-              {"policy_version", step - 1},
-              {"speculative", speculate},
-              {"collect_hidden", s.train_drafter},
-              {"stream_completions", scorer_ != nullptr},
-              {"requests", reqs}};
-    if (speculate) {
-      m["drafter"] = drafter_path(plan_.run_dir, drafter_version);
-      m["drafter_version"] = drafter_version;
-    }
-    if (speculate && plan_.selector_pooled) {
-      // What the other workers' bandits measured in the last step (each step is passed on once).
-      json peers = json::array();
-      for (size_t v = 0; v < bandit_steps_.size(); ++v)
-        if (v != size_t(w))
-          for (const BanditStep& o : bandit_steps_[v]) peers.push_back(to_json(o));
-      m["pool_bandit"] = true;
-      m["bandit_peers"] = std::move(peers);
-    }
-    s.gen_msgs[size_t(w)] = std::move(m);
+    if (speculate) m.drafter = drafter_path(plan_.run_dir, drafter_version);
+    m.drafter_version = speculate ? drafter_version : -1;
+    // What the other workers' bandits measured in the last step (each step is passed on once).
+    m.pool_bandit = speculate && plan_.speculative.selector.pooled;
+    for (size_t v = 0; m.pool_bandit && v < bandit_steps_.size(); ++v)
+      if (v != size_t(w))
+        m.bandit_peers.insert(m.bandit_peers.end(), bandit_steps_[v].begin(),
+                              bandit_steps_[v].end());
   }
   bandit_steps_.assign(size_t(n), {});
   return Status::Ok();
@@ -213,7 +192,8 @@ Status RolloutPhase::start_rollout(StepRun& s) {
   int64_t n = plan_.workers;
   StepReport* r = s.report;
   s.coord = std::make_unique<cluster::Coordinator>(
-      int(n), s.train_drafter ? plan_.min_idle_workers : std::numeric_limits<int>::max());
+      int(n),
+      s.train_drafter ? plan_.drafter.training.min_idle_workers : std::numeric_limits<int>::max());
   // Without drafter training (--baseline, frozen drafter) a dedicated worker just sits idle.
   TLT_RETURN_IF_ERROR(
       s.coord->set_dedicated(s.train_drafter ? r->drafter_workers : std::vector<int>{}));
@@ -225,14 +205,15 @@ Status RolloutPhase::start_rollout(StepRun& s) {
   TLT_RETURN_IF_ERROR(s.coord->begin_step(s.step, 0.0));
   s.since.assign(size_t(n), 0.0);
   s.state.assign(size_t(n), "generating");
-  for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(pool_.send(w, s.gen_msgs[w]));
-  s.responses.resize(size_t(plan_.prompts_per_step * plan_.group_size));
+  for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(pool_.send(w, to_json(s.gen_msgs[w])));
+  s.responses.resize(
+      size_t(int64_t(plan_.algorithm.prompts_per_step) * plan_.algorithm.group_size));
   s.submitted.assign(s.responses.size(), false);
   s.done.assign(size_t(n), false);
   s.awaiting_trained.assign(size_t(n), false);
   s.no_requests.assign(size_t(n), false);
   for (int64_t w = 0; w < n; ++w) {
-    if (!pool_.present(w) || !s.gen_msgs[size_t(w)].at("requests").empty()) continue;
+    if (!pool_.present(w) || !s.gen_msgs[size_t(w)].requests.empty()) continue;
     s.no_requests[size_t(w)] = s.done[size_t(w)] = true;
     mark(s, int(w), "released", 0.0);
     StatusOr<std::vector<int>> train = s.coord->worker_done(int(w), 0.0);
@@ -249,12 +230,12 @@ void RolloutPhase::mark(StepRun& s, int w, const std::string& state, double t) {
 }
 
 // Buffers available to drafter trainers: previous steps' and this step's finished workers.
-json RolloutPhase::buffers(const StepRun& s) const {
-  json files = json::array();
-  for (int64_t st = std::max<int64_t>(1, s.step - plan_.buffer_steps + 1); st <= s.step; ++st)
+std::vector<std::string> RolloutPhase::buffers(const StepRun& s) const {
+  std::vector<std::string> files;
+  const int64_t first = std::max<int64_t>(1, s.step - plan_.drafter.training.buffer_steps + 1);
+  for (int64_t st = first; st <= s.step; ++st)
     for (int64_t w = 0; w < plan_.workers; ++w) {
-      std::string f =
-          plan_.run_dir + "/buffer/step-" + std::to_string(st) + "-w" + std::to_string(w) + ".pt";
+      std::string f = buffer_path(plan_.run_dir, st, w);
       if (fs::exists(f)) files.push_back(f);
     }
   return files;
@@ -264,8 +245,7 @@ Status RolloutPhase::start_training(StepRun& s, const std::vector<int>& ws, doub
   for (int w : ws) {
     mark(s, w, "training", t);
     s.awaiting_trained[w] = true;
-    TLT_RETURN_IF_ERROR(
-        pool_.send(w, {{"op", "train"}, {"step", s.step}, {"buffers", buffers(s)}}));
+    TLT_RETURN_IF_ERROR(pool_.send(w, to_json(TrainMessage{s.step, buffers(s)})));
   }
   return Status::Ok();
 }
@@ -294,7 +274,7 @@ Status RolloutPhase::run_rollout(StepRun& s) {
       s.stop_sent = true;
       for (int64_t w = 0; w < plan_.workers; ++w)
         if (s.awaiting_trained[w])
-          TLT_RETURN_IF_ERROR(pool_.send(w, {{"op", "stop"}, {"sent_at", now_s()}}));
+          TLT_RETURN_IF_ERROR(pool_.send(w, to_json(StopMessage{now_s()})));
     }
     // The step ends once every trainer stopped and every worker without requests confirmed the
     // step's weights (its reply must not spill into the next step).
@@ -322,8 +302,8 @@ Status RolloutPhase::handle_message(StepRun& s, int w, const json& m, double t) 
   if (name == "completed") {
     if (answered_step)
       return Status::InvalidArgument(from + ": it already answered step " + std::to_string(s.step));
-    StatusOr<Response> r = decode_completed(m, c);
-    return r.ok() ? applied(on_completed(s, w, std::move(*r))) : r.status();
+    StatusOr<Completed> r = decode_completed(m, c);
+    return r.ok() ? applied(on_completed(s, w, std::move(r->response))) : r.status();
   }
   if (name == "generated") {
     if (answered_step)
@@ -376,9 +356,9 @@ Status RolloutPhase::worker_died(StepRun& s, int w, const Status& why, double t)
   bool was_generating = s.coord->state(w) == cluster::WorkerState::kGenerating;
   StatusOr<std::vector<int>> again = s.coord->worker_restarted(w, t);
   if (!again.ok()) return again.status();
-  if (was_generating) return pool_.send(w, s.gen_msgs[w]);
+  if (was_generating) return pool_.send(w, to_json(s.gen_msgs[w]));
   // A worker without requests that had not confirmed the weights yet: ask again.
-  if (s.no_requests[size_t(w)]) TLT_RETURN_IF_ERROR(pool_.send(w, s.gen_msgs[w]));
+  if (s.no_requests[size_t(w)]) TLT_RETURN_IF_ERROR(pool_.send(w, to_json(s.gen_msgs[w])));
   if (s.awaiting_trained[w]) mark(s, w, "released", t);
   s.awaiting_trained[w] = false;
   if (!s.stop_sent) TLT_RETURN_IF_ERROR(start_training(s, *again, t));
@@ -398,7 +378,7 @@ Status RolloutPhase::submit_for_reward(StepRun& s, size_t id) {
   s.submitted[id] = true;
   StatusOr<std::string> text = codec_.decode(s.responses[id]);
   if (!text.ok()) return text.status().with_context("step " + std::to_string(s.step));
-  const Problem& p = s.problems[id / size_t(plan_.group_size)];
+  const Problem& p = s.problems[id / size_t(plan_.algorithm.group_size)];
   scorer_->submit(id, score_request(p, step_request_id(s.step, int64_t(id)), std::move(*text)));
   return Status::Ok();
 }
@@ -462,9 +442,7 @@ Status RolloutPhase::finish_rollout(StepRun& s) {
   // Old buffers rotate out.
   std::error_code ec;
   for (int64_t w = 0; w < n; ++w)
-    fs::remove(plan_.run_dir + "/buffer/step-" + std::to_string(s.step - plan_.buffer_steps) +
-                   "-w" + std::to_string(w) + ".pt",
-               ec);
+    fs::remove(buffer_path(plan_.run_dir, s.step - plan_.drafter.training.buffer_steps, w), ec);
   return Status::Ok();
 }
 

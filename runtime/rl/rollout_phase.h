@@ -42,19 +42,12 @@
 #include "api/status.h"
 #include "runtime/reward/scorer.h"
 #include "runtime/rl/messages.h"
-#include "runtime/rl/run.h"
+#include "runtime/rl/plan.h"
 #include "runtime/rl/tasks.h"
 #include "runtime/rl/text.h"
 #include "runtime/rl/worker_pool.h"
 
 namespace tlt::rl {
-
-// Seconds on the steady clock (the driver's timelines and durations).
-double now_s();
-
-// Where the driver publishes policy and drafter version v for the workers to load.
-std::string policy_path(const std::string& run_dir, int64_t v);
-std::string drafter_path(const std::string& run_dir, int64_t v);
 
 // One step's rollouts, as the policy update and the drafter merge take them.
 struct Rollouts {
@@ -63,7 +56,7 @@ struct Rollouts {
   std::vector<std::vector<int64_t>> responses;  // per request id (problem * G + k)
   // The drafter trainers' results: (checkpoint, optimizer steps), those with steps only.
   std::vector<std::pair<std::string, int64_t>> drafter_parts;
-  double t0 = 0;  // now_s() when the step began
+  double t0 = 0;  // runtime::now_s() when the step began
 };
 
 class RolloutPhase {
@@ -103,7 +96,7 @@ class RolloutPhase {
   Status submit_for_reward(StepRun& s, size_t id);
   void on_trained(StepRun& s, int w, const Trained& tr, double t);
   Status start_training(StepRun& s, const std::vector<int>& ws, double t);
-  nlohmann::json buffers(const StepRun& s) const;
+  std::vector<std::string> buffers(const StepRun& s) const;
   void mark(StepRun& s, int w, const std::string& state, double t);
   // 3. Ends the phase: idle accounting, accept length, old buffers rotated out.
   Status finish_rollout(StepRun& s);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "runtime/clock.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/rl/checkpoint.h"
 #include "runtime/rl/drafter_merge.h"
@@ -15,6 +16,7 @@
 #include "runtime/rl/policy_setup.h"
 #include "runtime/rl/policy_trainer.h"
 #include "runtime/rl/rollout_phase.h"
+#include "runtime/rl/run_dir.h"
 #include "runtime/rl/scoring.h"
 #include "runtime/rl/seeds.h"
 #include "runtime/rl/sequences.h"
@@ -26,6 +28,7 @@
 namespace tlt::rl {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using runtime::now_s;
 
 namespace {
 
@@ -49,9 +52,6 @@ class Driver {
   Status start_workers();
   Status evaluate_after();
   json setup_message(int w);
-  int64_t rollout_workers() const {
-    return std::max<int64_t>(1, plan_.workers - plan_.drafter_role_workers);
-  }
   bool stopping() const { return stop_ && stop_->load(); }
   // One RL step, as run.h's header numbers it: 1-3 (RolloutPhase), the drafters merged, 4.
   Status run_step(int64_t step, StepReport* report);
@@ -100,14 +100,15 @@ Status Driver::init_models() {
       "): scored " +
       (serial_scoring() ? "after each rollout (TLT_REWARD_SERIAL=1)"
                         : "as each response finishes"));
+  const api::AlgorithmSpec& a = plan_.algorithm;
   GrpoOptions go;
-  go.learning_rate = plan_.learning_rate, go.clip = plan_.clip, go.kl_coef = plan_.kl_coef;
-  go.temperature = plan_.temperature;
+  go.learning_rate = a.learning_rate, go.clip = a.clip_ratio, go.kl_coef = a.kl_coef;
+  go.temperature = a.temperature;
   go.cancelled = [this] { return stopping(); };
-  go.aggregation = plan_.loss_aggregation == "sequence" ? LossAggregation::kSequenceMean
-                                                        : LossAggregation::kTokenMean;
+  go.aggregation = a.loss_aggregation == "sequence" ? LossAggregation::kSequenceMean
+                                                    : LossAggregation::kTokenMean;
   go.bfloat16 = m_.bfloat16;
-  log(std::string("precision (spec.model.dtype: ") + plan_.model_dtype + "): policy update " +
+  log(std::string("precision (spec.model.dtype: ") + plan_.model.dtype + "): policy update " +
       (go.bfloat16 ? "with bfloat16 products, float32 weights and optimizer state" : "in float32") +
       "; rollouts decode " +
       (go.bfloat16 ? "with bfloat16 products (row-invariant forward: speculation stays lossless)"
@@ -122,24 +123,25 @@ json Driver::setup_message(int w) {
   o.index = w;
   o.dir = plan_.run_dir;
   o.core = cpus[size_t(w) % cpus.size()];
-  o.preset = plan_.preset;
+  o.preset = plan_.preset();
   o.vocab = kTextVocab;
-  if (!plan_.model_path.empty()) o.model_card = model::model_card_json(m_.card);
+  if (plan_.pretrained()) o.model_card = model::model_card_json(m_.card);
   o.max_seq = m_.max_seq;
-  o.max_batch =
-      (plan_.prompts_per_step + rollout_workers() - 1) / rollout_workers() * plan_.group_size;
-  o.seed = mix_seeds(plan_.seed, 11);
+  const int64_t rollout_workers = plan_.rollout_workers();
+  o.max_batch = (plan_.algorithm.prompts_per_step + rollout_workers - 1) / rollout_workers *
+                plan_.algorithm.group_size;
+  o.seed = mix_seeds(plan_.seed(), 11);
   o.decode_bfloat16 = o.drafter_bfloat16 = m_.bfloat16;
   o.drafter_vocab_ids = m_.drafter_vocab_ids;
-  o.spec = plan_.worker;
+  o.speculative = plan_.speculative, o.drafter = plan_.drafter;
   json m = to_json(o);
   weights_.add_to_setup(w, &m);
   return m;
 }
 
 Status Driver::merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts) {
-  StatusOr<int64_t> merged = merge_drafter_parts(m_.drafter, m_.policy, plan_.worker.drafter_layers,
-                                                 parts, [this](const std::string& m) { log(m); });
+  StatusOr<int64_t> merged = merge_drafter_parts(m_.drafter, m_.policy, plan_.drafter.layers, parts,
+                                                 [this](const std::string& m) { log(m); });
   if (!merged.ok()) return merged.status();
   if (*merged == 0) return Status::Ok();
   ++drafter_version_;
@@ -156,7 +158,7 @@ Status Driver::run_step(int64_t step, StepReport* r) {
   if (!s.ok()) return s.status();
   TLT_RETURN_IF_ERROR(merge_drafters(s->drafter_parts));
   r->drafter_version = drafter_version_;
-  int64_t g = plan_.group_size;
+  int64_t g = plan_.algorithm.group_size;
   std::vector<std::vector<int64_t>> group_prompts;
   for (int64_t i = 0; i < int64_t(s->prompts.size()) * g; ++i)
     group_prompts.push_back(s->prompts[i / g]);
@@ -168,7 +170,7 @@ Status Driver::run_step(int64_t step, StepReport* r) {
 StatusOr<std::vector<double>> Driver::step_rewards(
     int64_t step, const std::vector<Problem>& problems,
     const std::vector<std::vector<int64_t>>& responses) {
-  const size_t g = size_t(plan_.group_size), b = responses.size();
+  const size_t g = size_t(plan_.algorithm.group_size), b = responses.size();
   if (serial_scoring()) scorer_->begin(b);  // the rollout opened no batch
   const size_t early = scorer_->scored();
   for (size_t i = 0; i < b; ++i) {
@@ -192,7 +194,7 @@ StatusOr<std::vector<double>> Driver::step_rewards(
 Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
                              const std::vector<std::vector<int64_t>>& prompts,
                              const std::vector<std::vector<int64_t>>& responses, StepReport* r) {
-  int64_t g = plan_.group_size, b = int64_t(responses.size());
+  int64_t g = plan_.algorithm.group_size, b = int64_t(responses.size());
   StatusOr<std::vector<double>> scores = step_rewards(step, problems, responses);
   if (!scores.ok()) return scores.status();
   std::vector<float> rewards(static_cast<size_t>(b), 0.f);
@@ -234,7 +236,7 @@ Status Driver::save_checkpoint(int64_t step) {
   state.held_out_before_per_problem = result_.held_out_before_per_problem;
   state.held_out_marked_before = result_.held_out_marked_before;
   state.steps = result_.steps;
-  TLT_RETURN_IF_ERROR(save_rl_checkpoint(plan_.checkpoint_dir, plan_.checkpoint_keep, state,
+  TLT_RETURN_IF_ERROR(save_rl_checkpoint(plan_.checkpoint_dir, plan_.checkpoint.keep, state,
                                          *trainer_, m_.drafter, m_.card));
   last_saved_ = step;
   log("checkpoint: " + plan_.checkpoint_dir + "/step-" + std::to_string(step));
@@ -259,19 +261,18 @@ Status Driver::load_checkpoint() {
 }
 
 Status Driver::check_plan() {
-  if (plan_.run_dir.empty()) return Status::InvalidArgument("run directory is empty");
-  if (plan_.drafter_role_workers < 0 || plan_.drafter_role_workers >= plan_.workers)
-    return Status::InvalidArgument("spec.roles.rollout.replicas must be at least 1 besides " +
-                                   std::to_string(plan_.drafter_role_workers) + " drafter pods");
-  if (plan_.prompts_per_step < rollout_workers())  // legal: the rebalancer's case for idle pods
-    log("spec.algorithm.promptsPerStep (" + std::to_string(plan_.prompts_per_step) +
-        ") is below spec.roles.rollout.replicas (" + std::to_string(rollout_workers()) +
-        "): " + std::to_string(rollout_workers() - plan_.prompts_per_step) +
+  TLT_RETURN_IF_ERROR(plan_.validate());
+  const int64_t prompts = plan_.algorithm.prompts_per_step, workers = plan_.rollout_workers();
+  if (prompts < workers)  // legal: the rebalancer's case for idle pods
+    log("spec.algorithm.promptsPerStep (" + std::to_string(prompts) +
+        ") is below spec.roles.rollout.replicas (" + std::to_string(workers) +
+        "): " + std::to_string(workers - prompts) +
         " workers get no prompts; they train the drafter or sit idle");
   std::error_code ec;
-  fs::create_directories(plan_.run_dir + "/buffer", ec);
+  const std::string buffers = buffer_dir(plan_.run_dir);
+  fs::create_directories(buffers, ec);
   if (ec) return Status::Unavailable(plan_.run_dir + ": " + ec.message());
-  for (const auto& e : fs::directory_iterator(plan_.run_dir + "/buffer", ec)) fs::remove(e, ec);
+  for (const auto& e : fs::directory_iterator(buffers, ec)) fs::remove(e, ec);
   return Status::Ok();
 }
 
@@ -289,9 +290,10 @@ StatusOr<HeldOutResult> Driver::evaluate(model::Transformer model) const {
     return scorer->wait();
   };
   // A dataset's held-out file may hold fewer rows than spec.task.dataset.heldOut asks for.
-  int64_t held_out = std::min<int64_t>(plan_.held_out, m_.task->held_out_count());
-  return evaluate_held_out(std::move(model), *m_.task, held_out, plan_.max_response_tokens,
-                           plan_.temperature, kHeldOutSamples, plan_.seed, m_.codec, rewards);
+  int64_t held_out = std::min<int64_t>(plan_.held_out(), m_.task->held_out_count());
+  return evaluate_held_out(std::move(model), *m_.task, held_out,
+                           plan_.algorithm.max_response_tokens, plan_.algorithm.temperature,
+                           kHeldOutSamples, plan_.seed(), m_.codec, rewards);
 }
 
 Status Driver::evaluate_before() {
@@ -303,7 +305,7 @@ Status Driver::evaluate_before() {
   result_.held_out_marked_before = before->marked;
   log(std::string("held-out reward of the ") +
       (result_.warm_start.empty() ? "model as loaded" : "warm start") + " (" +
-      std::to_string(plan_.held_out) + " problems x " + std::to_string(kHeldOutSamples) +
+      std::to_string(plan_.held_out()) + " problems x " + std::to_string(kHeldOutSamples) +
       " samples): " + std::to_string(before->reward));
   return Status::Ok();
 }
@@ -311,7 +313,7 @@ Status Driver::evaluate_before() {
 Status Driver::start_workers() {
   signal(SIGPIPE, SIG_IGN);
   WorkerPoolOptions po;
-  po.workers = plan_.workers, po.rollout_workers = int(rollout_workers());
+  po.workers = plan_.workers, po.rollout_workers = int(plan_.rollout_workers());
   po.worker_exe = plan_.worker_exe, po.run_dir = plan_.run_dir;
   po.listen_port = plan_.listen_port, po.listen_loopback = plan_.listen_loopback;
   po.connect_timeout_s = plan_.connect_timeout_s;
@@ -369,7 +371,8 @@ StatusOr<RLRunResult> Driver::run() {
     return result_;
   }
   TLT_RETURN_IF_ERROR(started);
-  for (int64_t step = start_step_ + 1; step <= plan_.steps; ++step) {
+  const int64_t steps = plan_.algorithm.steps;
+  for (int64_t step = start_step_ + 1; step <= steps; ++step) {
     StepReport r;
     Status st = run_step(step, &r);
     if (st.code() == StatusCode::kAborted && stopping()) {
@@ -380,10 +383,11 @@ StatusOr<RLRunResult> Driver::run() {
     TLT_RETURN_IF_ERROR(st);
     result_.steps.push_back(r);
     if (cb_.step) cb_.step(r);
-    bool due = plan_.checkpoint_every > 0 && step % plan_.checkpoint_every == 0;
-    if (due || step == plan_.steps) TLT_RETURN_IF_ERROR(save_checkpoint(step));
+    const int64_t every = plan_.checkpoint.every_steps;
+    if ((every > 0 && step % every == 0) || step == steps)
+      TLT_RETURN_IF_ERROR(save_checkpoint(step));
     if (stopping()) {
-      result_.interrupted = step < plan_.steps;
+      result_.interrupted = step < steps;
       break;
     }
   }

@@ -1,5 +1,5 @@
 // An RLJob's Prometheus metrics (runtime/metrics/metrics.h), published from the driver's
-// callbacks (run.h's RunCallbacks): per step the step, reward, tokens, drafter version and loss,
+// callbacks (plan.h's RunCallbacks): per step the step, reward, tokens, drafter version and loss,
 // reclaimed and idle worker-seconds, acceptance, arm choices and the rollout engines' seconds
 // per phase (tlt_rollout_phase_seconds_total), and per worker its drafter
 // assignment and busy share; per worker state change its state.
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "runtime/metrics/metrics.h"
-#include "runtime/rl/run.h"
+#include "runtime/rl/plan.h"
 
 namespace tlt::rl {
 

@@ -12,7 +12,7 @@ namespace tlt::rl {
 StatusOr<std::unique_ptr<reward::Scorer>> make_run_scorer(const RLRunPlan& plan, const Task& task) {
   reward::ScorerOptions o;
   o.spec = plan.reward;
-  o.dataset = !plan.dataset.path.empty();
+  o.dataset = plan.task.has_dataset();
   // A generated task's reward reads the problem's prompt and answer, which the request carries
   // (score_request): the problem is rebuilt from them.
   const Task* t = &task;
@@ -33,6 +33,7 @@ reward::ScoreRequest score_request(const Problem& p, std::string id, std::string
   r.prompt = p.prompt;
   r.response = std::move(response);
   r.reference_json = p.reference_json.empty() ? nlohmann::json(p.answer).dump() : p.reference_json;
+  r.fields_json = p.fields_json;
   return r;
 }
 

@@ -17,13 +17,13 @@
 
 #include "api/status.h"
 #include "runtime/reward/scorer.h"
-#include "runtime/rl/run.h"
+#include "runtime/rl/plan.h"
 #include "runtime/rl/tasks.h"
 
 namespace tlt::rl {
 
 // The scorer of plan.reward: `task`'s own reward for type "" on a generated task (the task is
-// borrowed and must outlive the scorer), math for type "" on a dataset (plan.dataset.path set),
+// borrowed and must outlive the scorer), math for type "" on a dataset (plan.task.has_dataset()),
 // a built-in verifier, the user's program (through the FIFOs of TLT_REWARD_PIPE_DIR when that is
 // set) or an HTTP endpoint. make_scorer's errors.
 StatusOr<std::unique_ptr<reward::Scorer>> make_run_scorer(const RLRunPlan& plan, const Task& task);

@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <optional>
 
+#include "runtime/clock.h"
 #include "runtime/cluster/job_secret.h"
-#include "runtime/rl/rollout_phase.h"
+#include "runtime/rl/run_dir.h"
 
 namespace tlt::rl {
 namespace fs = std::filesystem;
 using nlohmann::json;
+using runtime::now_s;
 
 WeightSyncAuth weight_sync_auth(const std::string& secret, int64_t generation,
                                 const std::string& nonce) {
@@ -31,7 +33,7 @@ WeightPublisher::WeightPublisher(const RLRunPlan& plan, LogFn log)
 WeightPublisher::~WeightPublisher() = default;
 
 int WeightPublisher::rollout_workers() const {
-  return std::max(1, plan_.workers - plan_.drafter_role_workers);
+  return int(plan_.rollout_workers());
 }
 
 Status WeightPublisher::read_mode() {
@@ -71,7 +73,7 @@ WeightSyncOptions WeightPublisher::sync_options(int world) const {
 }
 
 std::string WeightPublisher::store_dir() {
-  const std::string dir = plan_.run_dir + "/weight-sync";
+  const std::string dir = weight_sync_dir(plan_.run_dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
   struct stat st{};
@@ -257,7 +259,7 @@ Status WeightPublisher::publish(int64_t step, torch::nn::Module& policy, torch::
     return Status::Ok();
   }
   int64_t dv = drafter_version != synced_drafter_ ? drafter_version : -1;
-  json m = {{"op", "weights"}, {"policy_version", step - 1}, {"drafter_version", dv}};
+  json m = to_json(WeightsMessage{step - 1, dv});
   std::string error;
   std::vector<int> told;  // the members that take part: each replies
   for (int w : members_) {

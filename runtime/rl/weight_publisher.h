@@ -35,7 +35,7 @@
 
 #include "api/status.h"
 #include "runtime/rl/messages.h"
-#include "runtime/rl/run.h"
+#include "runtime/rl/plan.h"
 #include "runtime/rl/weight_sync.h"
 #include "runtime/rl/worker_pool.h"
 
@@ -47,7 +47,6 @@ namespace tlt::rl {
 // the same; no other use of the secret produces these strings.
 WeightSyncAuth weight_sync_auth(const std::string& secret, int64_t generation,
                                 const std::string& nonce);
-
 
 class WeightPublisher {
  public:

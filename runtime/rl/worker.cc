@@ -4,13 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <random>
 
+#include "runtime/clock.h"
 #include "runtime/cluster/job_secret.h"
 #include "runtime/drafter/buffer.h"
 #include "runtime/drafter/trainer.h"
@@ -21,27 +20,26 @@
 #include "runtime/rl/channel.h"
 #include "runtime/rl/messages.h"
 #include "runtime/rl/rendezvous.h"
+#include "runtime/rl/run_dir.h"
 #include "runtime/rl/spot_work.h"
 #include "runtime/rl/weight_publisher.h"
 #include "runtime/rl/weight_sync.h"
 #include "runtime/rl/worker_options.h"
 #include "runtime/rollout/engine.h"
+#include "runtime/rollout/spec_options.h"
 #include "runtime/torch_env.h"
 
 namespace tlt::rl {
 namespace {
 
 using nlohmann::json;
+using runtime::now_s;
 
 // A message's "op", or "" when it has none (or it is not a string).
 std::string message_op(const json& m) {
   if (!m.is_object()) return "";
   auto it = m.find("op");
   return it != m.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 class Worker {
@@ -57,6 +55,8 @@ class Worker {
   Status generate(const json& m);
   Status train(const json& m);
   Status load_weights(const GenerateMessage& g);
+  // The engine's statistics of the last generate call, as its `generated` reply carries them.
+  GeneratedStats generated_stats(int64_t bandit_absorbed) const;
   // Absorbs the other workers' bandit steps; returns how many did not fit this worker's bandit.
   int64_t absorb_peers(const std::vector<BanditStep>& peers);
   Status join_weight_sync(const WeightSyncInvite& g);
@@ -97,7 +97,7 @@ Status Worker::setup(const json& m) {
   StatusOr<WorkerOptions> opts = worker_options_from_json(m);
   if (!opts.ok()) return opts.status();
   const WorkerOptions& o = *opts;
-  const WorkerSpec& w = o.spec;
+  const api::DrafterSpec& d = o.drafter;
   index_ = o.index;
   dir_ = o.dir;
   if (o.core >= 0) {
@@ -109,35 +109,25 @@ Status Worker::setup(const json& m) {
   }
   StatusOr<model::ModelConfig> cfg = model_config(o);
   if (!cfg.ok()) return cfg.status();
+  StatusOr<model::DrafterFeatures> features = model::parse_drafter_features(d.features);
+  if (!features.ok()) return features.status().with_context("setup message: drafter.features");
   target_ = model::Transformer(*cfg);
   target_->eval();
-  drafter_ = model::Drafter(
-      target_, w.drafter_layers,
-      w.drafter_fused ? model::DrafterFeatures::kFused : model::DrafterFeatures::kLast);
-  rollout::EngineOptions eo;
+  drafter_ = model::Drafter(target_, d.layers, *features);
+  // Speculation is switched per generate message (the driver's baseline turns it off).
+  rollout::EngineOptions eo = rollout::engine_options(o.speculative);
   eo.max_batch = o.max_batch;
   eo.max_seq = std::min(cfg->max_seq, o.max_seq);
-  eo.activation_threshold = w.activation_threshold;
-  eo.arms = w.arms;
-  eo.ngram_shortcut = w.ngram_shortcut;
-  eo.draft_confidence = w.draft_confidence;
-  eo.drafter_catch_up_limit = w.drafter_catch_up_limit;
-  eo.selector = w.selector;
-  eo.buckets = w.buckets;
-  eo.epsilon = w.epsilon;
-  eo.window = w.window;
-  eo.selector_value = w.selector_value;
-  eo.selector_exploration = w.selector_exploration;
   eo.seed = o.seed + uint64_t(index_);
   eo.bfloat16 = o.decode_bfloat16;
   eo.reproducible = true;  // a request's tokens depend on its seed only (restarts, --resume)
   StatusOr<std::unique_ptr<rollout::Engine>> e = rollout::Engine::create(target_, drafter_, eo);
   if (!e.ok()) return e.status();
   engine_ = std::move(*e);
-  trainer_ = std::make_unique<drafter::DrafterTrainer>(drafter_, target_, w.drafter_learning_rate,
-                                                       w.drafter_train_levels, o.drafter_bfloat16);
-  drafter_batch_ = w.drafter_batch;
-  drafter_vocab_ = w.drafter_vocab_subset;
+  trainer_ = std::make_unique<drafter::DrafterTrainer>(drafter_, target_, d.training.learning_rate,
+                                                       d.train_levels, o.drafter_bfloat16);
+  drafter_batch_ = d.training.batch_size;
+  drafter_vocab_ = d.vocab_subset;
   token_counts_.assign(size_t(cfg->vocab), 0);
   // The drafter warm start's draft vocabulary (a pretrained model's) ranks first until this
   // worker's own generations outnumber it.
@@ -219,12 +209,10 @@ Status Worker::receive_weights(const json& m) {
   take(WeightKind::kPolicy, w->policy_version, *target_, &policy_version_);
   if (w->drafter_version >= 0)
     take(WeightKind::kDrafter, w->drafter_version, *drafter_, &drafter_version_);
-  return ch_.send({{"op", "weights"},
-                   {"worker", index_},
-                   {"policy_version", policy_version_},
-                   {"drafter_version", drafter_version_},
-                   {"refused", refused},
-                   {"error", error}});
+  WeightsAck ack;
+  ack.worker = index_, ack.policy_version = policy_version_, ack.drafter_version = drafter_version_;
+  ack.refused = refused, ack.error = error;
+  return ch_.send(to_json(ack));
 }
 
 Status Worker::load_weights(const GenerateMessage& g) {
@@ -296,71 +284,62 @@ Status Worker::generate(const json& m) {
   if (g->stream_completions) {
     engine_->set_completion_sink([&](const rollout::Completion& c) {
       if (!streamed.ok()) return;
-      streamed = ch_.send({{"op", "completed"},
-                           {"step", step},
-                           {"policy_version", policy_version_},
-                           {"id", c.id},
-                           {"tokens", c.tokens}});
+      Completed done;
+      done.step = step, done.policy_version = policy_version_;
+      done.response.id = c.id, done.response.tokens = c.tokens;
+      streamed = ch_.send(to_json(done));
     });
   }
   StatusOr<std::vector<rollout::Completion>> out = engine_->generate(reqs);
   engine_->set_completion_sink(nullptr);
   if (!out.ok()) return out.status();
   TLT_RETURN_IF_ERROR(streamed);
-  json done = {{"op", "generated"},
-               {"step", step},
-               {"worker", index_},
-               {"policy_version", policy_version_},
-               {"drafter_version", drafter_version_}};
-  json comps = json::array();
+  Generated done;
+  done.step = step, done.worker = index_;
+  done.policy_version = policy_version_, done.drafter_version = drafter_version_;
   for (const rollout::Completion& c : *out) {
     for (int64_t t : c.tokens)
       if (t >= 0 && t < int64_t(token_counts_.size())) ++token_counts_[size_t(t)];
+    done.responses.push_back({c.id, c.tokens, c.stopped});
   }
-  for (const rollout::Completion& c : *out)
-    comps.push_back({{"id", c.id}, {"tokens", c.tokens}, {"stopped", c.stopped}});
-  done["completions"] = std::move(comps);
-  const rollout::EngineStats& st = engine_->stats();
-  json arms = json::object();
-  for (size_t a = 0; a < engine_->arms().size() && a < st.arm_steps.size(); ++a)
-    if (st.arm_steps[a] > 0) arms[engine_->arms()[a].name] = st.arm_steps[a];
-  if (st.plain_chosen > 0) arms["plain"] = st.plain_chosen;
-  json phases = json::object();
-  for (const auto& [phase, seconds] : st.phases.named(st.seconds)) phases[phase] = seconds;
-  done["stats"] = {{"tokens", st.tokens},
-                   {"plain_steps", st.plain_steps},
-                   {"spec_steps", st.spec_steps},
-                   {"request_spec_steps", st.request_spec_steps},
-                   {"accepted", st.accepted},
-                   {"arms", arms},
-                   {"copied", st.copied_drafts},
-                   {"phases", phases},
-                   {"draft_vocab", st.spec_steps > 0 ? drafter_->draft_vocab_size() : 0}};
-  done["stats"]["bandit_absorbed"] = absorbed;
+  done.stats = generated_stats(absorbed);
   if (misfits > 0)
     std::cerr << "tlt rl-worker " << index_ << ": " << misfits
               << " bandit steps of other workers do not fit this worker's arms\n";
   if (pool) {
-    json kept = json::array();
+    done.stats.has_bandit = true;
     for (const rollout::ArmSelector::Observation& o : bandit.take_observations())
-      kept.push_back({o.batch_size, o.arm, o.context, o.tokens, o.seconds, o.explore_cost});
-    done["stats"]["bandit"] = std::move(kept);
+      done.stats.bandit.push_back(
+          {o.batch_size, o.arm, o.context, o.tokens, o.seconds, o.explore_cost});
   }
   if (collect) {
-    std::string path =
-        dir_ + "/buffer/step-" + std::to_string(step) + "-w" + std::to_string(index_) + ".pt";
+    done.buffer = buffer_path(dir_, step, index_);
     // Read once by the driver in the same step: a crash loses the step anyway, so no sync.
     TLT_RETURN_IF_ERROR(io::atomic_write(
-        path,
+        done.buffer,
         [&](std::ostream& out) {
           torch::save(buffer.tensors(), out);
           return Status::Ok();
         },
         io::Sync::kNone));
-    done["buffer"] = path;
   }
-  done["seconds"] = now_s() - start;
-  return ch_.send(done);
+  done.seconds = now_s() - start;
+  return ch_.send(to_json(done));
+}
+
+GeneratedStats Worker::generated_stats(int64_t bandit_absorbed) const {
+  const rollout::EngineStats& st = engine_->stats();
+  GeneratedStats out;
+  out.tokens = st.tokens, out.plain_steps = st.plain_steps, out.spec_steps = st.spec_steps;
+  out.request_spec_steps = st.request_spec_steps, out.accepted = st.accepted;
+  for (size_t a = 0; a < engine_->arms().size() && a < st.arm_steps.size(); ++a)
+    if (st.arm_steps[a] > 0) out.arms[engine_->arms()[a].name] = st.arm_steps[a];
+  if (st.plain_chosen > 0) out.arms["plain"] = st.plain_chosen;
+  out.copied = st.copied_drafts;
+  for (const auto& [phase, seconds] : st.phases.named(st.seconds)) out.phases[phase] = seconds;
+  out.draft_vocab = st.spec_steps > 0 ? drafter_->draft_vocab_size() : 0;
+  out.bandit_absorbed = bandit_absorbed;
+  return out;
 }
 
 Status Worker::train(const json& m) {
@@ -380,7 +359,6 @@ Status Worker::train(const json& m) {
     if (drafter::is_packed_buffer(d))  // a buffer of an older layout is left out
       train_data_.push_back(std::move(d));
   }
-  json reply = {{"op", "trained"}, {"step", step}, {"worker", index_}};
   int64_t steps = 0;
   double first = -1, last = -1, stop_latency = 0;
   // Optimizer steps run as spot work (runtime/rl/spot_work.h): on their own thread at the lowest
@@ -408,22 +386,22 @@ Status Worker::train(const json& m) {
       return Status::FailedPrecondition(
           "expected stop while training, got " +
           s.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 120));
+    StatusOr<StopMessage> stop = decode_stop(s);
+    if (!stop.ok()) return stop.status();
     if (spot) TLT_RETURN_IF_ERROR(spot->stop());  // the step under way gives up part-way
-    const json* sent = s.contains("sent_at") ? &s.at("sent_at") : nullptr;
-    if (sent && sent->is_number() && std::isfinite(sent->get<double>()))
-      stop_latency = now_s() - sent->get<double>();
+    if (stop->sent_at >= 0) stop_latency = now_s() - stop->sent_at;
     break;
   }
-  std::string path = dir_ + "/drafter-w" + std::to_string(index_) + ".ckpt";
-  if (steps > 0)
-    TLT_RETURN_IF_ERROR(model::save_checkpoint(*drafter_, path, "worker drafter", io::Sync::kNone));
-  reply["steps"] = steps;
-  reply["loss_first"] = first;
-  reply["loss_last"] = last;
-  reply["drafter"] = steps > 0 ? path : "";
-  reply["stop_latency_s"] = stop_latency;
-  reply["seconds"] = now_s() - start;
-  return ch_.send(reply);
+  Trained reply;
+  reply.step = step, reply.worker = index_, reply.steps = steps;
+  if (steps > 0) {
+    reply.drafter = worker_drafter_path(dir_, index_);
+    TLT_RETURN_IF_ERROR(
+        model::save_checkpoint(*drafter_, reply.drafter, "worker drafter", io::Sync::kNone));
+  }
+  reply.loss_first = first, reply.loss_last = last, reply.stop_latency_s = stop_latency;
+  reply.seconds = now_s() - start;
+  return ch_.send(to_json(reply));
 }
 
 int Worker::loop() {

@@ -2,6 +2,9 @@
 
 #include <type_traits>
 
+#include "api/decode.h"
+#include "api/encode.h"
+
 namespace tlt::rl {
 namespace {
 
@@ -41,31 +44,23 @@ Status read(const json& m, const char* key, T* out) {
   return Status::Ok();
 }
 
-}  // namespace
-
-WorkerSpec worker_spec_from(const api::RLJobSpec& s) {
-  WorkerSpec w;
-  const api::SpeculativeSpec& sp = s.speculative;
-  w.activation_threshold = sp.activation_threshold;
-  w.arms = sp.arms;
-  w.ngram_shortcut = sp.ngram_shortcut;
-  w.draft_confidence = sp.draft_confidence;
-  w.drafter_catch_up_limit = sp.drafter_catch_up_limit;
-  w.selector = sp.selector.type, w.epsilon = sp.selector.epsilon;
-  w.buckets = sp.selector.buckets, w.window = sp.selector.window;
-  w.selector_value = sp.selector.value;
-  w.selector_exploration = sp.selector.exploration;
-  w.drafter_layers = s.drafter.layers;
-  w.drafter_train_levels = s.drafter.train_levels;
-  w.drafter_fused = s.drafter.features == "fused";
-  w.drafter_vocab_subset = s.drafter.vocab_subset;
-  w.drafter_learning_rate = s.drafter.training.learning_rate;
-  w.drafter_batch = s.drafter.training.batch_size;
-  return w;
+// Reads m[key], a part of the job spec, through its field table.
+template <class Part>
+Status read_part(const json& m, const char* key, Part* out) {
+  auto it = m.find(key);
+  std::string field = std::string("setup message: field \"") + key + "\"";
+  if (it == m.end()) return Status::InvalidArgument(field + " is missing");
+  if (!it->is_object())
+    return Status::InvalidArgument(field + " has the wrong type: " + it->dump().substr(0, 80));
+  api::FieldErrors errors;
+  api::decode(*it, key, out, &errors);
+  if (errors.empty()) return Status::Ok();
+  return Status::InvalidArgument("setup message: " + errors.front().to_string());
 }
 
+}  // namespace
+
 json to_json(const WorkerOptions& o) {
-  const WorkerSpec& w = o.spec;
   return {{"op", "setup"},
           {"index", o.index},
           {"dir", o.dir},
@@ -79,29 +74,13 @@ json to_json(const WorkerOptions& o) {
           {"decode_bfloat16", o.decode_bfloat16},
           {"drafter_bfloat16", o.drafter_bfloat16},
           {"drafter_vocab_ids", o.drafter_vocab_ids},
-          {"activation_threshold", w.activation_threshold},
-          {"arms", w.arms},
-          {"ngram_shortcut", w.ngram_shortcut},
-          {"draft_confidence", w.draft_confidence},
-          {"drafter_catch_up_limit", w.drafter_catch_up_limit},
-          {"selector", w.selector},
-          {"buckets", w.buckets},
-          {"epsilon", w.epsilon},
-          {"window", w.window},
-          {"selector_value", w.selector_value},
-          {"selector_exploration", w.selector_exploration},
-          {"drafter_layers", w.drafter_layers},
-          {"drafter_levels", w.drafter_train_levels},
-          {"drafter_fused", w.drafter_fused},
-          {"drafter_vocab", w.drafter_vocab_subset},
-          {"drafter_lr", w.drafter_learning_rate},
-          {"drafter_batch", w.drafter_batch}};
+          {"speculative", api::to_json(o.speculative)},
+          {"drafter", api::to_json(o.drafter)}};
 }
 
 StatusOr<WorkerOptions> worker_options_from_json(const json& m) {
   if (!m.is_object()) return Status::InvalidArgument("setup message: not a JSON object");
   WorkerOptions o;
-  WorkerSpec& w = o.spec;
   TLT_RETURN_IF_ERROR(read(m, "index", &o.index));
   TLT_RETURN_IF_ERROR(read(m, "dir", &o.dir));
   TLT_RETURN_IF_ERROR(read(m, "core", &o.core));
@@ -114,23 +93,8 @@ StatusOr<WorkerOptions> worker_options_from_json(const json& m) {
   TLT_RETURN_IF_ERROR(read(m, "decode_bfloat16", &o.decode_bfloat16));
   TLT_RETURN_IF_ERROR(read(m, "drafter_bfloat16", &o.drafter_bfloat16));
   TLT_RETURN_IF_ERROR(read(m, "drafter_vocab_ids", &o.drafter_vocab_ids));
-  TLT_RETURN_IF_ERROR(read(m, "activation_threshold", &w.activation_threshold));
-  TLT_RETURN_IF_ERROR(read(m, "arms", &w.arms));
-  TLT_RETURN_IF_ERROR(read(m, "ngram_shortcut", &w.ngram_shortcut));
-  TLT_RETURN_IF_ERROR(read(m, "draft_confidence", &w.draft_confidence));
-  TLT_RETURN_IF_ERROR(read(m, "drafter_catch_up_limit", &w.drafter_catch_up_limit));
-  TLT_RETURN_IF_ERROR(read(m, "selector", &w.selector));
-  TLT_RETURN_IF_ERROR(read(m, "buckets", &w.buckets));
-  TLT_RETURN_IF_ERROR(read(m, "epsilon", &w.epsilon));
-  TLT_RETURN_IF_ERROR(read(m, "window", &w.window));
-  TLT_RETURN_IF_ERROR(read(m, "selector_value", &w.selector_value));
-  TLT_RETURN_IF_ERROR(read(m, "selector_exploration", &w.selector_exploration));
-  TLT_RETURN_IF_ERROR(read(m, "drafter_layers", &w.drafter_layers));
-  TLT_RETURN_IF_ERROR(read(m, "drafter_levels", &w.drafter_train_levels));
-  TLT_RETURN_IF_ERROR(read(m, "drafter_fused", &w.drafter_fused));
-  TLT_RETURN_IF_ERROR(read(m, "drafter_vocab", &w.drafter_vocab_subset));
-  TLT_RETURN_IF_ERROR(read(m, "drafter_lr", &w.drafter_learning_rate));
-  TLT_RETURN_IF_ERROR(read(m, "drafter_batch", &w.drafter_batch));
+  TLT_RETURN_IF_ERROR(read_part(m, "speculative", &o.speculative));
+  TLT_RETURN_IF_ERROR(read_part(m, "drafter", &o.drafter));
   return o;
 }
 

@@ -11,15 +11,18 @@
 #include <chrono>
 #include <thread>
 
+#include "runtime/clock.h"
 #include "runtime/cluster/job_secret.h"
+#include "runtime/process/child.h"
 
 namespace tlt::rl {
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using runtime::now_s;
+
+// How long a local worker told to exit may take before it is killed.
+constexpr int kExitGraceMs = 1000;
 
 // The parent's environment with one compute thread for BLIS and OpenMP: a worker plays one GPU
 // with one core, and their pools would otherwise oversubscribe the pinned core.
@@ -53,24 +56,20 @@ Status WorkerPool::spawn(int w) {
   int to_child[2], from_child[2];
   if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0)
     return Status::Unavailable("cannot create pipes for a rollout worker");
-  std::vector<std::string> env_strings = worker_environment();
-  std::vector<char*> envp;
-  for (std::string& kv : env_strings) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  char arg0[] = "tlt", arg1[] = "rl-worker";
-  char* argv[] = {arg0, arg1, nullptr};
-  pid_t pid = fork();
-  if (pid < 0) return Status::Unavailable("cannot fork a rollout worker");
-  if (pid == 0) {
-    dup2(to_child[0], 0);
-    dup2(from_child[1], 1);
-    execve(options_.worker_exe.c_str(), argv, envp.data());
-    _exit(127);
-  }
+  process::ChildOptions child;
+  child.exe = options_.worker_exe;
+  child.argv = {"tlt", "rl-worker"};
+  child.env = worker_environment();
+  child.stdin_fd = to_child[0], child.stdout_fd = from_child[1];
+  StatusOr<pid_t> pid = process::spawn(child);
   close(to_child[0]);
   close(from_child[1]);
+  if (!pid.ok()) {
+    close(to_child[1]), close(from_child[0]);
+    return Status::Unavailable("cannot fork a rollout worker");
+  }
   Slot& s = slots_[size_t(w)];
-  s.pid = pid, s.to = to_child[1], s.from = from_child[0];
+  s.pid = *pid, s.to = to_child[1], s.from = from_child[0];
   s.ch = std::make_unique<Channel>(s.from, s.to);
   return s.ch->send(setup_(w));
 }
@@ -280,12 +279,7 @@ void WorkerPool::shutdown() {
     if (s.pid <= 0) continue;
     if (s.ch) (void)s.ch->send({{"op", "exit"}});
     close(s.to);
-    bool gone = false;
-    for (int i = 0; i < 100 && !gone; ++i) {
-      gone = waitpid(s.pid, nullptr, WNOHANG) == s.pid;
-      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (!gone) kill(s.pid, SIGKILL), waitpid(s.pid, nullptr, 0);
+    process::stop_after_grace(s.pid, kExitGraceMs);
     close(s.from);
     s.pid = -1, s.to = s.from = -1;  // a second shutdown() closes nothing twice
     s.ch.reset();

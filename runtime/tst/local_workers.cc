@@ -1,8 +1,6 @@
 #include "runtime/tst/local_workers.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,10 +8,15 @@
 #include <filesystem>
 #include <thread>
 
+#include "runtime/process/child.h"
+
 extern char** environ;
 
 namespace tlt::tst {
 namespace {
+
+// How long a worker sent SIGTERM may take to exit before it is killed.
+constexpr int kStopGraceMs = 5000;
 
 std::string exit_text(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -85,33 +88,22 @@ void LocalWorkers::stop() {
   for (pid_t p : pids_)
     if (p > 0) kill(p, SIGTERM);
   for (pid_t& p : pids_) {
-    if (p <= 0) continue;
-    for (int i = 0; i < 250 && waitpid(p, nullptr, WNOHANG) == 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (kill(p, 0) == 0) kill(p, SIGKILL), waitpid(p, nullptr, 0);
+    if (p > 0) process::stop_after_grace(p, kStopGraceMs);
     p = -1;
   }
 }
 
 Status LocalWorkers::spawn(const std::string& exe, std::vector<std::string>& env,
                            const std::string& log) {
-  std::vector<char*> envp;
-  for (std::string& kv : env) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  char arg0[] = "tlt", arg1[] = "run-role";
-  char* argv[] = {arg0, arg1, nullptr};
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) return Status::Unavailable("cannot fork a data-parallel worker");
-  if (pid == 0) {  // only async-signal-safe calls until execve
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) dup2(fd, STDOUT_FILENO);
-    execve(exe.c_str(), argv, envp.data());
-    _exit(127);
-  }
-  pids_.push_back(pid);
+  process::ChildOptions child;
+  child.exe = exe;
+  child.argv = {"tlt", "run-role"};
+  child.env = env;
+  child.stdout_path = log;
+  child.die_with_parent = true;
+  StatusOr<pid_t> pid = process::spawn(child);
+  if (!pid.ok()) return Status::Unavailable("cannot fork a data-parallel worker");
+  pids_.push_back(*pid);
   return Status::Ok();
 }
 

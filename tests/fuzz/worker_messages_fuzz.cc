@@ -2,7 +2,8 @@
 // decoder of runtime/rl/messages.h (the driver's of a worker's replies, the worker's of the
 // driver's messages) without a crash, a throw, a leak or a hang, and what a decoder accepts
 // keeps its promises: ids among the worker's requests and not answered twice, token ids inside
-// the vocabulary, lengths inside the limits, files where they belong.
+// the vocabulary, lengths inside the limits, files where they belong; and what it accepts, its
+// encoder writes back as a message the decoder accepts again, unchanged.
 // Input: JSON text (parsed as the channel parses a line: api::parse_json_bounded).
 #include <algorithm>
 #include <cstdint>
@@ -25,6 +26,15 @@ using tlt::StatusOr;
   std::fprintf(stderr, "%s\nmessage:\n%s\n", what,
                m.dump(2, ' ', false, json::error_handler_t::replace).c_str());
   std::abort();
+}
+
+// `decoded` (what `decode` accepted from m) encoded, decoded again and encoded again: the same.
+template <class T, class Decode>
+void check_round_trip(const T& decoded, Decode decode, const json& m) {
+  json once = to_json(decoded);
+  StatusOr<T> again = decode(once);
+  if (!again.ok()) fail("an accepted message re-encoded is refused", m);
+  if (to_json(*again) != once) fail("an accepted message re-encoded changed", m);
 }
 
 // Worker 1 of step 3, sent requests 4..7 (5 already streamed), vocabulary 100, 16 tokens.
@@ -53,9 +63,11 @@ void check_response(const Response& r, const StepReplyContext& c, const json& m)
 
 void check_replies(const json& m) {
   const StepReplyContext c = reply_context();
-  if (StatusOr<Response> r = decode_completed(m, c); r.ok()) {
-    check_response(*r, c, m);
-    if (c.answered[size_t(r->id)]) fail("an answered id accepted again", m);
+  if (StatusOr<Completed> r = decode_completed(m, c); r.ok()) {
+    check_response(r->response, c, m);
+    if (c.answered[size_t(r->response.id)]) fail("an answered id accepted again", m);
+    check_round_trip(
+        *r, [&](const json& j) { return decode_completed(j, c); }, m);
   }
   if (StatusOr<Generated> g = decode_generated(m, c); g.ok()) {
     std::set<int64_t> ids;
@@ -65,13 +77,19 @@ void check_replies(const json& m) {
     if (g->stats.draft_vocab > c.vocab) fail("draft vocabulary beyond the vocabulary", m);
     for (const BanditStep& s : g->stats.bandit)
       if (s.batch < 1 || s.arm < 0 || s.context < 0 || !(s.seconds > 0)) fail("bandit step", m);
+    check_round_trip(
+        *g, [&](const json& j) { return decode_generated(j, c); }, m);
   }
   if (StatusOr<Trained> t = decode_trained(m, c); t.ok()) {
     if (t->steps > 0 && t->drafter != "/run/drafter-w1.ckpt") fail("foreign drafter file", m);
+    check_round_trip(
+        *t, [&](const json& j) { return decode_trained(j, c); }, m);
   }
   if (StatusOr<WeightsAck> a = decode_weights_ack(m, 1, 4, 2); a.ok()) {
     if (a->policy_version > 4 || a->drafter_version > 2 || a->refused < 0 || a->refused > 2)
       fail("acknowledgement out of range", m);
+    check_round_trip(
+        *a, [](const json& j) { return decode_weights_ack(j, 1, 4, 2); }, m);
   }
 }
 
@@ -93,15 +111,28 @@ void check_driver_messages(const json& m) {
         if (t < 0 || t >= c.vocab) fail("prompt token outside the vocabulary", m);
       if (!(q.top_p > 0 && q.top_p <= 1) || !(q.temperature >= 0)) fail("sampling", m);
     }
+    check_round_trip(
+        *g, [&](const json& j) { return decode_generate(j, c); }, m);
   }
   if (StatusOr<TrainMessage> t = decode_train(m, c); t.ok()) {
     for (const std::string& b : t->buffers)
       if (!under(b, c.dir + "/buffer")) fail("buffer outside the buffer directory", m);
+    check_round_trip(
+        *t, [&](const json& j) { return decode_train(j, c); }, m);
   }
-  (void)decode_weights(m);
+  if (StatusOr<WeightsMessage> w = decode_weights(m); w.ok())
+    check_round_trip(
+        *w, [](const json& j) { return decode_weights(j); }, m);
+  if (StatusOr<StopMessage> st = decode_stop(m); st.ok()) {
+    if (!(st->sent_at == -1 || st->sent_at >= 0)) fail("stop time out of range", m);
+    check_round_trip(
+        *st, [](const json& j) { return decode_stop(j); }, m);
+  }
   if (StatusOr<WeightSyncInvite> g = decode_weight_sync(m, c); g.ok()) {
     if (g->rank < 1 || g->rank >= g->world) fail("rank outside the world", m);
     if (g->store.empty() == (g->port == 0)) fail("neither or both of port and store", m);
+    check_round_trip(
+        *g, [&](const json& j) { return decode_weight_sync(j, c); }, m);
   }
 }
 

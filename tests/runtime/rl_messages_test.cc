@@ -171,10 +171,10 @@ TEST(RlMessages, Generated_BufferOtherThanTheWorkersOwnIsRefused) {
 TEST(RlMessages, Completed_ForeignOrAlreadyAnsweredIdIsRefused) {
   json m = {{"op", "completed"}, {"step", 3}, {"policy_version", 2}, {"id", 5}, {"tokens", {9, 8}}};
   StepReplyContext c = step_context();
-  StatusOr<Response> r = decode_completed(m, c);
+  StatusOr<Completed> r = decode_completed(m, c);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->id, 5);
-  EXPECT_EQ(r->tokens, (std::vector<int64_t>{9, 8}));
+  EXPECT_EQ(r->response.id, 5);
+  EXPECT_EQ(r->response.tokens, (std::vector<int64_t>{9, 8}));
   c.answered[5] = true;
   expect_refused(decode_completed(m, c).status(), "already answered");
   for (json id : {json(100000), json(int64_t(1) << 40), json(-1), json(2)}) {
@@ -326,6 +326,90 @@ TEST(RlMessages, WeightSync_InvitationRoundTripsAndBadOnesAreRefused) {
   back = decode_weight_sync(to_json(g), worker_context());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->port, 29501);
+}
+
+TEST(RlMessages, Stop_SentAtIsOptionalAndFinite) {
+  StatusOr<StopMessage> st = decode_stop(to_json(StopMessage{12.5}));
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(st->sent_at, 12.5);
+  st = decode_stop(json{{"op", "stop"}});
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(st->sent_at, -1);
+  expect_refused(decode_stop(json{{"op", "stop"}, {"sent_at", "now"}}).status(), "sent_at");
+  expect_refused(decode_stop(json{{"op", "train"}}).status(), "op");
+}
+
+// What a receiver decodes from `m` as it crosses the channel (JSON text), encoded again.
+template <class Decode>
+json round_trip(const json& m, Decode decode) {
+  auto back = decode(json::parse(m.dump()));
+  EXPECT_TRUE(back.ok()) << back.status().message() << "\n" << m.dump();
+  return back.ok() ? to_json(*back) : json();
+}
+
+// Every message type's encoder writes what its decoder reads: decoding an encoded message and
+// encoding it again gives the same message, field for field.
+TEST(RlMessages, EveryMessageRoundTripsThroughItsEncoderAndDecoder) {
+  const StepReplyContext c = step_context();
+  Completed done;
+  done.step = 3, done.policy_version = 2, done.response = {6, {1, 2}, false};
+  json m = to_json(done);
+  EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_completed(j, c); }), m);
+
+  Generated g;
+  g.step = 3, g.worker = 1, g.policy_version = 2, g.drafter_version = 4;
+  for (int64_t id : c.assigned) g.responses.push_back({id, {7, 8, 9}, id % 2 == 0});
+  g.stats.tokens = 12, g.stats.plain_steps = 2, g.stats.spec_steps = 3;
+  g.stats.request_spec_steps = 5, g.stats.accepted = 6, g.stats.copied = 1;
+  g.stats.bandit_absorbed = 2, g.stats.draft_vocab = 40;
+  g.stats.arms = {{"ngram", 3}, {"plain", 2}}, g.stats.phases = {{"verify", 0.25}};
+  g.stats.has_bandit = true, g.stats.bandit = {{4, 1, 0, 3.0, 0.01, 0.5}};
+  g.buffer = "/run/buffer/step-3-w1.pt", g.seconds = 1.5;
+  m = to_json(g);
+  EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_generated(j, c); }), m);
+  g.buffer = "", g.stats.has_bandit = false, g.stats.bandit.clear();
+  m = to_json(g);
+  EXPECT_FALSE(m.contains("buffer"));
+  EXPECT_FALSE(m.at("stats").contains("bandit"));
+  EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_generated(j, c); }), m);
+
+  Trained t;
+  t.step = 3, t.worker = 1, t.steps = 7, t.drafter = "/run/drafter-w1.ckpt";
+  t.loss_first = 2.0, t.loss_last = 1.25, t.stop_latency_s = 0.01, t.seconds = 0.5;
+  m = to_json(t);
+  EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_trained(j, c); }), m);
+
+  WeightsAck ack;
+  ack.worker = 2, ack.policy_version = 4, ack.drafter_version = 1, ack.refused = 1;
+  ack.error = "gone";
+  m = to_json(ack);
+  EXPECT_EQ(round_trip(m, [](const json& j) { return decode_weights_ack(j, 2, 4, 1); }), m);
+
+  const WorkerContext w = worker_context();
+  GenerateMessage gen;
+  gen.step = 2, gen.policy = "/work/w0/policy-v1.ckpt", gen.policy_version = 1;
+  gen.drafter = "/work/w0/drafter-v0.ckpt", gen.drafter_version = 0;
+  gen.speculative = gen.collect_hidden = gen.stream_completions = gen.pool_bandit = true;
+  gen.requests = {{0, {1, 2, 3}, 8, 0, {5}, uint64_t(1) << 63, 1.0, 0.9},
+                  {1, {4}, 4, 0, {}, 7, 0.5, 1.0}};
+  gen.bandit_peers = {{2, 0, 0, 1.0, 0.5, 0.0}};
+  m = to_json(gen);
+  EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_generate(j, w); }), m);
+  gen.drafter = "", gen.drafter_version = -1, gen.pool_bandit = false, gen.bandit_peers.clear();
+  m = to_json(gen);
+  EXPECT_FALSE(m.contains("drafter") || m.contains("bandit_peers"));
+  EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_generate(j, w); }), m);
+
+  m = to_json(TrainMessage{2, {"/work/w0/buffer/step-1-w0.pt", "/work/w0/buffer/step-2-w1.pt"}});
+  EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_train(j, w); }), m);
+  m = to_json(WeightsMessage{3, -1});
+  EXPECT_EQ(round_trip(m, [](const json& j) { return decode_weights(j); }), m);
+  m = to_json(StopMessage{4.5});
+  EXPECT_EQ(round_trip(m, [](const json& j) { return decode_stop(j); }), m);
+  WeightSyncInvite invite;
+  invite.generation = 2, invite.nonce = std::string(32, 'b'), invite.port = 29501;
+  m = to_json(invite);
+  EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_weight_sync(j, w); }), m);
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ struct HostileRun {
     char tmpl[] = "/tmp/tlt-rollout-phase-XXXXXX";
     dir = mkdtemp(tmpl);
     fs::create_directories(dir + "/buffer");
-    plan.workers = 1, plan.prompts_per_step = 1, plan.group_size = 2;
-    plan.max_response_tokens = 8, plan.baseline = true, plan.run_dir = dir;
+    plan.workers = 1, plan.algorithm.prompts_per_step = 1, plan.algorithm.group_size = 2;
+    plan.algorithm.max_response_tokens = 8, plan.baseline = true, plan.run_dir = dir;
     plan.worker_exe = write_hostile_worker(dir, always);
     cb.log = [this](const std::string& m) { logs.push_back(m); };
   }

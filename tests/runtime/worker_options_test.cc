@@ -1,8 +1,11 @@
 // The worker options codec (runtime/rl/worker_options.h): the setup message the driver writes is
-// the one the worker reads, and a malformed message names its field.
+// the one the worker reads, the job spec's parts travel whole through their field tables, and a
+// malformed message names its field.
 #include <gtest/gtest.h>
 
+#include "api/encode.h"
 #include "runtime/rl/worker_options.h"
+#include "runtime/rollout/spec_options.h"
 
 namespace tlt::rl {
 namespace {
@@ -17,15 +20,18 @@ WorkerOptions sample() {
   o.seed = 0xfedcba9876543210ull;  // above INT64_MAX: must stay unsigned
   o.decode_bfloat16 = true, o.drafter_bfloat16 = false;
   o.drafter_vocab_ids = {5, 7, 11};
-  WorkerSpec& w = o.spec;
-  w.activation_threshold = 5;
-  w.arms = {"6_2_8", "ngram"};
-  w.ngram_shortcut = 2, w.draft_confidence = 0.25, w.drafter_catch_up_limit = 4;
-  w.selector = "fixed", w.buckets = {1, 3}, w.epsilon = 0.05, w.window = 16;
-  w.selector_value = "median", w.selector_exploration = "optimistic";
-  w.drafter_layers = 2, w.drafter_train_levels = 1, w.drafter_vocab_subset = 4096;
-  w.drafter_fused = true;
-  w.drafter_learning_rate = 5e-4, w.drafter_batch = 8;
+  api::SpeculativeSpec& s = o.speculative;
+  s.enabled = false, s.activation_threshold = 5;
+  s.arms = {"6_2_8", "ngram"};
+  s.ngram_shortcut = 2, s.draft_confidence = 0.25, s.drafter_catch_up_limit = 4;
+  s.selector.type = "fixed", s.selector.buckets = {1, 3}, s.selector.epsilon = 0.05;
+  s.selector.window = 16, s.selector.value = "median", s.selector.exploration = "weighted";
+  s.selector.pooled = false;
+  api::DrafterSpec& d = o.drafter;
+  d.layers = 2, d.train_levels = 1, d.vocab_subset = 4096, d.features = "fused";
+  d.warm_start_steps = 17, d.warm_start_prompts = 9;
+  d.training.enabled = false, d.training.learning_rate = 5e-4, d.training.batch_size = 8;
+  d.training.min_idle_workers = 2, d.training.buffer_steps = 3;
   return o;
 }
 
@@ -47,35 +53,34 @@ TEST(WorkerOptions, RoundTripsThroughTheSetupMessageText) {
   EXPECT_EQ(back->decode_bfloat16, o.decode_bfloat16);
   EXPECT_EQ(back->drafter_bfloat16, o.drafter_bfloat16);
   EXPECT_EQ(back->drafter_vocab_ids, o.drafter_vocab_ids);
-  const WorkerSpec &w = back->spec, &x = o.spec;
-  EXPECT_EQ(w.activation_threshold, x.activation_threshold);
-  EXPECT_EQ(w.arms, x.arms);
-  EXPECT_EQ(w.ngram_shortcut, x.ngram_shortcut);
-  EXPECT_EQ(w.draft_confidence, x.draft_confidence);
-  EXPECT_EQ(w.drafter_catch_up_limit, x.drafter_catch_up_limit);
-  EXPECT_EQ(w.selector, x.selector);
-  EXPECT_EQ(w.buckets, x.buckets);
-  EXPECT_EQ(w.epsilon, x.epsilon);
-  EXPECT_EQ(w.window, x.window);
-  EXPECT_EQ(w.selector_value, x.selector_value);
-  EXPECT_EQ(w.selector_exploration, x.selector_exploration);
-  EXPECT_EQ(w.drafter_layers, x.drafter_layers);
-  EXPECT_EQ(w.drafter_train_levels, x.drafter_train_levels);
-  EXPECT_EQ(w.drafter_fused, x.drafter_fused);
-  EXPECT_EQ(w.drafter_vocab_subset, x.drafter_vocab_subset);
-  EXPECT_EQ(w.drafter_learning_rate, x.drafter_learning_rate);
-  EXPECT_EQ(w.drafter_batch, x.drafter_batch);
+  // The spec's parts, every field (the field tables' encoding compares them all).
+  EXPECT_EQ(api::to_json(back->speculative), api::to_json(o.speculative));
+  EXPECT_EQ(api::to_json(back->drafter), api::to_json(o.drafter));
+  EXPECT_EQ(back->speculative.arms, o.speculative.arms);
+  EXPECT_EQ(back->speculative.draft_confidence, 0.25);
+  EXPECT_EQ(back->drafter.features, "fused");
+  EXPECT_EQ(back->drafter.training.learning_rate, 5e-4);
   // Every key the writer puts in is one the reader takes: re-encoding gives the same message.
   EXPECT_EQ(to_json(*back), m);
 }
 
+TEST(WorkerOptions, AbsentSpecFieldsTakeTheSpecsDefaults) {
+  json m = to_json(sample());
+  m["speculative"].erase("activationThreshold");
+  m["drafter"]["training"].erase("batchSize");
+  StatusOr<WorkerOptions> back = worker_options_from_json(m);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->speculative.activation_threshold, api::SpeculativeSpec{}.activation_threshold);
+  EXPECT_EQ(back->drafter.training.batch_size, api::DrafterTrainingSpec{}.batch_size);
+}
+
 TEST(WorkerOptions, MalformedMessagesNameTheField) {
   json missing = to_json(sample());
-  missing.erase("arms");
+  missing.erase("max_batch");
   StatusOr<WorkerOptions> r = worker_options_from_json(missing);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("\"arms\""), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("\"max_batch\""), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("missing"), std::string::npos) << r.status().message();
 
   json mistyped = to_json(sample());
@@ -84,11 +89,33 @@ TEST(WorkerOptions, MalformedMessagesNameTheField) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("\"max_batch\""), std::string::npos) << r.status().message();
 
+  json no_part = to_json(sample());
+  no_part.erase("speculative");
+  r = worker_options_from_json(no_part);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("\"speculative\" is missing"), std::string::npos)
+      << r.status().message();
+
   json bad_element = to_json(sample());
-  bad_element["buckets"] = json::array({1, "two"});
+  bad_element["speculative"]["selector"]["buckets"] = json::array({1, "two"});
   r = worker_options_from_json(bad_element);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("\"buckets\""), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("speculative.selector.buckets[1]"), std::string::npos)
+      << r.status().message();
+
+  json bad_arm = to_json(sample());
+  bad_arm["speculative"]["arms"] = json::array({"4_1_5", json::object()});
+  r = worker_options_from_json(bad_arm);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("speculative.arms[1]"), std::string::npos)
+      << r.status().message();
+
+  json unknown = to_json(sample());
+  unknown["drafter"]["layerz"] = 2;
+  r = worker_options_from_json(unknown);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("drafter.layerz"), std::string::npos) << r.status().message();
 
   json negative_seed = to_json(sample());
   negative_seed["seed"] = -1;
@@ -97,20 +124,22 @@ TEST(WorkerOptions, MalformedMessagesNameTheField) {
   EXPECT_FALSE(worker_options_from_json(json::array()).ok());
 }
 
-TEST(WorkerOptions, WorkerSpecComesFromTheJobSpec) {
-  api::RLJobSpec spec;
-  spec.speculative.arms = {"8_4_16"};
-  spec.speculative.selector.window = 7;
-  spec.drafter.layers = 2;
-  spec.drafter.training.batch_size = 9;
-  spec.drafter.training.learning_rate = 1e-3;
-  WorkerSpec w = worker_spec_from(spec);
-  EXPECT_EQ(w.arms, spec.speculative.arms);
-  EXPECT_EQ(w.window, 7);
-  EXPECT_EQ(w.drafter_layers, 2);
-  EXPECT_EQ(w.drafter_batch, 9);
-  EXPECT_EQ(w.drafter_learning_rate, 1e-3);
-  EXPECT_EQ(w.activation_threshold, spec.speculative.activation_threshold);
+// The engine's options are spec.speculative's, field by field (rollout::engine_options).
+TEST(WorkerOptions, EngineOptionsComeFromTheSpeculativeSpec) {
+  const api::SpeculativeSpec s = sample().speculative;
+  rollout::EngineOptions eo = rollout::engine_options(s);
+  EXPECT_EQ(eo.speculative, s.enabled);
+  EXPECT_EQ(eo.activation_threshold, s.activation_threshold);
+  EXPECT_EQ(eo.arms, s.arms);
+  EXPECT_EQ(eo.ngram_shortcut, s.ngram_shortcut);
+  EXPECT_EQ(eo.draft_confidence, s.draft_confidence);
+  EXPECT_EQ(eo.drafter_catch_up_limit, s.drafter_catch_up_limit);
+  EXPECT_EQ(eo.selector, s.selector.type);
+  EXPECT_EQ(eo.buckets, s.selector.buckets);
+  EXPECT_EQ(eo.epsilon, s.selector.epsilon);
+  EXPECT_EQ(eo.window, s.selector.window);
+  EXPECT_EQ(eo.selector_value, s.selector.value);
+  EXPECT_EQ(eo.selector_exploration, s.selector.exploration);
 }
 
 }  // namespace
