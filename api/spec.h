@@ -311,7 +311,9 @@ struct RewardSpec {
   std::vector<std::string> command;
   RewardContainer container;
   std::string url;
+  std::vector<std::string> row_fields;  // "fields": fields() is the table below
   Duration timeout = Duration::of("30s");
+  Duration startup_timeout = Duration::of("120s");
   int32_t retries = 2;
   int32_t concurrency = 8;
 
@@ -344,8 +346,16 @@ struct RewardSpec {
     v("url", url,
       Rule().url().doc("http: where each response is POSTed; must be allowed by the operator's "
                        "--reward-url-allow (cluster) or be any http(s) URL (tlt run)."));
+    v("fields", row_fields,
+      Rule().at_most_items(32).at_most_chars(256).doc(
+          "command and http on a dataset: more of the row in each request, each field (a dotted "
+          "path, e.g. data_source, extra_info) under its own name (null where a row lacks it), or "
+          "\"*\": the whole row, under \"row\"."));
     v("timeout", timeout,
       Rule().gt(0).doc("command and http: longest wait for one response's reward before a retry."));
+    v("startupTimeout", startup_timeout,
+      Rule().gt(0).doc("command: longest wait for the program's first reward after it starts "
+                       "(imports, loading a model), when longer than timeout."));
     v("retries", retries,
       Rule().ge(0).le(10).doc(
           "command and http: retries of a failed or late reward (a restarted command, a new "

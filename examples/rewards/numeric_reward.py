@@ -50,67 +50,81 @@ def trim(s):
     return s[a:b]
 
 
-# --- the final answer (answer_text.cc) ---
+# --- the final answer (final_answer.cc) ---
 
-def closing_brace(s, open_):
-    depth = 0
-    for i in range(open_, len(s)):
-        if s[i] == "{":
-            depth += 1
-        if s[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return len(s)
-
-
-def boxed_content(s):
-    best, length = -1, 0
+def last_box(s):
+    """Where the content of the last \\boxed{ or \\fbox{ starts, or -1."""
+    best, start = -1, -1
     for marker in ("\\boxed{", "\\fbox{"):
         pos = s.rfind(marker)
         if pos >= 0 and (best < 0 or pos > best):
-            best, length = pos, len(marker)
-    if best < 0:
-        return None
-    open_ = best + length - 1
-    end = closing_brace(s, open_)
-    stop = end - 1 if (end > open_ + 1 and end <= len(s) and s[end - 1] == "}") else len(s)
-    return s[open_ + 1:stop]
+            best, start = pos, pos + len(marker)
+    return start
 
 
-def strip_emphasis(s):
-    s = trim(s)
+def until_closing_brace(s, start):
+    depth = 1
+    for i in range(start, len(s)):
+        depth += 1 if s[i] == "{" else -1 if s[i] == "}" else 0
+        if depth == 0:
+            return s[start:i]
+    return None
+
+
+def after_last_marker(s):
+    lower = lower_ascii(s)
+    best, end = -1, -1
+    for marker in ("answer:", "answer is", "####"):
+        pos = lower.rfind(marker)
+        if pos >= 0 and (best < 0 or pos > best):
+            best, end = pos, pos + len(marker)
+    return end
+
+
+def trim_answer(s):
+    """Blanks and periods off both ends, except a period that starts a number (".5")."""
     a, b = 0, len(s)
-    while a < b and (s[a] in "*:" or is_space(s[a])):
+    while a < b and (is_space(s[a]) or (s[a] == "." and not (a + 1 < b and is_digit(s[a + 1])))):
         a += 1
-    while b > a and (s[b - 1] == "*" or is_space(s[b - 1])):
+    while b > a and (is_space(s[b - 1]) or s[b - 1] == "."):
         b -= 1
     return s[a:b]
 
 
-def marked_line(s):
-    lower = lower_ascii(s)
-    best, length = -1, 0
-    for marker in ("####", "answer is", "answer:"):
-        pos = lower.rfind(marker)
-        if pos >= 0 and (best < 0 or pos > best):
-            best, length = pos, len(marker)
-    if best < 0:
-        return None
-    rest = s[best + length:]
-    nl = rest.find("\n")
-    line = rest if nl < 0 else rest[:nl]
-    nxt = len(line) + 1
-    line = strip_emphasis(line)
-    if not line and nxt < len(rest):
-        end = rest.find("\n", nxt)
-        line = strip_emphasis(rest[nxt:] if end < 0 else rest[nxt:end])
-    return line
+def strip_decoration(s):
+    for pair in ("**", "__"):
+        while pair in s:
+            s = s.replace(pair, "", 1)
+    s = trim_answer(s)
+    if s.startswith(":"):
+        s = trim_answer(s[1:])
+    s = trim_answer(s.strip("*"))
+    if len(s) >= 2 and s[0] in "$`" and s[-1] == s[0]:
+        s = trim_answer(s[1:-1])
+    return s
+
+
+def line_at(s, start):
+    nl = s.find("\n", start)
+    return s[start:] if nl < 0 else s[start:nl]
 
 
 def extract_final_answer(response):
-    boxed = boxed_content(response)
-    return boxed if boxed is not None else marked_line(response)
+    """final_answer.cc: the last box wins, else the last marker's line (or the next line)."""
+    box = last_box(response)
+    if box >= 0:
+        content = until_closing_brace(response, box)
+        answer = strip_decoration(content) if content is not None else ""
+        return answer or None
+    at = after_last_marker(response)
+    if at < 0:
+        return None
+    line = line_at(response, at)
+    answer = strip_decoration(line)
+    nxt = at + len(line) + 1
+    if not answer and nxt < len(response):
+        answer = strip_decoration(line_at(response, nxt))
+    return answer or None
 
 
 # --- numbers (numbers.cc) ---

@@ -26,69 +26,6 @@ std::string_view strip_trailing_periods(std::string_view s) {
   return s;
 }
 
-std::string lower_ascii(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = to_lower(c);
-  return out;
-}
-
-// The index just past the brace that closes the one opening at s[open], or s.size() when it
-// never closes.
-size_t closing_brace(std::string_view s, size_t open) {
-  int depth = 0;
-  for (size_t i = open; i < s.size(); ++i) {
-    if (s[i] == '{') ++depth;
-    if (s[i] == '}' && --depth == 0) return i + 1;
-  }
-  return s.size();
-}
-
-std::optional<std::string> boxed_content(std::string_view s) {
-  size_t best = std::string_view::npos, len = 0;
-  for (std::string_view marker : {"\\boxed{", "\\fbox{"}) {
-    size_t pos = s.rfind(marker);
-    if (pos != std::string_view::npos && (best == std::string_view::npos || pos > best)) {
-      best = pos;
-      len = marker.size();
-    }
-  }
-  if (best == std::string_view::npos) return std::nullopt;
-  size_t open = best + len - 1;
-  size_t end = closing_brace(s, open);
-  size_t stop = (end > open + 1 && end <= s.size() && s[end - 1] == '}') ? end - 1 : s.size();
-  return std::string(s.substr(open + 1, stop - open - 1));
-}
-
-// Markdown emphasis and a leading colon removed ("**Answer:** 24" leaves "** 24" -> "24").
-std::string_view strip_emphasis(std::string_view s) {
-  s = trim(s);
-  while (!s.empty() && (s.front() == '*' || s.front() == ':' || is_space(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == '*' || is_space(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::optional<std::string> marked_line(std::string_view s) {
-  const std::string lower = lower_ascii(s);
-  size_t best = std::string::npos, len = 0;
-  for (std::string_view marker : {"####", "answer is", "answer:"}) {
-    size_t pos = lower.rfind(marker);
-    if (pos != std::string::npos && (best == std::string::npos || pos > best)) {
-      best = pos;
-      len = marker.size();
-    }
-  }
-  if (best == std::string::npos) return std::nullopt;
-  std::string_view rest = s.substr(best + len);
-  std::string_view line = rest.substr(0, rest.find('\n'));
-  const size_t next = line.size() + 1;
-  line = strip_emphasis(line);
-  if (line.empty() && next < rest.size()) {  // "The answer is:\n42"
-    line = strip_emphasis(rest.substr(next, rest.find('\n', next) - next));
-  }
-  return std::string(line);
-}
-
 // A `$` at s[i] that LaTeX would read as a delimiter (not `\$`).
 bool is_dollar(std::string_view s, size_t i) {
   return s[i] == '$' && (i == 0 || s[i - 1] != '\\');
@@ -136,11 +73,6 @@ std::optional<std::pair<size_t, size_t>> last_bracketed(std::string_view s, std:
 }
 
 }  // namespace
-
-std::optional<std::string> extract_final_answer(std::string_view response) {
-  if (auto boxed = boxed_content(response)) return boxed;
-  return marked_line(response);
-}
 
 std::optional<std::string> last_math_segment(std::string_view response) {
   std::optional<std::pair<size_t, size_t>> best = last_dollar_segment(response);

@@ -1,12 +1,10 @@
-// Reading a final answer out of a model's response, and the normalisations the built-in
-// verifiers (verifiers.h) compare answers after. No LibTorch, no locale: every rule works on
-// bytes and only ASCII is folded, so any byte string (non-UTF-8 included) is a valid input and
-// nothing here throws.
+// What the built-in verifiers (verifiers.h) read in a response besides its final answer
+// (final_answer.h), and the normalisations they compare answers after. No LibTorch, no locale:
+// every rule works on bytes and only ASCII is folded, so any byte string (non-UTF-8 included) is
+// a valid input and nothing here throws.
 //
 // Examples:
-//   extract_final_answer("so \\boxed{\\frac{1}{2}}.")        -> "\\frac{1}{2}"
-//   extract_final_answer("...\n#### 1,234")                 -> "1,234"
-//   extract_final_answer("The answer is 42 apples.")         -> "42 apples."
+//   last_math_segment("so $x = \\frac{1}{2}$ here")          -> "x = \\frac{1}{2}"
 //   normalize_text("  The  Cat. ")                           -> "the cat"
 //   normalize_latex("\\left( \\dfrac{1}{2} \\right)")        -> "(1/2)"
 //   parse_number("1,234.5 cm") -> 1234.5; parse_number("-3/4") -> -0.75; ("50%") -> 50
@@ -20,13 +18,6 @@
 #include <string_view>
 
 namespace tlt::reward {
-
-// The final answer marked in `response`, or nullopt when it marks none. Markers, in order of
-// precedence: the content of the last `\boxed{...}` (or `\fbox{...}`), braces balanced (an
-// unclosed box runs to the end); else whichever of "####", "answer is" or "answer:" (ASCII
-// case-insensitive) occurs last, its text running to the end of that line (or the next line
-// when that one is blank), markdown emphasis (`*`) and a leading `:` removed.
-std::optional<std::string> extract_final_answer(std::string_view response);
 
 // The content of the last math segment of `response` (`$...$`, `$$...$$`, `\(...\)` or
 // `\[...\]`: whichever closes last), or nullopt when there is none or it is blank.

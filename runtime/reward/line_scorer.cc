@@ -11,11 +11,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <regex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "api/json_bounded.h"
 #include "runtime/reward/sources.h"
@@ -27,9 +30,30 @@ namespace {
 
 constexpr size_t kMaxLine = size_t(1) << 20;  // a longer output line is garbage
 constexpr size_t kMaxNanLine = 1024;          // the longest line read as a NaN/Infinity answer
+constexpr int64_t kMaxLoggedOutput = 200;     // stdout lines that are not answers, logged
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// "30 s", "0.25 s": a duration as people write it.
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+// The program's environment: the job's, plus PYTHONUNBUFFERED=1 unless the job sets it, so that a
+// Python program's print() reaches tlt at once rather than when its stdout buffer fills.
+std::vector<std::string> child_environment() {
+  std::vector<std::string> env;
+  bool set = false;
+  for (char** e = environ; *e != nullptr; ++e) {
+    env.emplace_back(*e);
+    set = set || std::strncmp(*e, "PYTHONUNBUFFERED=", 17) == 0;
+  }
+  if (!set) env.emplace_back("PYTHONUNBUFFERED=1");
+  return env;
 }
 
 void set_nonblocking(int fd) {
@@ -70,10 +94,13 @@ class ProcessTransport : public Transport {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    std::vector<char*> args;
+    std::vector<char*> args, envp;
     for (auto& a : argv_) args.push_back(a.data());
     args.push_back(nullptr);
-    int rc = posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), environ);
+    std::vector<std::string> env = child_environment();
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    int rc = posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     ::close(in[0]), ::close(out[1]);
     if (rc != 0) {
@@ -102,7 +129,9 @@ class ProcessTransport : public Transport {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (status_ < 0) return "closed its stdout";
-    if (WIFEXITED(status_)) return "exited with status " + std::to_string(WEXITSTATUS(status_));
+    if (WIFEXITED(status_))
+      return "exited with status " + std::to_string(WEXITSTATUS(status_)) +
+             " (its stderr, in the job's log, usually says why)";
     return "was killed by signal " + std::to_string(WTERMSIG(status_));
   }
 
@@ -172,8 +201,11 @@ class FifoTransport : public Transport {
 
 class LineScorer : public Scorer {
  public:
-  LineScorer(std::unique_ptr<Transport> t, double timeout_s, int retries)
-      : t_(std::move(t)), timeout_s_(timeout_s), retries_(retries) {}
+  LineScorer(std::unique_ptr<Transport> t, const api::RewardSpec& spec)
+      : t_(std::move(t)),
+        timeout_s_(spec.timeout.seconds),
+        startup_s_(std::max(spec.timeout.seconds, spec.startup_timeout.seconds)),
+        retries_(spec.retries) {}
 
   Status open() {
     TLT_RETURN_IF_ERROR(t_->open(&to_, &from_));
@@ -216,11 +248,16 @@ class LineScorer : public Scorer {
   bool read_rewards();
   bool write_requests();
   bool take_line(const std::string& line);
+  void program_output(const std::string& line);
   void value_error(const std::string& id, const Status& why);
   void attempt_failed(const std::string& why);
+  // The longest wait for the next reward: the start-up allowance until the program has answered.
+  double allowance() const { return answered_ ? timeout_s_ : startup_s_; }
+  std::string timeout_reason() const;
 
   std::unique_ptr<Transport> t_;
   double timeout_s_;
+  double startup_s_;  // max(spec.reward.timeout, spec.reward.startupTimeout)
   int retries_;
   int to_ = -1, from_ = -1, wake_[2] = {-1, -1};
   std::thread thread_;
@@ -228,8 +265,11 @@ class LineScorer : public Scorer {
   std::map<std::string, Pending> pending_;  // unanswered, by id
   std::deque<std::string> outq_;            // ids not yet written, in order
   std::string wbuf_, rbuf_;
-  double progress_ = 0;  // last reward, or when the first owed request was submitted
-  int restarts_ = 0;     // this batch's
+  double progress_ = 0;      // last reward, or when the first owed request was submitted
+  int restarts_ = 0;         // this batch's
+  bool answered_ = false;    // the program answered since it (re)started
+  int64_t n_output_ = 0;     // stdout lines that were not answers
+  std::string last_output_;  // the last of them, cut to 200 bytes
   Status broken_;
   bool stop_ = false;
 };
@@ -279,20 +319,29 @@ bool LineScorer::take_line(const std::string& line) {
                   Status::InvalidArgument(field + ": the reward for id \"" + m[1].str() + "\" is " +
                                           m[2].str() + " (must be a finite number)"));
       progress_ = now_s();
+      answered_ = true;
       return true;
     }
-    attempt_failed("printed a line that is not JSON: " + line.substr(0, 200));
-    return false;
+    program_output(line);
+    return true;
   }
-  if (!j.is_object() || !j.contains("id") || !j["id"].is_string()) {
-    attempt_failed("printed a line without a string \"id\": " + line.substr(0, 200));
+  if (!j.is_object() || !j.contains("id")) {
+    program_output(line);
+    return true;
+  }
+  if (!j["id"].is_string()) {
+    attempt_failed("printed an answer whose \"id\" is not a string: " + line.substr(0, 200) +
+                   " (echo each request's \"id\" as it came)");
     return false;
   }
   const std::string id = j["id"].get<std::string>();
   if (!pending_.count(id)) {
-    attempt_failed("answered id \"" + id + "\", which is unknown or already answered");
+    attempt_failed("answered id \"" + id +
+                   "\", which is unknown or already answered (answer each request once, "
+                   "with its own \"id\")");
     return false;
   }
+  answered_ = true;
   progress_ = now_s();
   if (!j.contains("reward")) {
     value_error(id, Status::InvalidArgument(field + ": the answer for id \"" + id +
@@ -304,6 +353,48 @@ bool LineScorer::take_line(const std::string& line) {
   pending_.erase(id);
   finish(slot, r);
   return true;
+}
+
+// A stdout line that is not an answer (a banner printed at import, a debug print): the program's
+// output, logged with a warning the first time; it fails nothing.
+void LineScorer::program_output(const std::string& line) {
+  ++n_output_;
+  last_output_ = line.substr(0, 200);
+  const std::string field = t_->field();
+  if (n_output_ == 1)
+    std::fprintf(stderr,
+                 "reward: warning: %s printed a line on stdout that is not an answer {\"id\", "
+                 "\"reward\"}: it is logged below as the program's output and skipped; stdout "
+                 "is for answers, print anything else to stderr (print(..., file=sys.stderr))\n",
+                 field.c_str());
+  if (n_output_ <= kMaxLoggedOutput)
+    std::fprintf(stderr, "reward: program output: %s\n", line.substr(0, 1000).c_str());
+  else if (n_output_ == kMaxLoggedOutput + 1)
+    std::fprintf(stderr, "reward: %s keeps printing lines that are not answers; no more logged\n",
+                 field.c_str());
+}
+
+std::string LineScorer::timeout_reason() const {
+  const bool startup = !answered_ && startup_s_ > timeout_s_;
+  std::string why = std::string("sent no reward ") + (answered_ ? "" : "since it started ") +
+                    "within " +
+                    (startup ? "spec.reward.startupTimeout (" + seconds(startup_s_)
+                             : "spec.reward.timeout (" + seconds(timeout_s_)) +
+                    ") while owing " + std::to_string(pending_.size()) + " (first: id \"" +
+                    pending_.begin()->first + "\")";
+  if (n_output_ > 0)
+    why += "; the last of its " + std::to_string(n_output_) +
+           " lines on stdout that were not answers: " + last_output_;
+  why += answered_ ? ". Usually an answer still in the program's stdout buffer (flush after each "
+                     "line: print(..., flush=True); tlt sets PYTHONUNBUFFERED=1, which only "
+                     "Python reads), a request left unanswered, or a reward slower than "
+                     "spec.reward.timeout"
+                   : ". Usually a slow start (imports, a model loaded at start: raise "
+                     "spec.reward.startupTimeout), answers still in the program's stdout buffer "
+                     "(flush after each line: print(..., flush=True); tlt sets "
+                     "PYTHONUNBUFFERED=1, which only Python reads), or a program that reads its "
+                     "stdin to the end before it answers (answer each line as it arrives)";
+  return why;
 }
 
 bool LineScorer::read_rewards() {
@@ -369,6 +460,7 @@ void LineScorer::attempt_failed(const std::string& why) {
     std::sort(again.begin(), again.end());
     for (const auto& [slot, id] : again) outq_.push_back(id);
     progress_ = now_s();
+    answered_ = false;
     return;
   }
   broken_ = Status::Unavailable(field + ": the program " + last + "; gave up after " +
@@ -388,7 +480,7 @@ void LineScorer::loop() {
     if (!wbuf_.empty() || !outq_.empty()) fds[2].events = POLLOUT;
     int timeout_ms = -1;
     if (!pending_.empty())
-      timeout_ms = std::max(0, int((progress_ + timeout_s_ - now_s()) * 1000) + 1);
+      timeout_ms = std::max(0, int((progress_ + allowance() - now_s()) * 1000) + 1);
     lock.unlock();
     poll(fds, 3, timeout_ms);
     lock.lock();
@@ -402,11 +494,7 @@ void LineScorer::loop() {
     if (!broken_.ok()) continue;
     if (from_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) && !read_rewards()) continue;
     if (to_ >= 0 && !write_requests()) continue;
-    if (!pending_.empty() && now_s() > progress_ + timeout_s_) {
-      attempt_failed("sent no reward within spec.reward.timeout (" + std::to_string(timeout_s_) +
-                     " s) while owing " + std::to_string(pending_.size()) + " (first: id \"" +
-                     pending_.begin()->first + "\")");
-    }
+    if (!pending_.empty() && now_s() > progress_ + allowance()) attempt_failed(timeout_reason());
   }
 }
 
@@ -415,17 +503,15 @@ void LineScorer::loop() {
 StatusOr<std::unique_ptr<Scorer>> make_command_scorer(const api::RewardSpec& spec) {
   if (spec.command.empty())
     return Status::InvalidArgument("spec.reward.command: required for type command");
-  auto s = std::make_unique<LineScorer>(std::make_unique<ProcessTransport>(spec.command),
-                                        spec.timeout.seconds, spec.retries);
+  auto s = std::make_unique<LineScorer>(std::make_unique<ProcessTransport>(spec.command), spec);
   TLT_RETURN_IF_ERROR(s->open());
   return std::unique_ptr<Scorer>(std::move(s));
 }
 
 StatusOr<std::unique_ptr<Scorer>> make_fifo_scorer(const api::RewardSpec& spec,
                                                    const std::string& pipe_dir) {
-  auto s =
-      std::make_unique<LineScorer>(std::make_unique<FifoTransport>(pipe_dir, spec.timeout.seconds),
-                                   spec.timeout.seconds, spec.retries);
+  auto s = std::make_unique<LineScorer>(
+      std::make_unique<FifoTransport>(pipe_dir, spec.timeout.seconds), spec);
   TLT_RETURN_IF_ERROR(s->open());
   return std::unique_ptr<Scorer>(std::move(s));
 }

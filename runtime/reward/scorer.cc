@@ -10,6 +10,9 @@
 namespace tlt::reward {
 namespace {
 
+// The keys of every request on the wire (request_json); "row" holds the whole row ("*").
+constexpr const char* kRequestKeys[] = {"id", "prompt", "response", "answer", "row"};
+
 // The reference answer of request `r`, parsed; InvalidArgument naming `answer` and the request.
 StatusOr<nlohmann::json> reference_of(const ScoreRequest& r) {
   return api::parse_json_bounded(r.reference_json, "answer: the reference of " + r.id);
@@ -28,14 +31,7 @@ class LocalScorer : public Scorer {
   std::function<StatusOr<double>(const ScoreRequest&)> score_;
 };
 
-StatusOr<std::unique_ptr<Scorer>> make_verifier_scorer(const api::RewardSpec& spec,
-                                                       VerifierType type) {
-  VerifierOptions o;
-  o.type = type;
-  o.relative_tolerance = spec.relative_tolerance;
-  o.absolute_tolerance = spec.absolute_tolerance;
-  o.pattern = spec.pattern;
-  TLT_RETURN_IF_ERROR(o.validate());
+std::unique_ptr<Scorer> make_verifier_scorer(const VerifierOptions& o) {
   return std::unique_ptr<Scorer>(new LocalScorer([o](const ScoreRequest& r) -> StatusOr<double> {
     StatusOr<nlohmann::json> answer = reference_of(r);
     if (!answer.ok()) return answer.status();
@@ -43,6 +39,29 @@ StatusOr<std::unique_ptr<Scorer>> make_verifier_scorer(const api::RewardSpec& sp
     if (!s.ok()) return s.status().with_context(r.id);
     return s;
   }));
+}
+
+// spec.reward.fields: a command or http reward on a dataset, names that are not the wire's own.
+Status check_fields(const ScorerOptions& o) {
+  const std::string f = "spec.reward.fields: ";
+  if (o.spec.row_fields.empty()) return Status::Ok();
+  if (o.spec.type != "command" && o.spec.type != "http")
+    return Status::InvalidArgument(f + "only a command or http reward is sent the row's fields " +
+                                   "(type is \"" + o.spec.type + "\"); drop it");
+  if (!o.dataset)
+    return Status::InvalidArgument(f + "only a dataset's rows (spec.task.dataset) have fields; " +
+                                   "a generated task's request is {id, prompt, response, answer}");
+  for (const std::string& name : o.spec.row_fields) {
+    for (const char* taken : kRequestKeys) {
+      if (name == taken)
+        return Status::InvalidArgument(
+            f + "\"" + name + "\" is a key the request has already (id, prompt, response, " +
+            "answer, and row for \"*\"); send the whole row with \"*\" for a column of " +
+            "that name");
+    }
+    if (name.empty()) return Status::InvalidArgument(f + "a field name is empty");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -107,24 +126,42 @@ StatusOr<std::vector<double>> Scorer::wait() {
 StatusOr<double> check_reward(const nlohmann::json& value, const std::string& field,
                               const std::string& id) {
   const std::string where = field + ": the reward for id \"" + id + "\" ";
-  if (!value.is_number())
-    return Status::InvalidArgument(where + "must be a number (got " + value.dump() + ")");
-  double v = value.get<double>();
-  if (!std::isfinite(v) || std::fabs(v) > kMaxAbsReward)
+  if (value.is_boolean()) return value.get<bool>() ? 1.0 : 0.0;
+  // verl's compute_score may return {"score": x, ...} (its other keys are the program's own).
+  const bool dict = value.is_object() && value.contains("score");
+  const nlohmann::json& v = dict ? value["score"] : value;
+  if (dict && v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  if (!v.is_number())
+    return Status::InvalidArgument(where +
+                                   "must be a number, true, false or {\"score\": number} (got " +
+                                   value.dump().substr(0, 200) + ")");
+  double x = v.get<double>();
+  if (!std::isfinite(x) || std::fabs(x) > kMaxAbsReward)
     return Status::InvalidArgument(where + "must be finite and within [-1e6, 1e6] (got " +
-                                   value.dump() + ")");
-  return v;
+                                   v.dump() + ")");
+  return x;
 }
 
 StatusOr<nlohmann::json> request_json(const ScoreRequest& r) {
   StatusOr<nlohmann::json> answer = reference_of(r);
   if (!answer.ok()) return answer.status();
-  return nlohmann::json{
+  nlohmann::json j{
       {"id", r.id}, {"prompt", r.prompt}, {"response", r.response}, {"answer", *answer}};
+  if (r.fields_json.empty()) return j;
+  StatusOr<nlohmann::json> fields =
+      api::parse_json_bounded(r.fields_json, "spec.reward.fields: the row's fields for " + r.id);
+  if (!fields.ok()) return fields.status();
+  if (fields->is_object()) {
+    for (auto it = fields->begin(); it != fields->end(); ++it) {
+      if (!j.contains(it.key())) j[it.key()] = it.value();  // check_fields keeps them apart
+    }
+  }
+  return j;
 }
 
 StatusOr<std::unique_ptr<Scorer>> make_scorer(const ScorerOptions& o) {
   const std::string& type = o.spec.type;
+  TLT_RETURN_IF_ERROR(check_fields(o));
   if (type.empty() && !o.dataset) {
     if (!o.task_reward)
       return Status::InvalidArgument("spec.reward.type: required for a task without a reward");
@@ -132,15 +169,12 @@ StatusOr<std::unique_ptr<Scorer>> make_scorer(const ScorerOptions& o) {
     return std::unique_ptr<Scorer>(
         new LocalScorer([f](const ScoreRequest& r) -> StatusOr<double> { return f(r); }));
   }
-  if (type.empty()) return make_verifier_scorer(o.spec, VerifierType::kMath);
-  if (type == "command") {
-    if (!o.pipe_dir.empty()) return make_fifo_scorer(o.spec, o.pipe_dir);
-    return make_command_scorer(o.spec);
-  }
+  StatusOr<std::optional<VerifierOptions>> verifier = verifier_options(o.spec);
+  if (!verifier.ok()) return verifier.status();
+  if (*verifier) return make_verifier_scorer(**verifier);
   if (type == "http") return make_http_scorer(o.spec);
-  StatusOr<VerifierType> v = verifier_type_from_name(type);
-  if (!v.ok()) return v.status();
-  return make_verifier_scorer(o.spec, *v);
+  if (!o.pipe_dir.empty()) return make_fifo_scorer(o.spec, o.pipe_dir);  // command, a sidecar
+  return make_command_scorer(o.spec);
 }
 
 }  // namespace tlt::reward

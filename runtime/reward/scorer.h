@@ -10,13 +10,18 @@
 //   task      type "" on a generated task (arithmetic-cot, countdown): ScorerOptions::task_reward,
 //             run in submit().
 //   verifier  exact | numeric | math | regex (runtime/reward/verifiers.h), and type "" on a
-//             dataset (math); run in submit(). The reference of a generated problem is its
+//             dataset (math): verifier_options, the one dispatch of spec.reward.type that a
+//             dataset task shares; run in submit(). The reference of a generated problem is its
 //             answer as a JSON string.
-//   command   the user's program, started once (posix_spawnp, no shell) when the scorer is made;
-//             JSON lines: one request {"id", "prompt", "response", "answer"} per line on its
-//             stdin, one {"id", "reward": <number>} per line on its stdout, in any order,
-//             matched by id. Its stderr is the job's. Text that is not UTF-8 reaches it with
-//             U+FFFD in place of each invalid byte. A reader/writer thread owns the pipes.
+//   command   the user's program, started once (posix_spawnp, no shell) when the scorer is made,
+//             in the job's environment plus PYTHONUNBUFFERED=1 (unless the job sets it); JSON
+//             lines: one request {"id", "prompt", "response", "answer"} (plus the row's
+//             spec.reward.fields: ScoreRequest::fields_json) per line on its stdin, one
+//             {"id", "reward"} per line on its stdout, in any order, matched by id. Its stderr is
+//             the job's; a stdout line that is not an answer (not JSON, or JSON without "id": a
+//             banner, a debug print) is logged on stderr as the program's output, with one
+//             warning, and skipped. Text that is not UTF-8 reaches it with U+FFFD in place of each
+//             invalid byte. A reader/writer thread owns the pipes.
 //   command through FIFOs: with ScorerOptions::pipe_dir (the environment variable
 //             TLT_REWARD_PIPE_DIR) the program is not started here: it already runs (a sidecar
 //             container on a cluster) and reads requests from the FIFO <pipe_dir>/requests and
@@ -31,22 +36,24 @@
 //             spec.reward.concurrency in flight; the answer's body is {"reward": <number>} (its
 //             "id", when present, must be the request's).
 //
-// Failures and the retry policy (command, FIFO, http). A reward must be a JSON number, finite,
-// within [-1e6, 1e6]; anything else for a known id (NaN, Infinity, a string, a missing
-// "reward", an out-of-range number) fails the batch at once, since asking again would repeat it.
-// A program that cannot be started (spec.reward.command missing or not executable) fails
-// make_scorer. A program that exits, closes its pipes, prints a line that is not a JSON object
-// with a known, unanswered "id" (garbage), or owes a reward and sends none for
-// spec.reward.timeout (a hang, an omitted id) is restarted (SIGKILL, spawned again) and sent
-// every request still unanswered, at most spec.reward.retries times per batch; then every
-// unanswered slot fails with the last reason. An http request that times out, is refused or
+// Failures and the retry policy (command, FIFO, http). A reward (check_reward) is a JSON number,
+// finite, within [-1e6, 1e6], or true (1) or false (0), or verl's {"score": <number or bool>, ...};
+// anything else for a known id (NaN, Infinity, a string, null, a missing "reward", an
+// out-of-range number) fails the batch at once, since asking again would repeat it. A program
+// that cannot be started (spec.reward.command missing or not executable) fails make_scorer. A
+// program that exits, closes its pipes, answers with an "id" that is not a string or not a
+// known, unanswered id, or owes a reward and sends none for spec.reward.timeout (before its
+// first reward since it started: max(timeout, spec.reward.startupTimeout); a hang, an omitted
+// id, an unflushed answer) is restarted (SIGKILL, spawned again) and sent every request still
+// unanswered, at most spec.reward.retries times per batch; then every unanswered slot fails with
+// the last reason, which says what usually causes it. An http request that times out, is refused or
 // answers 5xx is sent again, at most spec.reward.retries times; a 4xx, a body that is not JSON
 // or has no valid reward fails at once. A failed batch fails the RL step: the job keeps its last
-// checkpoint. Never a hang: every wait is bounded by timeout * (retries + 1) per request plus
-// the restarts.
+// checkpoint. Never a hang: every wait is bounded by max(timeout, startupTimeout) *
+// (retries + 1) per request plus the restarts.
 //
-// Errors are Status (never exceptions) naming spec.reward.<field>: type, command, timeout,
-// retries, url; a verifier's InvalidArgument naming `answer`.
+// Errors are Status (never exceptions) naming spec.reward.<field>: type, command, fields,
+// timeout, startupTimeout, retries, url; a verifier's InvalidArgument naming `answer`.
 //
 // A command or FIFO source whose retries ran out stays failed: every later request fails with
 // the same error (the step fails; a resumed job starts the program again).
@@ -78,6 +85,9 @@ struct ScoreRequest {
   std::string prompt;          // the problem's prompt text (not its chat rendering)
   std::string response;        // the decoded response
   std::string reference_json;  // the answer as JSON text: a dataset row's answerField value
+  // More of the row for a command or http source (spec.reward.fields): a JSON object's text whose
+  // keys join the wire's, e.g. {"data_source": "gsm8k", "extra_info": {...}}; "" adds none.
+  std::string fields_json = {};
 };
 
 class Scorer {
@@ -121,12 +131,14 @@ struct ScorerOptions {
 };
 
 // The scorer of `options.spec.type`. InvalidArgument naming spec.reward.<field> for a bad
-// option; Unavailable naming spec.reward.command when the program cannot be started (or the
-// FIFOs cannot be made or opened within spec.reward.timeout).
+// option (spec.reward.fields: on a generated task, for a built-in verifier, or naming one of the
+// request's own keys id, prompt, response, answer, row); Unavailable naming spec.reward.command
+// when the program cannot be started (or the FIFOs cannot be made or opened within
+// spec.reward.timeout).
 StatusOr<std::unique_ptr<Scorer>> make_scorer(const ScorerOptions& options);
 
-// Validates one reward value of a command or http answer; InvalidArgument naming `field` and
-// `id` otherwise (exposed for the tests).
+// One reward value of a command or http answer (a number, a bool, or {"score": ...}) as a
+// number; InvalidArgument naming `field` and `id` otherwise (exposed for the tests).
 StatusOr<double> check_reward(const nlohmann::json& value, const std::string& field,
                               const std::string& id);
 

@@ -23,8 +23,10 @@ StatusOr<std::unique_ptr<Scorer>> make_fifo_scorer(const api::RewardSpec& spec,
 // POSTs to spec.url.
 StatusOr<std::unique_ptr<Scorer>> make_http_scorer(const api::RewardSpec& spec);
 
-// One request as the wire's JSON object {"id", "prompt", "response", "answer"}; InvalidArgument
-// naming `answer` when the reference is not JSON or nests deeper than api::kMaxJsonDepth.
+// One request as the wire's JSON object {"id", "prompt", "response", "answer"} plus the keys of
+// request.fields_json (never replacing those four); InvalidArgument naming `answer` (or
+// spec.reward.fields) when the reference (the fields) is not JSON or nests deeper than
+// api::kMaxJsonDepth.
 StatusOr<nlohmann::json> request_json(const ScoreRequest& request);
 
 }  // namespace tlt::reward

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/reward/answer_text.h"
+#include "runtime/reward/final_answer.h"
 
 namespace tlt::reward {
 namespace {
@@ -76,7 +77,7 @@ bool math_equal(const VerifierOptions& o, const std::string& candidate, const st
 // The response's answer for `math`: its marked final answer, else its last math segment, else
 // its last number.
 std::optional<std::string> math_candidate(std::string_view response) {
-  if (auto marked = extract_final_answer(response)) return marked;
+  if (auto marked = final_answer(response)) return marked;
   if (auto math = last_math_segment(response)) return math;
   if (auto number = last_number(response)) {
     if (number->integer) return *number->integer;
@@ -88,7 +89,7 @@ std::optional<std::string> math_candidate(std::string_view response) {
 
 // The response's number for `numeric` (see the header).
 std::optional<Number> numeric_candidate(std::string_view response) {
-  if (auto marked = extract_final_answer(response)) {
+  if (auto marked = final_answer(response)) {
     if (auto number = parse_number(*marked)) return number;
     if (auto number = math_number(normalize_latex(*marked))) return number;
     if (auto number = last_number(*marked)) return number;
@@ -141,6 +142,19 @@ StatusOr<VerifierType> verifier_type_from_name(std::string_view name) {
                                  "regex (got \"" + std::string(name) + "\")");
 }
 
+StatusOr<std::optional<VerifierOptions>> verifier_options(const api::RewardSpec& spec) {
+  if (spec.type == "command" || spec.type == "http") return std::optional<VerifierOptions>();
+  StatusOr<VerifierType> type = verifier_type_from_name(spec.type.empty() ? "math" : spec.type);
+  if (!type.ok()) return type.status();
+  VerifierOptions o;
+  o.type = *type;
+  o.relative_tolerance = spec.relative_tolerance;
+  o.absolute_tolerance = spec.absolute_tolerance;
+  o.pattern = spec.pattern;
+  TLT_RETURN_IF_ERROR(o.validate());
+  return std::optional<VerifierOptions>(std::move(o));
+}
+
 Status VerifierOptions::validate() const {
   if (!std::isfinite(relative_tolerance) || relative_tolerance < 0 || relative_tolerance >= 1) {
     return Status::InvalidArgument(std::string(kField) +
@@ -172,8 +186,7 @@ StatusOr<double> score(const VerifierOptions& options, std::string_view response
   auto refs = reference_texts(answer);
   if (!refs.ok()) return refs.status();
   if (options.type == VerifierType::kExact) {
-    const std::string got =
-        normalize_text(extract_final_answer(response).value_or(std::string(response)));
+    const std::string got = normalize_text(final_answer(response).value_or(std::string(response)));
     for (const auto& ref : *refs) {
       if (normalize_text(ref) == got) return 1.0;
     }

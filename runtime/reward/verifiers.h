@@ -1,16 +1,17 @@
 // The built-in reward verifiers: a response and a reference answer in, 1.0 or 0.0 out.
 //
-//   exact    the response's final answer (extract_final_answer, else the whole response) equals
-//            the reference after normalize_text (trim, collapse spaces, fold ASCII case, strip
-//            trailing periods).
+// A response's final answer is final_answer's (final_answer.h: the last \boxed{}, else the text
+// after the last "####", "answer is" or "answer:"), the rule the generated tasks read too.
+//
+//   exact    the response's final answer (else the whole response) equals the reference after
+//            normalize_text (trim, collapse spaces, fold ASCII case, strip trailing periods).
 //   numeric  the response's final answer read as a number (parse_number; else the last number
 //            in that answer), else the last number in the response, equals the reference's
 //            number within the tolerances (numbers_equal). A reference that is not a number is
 //            InvalidArgument.
-//   math     the final answer (\boxed{}, ####, "The answer is", "Answer:"), else the last math
-//            segment ($...$, \(...\), \[...\]), else the last number in the response,
-//            compared after normalize_latex: as numbers when both sides
-//            read as one (a literal, a fraction or a constant expression such as sqrt(2)/2),
+//   math     the final answer, else the last math segment ($...$, \(...\), \[...\]), else the
+//            last number in the response, compared after normalize_latex: as numbers when both
+//            sides read as one (a literal, a fraction or a constant expression such as sqrt(2)/2),
 //            else as strings; an equation's left side is dropped first (`x = 5` -> `5`); a
 //            percentage also matches its hundredth (`75%` equals 0.75).
 //   regex    `pattern` (ECMAScript) is searched for in the response; without a capture group a
@@ -28,11 +29,13 @@
 // Thread safety: pure functions; concurrent calls are safe.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "api/spec.h"
 #include "api/status.h"
 
 namespace tlt::reward {
@@ -58,6 +61,13 @@ struct VerifierOptions {
   // finite, or (relative) >= 1; a regex type without a pattern; a pattern that does not compile.
   Status validate() const;
 };
+
+// The one dispatch of spec.reward.type for everything that scores in the trainer (the scorer's
+// verifier source, a dataset task's reward): the built-in verifier it names, type "" read as math
+// (a dataset's default; a generated task's own reward is the scorer's to choose before asking),
+// options validated; nullopt for a source outside the trainer (command, http). InvalidArgument
+// naming spec.reward.<field> for an unknown type or a bad option.
+StatusOr<std::optional<VerifierOptions>> verifier_options(const api::RewardSpec& spec);
 
 // 1.0 when `response` answers `answer` correctly under `options`, else 0.0. Errors as above.
 StatusOr<double> score(const VerifierOptions& options, std::string_view response,

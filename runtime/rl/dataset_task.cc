@@ -83,17 +83,10 @@ StatusOr<std::unique_ptr<DatasetTask>> DatasetTask::open(const api::DatasetSpec&
                                                          uint64_t seed) {
   std::unique_ptr<DatasetTask> t(new DatasetTask());
   t->spec_ = spec, t->reward_spec_ = reward, t->seed_ = seed;
-  t->builtin_ = reward.type != "command" && reward.type != "http";
-  if (t->builtin_) {
-    StatusOr<reward::VerifierType> type =
-        reward::verifier_type_from_name(reward.type.empty() ? "math" : reward.type);
-    if (!type.ok()) return type.status();
-    t->verifier_.type = *type;
-    t->verifier_.relative_tolerance = reward.relative_tolerance;
-    t->verifier_.absolute_tolerance = reward.absolute_tolerance;
-    t->verifier_.pattern = reward.pattern;
-    TLT_RETURN_IF_ERROR(t->verifier_.validate());
-  }
+  StatusOr<std::optional<reward::VerifierOptions>> verifier = reward::verifier_options(reward);
+  if (!verifier.ok()) return verifier.status();
+  t->builtin_ = verifier->has_value();
+  if (t->builtin_) t->verifier_ = **verifier;
   std::vector<uint64_t> hashes;
   bool hash_rows = spec.held_out_path.empty();
   auto check = [&](uint64_t, const json& row) -> Status {
@@ -184,7 +177,22 @@ Problem DatasetTask::row_problem(const RowRef& r, size_t drop) const {
   }
   p.reference_json = answer->dump();
   p.answer = answer->is_string() ? answer->get<std::string>() : p.reference_json;
+  p.fields_json = reward_fields(*row);
   return p;
+}
+
+std::string DatasetTask::reward_fields(const json& row) const {
+  if (reward_spec_.row_fields.empty()) return "";
+  json fields = json::object();
+  for (const std::string& name : reward_spec_.row_fields) {
+    if (name == "*") {
+      fields["row"] = row;
+      continue;
+    }
+    const json* v = dataset::at_path(row, name);
+    fields[name] = v ? *v : json();
+  }
+  return fields.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 StatusOr<std::vector<int64_t>> DatasetTask::encode(const Codec& codec, const Problem& p) const {

@@ -18,9 +18,12 @@
 //              every row once against the prompt budget: longPrompts skip drops a longer row
 //              from the split it is in, truncate cuts its prompt (a message list: its last
 //              turn's content) from the start until it fits, fail refuses the job naming the row.
-//   reward     spec.reward.type's built-in verifier (exact, numeric, math, regex; "" is math)
-//              of the response against the row's answer. command and http rewards are scored
-//              outside the task (the reward runner); reward() of such a task is 0.
+//   reward     spec.reward.type's built-in verifier (exact, numeric, math, regex; "" is math:
+//              reward::verifier_options, the scorer's dispatch) of the response against the
+//              row's answer. command and http rewards are scored outside the task (the scorer);
+//              reward() of such a task is 0, and a problem carries the row's spec.reward.fields
+//              for their requests (Problem::fields_json: each dotted path under its own name,
+//              null where the row lacks it; "*" the whole row under "row").
 //
 // Memory: the reader's index (16 bytes a row), 16 bytes a row for the split (8 more while it is
 // drawn), and one epoch's permutation (4 bytes a training row); rows are read on demand.
@@ -85,6 +88,8 @@ class DatasetTask : public Task {
   // The row's problem (prompt cut by `drop` leading characters); a row that can no longer be
   // read gives an empty problem (reward 0).
   Problem row_problem(const RowRef& r, size_t drop) const;
+  // The row's spec.reward.fields as a JSON object's text ("" when none are asked for).
+  std::string reward_fields(const nlohmann::json& row) const;
   StatusOr<std::vector<int64_t>> fit_row(const Codec& codec, int64_t max_prompt, RowRef r,
                                          bool* keep);
   uint64_t key(const RowRef& r) const { return (uint64_t(r.source) << 63) | r.row; }

@@ -34,66 +34,6 @@ int uniform(std::mt19937_64& r, int lo, int hi) {
   return std::uniform_int_distribution<int>(lo, hi)(r);
 }
 
-std::string trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t\r\n."), b = s.find_last_not_of(" \t\r\n.");
-  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
-}
-
-}  // namespace
-
-namespace {
-
-// Where the last final-answer marker of `response` ends (npos: none), and whether it was
-// "\boxed{" (its answer ends at the matching brace, not at the line's end).
-std::pair<size_t, bool> last_marker_end(const std::string& response) {
-  std::string low = response;
-  for (char& c : low) c = char(std::tolower(static_cast<unsigned char>(c)));
-  size_t best = std::string::npos, best_end = std::string::npos;
-  bool boxed = false;
-  for (const char* m : {"answer:", "answer is", "\\boxed{", "####"}) {
-    size_t at = low.rfind(m);
-    if (at == std::string::npos || (best != std::string::npos && at <= best)) continue;
-    best = at, best_end = at + std::char_traits<char>::length(m);
-    boxed = m[0] == '\\';
-  }
-  return {best_end, boxed};
-}
-
-// The text from `from` to the brace that closes an already opened "{" ("" when none does).
-std::string until_closing_brace(const std::string& s, size_t from) {
-  int depth = 1;
-  for (size_t i = from; i < s.size(); ++i) {
-    depth += s[i] == '{' ? 1 : s[i] == '}' ? -1 : 0;
-    if (depth == 0) return s.substr(from, i - from);
-  }
-  return "";
-}
-
-// Markdown emphasis ("**42**", "__42__") and a wrapping pair of '$' or '`' removed, then the
-// leading ':' of "The answer is: 42" and surrounding blanks and periods.
-std::string strip_decoration(std::string s) {
-  for (const char* pair : {"**", "__"}) {
-    for (size_t at; (at = s.find(pair)) != std::string::npos;) s.erase(at, 2);
-  }
-  s = trim(s);
-  if (!s.empty() && s[0] == ':') s = trim(s.substr(1));
-  if (s.size() >= 2 && (s.front() == '$' || s.front() == '`') && s.back() == s.front())
-    s = trim(s.substr(1, s.size() - 2));
-  return s;
-}
-
-}  // namespace
-
-std::string final_answer(const std::string& response) {
-  auto [end, boxed] = last_marker_end(response);
-  if (end == std::string::npos) return "";
-  if (boxed) return strip_decoration(until_closing_brace(response, end));
-  size_t nl = response.find('\n', end);
-  return strip_decoration(response.substr(end, nl == std::string::npos ? nl : nl - end));
-}
-
-namespace {
-
 bool is_digit(char c) {
   return std::isdigit(static_cast<unsigned char>(c)) != 0;
 }

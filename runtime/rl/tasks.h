@@ -8,13 +8,13 @@
 //                   exact division ("Answer: (25 - 3) * 7").
 //
 // Rewards are 1 for a correct final answer and 0 otherwise; a malformed response scores 0 and
-// never throws. The final answer is the text after the last "Answer:"-style marker
-// (final_answer). With TaskOptions::free_text, a response without any marker is read by a
-// free-text rule instead: arithmetic-cot takes the response's last number (last_number, the
-// GSM8K-style lenient reading), countdown the expression before the response's last "="
-// (expression_before_last_equals: an expression is needed, since the numbers used are checked).
-// A marker, when present, always wins, even when what follows it does not parse (that response
-// scores 0).
+// never throws. The final answer is the one the verifiers read (final_answer below: the last
+// \boxed{}, else the text after the last "Answer:"-style marker). With TaskOptions::free_text, a
+// response that marks no answer is read by a free-text rule instead: arithmetic-cot takes the
+// response's last number (last_number, the GSM8K-style lenient reading), countdown the expression
+// before the response's last "=" (expression_before_last_equals: an expression is needed, since
+// the numbers used are checked). A marked answer, when present, always wins, even when it does
+// not parse (that response scores 0).
 //
 // Training and held-out problems come from disjoint streams of the same seed. Every problem
 // carries a worked solution (used for the supervised warm start) that scores 1.
@@ -31,6 +31,7 @@
 #include <string>
 
 #include "api/status.h"
+#include "runtime/reward/final_answer.h"
 #include "runtime/rl/text.h"
 
 namespace tlt::rl {
@@ -43,6 +44,9 @@ struct Problem {
   std::string id;              // stable across runs: which file and row
   std::string reference_json;  // the row's answerField value as JSON text (any JSON value)
   std::string messages_json;   // a prompt given as chat messages: the list as JSON text
+  // The row's spec.reward.fields for a command or http reward, as a JSON object's text
+  // (reward::ScoreRequest::fields_json); empty when none are asked for.
+  std::string fields_json = {};
 };
 
 class Task {
@@ -90,14 +94,14 @@ struct TaskOptions {
 StatusOr<std::unique_ptr<Task>> make_task(const std::string& name, uint64_t seed,
                                           const TaskOptions& options = {});
 
-// The final answer of a free-text response: the text after the last of the markers "Answer:",
-// "answer is", "####" (to the line's end) or "\boxed{" (to its closing brace), matched without
-// regard to case; markdown emphasis ("**42**"), a wrapping pair of '$' or '`', a leading ':' and
-// surrounding blanks and periods removed. "" when there is no marker. Never throws.
+// The final answer the tasks read: reward::final_answer (runtime/reward/final_answer.h, the rule
+// the built-in verifiers read too), "" when the response marks none. Never throws.
 //   "Answer: 14" -> "14"; "The answer is 42." -> "42"; "Answer: **42**" -> "42";
 //   "so \boxed{(1 + 2) * 3}." -> "(1 + 2) * 3"; "The answer is 42 apples" -> "42 apples" (which
 //   the rewards then score 0).
-std::string final_answer(const std::string& response);
+inline std::string final_answer(const std::string& response) {
+  return reward::final_answer(response).value_or("");
+}
 
 // The last number of a free-text response: a maximal run of digits with a '-' sign when the '-'
 // directly precedes the digits and does not follow a digit, a letter or ')' ("7-5" reads 5, "= -3"

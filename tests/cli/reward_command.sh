@@ -5,7 +5,12 @@
 #   2. a reward program that dies for good after a step: the next step fails with an error
 #      naming spec.reward.command and spec.reward.retries, tlt exits non-zero, and the last
 #      checkpoint (step 1) is kept;
-#   3. a reward program that does not exist: refused before any training, naming the field.
+#   3. a reward program that does not exist: refused before any training, naming the field;
+#   4. reward programs as users write them (issue 55), on a verl-layout dataset: a program that
+#      does not flush, prints a banner and debug lines on stdout, answers true, false and
+#      {"score": x} and reads the row's data_source (spec.reward.fields) runs, its stray lines go
+#      to the log, and the report's step rewards are the means of what it answered; then verl's
+#      compute_score served by examples/rewards/verl_reward.py.
 # Usage: reward_command.sh TLT_BINARY SOURCE_DIR
 set -u
 tlt=$1; src=$2
@@ -57,4 +62,64 @@ manifest missing "[/nonexistent/reward.py]" > "$work/missing.yaml"
 "$tlt" run "$work/missing.yaml" --baseline > "$work/missing.log" 2>&1 && fail "a missing reward program did not fail"
 grep -q "spec.reward.command.*cannot start /nonexistent/reward.py" "$work/missing.log" || { cat "$work/missing.log"; fail "the error does not name the missing program"; }
 grep -q "^baseline: step 1" "$work/missing.log" && fail "a step ran without a reward program"
+# ---- 4. programs as users write them, on a dataset -----------------------------------------------
+# dataset_manifest NAME COMMAND_YAML > FILE: the tiny llama fixture on tests/dataset/verl.parquet.
+dataset_manifest() {
+  cat <<YAML
+apiVersion: tlt.dev/v1alpha1
+kind: RLJob
+metadata: {name: $1}
+spec:
+  model: {path: $src/tests/models/fixtures/tiny-llama-hf}
+  task:
+    seed: 3
+    dataset: {path: $src/tests/dataset/verl.parquet, answerField: reward_model.ground_truth, heldOut: 2}
+  reward: {type: command, command: $2, fields: [data_source, extra_info], timeout: 20s}
+  algorithm: {steps: 2, promptsPerStep: 4, groupSize: 2, maxResponseTokens: 16, seed: 0}
+  roles: {rollout: {replicas: 1}}
+  drafter: {warmStartSteps: 0}
+  checkpoint: {path: $work/$1, everySteps: 1}
+  metrics: {port: 0}
+YAML
+}
+export TLT_CACHE=$work/cache
+# Never flushes (PYTHONUNBUFFERED=1 from tlt makes that work), chats on stdout, answers by the
+# id's last digit true, false or verl's dict, and logs each answer to a file.
+cat > "$work/user.py" <<PY
+import json, sys
+print("user reward: loading a tokenizer... done")
+log = open("$work/answers.jsonl", "a")
+for line in sys.stdin:
+    r = json.loads(line)
+    assert r["data_source"] == "tlt/arith" and "extra_info" in r, r
+    print("scoring", r["id"])
+    k = int(r["id"][-1]) % 3
+    reward = [True, False, {"score": 0.25, "acc": True}][k]
+    log.write(json.dumps({"id": r["id"], "reward": [1.0, 0.0, 0.25][k]}) + "\n"); log.flush()
+    print(json.dumps({"id": r["id"], "reward": reward}))
+PY
+dataset_manifest users "[python3, $work/user.py]" > "$work/users.yaml"
+"$tlt" run "$work/users.yaml" > "$work/users.log" 2>&1 || { cat "$work/users.log"; fail "an unflushed, chatty program failed the job"; }
+grep -q "reward: program output: user reward: loading a tokenizer... done" "$work/users.log" || { cat "$work/users.log"; fail "the banner is not in the log"; }
+grep -q "reward: program output: scoring s1-0" "$work/users.log" || { cat "$work/users.log"; fail "the debug lines are not in the log"; }
+python3 - "$work" <<'PY' || exit 1
+import json, sys
+w = sys.argv[1]
+answers = [json.loads(l) for l in open(w + "/answers.jsonl")]
+steps = json.load(open(w + "/users/report/tlt.json"))["steps"]
+for s in steps:
+    mine = [a["reward"] for a in answers if a["id"].startswith("s%d-" % s["step"])]
+    if len(mine) != 8 or abs(sum(mine) / len(mine) - s["rewardMean"]) > 1e-9:
+        print("FAIL: step %d: the report says %s, the program answered %s" % (s["step"], s["rewardMean"], mine)); sys.exit(1)
+print("  step rewards equal the program's answers: %s" % [s["rewardMean"] for s in steps])
+PY
+cat > "$work/verl_score.py" <<'PY'
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    print("verl-style print on stdout:", data_source)
+    return {"score": 1.0 if solution_str.strip() == ground_truth else 0.0, "source": data_source}
+PY
+dataset_manifest verl "[python3, $src/examples/rewards/verl_reward.py, $work/verl_score.py]" > "$work/verl.yaml"
+"$tlt" run "$work/verl.yaml" > "$work/verl.log" 2>&1 || { cat "$work/verl.log"; fail "verl's compute_score through verl_reward.py failed the job"; }
+grep -q "verl-style print on stdout: tlt/arith" "$work/verl.log" || { cat "$work/verl.log"; fail "the function's print is not in the log"; }
+grep -q "reward: program output" "$work/verl.log" && { cat "$work/verl.log"; fail "verl_reward.py let a print reach stdout"; }
 echo "reward_command: PASS"

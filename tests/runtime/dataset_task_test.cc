@@ -257,6 +257,35 @@ TEST(DatasetTask, RewardSpecs) {
   EXPECT_EQ(t->reward(p, "The answer is " + p.answer), 0.0);
 }
 
+// spec.reward.fields: each named field of the row (a dotted path; null where the row lacks it), or
+// the whole row under "row", carried by the problem for a command or http reward's request.
+TEST(DatasetTask, RewardFieldsTravelWithTheProblem) {
+  api::RewardSpec cmd;
+  cmd.type = "command";
+  std::unique_ptr<DatasetTask> plain = open_ok(spec_of(kDir + "arith.jsonl"), 1, cmd);
+  EXPECT_EQ(plain->problem(0, true).fields_json, "");  // none asked for: none sent
+  cmd.row_fields = {"extra.level", "extra", "data_source", "*"};
+  std::unique_ptr<DatasetTask> t = open_ok(spec_of(kDir + "arith.jsonl"), 1, cmd);
+  ASSERT_TRUE(t->fit(ascii_codec(), 1000).ok());
+  for (uint64_t i = 0; i < 3; ++i) {
+    Problem p = t->problem(i, true);
+    nlohmann::json f = nlohmann::json::parse(p.fields_json);
+    ASSERT_TRUE(f.is_object()) << p.fields_json;
+    EXPECT_EQ(f["row"]["prompt"], p.prompt);
+    EXPECT_EQ(f["row"]["answer"], p.answer);
+    EXPECT_EQ(f["extra"], f["row"]["extra"]);
+    EXPECT_EQ(f["extra.level"], f["row"]["extra"]["level"]);
+    EXPECT_TRUE(f.contains("data_source") && f["data_source"].is_null()) << p.fields_json;
+  }
+  api::DatasetSpec verl = spec_of(kDir + "verl.parquet", 2);
+  verl.answer_field = "reward_model.ground_truth";
+  cmd.row_fields = {"data_source", "reward_model.style"};
+  std::unique_ptr<DatasetTask> v = open_ok(verl, 1, cmd);
+  ASSERT_TRUE(v->fit(ascii_codec(), 1000).ok());
+  EXPECT_EQ(v->problem(0, true).fields_json,
+            R"({"data_source":"tlt/arith","reward_model.style":"rule"})");
+}
+
 // "What is 3 + 7?" is 14 characters, the prompts of rows 7..11 ("What is 10 + 21?") 16.
 TEST(DatasetTask, LongPrompts) {
   api::DatasetSpec s = spec_of(kDir + "arith.jsonl", 2);

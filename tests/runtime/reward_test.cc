@@ -1,5 +1,6 @@
 // The built-in reward verifiers (runtime/reward/verifiers.h): each rule's positive and negative
-// cases, the edge cases of answer extraction and number reading, and the errors.
+// cases, the edge cases of number reading, the errors, and the one dispatch of spec.reward.type
+// (verifier_options). The final answer's own rule: final_answer_test.cc.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -30,17 +31,6 @@ double numeric(std::string_view response, const json& answer) {
 }
 double exact(std::string_view response, const json& answer) {
   return run(VerifierType::kExact, response, answer);
-}
-
-TEST(AnswerText, ExtractsTheLastBoxWithNestedBraces) {
-  EXPECT_EQ(extract_final_answer("\\boxed{1} then \\boxed{\\frac{1}{\\sqrt{2}}}."),
-            "\\frac{1}{\\sqrt{2}}");
-  EXPECT_EQ(extract_final_answer("\\boxed{\\frac{1"), "\\frac{1");  // unclosed: to the end
-  EXPECT_EQ(extract_final_answer("so\n#### 1,234\n"), "1,234");
-  EXPECT_EQ(extract_final_answer("The answer is 42 apples."), "42 apples.");
-  EXPECT_EQ(extract_final_answer("The answer is:\n7"), "7");
-  EXPECT_EQ(extract_final_answer("no marker 12"), std::nullopt);
-  EXPECT_EQ(extract_final_answer(""), std::nullopt);
 }
 
 TEST(AnswerText, FindsTheLastMathSegment) {
@@ -184,6 +174,39 @@ TEST(Errors, NameTheField) {
   EXPECT_NE(verifier_type_from_name("fuzzy").status().message().find("spec.reward.type"),
             std::string::npos);
   EXPECT_EQ(*verifier_type_from_name("numeric"), VerifierType::kNumeric);
+}
+
+// One dispatch of spec.reward.type for what scores in the trainer: the scorer and a dataset task.
+TEST(VerifierOptions, DispatchTheRewardType) {
+  api::RewardSpec spec;
+  auto math_default = verifier_options(spec);  // unset: math (a dataset's default)
+  ASSERT_TRUE(math_default.ok() && math_default->has_value());
+  EXPECT_EQ((*math_default)->type, VerifierType::kMath);
+  spec.type = "numeric";
+  spec.absolute_tolerance = 0.5;
+  auto numeric_options = verifier_options(spec);
+  ASSERT_TRUE(numeric_options.ok() && numeric_options->has_value());
+  EXPECT_EQ((*numeric_options)->type, VerifierType::kNumeric);
+  EXPECT_EQ((*numeric_options)->absolute_tolerance, 0.5);
+  for (const char* outside : {"command", "http"}) {
+    spec.type = outside;
+    auto none = verifier_options(spec);
+    ASSERT_TRUE(none.ok());
+    EXPECT_FALSE(none->has_value()) << outside;
+  }
+  spec.type = "fuzzy";
+  EXPECT_NE(verifier_options(spec).status().message().find("spec.reward.type"), std::string::npos);
+  spec.type = "regex";  // without a pattern
+  EXPECT_NE(verifier_options(spec).status().message().find("spec.reward.pattern"),
+            std::string::npos);
+}
+
+// The verifiers read the final answer the generated tasks read (final_answer.h): a box wins.
+TEST(Math, ReadsTheSharedFinalAnswer) {
+  EXPECT_EQ(math("\\boxed{3} ... Answer: 4", 3), 1.0);
+  EXPECT_EQ(math("\\boxed{3} ... Answer: 4", 4), 0.0);
+  EXPECT_EQ(exact("The answer is *Paris*.", "paris"), 1.0);
+  EXPECT_EQ(math("The answer is *42*.", 42), 1.0);
 }
 
 TEST(Errors, RefuseAnswersThatAreNotStringsOrNumbers) {

@@ -30,7 +30,8 @@ TEST(Tasks, FinalAnswerTakesTheLastOne) {
   EXPECT_EQ(final_answer("Answer:  (1 + 2) * 3 \nmore text"), "(1 + 2) * 3");
 }
 
-// A real model's free text: other phrasings, markdown, LaTeX; the last marker wins.
+// A real model's free text: other phrasings, markdown, LaTeX; a box wins, else the last marker
+// (the verifiers' rule: runtime/reward/final_answer.h).
 TEST(Tasks, FinalAnswerReadsFreeText) {
   EXPECT_EQ(final_answer("3 + 4 = 7, so the answer is 7."), "7");
   EXPECT_EQ(final_answer("The answer is: -12"), "-12");
@@ -42,6 +43,7 @@ TEST(Tasks, FinalAnswerReadsFreeText) {
   EXPECT_EQ(final_answer("The answer is 42 apples"), "42 apples");
   EXPECT_EQ(final_answer("\\boxed{42"), "");  // unclosed
   EXPECT_EQ(final_answer(""), "");
+  EXPECT_EQ(final_answer("\\boxed{3} ... Answer: 4"), "3");  // what a dataset's verifier reads
 }
 
 // What a free-text rule reads, as (response, expected) pairs.
@@ -115,6 +117,7 @@ TEST(Tasks, FreeTextRewardsAndMalformedTextScoresZero) {
   EXPECT_EQ(arith->reward(p, "The answer is " + p.answer + " apples"), 0.0);
   EXPECT_EQ(arith->reward(p, "Answer: **"), 0.0);
   EXPECT_EQ(arith->reward(p, "Answer: $$"), 0.0);
+  EXPECT_EQ(arith->reward(p, "\\boxed{" + p.answer + "}. Check: Answer: 1" + p.answer), 1.0);
   // Random bytes, markers among them, never throw and score 0 or 1.
   std::mt19937 rng(5);
   const std::string pieces[] = {

@@ -44,6 +44,7 @@ class ScorerTest : public ::testing::Test {
     spec.type = "command";
     spec.command = {"python3", script("reward.py", program_text)};
     spec.timeout.seconds = timeout_s;
+    spec.startup_timeout.seconds = timeout_s;  // no start-up allowance beyond the timeout
     spec.retries = retries;
     return spec;
   }
@@ -190,11 +191,160 @@ TEST_F(ScorerTest, HangTimesOutWithinTheBound) {
   EXPECT_LT(took, 3.0);  // (retries + 1) * timeout plus the restarts
 }
 
-TEST_F(ScorerTest, GarbageLineFails) {
-  auto s = make(
-      command_spec("import sys\nfor line in sys.stdin:\n    print('hello', flush=True)\n", 5, 0));
+// A program that prints what is not an answer on stdout (a banner at import, debug prints, a
+// Python dict, a JSON value without "id") runs: the lines are logged as its output, with one
+// warning, and skipped.
+TEST_F(ScorerTest, ChattyProgramRuns) {
+  auto s = make(command_spec(R"(
+import json, sys
+print("Loading model weights... done")
+for line in sys.stdin:
+    r = json.loads(line)
+    print("debug: scoring", r["id"])
+    print({"id": r["id"], "len": 1})
+    print(json.dumps({"step": 3}))
+    print(42, flush=True)
+    print(json.dumps({"id": r["id"], "reward": len(r["response"])}), flush=True)
+)"));
   ASSERT_TRUE(s.ok());
-  expect_error(score_all(**s, {"a"}), "not JSON: hello");
+  ::testing::internal::CaptureStderr();
+  auto got = score_all(**s, {"a", "bb", "ccc"});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 2, 3}));
+  EXPECT_NE(log.find("reward: program output: Loading model weights... done"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("reward: program output: debug: scoring r1"), std::string::npos) << log;
+  EXPECT_NE(log.find("reward: program output: {\"step\": 3}"), std::string::npos) << log;
+  EXPECT_NE(log.find("stdout is for answers"), std::string::npos) << log;
+  size_t warnings = 0;
+  for (size_t at = 0; (at = log.find("reward: warning:", at)) != std::string::npos; ++at)
+    ++warnings;
+  EXPECT_EQ(warnings, 1u) << log;
+}
+
+// A program that only chats and never answers times out, and the error shows its last line and
+// what usually causes a timeout.
+TEST_F(ScorerTest, ProgramThatNeverAnswersShowsItsOutput) {
+  auto s = make(
+      command_spec("import sys\nfor line in sys.stdin:\n    print('hello', flush=True)\n", 2, 0));
+  ASSERT_TRUE(s.ok());
+  ::testing::internal::CaptureStderr();
+  auto got = score_all(**s, {"a"});
+  ::testing::internal::GetCapturedStderr();
+  expect_error(got, "spec.reward.timeout (2 s)");
+  expect_error(got, "lines on stdout that were not answers: hello");
+  expect_error(got, "flush=True");
+}
+
+// Python's print() buffers a pipe's output (8 KiB): without PYTHONUNBUFFERED=1, which tlt sets,
+// these answers would wait in the buffer until the timeout.
+TEST_F(ScorerTest, UnflushedProgramRuns) {
+  auto s = make(command_spec(R"(
+import json, os, sys
+unbuffered = os.environ.get("PYTHONUNBUFFERED") == "1"
+for line in sys.stdin:
+    r = json.loads(line)
+    print(json.dumps({"id": r["id"], "reward": len(r["response"]) if unbuffered else -1}))
+)",
+                             3, 0));
+  ASSERT_TRUE(s.ok());
+  for (int batch = 0; batch < 2; ++batch) {
+    auto got = score_all(**s, {"a", "bb"});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(*got, (std::vector<double>{1, 2}));
+  }
+}
+
+// true and false are 1 and 0; verl's {"score": x, ...} is x (its other keys are the program's).
+TEST_F(ScorerTest, BoolAndDictRewardsAreRead) {
+  auto s = make(command_spec(R"(
+import json, sys
+answers = {"t": True, "f": False, "d": {"score": 0.25, "acc": True}, "db": {"score": True}}
+for line in sys.stdin:
+    r = json.loads(line)
+    print(json.dumps({"id": r["id"], "reward": answers[r["response"]]}), flush=True)
+)"));
+  ASSERT_TRUE(s.ok());
+  auto got = score_all(**s, {"t", "f", "d", "db"});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 0, 0.25, 1}));
+  EXPECT_EQ(*check_reward(nlohmann::json::parse(R"({"score": -2, "pred": "x"})"), "f", "i"), -2);
+  for (const char* bad : {R"({"acc": 1})", R"({"score": "1"})", R"("1")", "null"}) {
+    StatusOr<double> r = check_reward(nlohmann::json::parse(bad), "spec.reward.command", "i");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("must be a number, true, false or {\"score\": number}"),
+              std::string::npos)
+        << r.status().message();
+  }
+}
+
+// The first reward after a start may take spec.reward.startupTimeout (imports, a model loaded);
+// past it, the error says so and names what usually causes it.
+TEST_F(ScorerTest, StartUpGetsItsOwnAllowance) {
+  const char* slow_start = R"(
+import json, sys, time
+time.sleep(1.5)
+for line in sys.stdin:
+    r = json.loads(line)
+    print(json.dumps({"id": r["id"], "reward": 1}), flush=True)
+)";
+  api::RewardSpec spec = command_spec(slow_start, 0.5, 0);
+  spec.startup_timeout.seconds = 10;
+  auto s = make(spec);
+  ASSERT_TRUE(s.ok());
+  auto got = score_all(**s, {"a", "b"});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 1}));
+  spec.startup_timeout.seconds = 0.8;
+  auto short_allowance = make(spec);
+  ASSERT_TRUE(short_allowance.ok());
+  got = score_all(**short_allowance, {"a"});
+  expect_error(got, "sent no reward since it started within spec.reward.startupTimeout (0.8 s)");
+  expect_error(got, "a slow start");
+}
+
+// spec.reward.fields: the row's fields join the request (a dataset's command or http reward).
+TEST_F(ScorerTest, RowFieldsReachTheProgram) {
+  ScorerOptions o;
+  o.spec = command_spec(R"(
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    ok = r["data_source"] == "gsm8k" and r["extra_info"] == {"split": "test"} and r["answer"] == "4"
+    print(json.dumps({"id": r["id"], "reward": 1 if ok else 0}), flush=True)
+)");
+  o.spec.row_fields = {"data_source", "extra_info"};
+  o.dataset = true;
+  auto s = make_scorer(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  (*s)->begin(2);
+  ScoreRequest with = request("r0", "4");
+  with.fields_json = R"({"data_source": "gsm8k", "extra_info": {"split": "test"}})";
+  ScoreRequest clash = request("r1", "4");  // a field may not replace the request's own keys
+  clash.fields_json =
+      R"({"data_source": "gsm8k", "extra_info": {"split": "test"}, "answer": "5", "id": "x"})";
+  (*s)->submit(0, with);
+  (*s)->submit(1, clash);
+  auto got = (*s)->wait();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 1}));
+  // Refused before any program starts: on a generated task, for a built-in verifier, a name the
+  // request has already.
+  ScorerOptions generated = o;
+  generated.dataset = false;
+  generated.task_reward = [](const ScoreRequest&) { return 0.0; };
+  EXPECT_NE(make_scorer(generated).status().message().find("spec.reward.fields: only a dataset"),
+            std::string::npos);
+  ScorerOptions builtin = o;
+  builtin.spec.type = "math";
+  EXPECT_NE(make_scorer(builtin).status().message().find("spec.reward.fields: only a command or "
+                                                         "http reward"),
+            std::string::npos);
+  ScorerOptions taken = o;
+  taken.spec.row_fields = {"answer"};
+  EXPECT_NE(make_scorer(taken).status().message().find("\"answer\" is a key the request has"),
+            std::string::npos);
 }
 
 // An answer nested half a million levels deep (1 MB, under the line limit) is garbage, not a
@@ -231,18 +381,67 @@ TEST_F(ScorerTest, DeeplyNestedReferenceFails) {
   expect_error((*c)->wait(), "answer: the reference of r1: JSON nested deeper than 128 levels");
 }
 
-// A long malformed line that starts like an answer is garbage, not a crash: the NaN-answer regex
-// (std::regex recurses once per character) reads short lines only.
-TEST_F(ScorerTest, LongGarbageLineFails) {
+// examples/rewards/verl_reward.py serves a verl-style compute_score (with its prints, a bool, a
+// dict, a number) as a reward program, with data_source and extra_info from spec.reward.fields.
+TEST_F(ScorerTest, VerlComputeScoreServedByTheHelper) {
+  std::string user = script("my_reward.py", R"(
+print("my_reward: loading")
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    print("scoring", solution_str)
+    if data_source == "bool":
+        return solution_str == ground_truth
+    if data_source == "dict":
+        return {"score": 0.5 if solution_str == ground_truth else 0.0, "acc": True}
+    return len(solution_str) + extra_info["bonus"]
+)");
+  ScorerOptions o;
+  o.spec = command_spec("");
+  o.spec.command = {"python3", std::string(TLT_SOURCE_DIR) + "/examples/rewards/verl_reward.py",
+                    user};
+  o.spec.row_fields = {"data_source", "extra_info"};
+  o.dataset = true;
+  ::testing::internal::CaptureStderr();  // before the program starts: it inherits stderr
+  auto s = make_scorer(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"4", R"({"data_source": "bool", "extra_info": null})"},
+      {"5", R"({"data_source": "bool", "extra_info": null})"},
+      {"4", R"({"data_source": "dict", "extra_info": null})"},
+      {"abc", R"({"data_source": "length", "extra_info": {"bonus": 2}})"}};
+  (*s)->begin(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ScoreRequest r = request("r" + std::to_string(i), rows[i].first);
+    r.fields_json = rows[i].second;
+    (*s)->submit(i, r);
+  }
+  auto got = (*s)->wait();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(got.ok()) << got.status().to_string() << log;
+  EXPECT_EQ(*got, (std::vector<double>{1, 0, 0.5, 5}));
+  EXPECT_NE(log.find("my_reward: loading"), std::string::npos) << log;  // on stderr, not stdout
+  EXPECT_EQ(log.find("program output"), std::string::npos) << log;
+}
+
+// A long malformed line that starts like an answer is the program's output, not a crash: the
+// NaN-answer regex (std::regex recurses once per character) reads short lines only.
+TEST_F(ScorerTest, LongMalformedLineIsOutput) {
   auto s = make(command_spec(R"(
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
     print('{"id": "%s", "note": "%s' % (r["id"], "a" * 500000), flush=True)
+    print(json.dumps({"id": r["id"], "reward": 1}), flush=True)
 )",
                              5, 0));
   ASSERT_TRUE(s.ok());
-  expect_error(score_all(**s, {"a"}), "printed a line that is not JSON: {\"id\": \"r0\"");
+  ::testing::internal::CaptureStderr();
+  auto got = score_all(**s, {"a"});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1}));
+  EXPECT_NE(log.find("reward: program output: {\"id\": \"r0\", \"note\": \"aaaa"),
+            std::string::npos);
+  EXPECT_LT(log.size(), 4000u);  // logged cut short
 }
 
 TEST_F(ScorerTest, OmittedIdTimesOutNamingIt) {
@@ -329,6 +528,7 @@ print(json.dumps({"id": r["id"], "reward": len(r["response"])}), flush=True)
   ScorerOptions o;
   o.spec.type = "command";
   o.spec.timeout.seconds = 2;
+  o.spec.startup_timeout.seconds = 2;  // a reopen is noticed by the timeout alone
   o.spec.retries = 10;  // 2 restarts needed; a reopen that races the loop may cost one more
   o.pipe_dir = pipes;
   auto s = make_scorer(o);
@@ -523,9 +723,18 @@ TEST_F(ScorerTest, PythonNumericRewardMatchesTheBuiltInVerifier) {
 
 // The short replies of examples/rljob-smollm2-short-arith.yaml: bare, marked, wordy, cut off.
 std::vector<std::pair<std::string, std::string>> short_replies() {
-  const char* forms[] = {"%d",     "%d.",  " %d \n",  "The answer is %d.", "Answer: **%d**",
-                         "%d + 0", "=%d",  "\\boxed{%d}", "It equals %d.",  "%d\n\nExplanation: the sum",
-                         "THE ANSWER IS %d", "%d. %d"};
+  const char* forms[] = {"%d",
+                         "%d.",
+                         " %d \n",
+                         "The answer is %d.",
+                         "Answer: **%d**",
+                         "%d + 0",
+                         "=%d",
+                         "\\boxed{%d}",
+                         "It equals %d.",
+                         "%d\n\nExplanation: the sum",
+                         "THE ANSWER IS %d",
+                         "%d. %d"};
   std::vector<std::pair<std::string, std::string>> out;
   std::mt19937 rng(11);
   for (int i = 0; i < 240; ++i) {
