@@ -16,16 +16,16 @@
 //   An empty answer is no answer: nullopt.
 //
 // Why a box wins over a later marker ("\boxed{3} ... Answer: 4" reads 3): math RL prompts ask for
-// the answer in \boxed{} (MATH, DeepSeek-R1, Qwen2.5-Math), and the graders math RL users know
-// read the last box first (verl's math rewards, Qwen2.5-Math's evaluation, lm-eval's minerva_math,
-// math-verify's boxed priority). A response often checks or restates its boxed answer in prose
-// afterwards ("\boxed{18}. Checking: the answer is consistent with ..."), where reading the last
-// marker would read the prose. Among markers without a box the last one wins, as GSM8K's "####"
-// is read. The generated tasks ask for "Answer: <number>" and their policies write no box, so on
-// their responses rules 2 and 3 read exactly what the tasks' own rule read before it was merged
-// here (tests/runtime/rl_tasks_test.cc pins that on the tasks' response shapes), save three shapes
-// now read more leniently: an answer on the line after its marker, a '*' left at its end, and a
-// leading ".5" no longer read as "5".
+// the answer in \boxed{} (MATH, DeepSeek-R1, Qwen2.5-Math), and the graders math RL users know read
+// a box before any other answer (verl's math rewards, Qwen2.5-Math's evaluation and lm-eval's
+// minerva_math take the last box; math-verify gives boxes priority). A response often checks or
+// restates its boxed answer in prose afterwards ("\boxed{18}. Checking: the answer is consistent
+// with ..."), where reading the last marker would read the prose. Among markers without a box the
+// last one wins, as GSM8K's "####" is read. The generated tasks ask for "Answer: <number>" and
+// their policies write no box, so on their responses rules 2 and 3 read what a plain last-marker
+// rule reads (tests/runtime/final_answer_test.cc compares the two on the tasks' response shapes),
+// save three shapes read more leniently: an answer on the line after its marker, a '*' left at its
+// end, and ".5", which is not read as "5".
 //
 // Examples:
 //   final_answer("so \\boxed{\\frac{1}{2}}.")            -> "\\frac{1}{2}"
