@@ -2,7 +2,9 @@
 //
 // 1. Target: a preset trained with next-token loss on the tokenized corpus (the State of the
 //    Union by default), cached; never a random model, whose speculation numbers mean nothing.
-// 2. Drafter: trained for a bounded number of steps on the target's own generations.
+// 2. Drafter: warm-started as an RLJob on that checkpoint (spec.model.path) warm-starts its drafter
+//    (rl::load_or_train_drafter_on_generations, cached), on the target's own sampled answers to
+//    windows of the training documents.
 // 3. For each batch size, the same requests (held-out prompts, long responses) decode plainly
 //    and with the adaptive engine (bandit over the arms; plain above the threshold), on one
 //    thread, as a rollout worker that owns one core would. Prints the ratios and the accepted
@@ -21,9 +23,10 @@
 // --max-new: what an RLJob on this model decodes. No corpus.
 //
 // Usage: bench_rollout --tokens FILE [--preset small] [--train-steps 400] [--drafter-steps 400]
+//                      [--drafter-prompts 64] [--drafter-levels 3] [--drafter-vocab 0]
 //                      [--batches 1,4,16,64] [--max-new 192] [--threads 1]
 //                      [--ngram-shortcut 3] [--warmup-batches 1] [--fixed-batches 1,16]
-//                      [--drafter-vocab 0] [--waves 3] [--repeats 2] [--show-bandit]
+//                      [--waves 3] [--repeats 2] [--show-bandit]
 //                      [--selector-value throughput] [--catch-up-limit 8]
 //                      [--draft-confidence 0] [--epsilon 0.1] [--group 1] [--ceiling-only]
 //                      [--dtype auto]
@@ -45,22 +48,19 @@
 // training costs or its decode ratios (rollout_model.h), or the greedy check (rollout_lossless.h).
 // The decode ratios are rollout_compare.h, the ceilings rollout_ceiling.h, the precision of the
 // update and the drafter's training rollout_precision.h, the update's prompt sharing
-// rollout_sharing.h.
+// rollout_sharing.h, the drafters' warm start (the jobs') rollout_drafter.h.
 #include <cstdio>
 
+#include "bench/rollout_lossless.h"
+#include "bench/rollout_model.h"
 #include "bench/rollout_options.h"
 #include "bench/rollout_preset.h"
 #include "runtime/cpu_info.h"
-#ifdef TLT_HAVE_PRETRAINED
-#include "bench/rollout_lossless.h"
-#include "bench/rollout_model.h"
-#endif
 
 namespace {
 
 using namespace tlt;
 
-#ifdef TLT_HAVE_PRETRAINED
 // --model PATH --greedy-check with the resolved flags (GreedyCheckOptions' defaults where none
 // were given).
 int greedy_check(const bench::RolloutOptions& o) {
@@ -69,19 +69,12 @@ int greedy_check(const bench::RolloutOptions& o) {
   g.bfloat16 = o.table.decode.bfloat16, g.threads = o.table.threads;
   return bench::greedy_check(o.model_path, g);
 }
-#endif
 
 // A --model run: the ceilings, the greedy check or the decode ratios. The exit code.
 int run_model(const bench::RolloutOptions& o) {
-#ifdef TLT_HAVE_PRETRAINED
   if (o.ceiling_only) return bench::model_ceiling(o);
   if (o.greedy_check) return greedy_check(o);
   return bench::model_compare(o);
-#else
-  (void)o;
-  std::fprintf(stderr, "--model: this build has no pretrained-model loader (TLT_CORE_ONLY)\n");
-  return 2;
-#endif
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "bench/clock.h"
+#include "runtime/clock.h"
 #include "runtime/model/bfloat16_probe.h"
 #include "runtime/model/precision.h"
 
@@ -36,9 +36,9 @@ double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t 
   torch::Tensor positions = model::sequential_positions(zero + context, k);  // (b, k)
   double best = 1e30;
   for (int r = 0; r < reps + 2; ++r) {  // two warm-up forwards
-    double t0 = now();
+    double t0 = runtime::now_s();
     target->forward(tokens, positions, cache.get());
-    if (r >= 2) best = std::min(best, now() - t0);
+    if (r >= 2) best = std::min(best, runtime::now_s() - t0);
   }
   return best;
 }

@@ -1,11 +1,11 @@
 #include "bench/rollout_lossless.h"
 
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 
 #include <torch/torch.h>
 
+#include "runtime/clock.h"
 #include "runtime/model/bfloat16_probe.h"
 #include "runtime/model/model_source.h"
 #include "runtime/model/pretrained.h"
@@ -85,10 +85,10 @@ StatusOr<int> check_batch(model::Transformer target, model::Drafter drafter, con
   if (!plain.ok()) return plain.status();
   int differ = 0;
   for (const std::string& arm : o.arms) {
-    auto t0 = std::chrono::steady_clock::now();
+    double t0 = runtime::now_s();
     StatusOr<Decoded> spec = decode(target, drafter, b, arm, o, *requests);
     if (!spec.ok()) return spec.status();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double s = runtime::now_s() - t0;
     std::string diff = first_difference(plain->out, spec->out);
     differ += !diff.empty();
     std::printf(
@@ -124,9 +124,9 @@ int greedy_check(const std::string& path, const GreedyCheckOptions& o) {
   GreedyCheckOptions opts = o;
   opts.max_seq = std::min<int64_t>(o.max_seq, target->config().max_seq);
   if (opts.bfloat16) {  // the engines below find the probe's answer cached
-    auto t0 = std::chrono::steady_clock::now();
+    double t0 = runtime::now_s();
     int64_t rows = model::bfloat16_decode_rows(target);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double s = runtime::now_s() - t0;
     std::printf("bfloat16 probe: %s (%zu shapes, %.1f s)\n",
                 rows == 0   ? "no row-invariant padding, decoding in float32"
                 : rows == 1 ? "unpadded products are row-invariant"

@@ -4,14 +4,14 @@
 #include <iostream>
 #include <set>
 
-#include "bench/clock.h"
 #include "bench/rollout_ceiling.h"
+#include "bench/rollout_drafter.h"
 #include "bench/rollout_precision.h"
 #include "bench/rollout_sharing.h"
-#include "runtime/data/token_file.h"
+#include "runtime/clock.h"
 #include "runtime/model/model_source.h"
 #include "runtime/model/pretrained.h"
-#include "runtime/rl/drafter_on_generations.h"
+#include "runtime/rl/drafter_on_generations.h"  // rl::task_requests
 #include "runtime/rl/model_codec.h"
 #include "runtime/rollout/generate_pretrained.h"
 #include "runtime/torch_env.h"
@@ -22,7 +22,7 @@ namespace {
 
 // Loads --model PATH and prints what it is, its load time and peak RSS; the loader's error.
 StatusOr<model::PretrainedModel> load_model(const std::string& path, int threads) {
-  double t0 = now();
+  double t0 = runtime::now_s();
   StatusOr<model::PretrainedModel> m = model::load_pretrained(path);
   if (!m.ok()) return m.status().with_context("--model");
   const model::ModelConfig& c = m->config.config;
@@ -34,7 +34,7 @@ StatusOr<model::PretrainedModel> load_model(const std::string& path, int threads
       "model=%s architecture=%s layers=%lld dim=%lld vocab=%lld parameters=%lld "
       "threads=%d\nload_seconds=%.2f peak_rss_mb_after_load=%lld\n",
       path.c_str(), m->config.architecture.c_str(), (long long)c.n_layers, (long long)c.dim,
-      (long long)c.vocab, (long long)params, threads, now() - t0,
+      (long long)c.vocab, (long long)params, threads, runtime::now_s() - t0,
       (long long)(rollout::peak_rss_bytes() >> 20));
   m->model->eval();
   return m;
@@ -59,90 +59,6 @@ StatusOr<ModelTask> open_task(const std::string& path, model::Transformer target
   StatusOr<std::unique_ptr<rl::Task>> task = rl::make_task(kModelTask, kModelTaskSeed);
   if (!task.ok()) return task.status().with_context("--model");
   return ModelTask{std::move(*task), std::move(*codec)};
-}
-
-// The drafter of a --model run: warm-started on the model's own sampled answers to the task's
-// training problems (rl::load_or_train_drafter_on_generations, cached under cache_root()).
-StatusOr<rl::GenerationsWarmStart> model_drafter(const std::string& path, model::Transformer target,
-                                                 model::Drafter drafter, const ModelTask& mt,
-                                                 const DrafterOptions& d, const Table& t) {
-  rl::GenerationsWarmStartOptions o;
-  o.steps = d.steps, o.max_new_tokens = t.max_new, o.vocab_subset = d.vocab;
-  o.prompts = d.prompts;
-  o.bfloat16 = o.train_bfloat16 = t.decode.bfloat16;
-  o.train_levels = d.levels;
-  o.temperature = d.temperature;  // the rollouts' own, as an RLJob's warm start samples
-  o.max_seq = t.decode.max_seq, o.codec = mt.codec.get();
-  o.log = [](const std::string& s) { std::printf("  %s\n", s.c_str()), std::fflush(stdout); };
-  o.curve_every = std::max(1, d.steps / 4);  // the acceptance curve, printed as it trains
-  double t0 = now();
-  std::printf(
-      "drafter (features=%s, %d layer%s): warm start on the model's generations (%lld prompts, %d "
-      "steps, %d training levels, sampled at temperature %g)\n",
-      model::drafter_features_name(drafter->features_mode()), d.layers, d.layers == 1 ? "" : "s",
-      (long long)o.prompts, d.steps, d.levels, d.temperature);
-  std::fflush(stdout);
-  return rl::load_or_train_drafter_on_generations(
-      target, drafter, *mt.task, o, model::model_identity(path),
-      std::string(kModelTask) + "-" + std::to_string(kModelTaskSeed), data::cache_root(),
-      [&](int64_t s, double loss) {
-        if (s % std::max(1, d.steps / 5) == 0) {
-          std::printf("  drafter step %lld loss %.3f (%.0f s)\n", (long long)s, loss, now() - t0);
-          std::fflush(stdout);
-        }
-      });
-}
-
-// Greedy agreement of the drafter with the target, level by level, on the target's greedy answers
-// to held-out problems the table does not decode (rl::held_out_agreement). Its errors.
-Status print_agreement(model::Transformer target, model::Drafter drafter, const ModelTask& mt,
-                       const Table& t) {
-  constexpr int64_t kFirst = 1000, kProblems = 32, kLevels = 6;
-  double t0 = now();
-  StatusOr<drafter::LevelAgreement> a =
-      rl::held_out_agreement(target, drafter, *mt.task, mt.codec.get(), kFirst, kProblems,
-                             t.max_new, t.decode.max_seq, kLevels, t.decode.bfloat16);
-  if (!a.ok()) return a.status();
-  std::printf(
-      "drafter: greedy chains on %lld held-out answers (%lld bases, %.0f s): share whose "
-      "first d drafts all match the target\n  d:",
-      (long long)kProblems, (long long)(a->bases.empty() ? 0 : a->bases[0]), now() - t0);
-  for (size_t d = 0; d < a->bases.size(); ++d) std::printf(" %zu=%.3f", d + 1, a->share(d));
-  double sum = 0;
-  for (size_t d = 0; d < a->bases.size(); ++d) sum += a->share(d);
-  std::printf("\n  accepted drafts per verification of a greedy chain of %lld: %.2f\n",
-              (long long)a->bases.size(), sum);
-  std::fflush(stdout);
-  return Status::Ok();
-}
-
-// Every drafter of o.drafter.features, warm-started (or loaded); with o.prepare_only, each one's
-// held-out agreement too. The first error.
-StatusOr<std::vector<NamedDrafter>> warm_start_drafters(const RolloutOptions& o,
-                                                        model::Transformer target,
-                                                        const ModelTask& mt, const Table& t) {
-  // Every drafter before any warm start: a fused one turns on the target's feature export, and
-  // all then generate with it on. The export leaves the target's tokens as they were, so each
-  // warm start (same options, same seeds) trains on the same generations.
-  std::vector<NamedDrafter> drafters;
-  for (const std::string& f : o.drafter.features) {
-    torch::manual_seed(1);
-    drafters.push_back(
-        {f, model::Drafter(target, o.drafter.layers, *model::parse_drafter_features(f))});
-  }
-  for (NamedDrafter& nd : drafters) {
-    StatusOr<rl::GenerationsWarmStart> w =
-        model_drafter(o.model_path, target, nd.drafter, mt, o.drafter, t);
-    if (!w.ok()) return w.status();
-    std::printf(
-        "drafter (features=%s): %s %s (%lld generated tokens, loss %.3f -> %.3f, draft "
-        "vocabulary %lld)\n",
-        nd.name.c_str(), w->trained ? "trained and cached" : "loaded", w->cache_path.c_str(),
-        (long long)w->generated_tokens, w->loss_first, w->loss_last,
-        (long long)nd.drafter->draft_vocab_size());
-    if (o.prepare_only) TLT_RETURN_IF_ERROR(print_agreement(target, nd.drafter, mt, t));
-  }
-  return drafters;
 }
 
 // The task's held-out problems from `offset` on, each asked t.group times, rendered through the
@@ -197,7 +113,10 @@ int model_compare(const RolloutOptions& o) {
   if (!o.prepare_only) print_model_ceiling(target, t.batches, o.ceiling_context, t.decode.bfloat16);
   StatusOr<ModelTask> mt = open_task(o.model_path, target);
   if (!mt.ok()) return fail(mt.status());
-  StatusOr<std::vector<NamedDrafter>> drafters = warm_start_drafters(o, target, *mt, t);
+  DrafterSource source{mt->task.get(), mt->codec.get(), model::model_identity(o.model_path),
+                       std::string(kModelTask) + "-" + std::to_string(kModelTaskSeed),
+                       "the model's"};
+  StatusOr<std::vector<NamedDrafter>> drafters = warm_start_drafters(o, target, source, t);
   if (!drafters.ok()) return fail(drafters.status());
   if (o.prepare_only) return 0;
   std::vector<SummaryRow> summary;

@@ -3,10 +3,10 @@
 // prints its load time, peak RSS and forward times with the speculation ceiling
 // (rollout_ceiling.h), what bfloat16 products buy its training (rollout_precision.h) and what a
 // GRPO group's shared prompt buys its update (rollout_sharing.h); otherwise the drafter is
-// warm-started on the model's own answers to arithmetic-cot's training problems
-// (rl::load_or_train_drafter_on_generations, as an RLJob with spec.model.path does; cached) and
+// warm-started on the model's own answers to arithmetic-cot's training problems (rollout_drafter.h:
+// rl::load_or_train_drafter_on_generations, as an RLJob with spec.model.path does; cached) and
 // the decode ratios (rollout_compare.h) run on the task's held-out prompts through the model's
-// chat template. Only in builds with the pretrained loader (TLT_HAVE_PRETRAINED).
+// chat template.
 //
 // Thread safety: one call per process (they configure LibTorch's threads).
 #pragma once

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "api/arm.h"
+#include "api/spec.h"
 #include "bench/rollout_lossless.h"
 #include "runtime/model/precision.h"
 
@@ -85,34 +86,35 @@ void add_run_flags(CLI::App& app, RolloutOptions* o) {
 void add_drafter_flags(CLI::App& app, RolloutOptions* o, RawFlags* raw) {
   DrafterOptions& d = o->drafter;
   app.add_option("--drafter-steps", d.steps,
-                 "Drafter training steps (cached; --model: 1600 unless given)")
+                 "Drafter warm-start steps (cached; --model: 1600 unless given)")
       ->capture_default_str();
-  app.add_option("--drafter-layers", d.layers,
-                 "--model: the drafter's decoder layers (spec.drafter.layers)")
+  app.add_option("--drafter-layers", d.layers, "The drafter's decoder layers (spec.drafter.layers)")
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
   app.add_option("--drafter-temperature", raw->drafter_temperature,
-                 "--model: the temperature the drafter's warm start samples the model's answers "
-                 "at (as an RLJob's warm start samples at the job's); -1: the first sampled "
-                 "temperature of --temperature(s), or 1 when all are 0")
+                 "The temperature the drafter's warm start samples the target's answers at (as an "
+                 "RLJob's warm start samples at the job's); -1: the first sampled temperature of "
+                 "--temperature(s), or 1 when all are 0")
       ->capture_default_str();
   app.add_option("--drafter-prompts", d.prompts,
-                 "--model: training problems the model answers for its drafter's warm start "
-                 "(cached per count; more give longer accepted drafts and a longer first run)")
+                 "Training problems (a preset: corpus windows) the target answers for its "
+                 "drafter's warm start (cached per count; more give longer accepted drafts and a "
+                 "longer first run; a preset: 64 unless given, spec.drafter.warmStartPrompts)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("--drafter-levels", d.levels,
-                 "--model: drafting levels the drafter's warm start unrolls in training (1: the "
-                 "target's features only; cached per value)")
+                 "Drafting levels the drafter's warm start unrolls in training (1: the target's "
+                 "features only; cached per value)")
+      ->check(CLI::Range(1, 8))
       ->capture_default_str();
   app.add_option("--drafter-features", raw->features,
-                 "--model: the drafter's features (spec.drafter.features): last, fused, or both "
-                 "(each warm-started on the same generations, measured side by side)")
+                 "The drafter's features (spec.drafter.features): last, fused, or both (each "
+                 "warm-started on the same generations, measured side by side)")
       ->check(CLI::IsMember({"last", "fused", "both"}))
       ->capture_default_str();
   app.add_option("--drafter-vocab", d.vocab,
-                 "Draft over the this-many most frequent tokens of the training text (--model: of "
-                 "the model's generations; 0: all)")
+                 "Draft over the this-many most frequent tokens of the target's generations (0: "
+                 "all; --model: 2048 unless given)")
       ->capture_default_str();
 }
 
@@ -197,9 +199,8 @@ void add_decode_flags(CLI::App& app, DecodeSettings* ds) {
       "Print the bandit's value (tok/s) of each arm (plain last; -1: never tried) per context");
 }
 
-// A --model run's defaults where its flags were not given, then its temperatures and drafters.
-// The exit code for a malformed flag, or -1.
-int resolve_model(const CLI::App& app, const RawFlags& raw, RolloutOptions* o) {
+// A --model run's defaults where its flags were not given.
+void resolve_model(const CLI::App& app, RolloutOptions* o) {
   Table& t = o->table;
   auto given = [&](const char* flag) { return app.count(flag) > 0; };
   const GreedyCheckOptions greedy;
@@ -214,9 +215,14 @@ int resolve_model(const CLI::App& app, const RawFlags& raw, RolloutOptions* o) {
   if (!given("--waves")) t.waves = 2;
   if (!given("--drafter-steps")) o->drafter.steps = 1600;
   if (!given("--drafter-vocab")) o->drafter.vocab = 2048;
+}
+
+// The drafters and the temperatures measured, both modes. The exit code for a malformed flag, or
+// -1.
+int resolve_drafters(const RawFlags& raw, RolloutOptions* o) {
   o->drafter.features = raw.features == "both" ? std::vector<std::string>{"last", "fused"}
                                                : std::vector<std::string>{raw.features};
-  o->temperatures = {t.temperature};
+  o->temperatures = {o->table.temperature};
   if (!raw.temperatures.empty() && !parse_doubles(raw.temperatures, &o->temperatures)) {
     std::cerr << "--temperatures takes comma-separated temperatures >= 0 such as 0,0.7,1\n";
     return 2;
@@ -257,9 +263,12 @@ int resolve(const CLI::App& app, const RawFlags& raw, RolloutOptions* o) {
     t.arms.push_back(a);
   }
   t.decode.bfloat16 = model::use_bfloat16(o->dtype, !o->model_path.empty(), torch::kCPU);
-  if (!o->model_path.empty()) return resolve_model(app, raw, o);
-  if (raw.features != "last" || !raw.temperatures.empty()) {
-    std::cerr << "--drafter-features and --temperatures are for --model runs\n";
+  if (!o->model_path.empty()) {
+    resolve_model(app, o);
+    return resolve_drafters(raw, o);
+  }
+  if (!raw.temperatures.empty()) {
+    std::cerr << "--temperatures is for --model runs\n";
     return 2;
   }
   if (o->tokens.empty()) {
@@ -267,8 +276,10 @@ int resolve(const CLI::App& app, const RawFlags& raw, RolloutOptions* o) {
                  "or --model PATH\n";
     return 2;
   }
-  o->temperatures = {t.temperature};
-  return -1;
+  // The answers an RLJob's warm start samples by default (spec.drafter.warmStartPrompts).
+  if (app.count("--drafter-prompts") == 0)
+    o->drafter.prompts = api::DrafterSpec().warm_start_prompts;
+  return resolve_drafters(raw, o);
 }
 
 }  // namespace

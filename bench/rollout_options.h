@@ -15,13 +15,13 @@
 namespace tlt::bench {
 
 // How the measured drafters are warm-started on the target's own generations
-// (rl::load_or_train_drafter_on_generations, cached), and what they are.
+// (rollout_drafter.h: rl::load_or_train_drafter_on_generations, cached), and what they are.
 struct DrafterOptions {
   int steps = 400;    // --drafter-steps; --model: 1600 unless given
   int vocab = 0;      // --drafter-vocab: K most generated tokens (0: all); --model: 2048
-  int prompts = 384;  // --drafter-prompts: training problems the target answers (--model)
-  int levels = 3;     // --drafter-levels: drafting levels the training unrolls (--model)
-  int layers = 1;     // --drafter-layers (--model)
+  int prompts = 384;  // --drafter-prompts: problems the target answers; a preset: 64 unless given
+  int levels = 3;     // --drafter-levels: drafting levels the training unrolls
+  int layers = 1;     // --drafter-layers
   // --drafter-temperature: the warm start's sampling; -1 on the command line resolves to the first
   // sampled temperature measured, or 1 when all are 0 (as an RLJob's warm start samples at the
   // job's).
@@ -30,7 +30,8 @@ struct DrafterOptions {
 };
 
 // What one bench_rollout process runs, resolved: per-mode defaults applied (a --model run's
-// --max-new 128, --waves 2, arms and drafter; --ceiling-only's and --greedy-check's batches).
+// --max-new 128, --waves 2, arms and drafter; --ceiling-only's and --greedy-check's batches; a
+// preset's --drafter-prompts).
 struct RolloutOptions {
   std::string tokens;      // --tokens: the preset's tokenized corpus
   std::string model_path;  // --model: a llama/qwen2 GGUF file or Hugging Face directory
@@ -41,7 +42,8 @@ struct RolloutOptions {
   std::string dtype = "auto";     // --dtype as given; table.decode.bfloat16 is its resolution
   Table table;                    // batch sizes, arms, decoding settings
   DrafterOptions drafter;
-  std::vector<double> temperatures;  // --model: one table each (--temperature's alone by default)
+  std::vector<double>
+      temperatures;  // one table each (--temperature's alone unless --model gives more)
 };
 
 // Parses argv into *o. Returns -1 when the run should go on, else the process's exit code: 0

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "bench/clock.h"
+#include "runtime/clock.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/drafter.h"
 #include "runtime/model/precision.h"
@@ -30,14 +30,14 @@ void print_update_precision(model::Transformer target) {
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
       target->zero_grad();
-      double t0 = now();
+      double t0 = runtime::now_s();
       torch::Tensor logp;  // (4, row - 1)
       {
         model::Bfloat16Autocast mixed(torch::kCPU, bf16);
         logp = rl::sequence_logprobs(target, batch, 1.0);
       }
       logp.sum().backward();
-      best = std::min(best, now() - t0);
+      best = std::min(best, runtime::now_s() - t0);
     }
     target->zero_grad();
     return best;
@@ -71,9 +71,9 @@ Status print_drafter_precision(model::Transformer target) {
     trainer.step(tokens, hidden, mask);
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
-      double t0 = now();
+      double t0 = runtime::now_s();
       trainer.step(tokens, hidden, mask);
-      best = std::min(best, now() - t0);
+      best = std::min(best, runtime::now_s() - t0);
     }
     return best;
   };

@@ -7,11 +7,12 @@
 
 #include <torch/torch.h>
 
-#include "bench/clock.h"
 #include "bench/rollout_ceiling.h"
+#include "bench/rollout_drafter.h"
+#include "runtime/clock.h"
 #include "runtime/data/token_file.h"
-#include "runtime/drafter/trainer.h"
 #include "runtime/model/checkpoint.h"
+#include "runtime/model/model_source.h"
 #include "runtime/rollout/engine.h"
 #include "runtime/torch_env.h"
 #include "runtime/tst/trainer.h"
@@ -22,7 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The corpus's documents, split as a TSTPretrainJob splits them (5% held out by name).
+// The corpus's documents, split as a TSTPretrainJob splits them (5% held out by name): the
+// target and its drafter learn from `train`, the tables decode `held`.
 struct Split {
   std::vector<std::vector<int32_t>> train, held;
 };
@@ -42,13 +44,14 @@ model::Transformer trained_target(const std::string& preset, const data::Tokeniz
   o.batch = 16, o.positions = 256, o.eval_batches = 2;
   tst::TSTTrainer trainer(target, tst::PackedStream(split.train, 1),
                           tst::PackedStream(split.held, 2), o);
-  double t0 = now();
+  double t0 = runtime::now_s();
   std::printf("target: training %s (%lld parameters) for %d steps...\n", preset.c_str(),
               (long long)cfg.parameter_count(), steps);
   while (!trainer.finished()) {
     tst::StepResult r = trainer.step();
     if ((r.step + 1) % std::max(1, steps / 10) == 0) {
-      std::printf("  step %lld loss %.3f (%.0f s)\n", (long long)r.step + 1, r.loss, now() - t0);
+      std::printf("  step %lld loss %.3f (%.0f s)\n", (long long)r.step + 1, r.loss,
+                  runtime::now_s() - t0);
       std::fflush(stdout);
     }
   }
@@ -58,17 +61,24 @@ model::Transformer trained_target(const std::string& preset, const data::Tokeniz
   return target;
 }
 
+// The 32-token window of prompt g: document g + offset (mod their count), from a position that
+// moves with g.
+std::vector<int64_t> window(const std::vector<std::vector<int32_t>>& docs, uint64_t g,
+                            uint64_t offset) {
+  const auto& d = docs[size_t((g + offset) % docs.size())];
+  size_t start = size_t(g * 97) % std::max<size_t>(1, d.size() > 64 ? d.size() - 64 : 1);
+  return std::vector<int64_t>(d.begin() + long(start),
+                              d.begin() + long(std::min(d.size(), start + 32)));
+}
+
 // n requests in groups of `group` that share a prompt (a GRPO group), each with its own seed.
 std::vector<rollout::Request> prompts(const std::vector<std::vector<int32_t>>& held, int n,
                                       int max_new, double temperature, int offset, int group = 1) {
   std::vector<rollout::Request> out;
   for (int i = 0; i < n; ++i) {
-    int g = i / std::max(1, group);
-    const auto& d = held[size_t(g + offset) % held.size()];
-    size_t start = (size_t(g) * 97) % std::max<size_t>(1, d.size() > 64 ? d.size() - 64 : 1);
     rollout::Request r;
     r.id = i;
-    r.prompt.assign(d.begin() + long(start), d.begin() + long(std::min(d.size(), start + 32)));
+    r.prompt = window(held, uint64_t(i / std::max(1, group)), uint64_t(offset));
     r.max_new_tokens = max_new;
     r.sampling.temperature = temperature;
     r.seed = uint64_t(i);
@@ -77,67 +87,59 @@ std::vector<rollout::Request> prompts(const std::vector<std::vector<int32_t>>& h
   return out;
 }
 
-void train_drafter(model::Transformer target, model::Drafter drafter,
-                   const std::vector<std::vector<int32_t>>& held, int steps) {
-  // The target's own generations (temperature 1, as RL rollouts sample) are the training data.
-  rollout::EngineOptions eo;
-  eo.max_batch = 32, eo.max_seq = 512, eo.speculative = false;
-  auto engine = std::move(rollout::Engine::create(target, model::Drafter(nullptr), eo).value());
-  std::vector<rollout::Request> reqs = prompts(held, 64, 160, 1.0, 1000);
-  std::vector<rollout::Completion> gens = *engine->generate(reqs);
-  drafter::DrafterTrainer trainer(drafter, target, 1e-3);
-  double t0 = now();
-  for (int s = 0; s < steps; ++s) {
-    std::vector<torch::Tensor> toks;
-    for (int b = 0; b < 8; ++b) {
-      size_t i = size_t(s * 8 + b) % reqs.size();
-      std::vector<int64_t> seq = reqs[i].prompt;
-      seq.insert(seq.end(), gens[i].tokens.begin(), gens[i].tokens.end());
-      seq.resize(std::min<size_t>(seq.size(), 192));
-      while (seq.size() < 192) seq.push_back(seq.back());
-      toks.push_back(torch::tensor(seq, torch::kInt64));
-    }
-    torch::Tensor batch = torch::stack(toks);  // (8, 192)
-    torch::Tensor hidden;
-    {
-      torch::NoGradGuard g;
-      hidden =
-          target->forward(batch, model::sequential_positions(torch::zeros({8}, torch::kInt64), 192))
-              .hidden;
-    }
-    double loss = trainer.step(batch, hidden, torch::ones({8, 192}));
-    if ((s + 1) % std::max(1, steps / 5) == 0) {
-      std::printf("  drafter step %d loss %.3f (%.0f s)\n", s + 1, loss, now() - t0);
-      std::fflush(stdout);
-    }
+// The corpus as an rl::Task, so that the jobs' drafter warm start can draw its prompts from it:
+// problem i of a stream is the 32-token window prompts() would cut for request i from the
+// training (or the held-out) documents. Its ids come from the corpus (encode), never from text:
+// the tokenizer that wrote the corpus does not share a process with LibTorch (token_file.h).
+// Nothing to answer: every reward is 0.
+class CorpusTask : public rl::Task {
+ public:
+  explicit CorpusTask(const Split& split) : split_(split) {}
+  rl::Problem problem(uint64_t i, bool held_out) const override {
+    rl::Problem p;
+    p.id = std::string(held_out ? "held " : "train ") + std::to_string(i);
+    return p;
   }
-  drafter->eval();
-}
+  double reward(const rl::Problem&, const std::string&) const override { return 0.0; }
+  std::string chat_prompt(const rl::Problem&) const override { return ""; }
+  StatusOr<std::vector<int64_t>> encode(const rl::Codec&, const rl::Problem& p) const override {
+    bool held = p.id.rfind("held ", 0) == 0;
+    uint64_t i = std::stoull(p.id.substr(p.id.find(' ') + 1));
+    const auto& docs = held ? split_.held : split_.train;
+    if (docs.empty()) return Status::FailedPrecondition("the corpus has no such documents");
+    return window(docs, i, 0);
+  }
 
-// The target's drafter, loaded from `cache` or trained and saved there; with o.drafter.vocab K > 0
-// it drafts over the K most frequent tokens of the training text. Errors of the vocabulary.
-StatusOr<model::Drafter> preset_drafter(const RolloutOptions& o, model::Transformer target,
-                                        const Split& split, int32_t vocab,
-                                        const std::string& cache) {
-  torch::manual_seed(1);
-  model::Drafter drafter(target, 1);
-  if (fs::exists(cache) && model::load_checkpoint(*drafter, cache).ok()) {
-    std::printf("drafter: loaded %s\n", cache.c_str());
-  } else {
-    std::printf("drafter: training %d steps on the target's generations\n", o.drafter.steps);
-    train_drafter(target, drafter, split.held, o.drafter.steps);
-    if (!model::save_checkpoint(*drafter, cache, "drafter").ok())
-      std::printf("drafter: not cached\n");
+ private:
+  const Split& split_;
+};
+
+// The corpus's ids behind rl::Codec: its vocabulary and end-of-document id. Text cannot be
+// encoded here (no tokenizer in this process); CorpusTask supplies the ids.
+class CorpusCodec : public rl::Codec {
+ public:
+  CorpusCodec(int64_t vocab, int64_t eos) : vocab_(vocab), end_{eos} {}
+  StatusOr<std::vector<int64_t>> encode(const std::string&) const override { return refuse(); }
+  StatusOr<std::vector<int64_t>> encode_prompt(const std::string&,
+                                               const std::string&) const override {
+    return refuse();
   }
-  drafter->eval();
-  if (o.prepare_only || o.drafter.vocab <= 0) return drafter;
-  std::vector<int64_t> counts(size_t(vocab), 0);
-  for (const auto& d : split.train)
-    for (int32_t t : d) ++counts[size_t(t)];
-  TLT_RETURN_IF_ERROR(
-      drafter->set_draft_vocab(model::most_frequent_tokens(counts, o.drafter.vocab)));
-  return drafter;
-}
+  StatusOr<std::string> decode(const std::vector<int64_t>& ids) const override {
+    std::string s;  // the ids as numbers: the corpus's text is not in this process
+    for (int64_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+    return s;
+  }
+  int64_t vocab_size() const override { return vocab_; }
+  const std::vector<int64_t>& end_ids() const override { return end_; }
+  bool has_chat() const override { return false; }
+
+ private:
+  static Status refuse() {
+    return Status::InvalidArgument("the preset bench's prompts are corpus ids (CorpusTask)");
+  }
+  int64_t vocab_;
+  std::vector<int64_t> end_;
+};
 
 }  // namespace
 
@@ -157,20 +159,28 @@ int preset_compare(const RolloutOptions& o) {
                       std::to_string(corpus->vocab) + "-" + std::to_string(o.train_steps) + ".ckpt";
   model::Transformer target = trained_target(o.preset, *corpus, split, o.train_steps, cache);
   target->eval();
-  StatusOr<model::Drafter> drafter = preset_drafter(
-      o, target, split, corpus->vocab, cache + ".drafter-" + std::to_string(o.drafter.steps));
-  if (!drafter.ok()) {
-    std::cerr << drafter.status().to_string() << "\n";
+  const Table& t = o.table;
+  // Mid-response: the 32-token prompt plus half the response.
+  if (o.ceiling_only && !o.prepare_only) {
+    print_ceiling(target, t.batches, 32 + t.max_new / 2, t.decode.bfloat16);
+    return 0;
+  }
+  // The drafter as an RLJob on this checkpoint (spec.model.path) warm-starts it: on the target's
+  // own answers to the corpus's training windows, cached per target, corpus and options.
+  CorpusTask task(split);
+  CorpusCodec codec(corpus->vocab, corpus->eos_id);
+  DrafterSource source{&task, &codec, model::model_identity(cache),
+                       "corpus " + model::model_identity(o.tokens), "the target's"};
+  StatusOr<std::vector<NamedDrafter>> drafters = warm_start_drafters(o, target, source, t);
+  if (!drafters.ok()) {
+    std::cerr << drafters.status().to_string() << "\n";
     return 1;
   }
   if (o.prepare_only) return 0;
-  const Table& t = o.table;
-  // Mid-response: the 32-token prompt plus half the response.
   print_ceiling(target, t.batches, 32 + t.max_new / 2, t.decode.bfloat16);
-  if (o.ceiling_only) return 0;
   std::vector<SummaryRow> summary;
   StatusOr<int> lost = compare(
-      target, {{"last", *drafter}}, t,
+      target, *drafters, t,
       [&](int n, int offset) -> StatusOr<std::vector<rollout::Request>> {
         return prompts(split.held, n, t.max_new, t.temperature, offset, t.group);
       },
@@ -179,6 +189,7 @@ int preset_compare(const RolloutOptions& o) {
     std::cerr << lost.status().to_string() << "\n";
     return 1;
   }
+  if (drafters->size() > 1) print_summary(summary, o.temperatures);
   if (*lost > 0) std::printf("%d runs differ from plain decoding: not lossless\n", *lost);
   return *lost == 0 ? 0 : 1;
 }

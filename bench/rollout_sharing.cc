@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "bench/clock.h"
+#include "runtime/clock.h"
 #include "runtime/model/precision.h"
 #include "runtime/rl/policy_trainer.h"
 #include "runtime/rl/sequences.h"
@@ -41,9 +41,9 @@ void print_update_sharing(const model::Transformer& target) {
     double best = 1e30;
     for (int rep = 0; rep < 2; ++rep) {
       rl::PolicyTrainer trainer(target, target, o);  // the update moves target's weights a little
-      double t0 = now();
+      double t0 = runtime::now_s();
       rl::UpdateStats st = trainer.update(batch, advantages);
-      best = std::min(best, now() - t0);
+      best = std::min(best, runtime::now_s() - t0);
       *run = st.positions;
     }
     return best;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `tlt bench rollout` at toy size: it tokenizes (or reuses) the corpus, trains and caches a tiny
-# target and drafter, and prints the side-by-side table for every batch size, each arm alone,
-# and the bandit's statistics; without bench_rollout beside tlt it says what to build.
+# target, warm-starts its drafter with the jobs' warm start (rl::load_or_train_drafter_on_
+# generations: the measuring process loads what the preparing one cached), and prints the
+# side-by-side table for every batch size, each arm alone, and the bandit's statistics; without
+# bench_rollout beside tlt it says what to build.
 # Usage: bench_rollout.sh TLT_BINARY
 set -u
 tlt=$1
@@ -24,6 +26,8 @@ for b, (plain, tlt, ratio) in rows.items():
 for arm in ("4_1_5", "6_1_7", "4_2_8", "ngram"):
     if not re.search(r"fixed\s+(?:(?:last|fused)\s+)?%s\s+[\d.]+\s+[\d.]+x" % arm, text): fail("no fixed-arm line for " + arm)
 if "bandit b=1 drafting (tok/s):" not in text: fail("no bandit statistics")
+if not re.search(r"^drafter \(features=last\): loaded \S+/drafter/generations-\d+\.ckpt", text, re.M):
+    fail("the measuring process did not load the drafter from the jobs' warm start cache")
 print("bench rollout: batches 1 and 3 measured, ratios %s" % {b: r[2] for b, r in rows.items()})
 PY
 
