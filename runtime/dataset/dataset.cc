@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -281,6 +282,18 @@ void DatasetRead::took_row(const std::string& file, uint64_t file_bytes, uint64_
   if (!options_.progress || (rows_ & 1023) != 0 || now_s() < next_s_) return;
   next_s_ = now_s() + options_.progress_every_s;
   options_.progress({file, rows_, done_bytes_ + std::min(file_bytes, file_size), total_bytes_});
+}
+
+std::string progress_line(const ReadProgress& p) {
+  char size[32];
+  double gb = double(p.total_bytes) / 1e9;
+  if (gb >= 1)
+    std::snprintf(size, sizeof size, "%.1f GB", gb);
+  else
+    std::snprintf(size, sizeof size, "%.0f MB", double(p.total_bytes) / 1e6);
+  int percent = p.total_bytes ? int(100.0 * double(p.bytes) / double(p.total_bytes)) : 0;
+  return "reading " + p.file + ": " + std::to_string(percent) + "% of " + size + ", " +
+         std::to_string(p.rows) + " rows";
 }
 
 Dataset::~Dataset() = default;

@@ -64,6 +64,9 @@ struct OpenOptions {
   double progress_every_s = 5;  // the first call comes after this long, then one each interval
 };
 
+// "reading data/train.jsonl: 35% of 1.2 GB, 700000 rows": a progress line for a log.
+std::string progress_line(const ReadProgress& p);
+
 class RowFile;  // one file's rows (JSONL or Parquet), see dataset.cc
 
 class Dataset {

@@ -1,10 +1,14 @@
 #include "runtime/rl/dataset_task.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 #include "api/fnv.h"
 #include "api/json_bounded.h"
+#include "runtime/clock.h"
 #include "runtime/rl/seeds.h"
 
 namespace tlt::rl {
@@ -70,6 +74,31 @@ StatusOr<std::vector<ChatTurn>> turns_of(const Problem& p) {
   return turns;
 }
 
+// f(k) for every k < n on every core; progress(done) from this thread every 5 s until all are.
+void on_every_core(size_t n, const std::function<void(size_t)>& f,
+                   const std::function<void(size_t)>& progress) {
+  constexpr size_t kChunk = 256;
+  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                    (n + kChunk - 1) / kChunk);
+  std::atomic<size_t> next{0}, done{0};
+  auto work = [&] {
+    for (size_t at; (at = next.fetch_add(kChunk)) < n;) {
+      size_t end = std::min(n, at + kChunk);
+      for (size_t k = at; k < end; ++k) f(k);
+      done += end - at;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t) pool.emplace_back(work);
+  for (double next_report = runtime::now_s() + 5; done.load() < n;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (runtime::now_s() < next_report) continue;
+    progress(done.load());
+    next_report += 5;
+  }
+  for (std::thread& t : pool) t.join();
+}
+
 // The first index >= at that starts a UTF-8 character of `s`.
 size_t char_start(const std::string& s, size_t at) {
   while (at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) ++at;
@@ -78,9 +107,26 @@ size_t char_start(const std::string& s, size_t at) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<DatasetTask>> DatasetTask::open(const api::DatasetSpec& spec,
-                                                         const api::RewardSpec& reward,
-                                                         uint64_t seed) {
+Status DatasetTask::check_row(const api::DatasetSpec& spec, const reward::VerifierOptions* verifier,
+                              const json& row) {
+  StatusOr<RowPrompt> prompt = read_prompt(row, spec.prompt_field);
+  if (!prompt.ok()) return prompt.status();
+  const json* answer = dataset::at_path(row, spec.answer_field);
+  if (!answer)
+    return Status::InvalidArgument("spec.task.dataset.answerField: the row has no field \"" +
+                                   spec.answer_field + "\" (its fields: " + fields_of(row) + ")");
+  if (verifier) {
+    StatusOr<double> probe = reward::score(*verifier, "", *answer);
+    if (!probe.ok())
+      return Status::InvalidArgument("spec.task.dataset.answerField: \"" + spec.answer_field +
+                                     "\": " + probe.status().message());
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<DatasetTask>> DatasetTask::open(
+    const api::DatasetSpec& spec, const api::RewardSpec& reward, uint64_t seed,
+    const std::function<void(const std::string&)>& log) {
   std::unique_ptr<DatasetTask> t(new DatasetTask());
   t->spec_ = spec, t->reward_spec_ = reward, t->seed_ = seed;
   StatusOr<std::optional<reward::VerifierOptions>> verifier = reward::verifier_options(reward);
@@ -90,18 +136,7 @@ StatusOr<std::unique_ptr<DatasetTask>> DatasetTask::open(const api::DatasetSpec&
   std::vector<uint64_t> hashes;
   bool hash_rows = spec.held_out_path.empty();
   auto check = [&](uint64_t, const json& row) -> Status {
-    StatusOr<RowPrompt> prompt = read_prompt(row, spec.prompt_field);
-    if (!prompt.ok()) return prompt.status();
-    const json* answer = dataset::at_path(row, spec.answer_field);
-    if (!answer)
-      return Status::InvalidArgument("spec.task.dataset.answerField: the row has no field \"" +
-                                     spec.answer_field + "\" (its fields: " + fields_of(row) + ")");
-    if (t->builtin_) {
-      StatusOr<double> probe = reward::score(t->verifier_, "", *answer);
-      if (!probe.ok())
-        return Status::InvalidArgument("spec.task.dataset.answerField: \"" + spec.answer_field +
-                                       "\": " + probe.status().message());
-    }
+    TLT_RETURN_IF_ERROR(check_row(spec, t->builtin_ ? &t->verifier_ : nullptr, row));
     uint64_t h = fnv1a64(row.dump());
     t->fingerprint_ = mix_seeds(t->fingerprint_, h);
     if (hash_rows) hashes.push_back(mix_seeds(seed, h));
@@ -111,7 +146,13 @@ StatusOr<std::unique_ptr<DatasetTask>> DatasetTask::open(const api::DatasetSpec&
     const std::string& path = s == 0 ? spec.path : spec.held_out_path;
     const std::string field = s == 0 ? "spec.task.dataset.path" : "spec.task.dataset.heldOutPath";
     hash_rows = s == 0 && spec.held_out_path.empty();
-    StatusOr<std::unique_ptr<dataset::Dataset>> d = dataset::Dataset::open(path, check);
+    dataset::OpenOptions read;
+    read.visit = check;
+    if (log)
+      read.progress = [&log](const dataset::ReadProgress& p) {
+        log("dataset: " + dataset::progress_line(p));
+      };
+    StatusOr<std::unique_ptr<dataset::Dataset>> d = dataset::Dataset::open(path, read);
     if (!d.ok()) return d.status().with_context(field);
     if ((*d)->rows() == 0) return Status::InvalidArgument(field + ": " + path + " holds no rows");
     t->sources_.push_back({std::move(*d), s == 1});
@@ -251,14 +292,40 @@ StatusOr<std::vector<int64_t>> DatasetTask::fit_row(const Codec& codec, int64_t 
   return encode(codec, row_problem(r, drop_[key(r)]));
 }
 
-Status DatasetTask::fit(const Codec& codec, int64_t max_prompt) {
+Status DatasetTask::fit(const Codec& codec, int64_t max_prompt,
+                        const std::function<void(const std::string&)>& log) {
+  const uint64_t total = train_.size() + held_.size();
+  uint64_t before = 0;  // rows of the splits already tokenized
   for (std::vector<RowRef>* split : {&train_, &held_}) {
+    // Every prompt's length at once (the codec is immutable, rows are read with pread), then
+    // longPrompts in order on the rows too long.
+    std::vector<int64_t> sizes(split->size(), -1);
+    std::vector<Status> errors(split->size());
+    on_every_core(
+        split->size(),
+        [&](size_t k) {
+          Problem p = row_problem((*split)[k], 0);
+          StatusOr<std::vector<int64_t>> ids = encode(codec, p);
+          if (ids.ok())
+            sizes[k] = int64_t(ids->size());
+          else
+            errors[k] = ids.status().with_context(p.id);
+        },
+        [&](size_t done) {
+          if (log)
+            log("dataset: tokenizing prompts: " + std::to_string(before + done) + " of " +
+                std::to_string(total));
+        });
+    before += split->size();
     std::vector<RowRef> kept;
-    for (const RowRef& r : *split) {
+    for (size_t k = 0; k < split->size(); ++k) {
+      if (!errors[k].ok()) return errors[k];
       bool keep = true;
-      StatusOr<std::vector<int64_t>> ids = fit_row(codec, max_prompt, r, &keep);
-      if (!ids.ok()) return ids.status();
-      if (keep) kept.push_back(r);
+      if (sizes[k] > max_prompt) {
+        StatusOr<std::vector<int64_t>> ids = fit_row(codec, max_prompt, (*split)[k], &keep);
+        if (!ids.ok()) return ids.status();
+      }
+      if (keep) kept.push_back((*split)[k]);
     }
     if (kept.empty() && !split->empty())
       return Status::FailedPrecondition(

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,13 +52,24 @@ class DatasetTask : public Task {
   // Opens spec.path (and spec.held_out_path) and checks every row. InvalidArgument naming the
   // field: a missing or malformed prompt or answer field, an empty dataset (path), heldOut not
   // below the rows (heldOut), the readers' errors (file and line), a bad reward spec.
-  static StatusOr<std::unique_ptr<DatasetTask>> open(const api::DatasetSpec& spec,
-                                                     const api::RewardSpec& reward, uint64_t seed);
+  // `log`, when given, hears how far the read has come (a line every few seconds of a large
+  // dataset's read).
+  static StatusOr<std::unique_ptr<DatasetTask>> open(
+      const api::DatasetSpec& spec, const api::RewardSpec& reward, uint64_t seed,
+      const std::function<void(const std::string&)>& log = nullptr);
+  // The checks open() makes of each row before anything trains: promptField holds a string or a
+  // list of chat messages, answerField is present, and a built-in `verifier` (null for command
+  // and http rewards) reads the answer. InvalidArgument naming the field. (`tlt validate` checks
+  // a dataset's first rows with it.)
+  static Status check_row(const api::DatasetSpec& spec, const reward::VerifierOptions* verifier,
+                          const nlohmann::json& row);
 
-  // Tokenizes every row's prompt with `codec` against `max_prompt` tokens and applies
-  // longPrompts. FailedPrecondition naming spec.task.dataset.longPrompts and the row (fail, or
-  // a split left empty by skip); the codec's errors. Call once, before problem().
-  Status fit(const Codec& codec, int64_t max_prompt);
+  // Tokenizes every row's prompt with `codec` against `max_prompt` tokens, on every core, and
+  // applies longPrompts. FailedPrecondition naming spec.task.dataset.longPrompts and the row
+  // (fail, or a split left empty by skip); the codec's errors (the first row's in order). `log`
+  // hears how far it has come every few seconds. Call once, before problem().
+  Status fit(const Codec& codec, int64_t max_prompt,
+             const std::function<void(const std::string&)>& log = nullptr);
 
   Problem problem(uint64_t i, bool held_out) const override;
   double reward(const Problem& p, const std::string& response) const override;

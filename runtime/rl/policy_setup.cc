@@ -69,10 +69,10 @@ Status PolicyBuilder::build() {
   // A response too long for the model's context leaves a prompt no room: said with the numbers
   // (the rule `tlt validate` applies to the model's config).
   api::FieldErrors context;
-  api::check_model_context(plan_.algorithm, p_.cfg.max_seq,
-                           plan_.pretrained() ? "spec.model.path " + plan_.model.path
-                                              : "preset " + plan_.preset(),
-                           &context);
+  api::check_model_context(
+      plan_.algorithm, p_.cfg.max_seq,
+      plan_.pretrained() ? "spec.model.path " + plan_.model.path : "preset " + plan_.preset(),
+      &context);
   if (!context.empty()) return Status::FailedPrecondition(context[0].to_string());
   if (dataset) TLT_RETURN_IF_ERROR(fit_dataset(dataset));
   TLT_RETURN_IF_ERROR(warm_start_policy());
@@ -102,7 +102,7 @@ Status PolicyBuilder::open_dataset(DatasetTask** out) {
         "spec.algorithm.warmStartSteps: a dataset's rows carry no worked solutions to imitate; "
         "set it to 0 (the default with spec.model.path, a trained model)");
   StatusOr<std::unique_ptr<DatasetTask>> task =
-      DatasetTask::open(plan_.task.dataset, plan_.reward, plan_.task_seed());
+      DatasetTask::open(plan_.task.dataset, plan_.reward, plan_.task_seed(), cb_.log);
   if (!task.ok()) return task.status();
   *out = task->get();
   p_.task = std::move(*task);
@@ -115,7 +115,7 @@ Status PolicyBuilder::fit_dataset(DatasetTask* task) {
   constexpr int64_t kHeadroom = 64;
   const api::DatasetSpec& d = plan_.task.dataset;
   TLT_RETURN_IF_ERROR(
-      task->fit(*p_.codec, p_.max_seq - plan_.algorithm.max_response_tokens - kHeadroom));
+      task->fit(*p_.codec, p_.max_seq - plan_.algorithm.max_response_tokens - kHeadroom, cb_.log));
   p_.prompts_skipped = task->skipped(), p_.prompts_truncated = task->truncated();
   log("dataset: " + d.path + ": " + std::to_string(task->train_rows()) + " training rows, " +
       std::to_string(task->held_out_rows()) + " held out" +

@@ -320,5 +320,42 @@ TEST(DatasetTask, LongPrompts) {
   EXPECT_NE(t->fit(ascii_codec(), 5).message().find("every training row"), std::string::npos);
 }
 
+// fit() tokenizes on every core: over thousands of rows (several threads' chunks) it skips,
+// truncates and fails exactly the rows a row-by-row pass would, and `fail` names the first long
+// training row in order.
+TEST(DatasetTask, LongPromptsOverManyRowsOnEveryCore) {
+  std::string rows;
+  int n_long = 0;
+  for (int i = 0; i < 3000; ++i) {
+    bool long_prompt = i % 7 == 3;
+    n_long += long_prompt;
+    rows += "{\"prompt\": \"" + std::string(long_prompt ? "a longer prompt " : "") + "q" +
+            std::to_string(i) + "\", \"answer\": \"1\"}\n";
+  }
+  api::DatasetSpec s = spec_of(write("many.jsonl", rows), 10);
+  s.long_prompts = "skip";
+  std::unique_ptr<DatasetTask> t = open_ok(s);
+  ASSERT_TRUE(t->fit(ascii_codec(), 12).ok());
+  EXPECT_EQ(t->skipped(), n_long);
+  EXPECT_EQ(t->train_rows() + t->held_out_rows(), 3000 - n_long);
+  s.long_prompts = "truncate";
+  t = open_ok(s);
+  ASSERT_TRUE(t->fit(ascii_codec(), 12).ok());
+  EXPECT_EQ(t->truncated(), n_long);
+  EXPECT_EQ(t->train_rows() + t->held_out_rows(), 3000);
+  s.long_prompts = "fail";
+  t = open_ok(s);
+  std::set<std::string> held;
+  for (int64_t i = 0; i < t->held_out_rows(); ++i) held.insert(t->problem(uint64_t(i), true).id);
+  std::string first_long;  // the first long training row, in the file's order
+  for (int i = 3; first_long.empty(); i += 7)
+    if (!held.count(s.path + ":" + std::to_string(i + 1)))
+      first_long = s.path + ":" + std::to_string(i + 1);
+  Status st = t->fit(ascii_codec(), 12);
+  EXPECT_NE(st.message().find("spec.task.dataset.longPrompts (fail): " + first_long + ": "),
+            std::string::npos)
+      << st.message() << " (want " << first_long << ")";
+}
+
 }  // namespace
 }  // namespace tlt::rl
