@@ -10,6 +10,7 @@
 #include "api/encode.h"
 #include "api/labels.h"
 #include "api/manifest.h"
+#include "runtime/cli/local_checks.h"
 #include "runtime/cli/rl_command.h"
 #include "runtime/cli/tst_command.h"
 #include "runtime/cpu_info.h"
@@ -24,9 +25,20 @@ std::string document_label(const std::string& file, const api::Document& doc, si
   return n_docs > 1 ? file + "[" + std::to_string(doc.index) + "]" : file;
 }
 
+// "LABEL: 2 errors" and each error, one a line.
+void print_errors(const std::string& label, const api::FieldErrors& errors, std::ostream& err) {
+  err << label << ": " << errors.size() << (errors.size() == 1 ? " error" : " errors") << "\n";
+  for (const api::FieldError& e : errors) err << "  " << e.to_string() << "\n";
+}
+
+void print_findings(const std::string& kind, const api::FieldErrors& found, std::ostream& os) {
+  for (const api::FieldError& e : found) os << "  " << kind << ": " << e.to_string() << "\n";
+}
+
 }  // namespace
 
-int validate_command(const std::vector<std::string>& files, std::ostream& out, std::ostream& err) {
+int validate_command(const std::vector<std::string>& files, bool spec_only, std::ostream& out,
+                     std::ostream& err) {
   int code = kExitOk;
   for (const std::string& file : files) {
     StatusOr<std::vector<api::Document>> docs = api::parse_manifest_file(file);
@@ -37,18 +49,47 @@ int validate_command(const std::vector<std::string>& files, std::ostream& out, s
     }
     for (const api::Document& doc : *docs) {
       std::string label = document_label(file, doc, docs->size());
-      if (doc.ok()) {
-        out << label << ": ok (" << api::job_kind(*doc.job) << " " << api::job_name(*doc.job)
-            << ")\n";
+      if (!doc.ok()) {
+        code = kExitInvalid;
+        print_errors(label, doc.errors, err);
         continue;
       }
-      code = kExitInvalid;
-      err << label << ": " << doc.errors.size() << (doc.errors.size() == 1 ? " error" : " errors")
-          << "\n";
-      for (const api::FieldError& e : doc.errors) err << "  " << e.to_string() << "\n";
+      LocalCheckOptions o;
+      o.manifest = file;
+      Findings f = spec_only ? Findings() : check_local(*doc.job, o);
+      std::ostream& os = f.errors.empty() ? out : err;
+      if (f.errors.empty()) {
+        out << label << ": ok (" << api::job_kind(*doc.job) << " " << api::job_name(*doc.job)
+            << ")\n";
+      } else {
+        code = kExitInvalid;
+        print_errors(label, f.errors, err);
+      }
+      print_findings("warning", f.warnings, os);
+      print_findings("note", f.notes, os);
     }
   }
   return code;
+}
+
+StatusOr<api::Job> read_job(const std::string& file, const std::string& command,
+                            std::ostream& err) {
+  StatusOr<std::vector<api::Document>> docs = api::parse_manifest_file(file);
+  if (!docs.ok()) {
+    err << command << ": " << docs.status().message() << "\n";
+    return docs.status();
+  }
+  if (docs->size() != 1) {
+    err << command << ": " << file << " holds " << docs->size()
+        << " documents; give a file with one job\n";
+    return Status::InvalidArgument(file + ": not one job");
+  }
+  const api::Document& doc = (*docs)[0];
+  if (!doc.ok()) {
+    print_errors(command + ": " + file, doc.errors, err);
+    return Status::InvalidArgument(file + ": not a valid job");
+  }
+  return *doc.job;
 }
 
 int explain_command(const std::string& kind, std::ostream& out, std::ostream& err) {
@@ -71,17 +112,17 @@ int explain_command(const std::string& kind, std::ostream& out, std::ostream& er
 
 int run_command(const std::string& file, const RunFlags& flags, std::ostream& out,
                 std::ostream& err) {
-  StatusOr<std::vector<api::Document>> docs = api::parse_manifest_file(file);
-  if (!docs.ok()) {
-    err << "tlt run: " << docs.status().message() << "\n";
+  StatusOr<api::Job> read = read_job(file, "tlt run", err);
+  if (!read.ok()) return kExitInvalid;
+  LocalCheckOptions o;
+  o.manifest = file, o.probe_reward = false;  // the run starts the program itself
+  Findings f = check_local(*read, o);
+  print_findings("warning", f.warnings, err);
+  if (!f.errors.empty()) {
+    print_errors("tlt run: " + file, f.errors, err);
     return kExitInvalid;
   }
-  if (docs->size() != 1 || !(*docs)[0].ok()) {
-    err << "tlt run: " << file << " is not a single valid job; `tlt validate " << file
-        << "` lists the problems\n";
-    return kExitInvalid;
-  }
-  const api::Job& job = *(*docs)[0].job;
+  const api::Job& job = *read;
   if (const auto* tst = std::get_if<api::TSTPretrainJob>(&job)) {
     TSTRunFlags tf;
     tf.baseline = flags.baseline, tf.compare = flags.compare, tf.resume = flags.resume;

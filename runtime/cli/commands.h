@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "api/manifest.h"
+#include "api/status.h"
+
 namespace tlt::cli {
 
 // Exit codes shared by the subcommands.
@@ -13,9 +16,27 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 1;       // a manifest (or flag) is wrong
 inline constexpr int kExitUnavailable = 69;  // the feature is not built yet (EX_UNAVAILABLE)
 
-// `tlt validate FILE...`: prints "FILE: ok (KIND NAME)" per valid document, or the file and
-// every error, one per line as "  path: message". Returns kExitInvalid if any document fails.
-int validate_command(const std::vector<std::string>& files, std::ostream& out, std::ostream& err);
+// `tlt validate [--spec-only] FILE...`: prints "FILE: ok (KIND NAME)" per valid document, or the
+// file and every error, one per line as "  path: message". Unless spec_only, a valid document's
+// files and reward program are then checked on this machine (local_checks.h): their errors fail
+// it too, and its warnings ("  warning: path: message") and notes ("  note: ...") follow its
+// line. Returns kExitInvalid if any document fails.
+int validate_command(const std::vector<std::string>& files, bool spec_only, std::ostream& out,
+                     std::ostream& err);
+
+// The one valid job of manifest `file`, or an error after the problems were printed on `err`
+// (each line prefixed with `command`, e.g. "tlt run", once): the file's, or every field's.
+StatusOr<api::Job> read_job(const std::string& file, const std::string& command, std::ostream& err);
+
+// `tlt score JOB ROWS [--json]`: the job's reward (spec.reward: built-in, command or http, or a
+// generated task's own) of each row of ROWS (JSON Lines or Parquet, as a dataset): a row holds
+// "response" and, as a run's requests, "prompt" and "answer" (else the job's promptField and
+// answerField) and any spec.reward.fields. Prints "ROWS:LINE  REWARD  RESPONSE..." per row and a
+// summary line, or with --json one {"row", "reward"} object per row (the summary on `err`).
+// kExitInvalid for a bad job or row; 1 when the reward fails (its error, as a run's step would
+// fail).
+int score_command(const std::string& job_file, const std::string& rows_file, bool as_json,
+                  std::ostream& out, std::ostream& err);
 
 // `tlt bench rollout [FLAGS]`: bench/rollout (plain vs adaptive speculative decoding of a small
 // target trained on the State of the Union corpus) from the bench_rollout and tlt-data binaries
@@ -33,7 +54,9 @@ int export_command(const std::string& model, const std::string& format, const st
 // `tlt explain [KIND]`: the configuration reference of one kind (or both) as Markdown.
 int explain_command(const std::string& kind, std::ostream& out, std::ostream& err);
 
-// `tlt run FILE`: validates, then runs the job. Returns kExitInvalid for a bad manifest.
+// `tlt run FILE`: validates the manifest (read_job) and checks its files on this machine
+// (local_checks.h, without starting the reward program), printing every problem, then runs the
+// job. Returns kExitInvalid for a bad manifest or a file that fails its check.
 struct RunFlags {
   bool baseline = false;  // the same job without TLT (RL) or without superposition (TST)
   bool compare = false;   // TST: also run the baseline and report both

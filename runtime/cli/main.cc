@@ -12,8 +12,9 @@
 
 namespace {
 
-// Whether the subcommand computes with LibTorch (validate and explain only read YAML, and are
-// spared the re-exec's second load of LibTorch, about half a second).
+// Whether the subcommand computes with LibTorch (validate, explain and score only read files and
+// run reward programs, and are spared the re-exec's second load of LibTorch, about half a
+// second).
 bool computes(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -22,7 +23,7 @@ bool computes(int argc, char** argv) {
       continue;
     }
     if (!a.empty() && a[0] == '-') continue;
-    return a != "validate" && a != "explain" && a != "models";
+    return a != "validate" && a != "explain" && a != "models" && a != "score";
   }
   return false;
 }
@@ -41,8 +42,29 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "Compute threads (0: one per core)");
 
   std::vector<std::string> files;
-  CLI::App* validate = app.add_subcommand("validate", "Check job manifests; print ok or errors");
+  CLI::App* validate = app.add_subcommand(
+      "validate",
+      "Check job manifests and what they name on this machine (the dataset's first rows, the "
+      "model's context, a command reward tried once); print ok or errors");
   validate->add_option("files", files, "Manifest files")->required()->expected(1, -1);
+  bool spec_only = false;
+  validate->add_flag("--spec-only", spec_only,
+                     "Check the manifests alone, as the operator does: no file read, no program "
+                     "started (for manifests written for another machine or an image)");
+
+  std::string score_job, score_rows;
+  bool score_json = false;
+  CLI::App* score = app.add_subcommand(
+      "score",
+      "Score rows of {prompt, response, answer} with a job's reward (built-in, command or http), "
+      "to try a reward before a job runs on it");
+  score->add_option("job", score_job, "Job manifest (an RLJob)")->required();
+  score
+      ->add_option("rows", score_rows,
+                   "JSON Lines (or Parquet): each row's response, with its prompt and answer "
+                   "(or the job's promptField and answerField) and any spec.reward.fields")
+      ->required();
+  score->add_flag("--json", score_json, "One {\"row\", \"reward\"} object per row");
 
   std::string kind;
   CLI::App* explain = app.add_subcommand("explain", "Print every spec field with its default");
@@ -125,8 +147,10 @@ int main(int argc, char** argv) {
     return tlt::cli::bench_rollout_command(bench_rollout->remaining(), std::cout, std::cerr);
   if (*worker) return tlt::cli::rl_worker_command();
   if (*run_role) return tlt::cli::run_role_command(std::cout, std::cerr);
-  if (*validate) return tlt::cli::validate_command(files, std::cout, std::cerr);
+  if (*validate) return tlt::cli::validate_command(files, spec_only, std::cout, std::cerr);
   if (*explain) return tlt::cli::explain_command(kind, std::cout, std::cerr);
+  if (*score)
+    return tlt::cli::score_command(score_job, score_rows, score_json, std::cout, std::cerr);
   if (*models) return tlt::cli::models_command(std::cout, std::cerr);
   tlt::runtime::configure_threads(threads);
   if (*run) return tlt::cli::run_command(job_file, run_flags, std::cout, std::cerr);

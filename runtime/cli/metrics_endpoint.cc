@@ -1,8 +1,9 @@
 #include "runtime/cli/metrics_endpoint.h"
 
 #include <algorithm>
-#include <iomanip>
 #include <ostream>
+
+#include "api/validate.h"
 
 namespace tlt::cli {
 
@@ -35,8 +36,8 @@ MetricsEndpoint::~MetricsEndpoint() {
   std::chrono::milliseconds wait = final_scrape_wait(*server);
   if (wait.count() == 0) return;
   if (log) {
-    *log << "tlt run: waiting up to " << std::fixed << std::setprecision(1) << wait.count() / 1000.0
-         << " s for Prometheus to scrape the final metrics\n";
+    *log << "tlt run: waiting up to " << api::format_seconds(double(wait.count()) / 1000.0)
+         << " for Prometheus to scrape the final metrics\n";
     log->flush();
   }
   server->await_scrape(wait);

@@ -249,7 +249,9 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
                    &cb);
     StatusOr<rl::RLRunResult> res = rl::run_rl(plan, cb, &g_stop);
     if (!res.ok()) {
-      err << "tlt run: " << label << ": " << res.status().message() << "\n";
+      // One prefix: the TLT run's label ("tlt") would read as a second program name.
+      err << "tlt run: " << (label == "tlt" ? "" : label + " run: ") << res.status().message()
+          << "\n";
       return 1;
     }
     json j = rep.add_rl_run(label, *res, plan.workers);

@@ -63,8 +63,8 @@ refused() {
 }
 printf '{"prompt": "1 + 1?", "answer": "2"}\n{"prompt": "2 + 2?", "answer": \n' > "$work/bad.jsonl"
 refused malformed "path: $work/bad.jsonl, heldOut: 1" "bad.jsonl:2: not valid JSON"
-refused field "path: $data/arith.jsonl, answerField: solution" 'spec.task.dataset.answerField: the row has no field "solution"'
-refused schema "path: $data/wrong_schema.parquet" 'wrong_schema.parquet: row 1: spec.task.dataset.promptField'
+refused field "path: $data/arith.jsonl, answerField: solution" "spec.task.dataset.answerField: $data/arith.jsonl:1: the row has no field \"solution\""
+refused schema "path: $data/wrong_schema.parquet" "spec.task.dataset.promptField: $data/wrong_schema.parquet: row 1: the row has no field"
 refused heldout "path: $data/arith.jsonl, heldOut: 12" "spec.task.dataset.heldOut: 12 rows held out"
 : > "$work/empty.jsonl"
 refused empty "path: $work/empty.jsonl" "holds no rows"

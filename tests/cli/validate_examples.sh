@@ -3,6 +3,8 @@
 # every malformed manifest. Usage: validate_examples.sh TLT_BINARY SOURCE_DIR
 set -u
 tlt=$1; src=$2; fail=0
+# The examples name files relative to the checkout's root (docs/datasets.md, "Paths").
+cd "$src" || exit 1
 out=$("$tlt" validate "$src"/examples/*.yaml 2>&1) || { echo "examples failed:"; echo "$out"; exit 1; }
 n_ok=$(grep -c ': ok (' <<<"$out")
 n_ex=$(ls "$src"/examples/*.yaml | wc -l)
