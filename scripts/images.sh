@@ -175,6 +175,10 @@ done
 for i in "${!refs[@]}"; do
   build_image "${refs[$i]}" "${files[$i]}"
 done
+# vfs keeps a full copy of the file system per layer: images no tag or later build step refers to
+# (an earlier build's) go, so the storage stays at about one build's size; the bases and the
+# cached package layers stay.
+"${BUILDAH[@]}" rmi --prune >/dev/null 2>&1 || say "note: could not prune unused images (scripts/images.sh --buildah rmi --prune)"
 for ref in "${refs[@]}"; do report "$ref"; done
 say "done in $((SECONDS - t_all)) s"
 for ref in "${refs[@]}"; do echo "image: $ref"; done
