@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "api/json_bounded.h"
+#include "api/validate.h"
 #include "runtime/reward/sources.h"
 
 namespace tlt::reward {
@@ -80,7 +81,7 @@ Attempt HttpScorer::post(const Job& job) {
     body = resp.extract_utf8string(true).get();
   } catch (const std::exception& e) {  // timeout (spec.reward.timeout), refused, reset
     return {Status::Unavailable(where + ": " + e.what() + " (spec.reward.timeout " +
-                                std::to_string(timeout_s_) + " s)"),
+                                api::format_seconds(timeout_s_) + ")"),
             true};
   }
   const int code = resp.status_code();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "api/json_bounded.h"
+#include "api/validate.h"
 #include "runtime/reward/sources.h"
 
 extern char** environ;
@@ -34,13 +35,6 @@ constexpr int64_t kMaxLoggedOutput = 200;     // stdout lines that are not answe
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// "30 s", "0.25 s": a duration as people write it.
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", s);
-  return buf;
 }
 
 // The program's environment: the job's, plus PYTHONUNBUFFERED=1 unless the job sets it, so that a
@@ -378,8 +372,8 @@ std::string LineScorer::timeout_reason() const {
   const bool startup = !answered_ && startup_s_ > timeout_s_;
   std::string why = std::string("sent no reward ") + (answered_ ? "" : "since it started ") +
                     "within " +
-                    (startup ? "spec.reward.startupTimeout (" + seconds(startup_s_)
-                             : "spec.reward.timeout (" + seconds(timeout_s_)) +
+                    (startup ? "spec.reward.startupTimeout (" + api::format_seconds(startup_s_)
+                             : "spec.reward.timeout (" + api::format_seconds(timeout_s_)) +
                     ") while owing " + std::to_string(pending_.size()) + " (first: id \"" +
                     pending_.begin()->first + "\")";
   if (n_output_ > 0)
