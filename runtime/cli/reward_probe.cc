@@ -349,6 +349,29 @@ std::string no_answer(const Trial& t, double allowance_s) {
   return tail.empty() ? why : why + "; its stderr ends: " + tail;
 }
 
+// The answer of a trial that gave one: its id, its reward (check_reward), and the note.
+void judge_answer(const Trial& t, const std::string& what, Findings* f) {
+  const json& a = *t.answer;
+  if (!a["id"].is_string() || a["id"].get<std::string>() != kProbeId) {
+    add(&f->errors, "answered id " + a["id"].dump() + " to a request of id \"" + kProbeId +
+                        "\": echo each request's \"id\" as it came");
+    return;
+  }
+  if (!a.contains("reward")) {
+    add(&f->errors, "answered " + a.dump().substr(0, 200) +
+                        " without a \"reward\"; answer {\"id\": ..., \"reward\": number}");
+    return;
+  }
+  StatusOr<double> reward = reward::check_reward(a["reward"], kField, kProbeId);
+  if (!reward.ok()) {  // its message starts with the field, which the finding carries
+    add(&f->errors, reward.status().message().substr(std::string(kField).size() + 2));
+    return;
+  }
+  add(&f->notes, "answered a made-up request (" + what + ") in " +
+                     api::format_seconds(std::round(t.answer_s * 100) / 100) + " with reward " +
+                     api::format_number(*reward));
+}
+
 }  // namespace
 
 StatusOr<reward::ScoreRequest> row_request(const api::RLJob& job, const json& row, std::string id,
@@ -443,25 +466,7 @@ Findings probe_reward(const api::RLJob& job) {
     add(&f.errors, no_answer(t, allowance));
     return f;
   }
-  const json& a = *t.answer;
-  if (!a["id"].is_string() || a["id"].get<std::string>() != kProbeId) {
-    add(&f.errors, "answered id " + a["id"].dump() + " to a request of id \"" + kProbeId +
-                       "\": echo each request's \"id\" as it came");
-    return f;
-  }
-  if (!a.contains("reward")) {
-    add(&f.errors, "answered " + a.dump().substr(0, 200) +
-                       " without a \"reward\"; answer {\"id\": ..., \"reward\": number}");
-    return f;
-  }
-  StatusOr<double> reward = reward::check_reward(a["reward"], kField, kProbeId);
-  if (!reward.ok()) {
-    f.errors.push_back({kField, reward.status().message().substr(std::string(kField).size() + 2)});
-    return f;
-  }
-  add(&f.notes, "answered a made-up request (" + what + ") in " +
-                    api::format_seconds(std::round(t.answer_s * 100) / 100) + " with reward " +
-                    api::format_number(*reward));
+  judge_answer(t, what, &f);
   return f;
 }
 
