@@ -79,8 +79,8 @@ GroupState group_state(pid_t pgid) {
     std::string stat = read_small_file(std::string("/proc/") + e->d_name + "/stat");
     size_t close = stat.rfind(')');
     if (close == std::string::npos || close + 2 > stat.size()) continue;
-    // After the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-    // utime stime.
+    // After the command: state, ppid, pgrp, then 8 fields (sid to cmajflt), then utime and
+    // stime.
     std::istringstream rest(stat.substr(close + 2));
     std::string state, skip;
     long ppid = 0, pgrp = 0;
