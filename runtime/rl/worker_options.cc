@@ -44,16 +44,17 @@ Status read(const json& m, const char* key, T* out) {
   return Status::Ok();
 }
 
-// Reads m[key], a part of the job spec, through its field table.
+// Reads spec[key], a part of the job spec, through its field table (errors name "spec.<key>...").
 template <class Part>
-Status read_part(const json& m, const char* key, Part* out) {
-  auto it = m.find(key);
-  std::string field = std::string("setup message: field \"") + key + "\"";
-  if (it == m.end()) return Status::InvalidArgument(field + " is missing");
+Status read_part(const json& spec, const char* key, Part* out) {
+  const std::string path = std::string("spec.") + key;
+  auto it = spec.find(key);
+  std::string field = "setup message: field \"" + path + "\"";
+  if (it == spec.end()) return Status::InvalidArgument(field + " is missing");
   if (!it->is_object())
     return Status::InvalidArgument(field + " has the wrong type: " + it->dump().substr(0, 80));
   api::FieldErrors errors;
-  api::decode(*it, key, out, &errors);
+  api::decode(*it, path, out, &errors);
   if (errors.empty()) return Status::Ok();
   return Status::InvalidArgument("setup message: " + errors.front().to_string());
 }
@@ -74,8 +75,8 @@ json to_json(const WorkerOptions& o) {
           {"decode_bfloat16", o.decode_bfloat16},
           {"drafter_bfloat16", o.drafter_bfloat16},
           {"drafter_vocab_ids", o.drafter_vocab_ids},
-          {"speculative", api::to_json(o.speculative)},
-          {"drafter", api::to_json(o.drafter)}};
+          {"spec",
+           {{"speculative", api::to_json(o.speculative)}, {"drafter", api::to_json(o.drafter)}}}};
 }
 
 StatusOr<WorkerOptions> worker_options_from_json(const json& m) {
@@ -93,8 +94,11 @@ StatusOr<WorkerOptions> worker_options_from_json(const json& m) {
   TLT_RETURN_IF_ERROR(read(m, "decode_bfloat16", &o.decode_bfloat16));
   TLT_RETURN_IF_ERROR(read(m, "drafter_bfloat16", &o.drafter_bfloat16));
   TLT_RETURN_IF_ERROR(read(m, "drafter_vocab_ids", &o.drafter_vocab_ids));
-  TLT_RETURN_IF_ERROR(read_part(m, "speculative", &o.speculative));
-  TLT_RETURN_IF_ERROR(read_part(m, "drafter", &o.drafter));
+  auto spec = m.find("spec");
+  if (spec == m.end() || !spec->is_object())
+    return Status::InvalidArgument("setup message: field \"spec\" is missing or not an object");
+  TLT_RETURN_IF_ERROR(read_part(*spec, "speculative", &o.speculative));
+  TLT_RETURN_IF_ERROR(read_part(*spec, "drafter", &o.drafter));
   return o;
 }
 

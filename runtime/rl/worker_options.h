@@ -4,14 +4,16 @@
 //
 // The job spec's part travels whole: spec.speculative and spec.drafter as api/spec.h has them,
 // encoded and decoded by their field tables (api/encode.h, api/decode.h), so a knob has the
-// spec's name and default in the message too. The other fields are what the driver decides per
-// job (the policy's shape, the engine's size, seeds, precision) and per worker (index, directory,
-// CPU).
+// spec's name and default in the message too. They sit under the message's "spec" object, as in
+// a manifest: a top-level "drafter" would be taken for a file by a remote worker's Channel
+// (runtime/rl/channel.h mirrors the files that "policy", "drafter" and "buffer" name). The other
+// fields are what the driver decides per job (the policy's shape, the engine's size, seeds,
+// precision) and per worker (index, directory, CPU).
 //
 // Errors: worker_options_from_json returns InvalidArgument naming the field that is missing or
 // of the wrong type ("setup message: field \"max_batch\" ...", "setup message:
-// speculative.arms[1]: must be a string ..."); a field of the spec's parts that is absent keeps
-// its default. Ranges are not checked here (the engine refuses values it cannot run).
+// spec.speculative.arms[1]: must be a string ..."); a field of the spec's parts that is absent
+// keeps its default. Ranges are not checked here (the engine refuses values it cannot run).
 //
 // Thread safety: plain values and pure functions.
 #pragma once

@@ -66,8 +66,8 @@ TEST(WorkerOptions, RoundTripsThroughTheSetupMessageText) {
 
 TEST(WorkerOptions, AbsentSpecFieldsTakeTheSpecsDefaults) {
   json m = to_json(sample());
-  m["speculative"].erase("activationThreshold");
-  m["drafter"]["training"].erase("batchSize");
+  m["spec"]["speculative"].erase("activationThreshold");
+  m["spec"]["drafter"]["training"].erase("batchSize");
   StatusOr<WorkerOptions> back = worker_options_from_json(m);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->speculative.activation_threshold, api::SpeculativeSpec{}.activation_threshold);
@@ -90,29 +90,31 @@ TEST(WorkerOptions, MalformedMessagesNameTheField) {
   EXPECT_NE(r.status().message().find("\"max_batch\""), std::string::npos) << r.status().message();
 
   json no_part = to_json(sample());
-  no_part.erase("speculative");
+  no_part["spec"].erase("speculative");
   r = worker_options_from_json(no_part);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("\"speculative\" is missing"), std::string::npos)
+  EXPECT_NE(r.status().message().find("\"spec.speculative\" is missing"), std::string::npos)
       << r.status().message();
+  // A top-level "drafter" is a file field to a remote worker's Channel: the parts sit under "spec".
+  EXPECT_FALSE(to_json(sample()).contains("drafter"));
 
   json bad_element = to_json(sample());
-  bad_element["speculative"]["selector"]["buckets"] = json::array({1, "two"});
+  bad_element["spec"]["speculative"]["selector"]["buckets"] = json::array({1, "two"});
   r = worker_options_from_json(bad_element);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("speculative.selector.buckets[1]"), std::string::npos)
+  EXPECT_NE(r.status().message().find("spec.speculative.selector.buckets[1]"), std::string::npos)
       << r.status().message();
 
   json bad_arm = to_json(sample());
-  bad_arm["speculative"]["arms"] = json::array({"4_1_5", json::object()});
+  bad_arm["spec"]["speculative"]["arms"] = json::array({"4_1_5", json::object()});
   r = worker_options_from_json(bad_arm);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("speculative.arms[1]"), std::string::npos)
       << r.status().message();
 
   json unknown = to_json(sample());
-  unknown["drafter"]["layerz"] = 2;
+  unknown["spec"]["drafter"]["layerz"] = 2;
   r = worker_options_from_json(unknown);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("drafter.layerz"), std::string::npos) << r.status().message();
