@@ -6,6 +6,7 @@
 
 #include "api/fnv.h"
 #include "api/validate.h"
+#include "runtime/device/device.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
 #include "runtime/model/precision.h"
@@ -39,6 +40,8 @@ class PolicyBuilder {
   // The task's identity in cache keys: its name, or the dataset's files and fields.
   std::string task_key() const;
   Status load_model_policy();
+  // spec.model.device: the policy and the reference on the trainer's device (the job's first).
+  Status place_models();
   Status warm_start_policy();
   Status warm_start_drafter();
   Status warm_start_drafter_on_generations();
@@ -74,6 +77,7 @@ Status PolicyBuilder::build() {
       plan_.pretrained() ? "spec.model.path " + plan_.model.path : "preset " + plan_.preset(),
       &context);
   if (!context.empty()) return Status::FailedPrecondition(context[0].to_string());
+  TLT_RETURN_IF_ERROR(place_models());
   if (dataset) TLT_RETURN_IF_ERROR(fit_dataset(dataset));
   TLT_RETURN_IF_ERROR(warm_start_policy());
   for (auto& p : p_.reference->parameters()) p.set_requires_grad(false);
@@ -173,6 +177,28 @@ Status PolicyBuilder::load_model_policy() {
       std::to_string(p_.cfg.n_layers) + " layers, width " + std::to_string(p_.cfg.dim) +
       ", vocab " + std::to_string(p_.cfg.vocab) + ", " +
       (p_.codec->has_chat() ? "chat template" : "plain prompts") + ")");
+  return Status::Ok();
+}
+
+Status PolicyBuilder::place_models() {
+  StatusOr<device::Placement> placement =
+      device::resolve_device(plan_.model.device, device::probe_inventory());
+  if (!placement.ok()) return placement.status();
+  std::string dev = placement->main_device();
+  TLT_RETURN_IF_ERROR(device::make_current(dev));
+  // Made on the CPU and moved: a GPU starts from the CPU's weights (on the CPU, a no-op).
+  p_.policy->to(torch::Device(dev));
+  p_.reference->to(torch::Device(dev));
+  std::string workers;  // the rollout workers' devices, in worker order
+  if (plan_.listen_port > 0) {
+    workers = "each rollout pod resolves " + plan_.model.device + " on its own machine";
+  } else {
+    for (int w = 0; w < plan_.workers; ++w)
+      workers += (w ? ", " : "rollout workers on ") + placement->process_device(w);
+    std::string note = device::sharing_note(*placement, plan_.workers, "rollout workers");
+    if (!note.empty()) workers += " (" + note + ")";
+  }
+  log("device: trainer on " + dev + "; " + workers);
   return Status::Ok();
 }
 

@@ -1,14 +1,15 @@
 // The models an RL run starts from (runtime/rl/run.h): the task, the policy (a preset with the
 // ASCII codec of runtime/rl/text.h, or spec.model.path's model with its own tokenizer), its
 // supervised warm start (cached under RLRunPlan::cache_dir/rl), the frozen reference, and the
-// drafter with its warm start (skipped under `baseline` or drafter_warm_start_steps 0).
+// drafter with its warm start (skipped under `baseline` or spec.drafter.warmStartSteps 0).
 //
-// Random draws: the preset's and the reference's initialisation seed from plan.seed, the drafter
+// Random draws: the preset's and the reference's initialisation seed from plan.seed(), the drafter
 // from mix_seeds(seed, 7); set_up_policy ends by seeding LibTorch with mix_seeds(seed, 11), so the
 // draws after it do not depend on whether the drafter warm start ran.
 //
 // Errors: the task's, the model source's and the warm starts' Status (InvalidArgument for a
-// spec.model.path without weights); Aborted when `cancelled` stopped a warm start. `out` keeps
+// spec.model.path without weights, an unknown spec.drafter.features); Aborted when `cancelled`
+// stopped a warm start. `out` keeps
 // what was set up before an error (the warm start's path included).
 //
 // Ownership: `out` owns the models and the codec; `codec` points at `own_codec` or at the
@@ -25,7 +26,7 @@
 #include "runtime/model/drafter.h"
 #include "runtime/model/model_source.h"
 #include "runtime/model/transformer.h"
-#include "runtime/rl/run.h"
+#include "runtime/rl/plan.h"
 #include "runtime/rl/tasks.h"
 #include "runtime/rl/text.h"
 

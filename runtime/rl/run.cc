@@ -123,6 +123,7 @@ json Driver::setup_message(int w) {
   o.index = w;
   o.dir = plan_.run_dir;
   o.core = cpus[size_t(w) % cpus.size()];
+  o.device = plan_.model.device;  // each worker takes its own share (runtime/device/device.h)
   o.preset = plan_.preset();
   o.vocab = kTextVocab;
   if (plan_.pretrained()) o.model_card = model::model_card_json(m_.card);

@@ -11,6 +11,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/cluster/job_secret.h"
+#include "runtime/device/device.h"
 #include "runtime/drafter/buffer.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/io/atomic_file.h"
@@ -111,7 +112,15 @@ Status Worker::setup(const json& m) {
   if (!cfg.ok()) return cfg.status();
   StatusOr<model::DrafterFeatures> features = model::parse_drafter_features(d.features);
   if (!features.ok()) return features.status().with_context("setup message: drafter.features");
+  // spec.model.device resolved here: this worker's share of the GPUs it sees, or the CPU. A
+  // device it cannot have ends the worker with the error (the driver checked the same request).
+  StatusOr<device::Placement> placement =
+      device::resolve_device(o.device, device::probe_inventory());
+  if (!placement.ok()) return placement.status();
+  const std::string dev = placement->process_device(index_);
+  TLT_RETURN_IF_ERROR(device::make_current(dev));
   target_ = model::Transformer(*cfg);
+  target_->to(torch::Device(dev));  // the weights come with the first generate message
   target_->eval();
   drafter_ = model::Drafter(target_, d.layers, *features);
   // Speculation is switched per generate message (the driver's baseline turns it off).

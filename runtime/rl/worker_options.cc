@@ -66,6 +66,7 @@ json to_json(const WorkerOptions& o) {
           {"index", o.index},
           {"dir", o.dir},
           {"core", o.core},
+          {"device", o.device},
           {"preset", o.preset},
           {"vocab", o.vocab},
           {"model_card", o.model_card},
@@ -85,6 +86,7 @@ StatusOr<WorkerOptions> worker_options_from_json(const json& m) {
   TLT_RETURN_IF_ERROR(read(m, "index", &o.index));
   TLT_RETURN_IF_ERROR(read(m, "dir", &o.dir));
   TLT_RETURN_IF_ERROR(read(m, "core", &o.core));
+  TLT_RETURN_IF_ERROR(read(m, "device", &o.device));
   TLT_RETURN_IF_ERROR(read(m, "preset", &o.preset));
   TLT_RETURN_IF_ERROR(read(m, "vocab", &o.vocab));
   TLT_RETURN_IF_ERROR(read(m, "model_card", &o.model_card));

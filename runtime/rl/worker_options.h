@@ -33,6 +33,10 @@ struct WorkerOptions {
   int index = 0;    // the worker's slot; its engine seeds from seed + index
   std::string dir;  // the run directory (runtime/rl/run_dir.h)
   int core = -1;    // the CPU the worker pins itself to (-1: none)
+  // spec.model.device as written: the worker resolves it where it runs and computes on
+  // Placement::process_device(index) (runtime/device/device.h): a local worker its round-robin
+  // share of the visible GPUs, a pod the GPU its container was given.
+  std::string device = "auto";
   // The policy's architecture: a pretrained model's card (model::model_card_json; its
   // architecture only), or when empty the preset `preset` with vocabulary `vocab`.
   std::string preset;

@@ -14,7 +14,7 @@ using nlohmann::json;
 
 WorkerOptions sample() {
   WorkerOptions o;
-  o.index = 3, o.dir = "/tmp/run", o.core = 1;
+  o.index = 3, o.dir = "/tmp/run", o.core = 1, o.device = "cuda:1";
   o.preset = "micro", o.vocab = 128, o.model_card = "{\"architecture\":\"llama\"}";
   o.max_seq = 864, o.max_batch = 12;
   o.seed = 0xfedcba9876543210ull;  // above INT64_MAX: must stay unsigned
@@ -44,6 +44,7 @@ TEST(WorkerOptions, RoundTripsThroughTheSetupMessageText) {
   EXPECT_EQ(back->index, o.index);
   EXPECT_EQ(back->dir, o.dir);
   EXPECT_EQ(back->core, o.core);
+  EXPECT_EQ(back->device, o.device);
   EXPECT_EQ(back->preset, o.preset);
   EXPECT_EQ(back->vocab, o.vocab);
   EXPECT_EQ(back->model_card, o.model_card);
