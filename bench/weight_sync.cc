@@ -25,6 +25,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "runtime/clock.h"
 #include "runtime/cluster/job_secret.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/config.h"
@@ -40,9 +41,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace tlt;
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using runtime::now_s;
 
 void check(const Status& s, const std::string& what) {
   if (s.ok()) return;

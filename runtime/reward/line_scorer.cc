@@ -22,6 +22,7 @@
 
 #include "api/json_bounded.h"
 #include "api/validate.h"
+#include "runtime/clock.h"
 #include "runtime/reward/sources.h"
 
 extern char** environ;
@@ -33,9 +34,7 @@ constexpr size_t kMaxLine = size_t(1) << 20;  // a longer output line is garbage
 constexpr size_t kMaxNanLine = 1024;          // the longest line read as a NaN/Infinity answer
 constexpr int64_t kMaxLoggedOutput = 200;     // stdout lines that are not answers, logged
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using runtime::now_s;
 
 // The program's environment: the job's, plus PYTHONUNBUFFERED=1 unless the job sets it, so that a
 // Python program's print() reaches tlt at once rather than when its stdout buffer fills.
