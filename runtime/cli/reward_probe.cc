@@ -24,6 +24,7 @@
 #include "runtime/dataset/dataset.h"
 #include "runtime/reward/scorer.h"
 #include "runtime/reward/sources.h"
+#include "runtime/rl/dataset_task.h"
 #include "runtime/rl/scoring.h"
 #include "runtime/rl/tasks.h"
 
@@ -401,15 +402,7 @@ StatusOr<reward::ScoreRequest> row_request(const api::RLJob& job, const json& ro
                                    "; a prompt is a string or a list of chat messages");
   }
   r.reference_json = answer->dump(-1, ' ', false, json::error_handler_t::replace);
-  // spec.reward.fields, as a dataset task sends them (DatasetTask::reward_fields).
-  if (!job.spec.reward.row_fields.empty()) {
-    json fields = json::object();
-    for (const std::string& name : job.spec.reward.row_fields) {
-      const json* v = name == "*" ? &row : dataset::at_path(row, name);
-      fields[name == "*" ? "row" : name] = v ? *v : json();
-    }
-    r.fields_json = fields.dump(-1, ' ', false, json::error_handler_t::replace);
-  }
+  r.fields_json = rl::reward_fields_json(job.spec.reward.row_fields, row);
   return r;
 }
 

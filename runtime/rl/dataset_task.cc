@@ -218,14 +218,14 @@ Problem DatasetTask::row_problem(const RowRef& r, size_t drop) const {
   }
   p.reference_json = answer->dump();
   p.answer = answer->is_string() ? answer->get<std::string>() : p.reference_json;
-  p.fields_json = reward_fields(*row);
+  p.fields_json = reward_fields_json(reward_spec_.row_fields, *row);
   return p;
 }
 
-std::string DatasetTask::reward_fields(const json& row) const {
-  if (reward_spec_.row_fields.empty()) return "";
+std::string reward_fields_json(const std::vector<std::string>& names, const json& row) {
+  if (names.empty()) return "";
   json fields = json::object();
-  for (const std::string& name : reward_spec_.row_fields) {
+  for (const std::string& name : names) {
     if (name == "*") {
       fields["row"] = row;
       continue;

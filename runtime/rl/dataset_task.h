@@ -100,8 +100,6 @@ class DatasetTask : public Task {
   // The row's problem (prompt cut by `drop` leading characters); a row that can no longer be
   // read gives an empty problem (reward 0).
   Problem row_problem(const RowRef& r, size_t drop) const;
-  // The row's spec.reward.fields as a JSON object's text ("" when none are asked for).
-  std::string reward_fields(const nlohmann::json& row) const;
   StatusOr<std::vector<int64_t>> fit_row(const Codec& codec, int64_t max_prompt, RowRef r,
                                          bool* keep);
   uint64_t key(const RowRef& r) const { return (uint64_t(r.source) << 63) | r.row; }
@@ -120,5 +118,10 @@ class DatasetTask : public Task {
   mutable uint64_t perm_epoch_ = UINT64_MAX;  // guarded by mu_
   mutable std::vector<uint32_t> perm_;        // guarded by mu_: that epoch's order of train_
 };
+
+// A row's spec.reward.fields (`names`: dotted paths, "*" for the whole row under "row"; a path the
+// row lacks is null) as a JSON object's text, "" when `names` is empty: what a reward request
+// carries for the row, in a run and in `tlt score`/`tlt validate`.
+std::string reward_fields_json(const std::vector<std::string>& names, const nlohmann::json& row);
 
 }  // namespace tlt::rl
