@@ -28,8 +28,6 @@
 #include "runtime/rl/scoring.h"
 #include "runtime/rl/tasks.h"
 
-extern char** environ;
-
 namespace tlt::cli {
 namespace {
 using json = nlohmann::json;
@@ -271,19 +269,6 @@ Trial run_trial(const std::vector<std::string>& argv, const std::vector<std::str
   return trial;
 }
 
-// The environment the job's runner gives the program (runtime/reward: PYTHONUNBUFFERED=1 unless
-// the job's environment sets it), or this one as it is.
-std::vector<std::string> environment(bool unbuffered, bool* had_it) {
-  std::vector<std::string> env;
-  *had_it = false;
-  for (char** e = environ; *e; ++e) {
-    env.emplace_back(*e);
-    *had_it = *had_it || std::strncmp(*e, "PYTHONUNBUFFERED=", 17) == 0;
-  }
-  if (unbuffered && !*had_it) env.emplace_back("PYTHONUNBUFFERED=1");
-  return env;
-}
-
 // The made-up request: the dataset's first row (or the generated task's first problem), answered
 // with its own answer (or worked solution); *what says which it is.
 reward::ScoreRequest made_up_request(const api::RLJob& job, std::string* what) {
@@ -421,7 +406,8 @@ Findings probe_reward(const api::RLJob& job) {
   const std::string wire = json_request->dump(-1, ' ', false, json::error_handler_t::replace);
   const double allowance = std::max(spec.timeout.seconds, spec.startup_timeout.seconds);
   bool had_unbuffered = false;
-  Trial t = run_trial(spec.command, environment(false, &had_unbuffered), wire, allowance);
+  Trial t =
+      run_trial(spec.command, reward::program_environment(false, &had_unbuffered), wire, allowance);
   if (!t.start_error.empty()) {
     add(&f.errors, t.start_error +
                        " (the command is run without a shell, from the working "
@@ -430,8 +416,7 @@ Findings probe_reward(const api::RLJob& job) {
   }
   bool buffered = t.answer && t.eof_s >= 0 && t.answer_s - t.eof_s < kBufferedS;
   if (buffered && !had_unbuffered) {
-    bool ignored = false;
-    Trial again = run_trial(spec.command, environment(true, &ignored), wire, allowance);
+    Trial again = run_trial(spec.command, reward::program_environment(), wire, allowance);
     if (again.answer && again.eof_s < 0) {
       add(&f.warnings,
           "answered only when its input closed: it holds its output in a buffer. It runs "

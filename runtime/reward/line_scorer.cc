@@ -36,19 +36,6 @@ constexpr int64_t kMaxLoggedOutput = 200;     // stdout lines that are not answe
 
 using runtime::now_s;
 
-// The program's environment: the job's, plus PYTHONUNBUFFERED=1 unless the job sets it, so that a
-// Python program's print() reaches tlt at once rather than when its stdout buffer fills.
-std::vector<std::string> child_environment() {
-  std::vector<std::string> env;
-  bool set = false;
-  for (char** e = environ; *e != nullptr; ++e) {
-    env.emplace_back(*e);
-    set = set || std::strncmp(*e, "PYTHONUNBUFFERED=", 17) == 0;
-  }
-  if (!set) env.emplace_back("PYTHONUNBUFFERED=1");
-  return env;
-}
-
 void set_nonblocking(int fd) {
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
@@ -90,7 +77,7 @@ class ProcessTransport : public Transport {
     std::vector<char*> args, envp;
     for (auto& a : argv_) args.push_back(a.data());
     args.push_back(nullptr);
-    std::vector<std::string> env = child_environment();
+    std::vector<std::string> env = program_environment();
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
     int rc = posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), envp.data());
@@ -507,6 +494,18 @@ StatusOr<std::unique_ptr<Scorer>> make_fifo_scorer(const api::RewardSpec& spec,
       std::make_unique<FifoTransport>(pipe_dir, spec.timeout.seconds), spec);
   TLT_RETURN_IF_ERROR(s->open());
   return std::unique_ptr<Scorer>(std::move(s));
+}
+
+std::vector<std::string> program_environment(bool unbuffered, bool* had_it) {
+  std::vector<std::string> env;
+  bool set = false;
+  for (char** e = environ; *e != nullptr; ++e) {
+    env.emplace_back(*e);
+    set = set || std::strncmp(*e, "PYTHONUNBUFFERED=", 17) == 0;
+  }
+  if (unbuffered && !set) env.emplace_back("PYTHONUNBUFFERED=1");
+  if (had_it) *had_it = set;
+  return env;
 }
 
 }  // namespace tlt::reward

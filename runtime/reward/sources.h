@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/spec.h"
 #include "api/status.h"
@@ -22,6 +23,11 @@ StatusOr<std::unique_ptr<Scorer>> make_fifo_scorer(const api::RewardSpec& spec,
                                                    const std::string& pipe_dir);
 // POSTs to spec.url.
 StatusOr<std::unique_ptr<Scorer>> make_http_scorer(const api::RewardSpec& spec);
+
+// A command program's environment: this process's, plus PYTHONUNBUFFERED=1 when `unbuffered` and
+// the environment does not set it (so that Python's print() reaches tlt at once, not when its
+// buffer fills); *had_it (when given) says whether the environment set it.
+std::vector<std::string> program_environment(bool unbuffered = true, bool* had_it = nullptr);
 
 // One request as the wire's JSON object {"id", "prompt", "response", "answer"} plus the keys of
 // request.fields_json (never replacing those four); InvalidArgument naming `answer` (or
