@@ -5,10 +5,8 @@
 #
 #   1. torch     the Python with torch (TLT_PYTHON, else python3): torch, CUDA, NCCL versions and
 #                the devices it sees.
-#   2. toolkit   nvcc (TorchConfig enables CMake's CUDA language): CUDA_HOME, nvcc on PATH,
-#                /usr/local/cuda, or else one assembled from the nvidia-* wheels next to torch
-#                (pip install "cuda-toolkit[nvcc,crt,nvvm,cccl,cudart]==<torch's CUDA>"), as a
-#                folder of symlinks in the cache.
+#   2. toolkit   nvcc (TorchConfig enables CMake's CUDA language), found or assembled from the
+#                nvidia-* wheels next to torch by scripts/gpu-toolkit.sh.
 #   3. gtest     the system's GoogleTest, else built from the sources in .cache/googletest (made by
 #                `--prepare` on a machine that has them, and carried to the device: run's
 #                carry [".cache/googletest"]); without either the tests are not built (SKIP).
@@ -32,7 +30,11 @@
 # Environment: TLT_PYTHON, CUDA_HOME, GPU_CHECK_BUILD_DIR (default build-gpu),
 # GPU_CHECK_CACHE (default ~/.cache/tlt; the assembled toolkit and gtest go there),
 # GPU_CHECK_SUITE_TIMEOUT, GPU_CHECK_GTEST_SOURCE=1 (build gtest from .cache/googletest even when
-# the system has one), GPU_CHECK_BUILD_ONLY=1 (stop after step 5; scripts/gpu-run.sh's first call).
+# the system has one), GPU_CHECK_BUILD_ONLY=1 (stop after step 5; scripts/gpu-run.sh's first call),
+# GPU_CHECK_JOBS (compile jobs, default all cores), GPU_CHECK_NICE (the build's niceness, default 0;
+# on a shared machine without a GPU: GPU_CHECK_JOBS=1 GPU_CHECK_NICE=15), GPU_CHECK_PREBUILT=DIR
+# (steps 2-5 skipped: DIR's runtime_test and bench_cuda_verify, built against this torch elsewhere,
+# their libraries on LD_LIBRARY_PATH; scripts/gpu-run.sh with a bundle that carries them).
 # Usage: scripts/gpu-check.sh            (on the device machine, from anywhere)
 #        scripts/gpu-check.sh --prepare  (here: copy /usr/src/googletest into .cache/googletest)
 set -uo pipefail
@@ -49,7 +51,7 @@ fi
 py=${TLT_PYTHON:-python3}
 build=${GPU_CHECK_BUILD_DIR:-build-gpu}
 cache=${GPU_CHECK_CACHE:-$HOME/.cache/tlt}
-jobs=$(nproc)
+jobs=${GPU_CHECK_JOBS:-$(nproc)}
 # Logs: under $OUT when set (the device machine's run returns that folder), else a temp dir.
 if [[ -n ${OUT:-} ]]; then
   log=$OUT/gpu-check-logs && mkdir -p "$log"
@@ -97,110 +99,97 @@ if [[ $torch_cuda == none ]]; then
 fi
 pass "torch: $torch_version, CUDA $torch_cuda, NCCL $nccl; $n_dev device(s): $devices"
 
-# ---- 2. CUDA toolkit (nvcc) ----------------------------------------------------------------------
-# A toolkit root from the nvidia-* wheels: nvidia/cu<major>/ has bin/nvcc, include, lib and nvvm
-# but no lib64 and no unversioned .so, and nvcc.profile expects targets/<arch>/{include,lib}.
-assemble_toolkit() {
-  local wheel=$1 dir=$2 arch f
-  arch=$(uname -m)-linux
-  rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/targets/$arch/lib" || return 1
-  for f in "$wheel"/bin/*; do ln -s "$f" "$dir/bin/"; done
-  ln -s "$wheel/nvvm" "$dir/nvvm"
-  ln -s "$wheel/include" "$dir/targets/$arch/include"
-  ln -s "targets/$arch/include" "$dir/include"
-  for f in "$wheel"/lib/*; do ln -s "$f" "$dir/targets/$arch/lib/"; done
-  ln -s "targets/$arch/lib" "$dir/lib64"
-  for f in "$dir/targets/$arch/lib"/*.so.*; do
-    [[ -e ${f%%.so.*}.so ]] || ln -s "$(basename "$f")" "${f%%.so.*}.so"
-  done
-}
-toolkit=""
-for d in "${CUDA_HOME:-}" "$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /x/x)")")" \
-  /usr/local/cuda; do
-  if [[ -n $d && -x $d/bin/nvcc ]]; then toolkit=$d && break; fi
-done
-wheel=$(dirname "$torch_dir")/nvidia/cu${torch_cuda%%.*}
-if [[ -z $toolkit && -x $wheel/bin/nvcc ]]; then
-  toolkit=$cache/cuda-$torch_cuda-wheels
-  assemble_toolkit "$wheel" "$toolkit" || { fail "toolkit: cannot assemble $toolkit"; finish; }
-fi
-if [[ -z $toolkit ]]; then
-  fail "toolkit: no nvcc (CUDA_HOME, PATH, /usr/local/cuda); pip install" \
-    "\"cuda-toolkit[nvcc,crt,nvvm,cccl,cudart]==$torch_cuda.*\" next to torch"
-  finish
-fi
-nvcc_version=$("$toolkit/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
-[[ ${nvcc_version%%.*} == "${torch_cuda%%.*}" ]] ||
-  echo "note: nvcc $nvcc_version and torch's CUDA $torch_cuda differ in the major version"
-pass "toolkit: nvcc $nvcc_version at $toolkit"
-
-# ---- 3. GoogleTest -----------------------------------------------------------------------------
-gtest_args=(-DTLT_TESTS=ON)
-system_gtest=""
-for f in /usr/lib/cmake/GTest/GTestConfig.cmake /usr/lib/*/cmake/GTest/GTestConfig.cmake \
-  /usr/local/lib*/cmake/GTest/GTestConfig.cmake; do
-  [[ -f $f ]] && system_gtest=$f
-done
-if [[ -z ${GPU_CHECK_GTEST_SOURCE:-} && -n $system_gtest ]]; then
-  pass "gtest: the system's"
-elif [[ -f .cache/googletest/CMakeLists.txt ]]; then  # GPU_CHECK_GTEST_SOURCE=1 forces this
-  gt=$cache/gtest-install
-  if [[ ! -f $gt/lib/cmake/GTest/GTestConfig.cmake && ! -f $gt/lib64/cmake/GTest/GTestConfig.cmake ]]; then
-    { cmake -S .cache/googletest -B "$cache/gtest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX="$gt" && ninja -C "$cache/gtest-build" install; } \
-      >"$log/gtest.log" 2>&1 || { fail "gtest: building .cache/googletest (see $log/gtest.log)"; finish; }
+# ---- 2-5. toolkit, gtest, configure, build: here, or binaries built elsewhere ------------------
+build_here() {
+  # ---- 2. CUDA toolkit (nvcc) --------------------------------------------------------------------
+  if ! toolkit=$(scripts/gpu-toolkit.sh "$torch_dir" "$torch_cuda" "$cache" 2>"$log/toolkit.err"); then
+    fail "toolkit: $(cat "$log/toolkit.err")"
+    finish
   fi
-  gtest_args+=("-DGTest_ROOT=$gt")
-  pass "gtest: built from .cache/googletest into $gt"
+  nvcc_version=$("$toolkit/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+  [[ ${nvcc_version%%.*} == "${torch_cuda%%.*}" ]] ||
+    echo "note: nvcc $nvcc_version and torch's CUDA $torch_cuda differ in the major version"
+  pass "toolkit: nvcc $nvcc_version at $toolkit"
+
+  # ---- 3. GoogleTest ---------------------------------------------------------------------------
+  gtest_args=(-DTLT_TESTS=ON)
+  system_gtest=""
+  for f in /usr/lib/cmake/GTest/GTestConfig.cmake /usr/lib/*/cmake/GTest/GTestConfig.cmake \
+    /usr/local/lib*/cmake/GTest/GTestConfig.cmake; do
+    [[ -f $f ]] && system_gtest=$f
+  done
+  if [[ -z ${GPU_CHECK_GTEST_SOURCE:-} && -n $system_gtest ]]; then
+    pass "gtest: the system's"
+  elif [[ -f .cache/googletest/CMakeLists.txt ]]; then  # GPU_CHECK_GTEST_SOURCE=1 forces this
+    gt=$cache/gtest-install
+    if [[ ! -f $gt/lib/cmake/GTest/GTestConfig.cmake && ! -f $gt/lib64/cmake/GTest/GTestConfig.cmake ]]; then
+      { cmake -S .cache/googletest -B "$cache/gtest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX="$gt" && ninja -C "$cache/gtest-build" install; } \
+        >"$log/gtest.log" 2>&1 || { fail "gtest: building .cache/googletest (see $log/gtest.log)"; finish; }
+    fi
+    gtest_args+=("-DGTest_ROOT=$gt")
+    pass "gtest: built from .cache/googletest into $gt"
+  else
+    gtest_args=(-DTLT_TESTS=OFF)
+    skip "gtest: none here and no .cache/googletest (scripts/gpu-check.sh --prepare, then carry it)"
+  fi
+
+  # ---- 4. configure ----------------------------------------------------------------------------
+  if command -v ccache >/dev/null; then
+    export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
+    export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+  fi
+  # torch_dir as a prefix too: TorchConfig's find_library(c10) must find torch/lib before any
+  # system LibTorch (see CMakeLists.txt).
+  if ! PATH=$toolkit/bin:$PATH CUDACXX=$toolkit/bin/nvcc cmake -S . -B "$build" -G Ninja \
+    -DTLT_GPU=ON -DTLT_CORE_ONLY=ON "${gtest_args[@]}" "-DCMAKE_PREFIX_PATH=$torch_cmake;$torch_dir" \
+    -DCUDA_TOOLKIT_ROOT_DIR="$toolkit" -DCUDAToolkit_ROOT="$toolkit" >"$log/cmake.log" 2>&1; then
+    grep -B2 -A8 "CMake Error" "$log/cmake.log" | head -40
+    fail "configure: cmake -DTLT_GPU=ON -DTLT_CORE_ONLY=ON (see $log/cmake.log)"
+    finish
+  fi
+  pass "configure: $build ($(grep -o 'NCCL: [^ ]*' "$log/cmake.log" | head -1))"
+
+  # ---- 5. build --------------------------------------------------------------------------------
+  targets=(tlt_core bench_cuda_verify)
+  [[ ${gtest_args[0]} == -DTLT_TESTS=ON ]] && targets+=(runtime_test)
+  t=$SECONDS
+  if ! nice -n "${GPU_CHECK_NICE:-0}" ninja -C "$build" -j "$jobs" "${targets[@]}" >"$log/build.log" 2>&1; then
+    grep -m 20 -A3 "error" "$log/build.log"
+    fail "build: ${targets[*]} (see $log/build.log)"
+    finish
+  fi
+  pass "build: ${targets[*]} in $((SECONDS - t)) s on $jobs cores"
+}
+bin=$build/bin
+if [[ -n ${GPU_CHECK_PREBUILT:-} ]]; then
+  bin=$GPU_CHECK_PREBUILT
+  if [[ ! -x $bin/runtime_test || ! -x $bin/bench_cuda_verify ]]; then
+    fail "prebuilt: no runtime_test and bench_cuda_verify in $bin (GPU_CHECK_PREBUILT)"
+    finish
+  fi
+  pass "prebuilt: runtime_test and bench_cuda_verify of $bin (steps 2-5 skipped)"
 else
-  gtest_args=(-DTLT_TESTS=OFF)
-  skip "gtest: none here and no .cache/googletest (scripts/gpu-check.sh --prepare, then carry it)"
+  build_here
 fi
-
-# ---- 4. configure ------------------------------------------------------------------------------
-if command -v ccache >/dev/null; then
-  export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
-  export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
-fi
-# torch_dir as a prefix too: TorchConfig's find_library(c10) must find torch/lib before any
-# system LibTorch (see CMakeLists.txt).
-if ! PATH=$toolkit/bin:$PATH CUDACXX=$toolkit/bin/nvcc cmake -S . -B "$build" -G Ninja \
-  -DTLT_GPU=ON -DTLT_CORE_ONLY=ON "${gtest_args[@]}" "-DCMAKE_PREFIX_PATH=$torch_cmake;$torch_dir" \
-  -DCUDA_TOOLKIT_ROOT_DIR="$toolkit" -DCUDAToolkit_ROOT="$toolkit" >"$log/cmake.log" 2>&1; then
-  grep -B2 -A8 "CMake Error" "$log/cmake.log" | head -40
-  fail "configure: cmake -DTLT_GPU=ON -DTLT_CORE_ONLY=ON (see $log/cmake.log)"
-  finish
-fi
-pass "configure: $build ($(grep -o 'NCCL: [^ ]*' "$log/cmake.log" | head -1))"
-
-# ---- 5. build ----------------------------------------------------------------------------------
-targets=(tlt_core bench_cuda_verify)
-[[ ${gtest_args[0]} == -DTLT_TESTS=ON ]] && targets+=(runtime_test)
-t=$SECONDS
-if ! ninja -C "$build" -j "$jobs" "${targets[@]}" >"$log/build.log" 2>&1; then
-  grep -m 20 -A3 "error" "$log/build.log"
-  fail "build: ${targets[*]} (see $log/build.log)"
-  finish
-fi
-pass "build: ${targets[*]} in $((SECONDS - t)) s on $jobs cores"
 if [[ -n ${GPU_CHECK_BUILD_ONLY:-} ]]; then  # scripts/gpu-run.sh receive: build, no device steps
   ((n_dev > 0)) && finish
   finish nodevice
 fi
-if [[ ! -x $build/bin/runtime_test ]]; then
+if [[ ! -x $bin/runtime_test ]]; then
   skip "cuda: no runtime_test (no gtest)"
   skip "suite: no runtime_test (no gtest)"
   ((n_dev > 0)) && finish
   finish nodevice
 fi
-if ! ldd "$build/bin/runtime_test" | grep -q libtorch_cuda; then
+if ! ldd "$bin/runtime_test" | grep -q libtorch_cuda; then
   fail "build: runtime_test does not link libtorch_cuda"
 fi
-ldd "$build/bin/runtime_test" | grep "not found" && fail "build: runtime_test misses libraries"
+ldd "$bin/runtime_test" | grep "not found" && fail "build: runtime_test misses libraries"
 
 # ---- 6. the CUDA tests --------------------------------------------------------------------------
 t=$SECONDS
-"$build/bin/runtime_test" --gtest_filter='Cuda.*:CudaGraphPool.*' >"$log/cuda.log" 2>&1
+"$bin/runtime_test" --gtest_filter='Cuda.*:CudaGraphPool.*' >"$log/cuda.log" 2>&1
 rc=$?
 grep -E "maxdiff|nccl:|\[  (FAILED|SKIPPED|PASSED)" "$log/cuda.log" | sed 's/^/  /'
 if [[ $rc -ne 0 ]]; then
@@ -215,7 +204,7 @@ fi
 # ---- 7. the GPU bench --------------------------------------------------------------------------
 if ((n_dev > 0)) && [[ ${GPU_CHECK_BENCH:-1} != 0 ]]; then
   t=$SECONDS
-  if timeout 300 "$build/bin/bench_cuda_verify" ${GPU_CHECK_BENCH_ARGS:---engine} 2>&1 | tee "$log/bench.log"; then
+  if timeout 300 "$bin/bench_cuda_verify" ${GPU_CHECK_BENCH_ARGS:---engine} 2>&1 | tee "$log/bench.log"; then
     pass "bench: bench_cuda_verify in $((SECONDS - t)) s (table above, and $log/bench.log)"
   else
     fail "bench: bench_cuda_verify (see $log/bench.log)"
@@ -230,7 +219,7 @@ if ((limit > 0)); then
   t=$SECONDS
   # One OpenMP thread unless told otherwise: the suite's models are tiny, and spinning OpenMP
   # teams on a busy machine make them crawl (seen here: 20x slower on 2 shared cores).
-  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} timeout "$limit" "$build/bin/runtime_test" \
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} timeout "$limit" "$bin/runtime_test" \
     --gtest_filter='-Cuda.*:CudaGraphPool.*' >"$log/suite.log" 2>&1
   rc=$?
   grep -E "^\[  FAILED  \]|^\[  PASSED  \]|tests ran" "$log/suite.log" | sed 's/^/  /' | head -20
