@@ -33,16 +33,17 @@ K8S_TAKEN=" "            # ports handed out
 K8S_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)  # the source tree this file is in
 
 # k8s_need TOOL...: each TOOL is a binary of $K8S_BIN (etcd, kube-apiserver, kubectl, kwok, helm,
-# kube-controller-manager, kube-scheduler: scripts/k8s-tools.sh builds them) or, for any other
-# name (openssl, prometheus), a command on PATH (scripts/setup.sh installs them); else sets
+# kube-controller-manager, kube-scheduler, kueue: scripts/k8s-tools.sh builds them) or, for any
+# other name (openssl, prometheus), a command on PATH (scripts/setup.sh installs them); else sets
 # K8S_STEP to what is missing and returns 1.
 k8s_need() {
   local t
   for t in "$@"; do
     case $t in
-      etcd | kube-apiserver | kubectl | kwok | helm | kube-controller-manager | kube-scheduler)
+      etcd | kube-apiserver | kubectl | kwok | helm | kube-controller-manager | kube-scheduler | \
+        kueue)
         [[ -x "$K8S_BIN/$t" ]] && continue
-        K8S_STEP="$K8S_BIN/$t missing (run scripts/k8s-tools.sh)" ;;
+        K8S_STEP="$K8S_BIN/$t missing (run scripts/k8s-tools.sh${t/#kueue/ kueue})" ;;
       *)
         command -v "$t" >/dev/null 2>&1 && continue
         K8S_STEP="'$t' is not installed (scripts/setup.sh installs it)" ;;
@@ -51,12 +52,15 @@ k8s_need() {
   done
 }
 
-# k8s_env_init NAME: binaries (built once by scripts/k8s-tools.sh if not cached) and a temp dir.
+# k8s_env_init NAME [OPTIONAL_TOOL...]: binaries (built once by scripts/k8s-tools.sh if not
+# cached, with its optional tools -- kueue -- when named) and a temp dir.
 k8s_env_init() {
   K8S_ENV_NAME=$1
+  shift
   if [[ -z ${K8S_BIN:-} ]]; then
-    k8s_say "finding (or, the first time, building) the Kubernetes binaries: scripts/k8s-tools.sh"
-    K8S_BIN=$("$K8S_SRC/scripts/k8s-tools.sh" | tail -1) || {
+    k8s_say "finding (or, the first time, building) the Kubernetes binaries:" \
+      "scripts/k8s-tools.sh $*"
+    K8S_BIN=$("$K8S_SRC/scripts/k8s-tools.sh" "$@" | tail -1) || {
       K8S_STEP="scripts/k8s-tools.sh could not provide the binaries (see above)"
       k8s_say "$K8S_STEP"
       return 1
@@ -418,13 +422,15 @@ k8s_start_kube_controllers() {
 # k8s_env_exit_trap; INT, TERM: exit 130, K8S_STEP "interrupted by a signal"), k8s_env_init NAME,
 # k8s_need TOOL..., k8s_start_control_plane; on any failure the script exits 1 with K8S_STEP
 # saying what failed. The verdict is the caller's: set K8S_ON_EXIT first (or k8s_test_begin).
+# TOOL kueue also asks scripts/k8s-tools.sh to build Kueue when it is not cached.
 k8s_env_begin() {
-  local name=$1
+  local name=$1 t optional=()
   shift
   exec 8>&1 9>&2  # k8s_env_init does it too; the traps need them already
   trap 'k8s_env_exit_trap' EXIT
   trap 'K8S_STEP="interrupted by a signal"; exit 130' INT TERM
-  k8s_env_init "$name" || exit 1
+  for t in "$@"; do [[ $t != kueue ]] || optional+=(kueue); done
+  k8s_env_init "$name" "${optional[@]}" || exit 1
   k8s_need "$@" || exit 1
   k8s_start_control_plane || exit 1
 }

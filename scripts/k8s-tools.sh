@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes binaries that the operator's integration tests run -- kube-apiserver,
-# kubectl, kube-controller-manager, kube-scheduler, etcd, kwok and helm -- from the Go module
-# proxy only, and caches them outside the checkout. Idempotent: a second run builds nothing and
-# only says where the binaries are.
+# kubectl, kube-controller-manager, kube-scheduler, etcd, kwok and helm, and on request Kueue --
+# from the Go module proxy only, and caches them outside the checkout. Idempotent: a second run
+# builds nothing and only says where the binaries are.
 #
 # Usage: scripts/k8s-tools.sh                  # build what is missing, print the bin dir last
 #        bin=$(scripts/k8s-tools.sh | tail -1)  # progress goes to stderr, the bin dir to stdout
+#        scripts/k8s-tools.sh kueue            # the same, and Kueue's manager and manifests
+#                                              # (only the Kueue tests need them: a long build)
 #
 # Cache:    ${TLT_CACHE:-$HOME/.cache/tlt}/k8s/<K8S_VERSION>/bin   (the binaries)
 #           ${TLT_CACHE:-$HOME/.cache/tlt}/k8s/go/{mod,build}       (Go module and build caches)
-# Versions: K8S_VERSION, ETCD_VERSION, KWOK_VERSION, HELM_VERSION override the pins below;
-#           a binary whose recorded version differs from its pin is rebuilt.
+#           .../bin/kueue-manifests  (Kueue's CRDs and webhook configurations, from its module zip)
+# Versions: K8S_VERSION, ETCD_VERSION, KWOK_VERSION, HELM_VERSION, KUEUE_VERSION override the
+#           pins below; a binary whose recorded version differs from its pin is rebuilt.
 #
 # kube-apiserver, kubectl, kube-controller-manager and kube-scheduler come from k8s.io/kubernetes,
 # whose go.mod points its staging modules (k8s.io/api, k8s.io/client-go, ...) at directories
 # inside its own repository. They are built in a throwaway wrapper module (in a temp dir) that
 # requires k8s.io/kubernetes and replaces each staging module by its published v0.X.Y release;
 # the list of staging modules is read from the .mod file that `go mod download -json` reports.
-# etcd, kwok and helm are built the same way (a wrapper module each), so that their own replace
-# directives cannot get in the way.
+# etcd, kwok, helm and kueue are built the same way (a wrapper module each), so that their own
+# replace directives cannot get in the way.
 # Needs: go (1.26 or newer), coreutils, sed, awk. Reaches nothing but the Go module proxy (and
 # the checksum database, as the go command does by default).
 set -euo pipefail
@@ -29,10 +32,20 @@ K8S_VERSION=${K8S_VERSION:-v1.36.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 HELM_VERSION=${HELM_VERSION:-v3.21.4}
+# Kueue 0.17 is built against Kubernetes 1.35's client libraries and serves its v1beta2 API
+# (v1beta1 still served, converted by its webhook); it works with a 1.36 apiserver.
+KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}
 
 say() { printf 'k8s-tools: %s\n' "$*" >&2; }
 die() { printf 'k8s-tools: error: %s\n' "$*" >&2; exit 1; }
 
+WITH_KUEUE=false
+for arg in "$@"; do
+  case $arg in
+    kueue) WITH_KUEUE=true ;;
+    *) die "unknown argument '$arg'; the only optional tool is kueue" ;;
+  esac
+done
 command -v go >/dev/null 2>&1 || die "go is not installed (Go 1.26 or newer is needed)"
 [[ $K8S_VERSION =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || die "K8S_VERSION must look like v1.X.Y (got $K8S_VERSION)"
 K8S_MINOR=${BASH_REMATCH[1]}
@@ -254,8 +267,46 @@ else
   stamp "$HELM_MV" helm
 fi
 
+# --- kueue ---------------------------------------------------------------------------------------
+# Kueue's manager (cmd/kueue) and, from the same module zip, the manifests that scripts/k8s-env.sh
+# (k8s_kueue_start) installs: config/components/crd (the CRDs and the kustomize patches that say
+# which of them convert through the webhook) and config/components/webhook (the webhook
+# configurations and their patches), copied to $BIN/kueue-manifests/{crd,webhook}. The
+# manager compiles every job integration Kueue ships (Kubeflow, Ray, JobSet, LWS, ...): a long
+# build, hence only on request.
+KUEUE_MV="sigs.k8s.io/kueue@$KUEUE_VERSION"
+KUEUE_MANIFESTS="$BIN/kueue-manifests"
+if ! $WITH_KUEUE; then
+  :
+elif is_current kueue "$KUEUE_MV" && [[ -f "$KUEUE_MANIFESTS/.version" &&
+  "$(cat "$KUEUE_MANIFESTS/.version")" == "$KUEUE_MV" ]]; then
+  say "kueue $KUEUE_VERSION: cached"
+else
+  modfile=$(mod_file "$KUEUE_MV")
+  moddir=$(cd "$WORK" && go mod download -json "$KUEUE_MV" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+  [[ -d $moddir/config/components/crd/bases ]] ||
+    die "$KUEUE_MV has no config/components/crd/bases (is $KUEUE_VERSION a Kueue release?)"
+  rm -rf "$KUEUE_MANIFESTS"
+  mkdir -p "$KUEUE_MANIFESTS"
+  cp -r "$moddir/config/components/crd" "$moddir/config/components/webhook" "$KUEUE_MANIFESTS/"
+  chmod -R u+w "$KUEUE_MANIFESTS"
+  printf '%s\n' "$KUEUE_MV" >"$KUEUE_MANIFESTS/.version"
+  if ! is_current kueue "$KUEUE_MV"; then
+    dir=$(new_wrapper kueue "$modfile")
+    printf '\nrequire sigs.k8s.io/kueue %s\n' "$KUEUE_VERSION" >>"$dir/go.mod"
+    kflags="-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION"
+    kflags+=" -X sigs.k8s.io/kueue/pkg/version.BuildDate=$(release_date "$modfile")"
+    kflags+=" -X sigs.k8s.io/kueue/pkg/version.GitCommit="
+    build "$dir" "kueue $KUEUE_VERSION" "$kflags" kueue sigs.k8s.io/kueue/cmd/kueue
+    stamp "$KUEUE_MV" kueue
+  fi
+fi
+
 # --- summary ---------------------------------------------------------------------------------------
-for n in kube-apiserver kubectl kube-controller-manager kube-scheduler etcd kwok helm; do
+tools=(kube-apiserver kubectl kube-controller-manager kube-scheduler etcd kwok helm)
+! $WITH_KUEUE || tools+=(kueue)
+for n in "${tools[@]}"; do
   [[ -x "$BIN/$n" ]] || die "$BIN/$n is missing after the build"
   say "$(printf '%-23s %-40s %4d MiB' "$n" "$(cat "$BIN/.$n.version")" $(( $(stat -c %s "$BIN/$n") / 1048576 )))"
 done

@@ -38,6 +38,8 @@ TEST_PACKAGES=(
                                      # beside libtorch-dev's shared objects)
   buildah crun                       # docker/*.Dockerfile built and run without a daemon
   mmdebstrap                         # (scripts/images.sh, tests/image); Debian's bookworm base
+  python3-yaml                       # PyYAML: Kueue's manifests rewritten for the Kueue test
+                                     # (scripts/kueue-manifests.py), the manifest checks' cases
 )
 runtime_only=false
 case "${1:-}" in

@@ -10,8 +10,8 @@ scripts/build.sh
 scripts/fuzz.sh "${TLT_FUZZ_SECONDS:-60}"
 # The operator's integration tests (ctest label k8s) start a real etcd + kube-apiserver: build
 # them into the cache outside the checkout now, once (slow the first time, a no-op afterwards),
-# rather than inside a ctest timeout.
-scripts/k8s-tools.sh >/dev/null
+# rather than inside a ctest timeout. With Kueue: operator.kueue_apiserver (label kueue) runs it.
+scripts/k8s-tools.sh kueue >/dev/null
 echo "test: set-up, build and fuzzing took $(( $(date +%s) - start )) s; now ctest (its summary is the last line)"
 cd build
 exec ctest -j "$(nproc)" --output-on-failure --timeout 1200
