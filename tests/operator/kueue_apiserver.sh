@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A real Kueue (scripts/k8s-kueue.sh; built by `scripts/k8s-tools.sh kueue`) on a real etcd +
 # kube-apiserver with kwok GPU nodes and kube-scheduler, driven by hand-made Workloads:
-#   1. Kueue starts with tlt's externalFrameworks; ClusterQueue `team` (8 nvidia.com/gpu in
-#      flavour gpu) and LocalQueue research/team report Active;
+#   1. Kueue starts with tlt's externalFrameworks and waitForPodsReady; ClusterQueue `team`
+#      (8 nvidia.com/gpu in flavour gpu) and LocalQueue research/team report Active;
 #   2. Workload `first` (pod sets trainer 1 x 4 GPUs, rollout 1 x 2 GPUs, drafter 0 x 1 GPU) is
 #      admitted: QuotaReserved and Admitted True, status.admission names ClusterQueue team and
 #      flavour gpu for every pod set's nvidia.com/gpu;
@@ -22,7 +22,9 @@ k8s_test_begin kueue_apiserver kueue kwok kube-scheduler kube-controller-manager
 K8S_FAIL_LOGS="kueue kwok kube-scheduler"
 
 # ---- 1. Kueue, nodes, queues ---------------------------------------------------------------------
-k8s_kueue_start || fail "$K8S_STEP"
+# waitForPodsReady on (as the job tests use it), with a timeout longer than this test: Kueue
+# accepts the configuration; no Workload here has pods that must become ready in time.
+k8s_kueue_start --wait-for-pods-ready 5m --requeue-backoff 1 || fail "$K8S_STEP"
 K8S_WATCH_PID=$KUEUE_PID
 k8s_kueue_nodes 1 8 || fail "$K8S_STEP"
 K8S_STEP="create namespace research"
