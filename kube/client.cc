@@ -207,13 +207,15 @@ class RestKubeClient : public KubeClient {
     return exchange(req, "apply", r.plural + "/" + name, false);
   }
 
-  StatusOr<Json> patch_status(const Resource& r, const std::string& name,
-                              const Json& status) override {
+  StatusOr<Json> patch_status(const Resource& r, const std::string& name, const Json& status,
+                              const std::string& resource_version) override {
     HttpRequest req;
     req.method = "PATCH";
     req.path = r.object_path(name) + "/status";
     req.headers["Content-Type"] = "application/merge-patch+json";
-    req.body = Json{{"status", status}}.dump();
+    Json body{{"status", status}};
+    if (!resource_version.empty()) body["metadata"]["resourceVersion"] = resource_version;
+    req.body = body.dump();
     return exchange(req, "patch status of", r.plural + "/" + name, false);
   }
 

@@ -111,9 +111,11 @@ class KubeClient {
   virtual StatusOr<nlohmann::json> apply(const Resource& r, const nlohmann::json& object,
                                          const std::string& field_manager) = 0;
   // JSON merge patch of the status subresource (`status` is the new status, or a part of it).
-  // Returns the stored object; NotFound when the object is gone.
+  // A non-empty `resource_version` applies it only to that version of the object: Aborted when
+  // it changed since (re-read and retry). Returns the stored object; NotFound when it is gone.
   virtual StatusOr<nlohmann::json> patch_status(const Resource& r, const std::string& name,
-                                                const nlohmann::json& status) = 0;
+                                                const nlohmann::json& status,
+                                                const std::string& resource_version = "") = 0;
   // JSON merge patch (RFC 7386) of the object itself (not its status). A patch that carries
   // metadata.resourceVersion applies only to that version: Aborted when the object changed since
   // (re-read and retry). Returns the stored object; NotFound when the object is gone.

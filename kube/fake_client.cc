@@ -119,11 +119,15 @@ StatusOr<Json> FakeKubeClient::apply(const Resource& r, const Json& object,
 }
 
 StatusOr<Json> FakeKubeClient::patch_status(const Resource& r, const std::string& name,
-                                            const Json& status) {
+                                            const Json& status,
+                                            const std::string& resource_version) {
   std::lock_guard<std::mutex> lock(mu_);
   TLT_RETURN_IF_ERROR(enter("patch_status", r));
   auto it = objects_.find({type_of(r), r.namespace_, name});
   if (it == objects_.end()) return Status::NotFound("patch status of " + r.plural + "/" + name);
+  if (!resource_version.empty() && it->second["metadata"]["resourceVersion"] != resource_version)
+    return Status::Aborted("patch status of " + r.plural + "/" + name +
+                           ": the object has been modified");
   Json merged = it->second;
   merged.merge_patch(Json{{"status", status}});
   return store(r, std::move(merged));

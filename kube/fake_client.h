@@ -37,7 +37,8 @@ class FakeKubeClient : public KubeClient {
   StatusOr<nlohmann::json> apply(const Resource& r, const nlohmann::json& object,
                                  const std::string& field_manager) override;
   StatusOr<nlohmann::json> patch_status(const Resource& r, const std::string& name,
-                                        const nlohmann::json& status) override;
+                                        const nlohmann::json& status,
+                                        const std::string& resource_version = "") override;
   StatusOr<nlohmann::json> patch(const Resource& r, const std::string& name,
                                  const nlohmann::json& patch) override;
   Status remove(const Resource& r, const std::string& name) override;
