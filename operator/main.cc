@@ -19,7 +19,8 @@
 // as a sidecar of the trainer pods (operator/controller/reward_sidecar.h). Each job gets a
 // NetworkPolicy fencing its pods' ports unless --job-network-policy=false;
 // --network-policy-metrics-from says which namespaces may scrape their metrics port
-// (operator/controller/job_network.h).
+// (operator/controller/job_network.h). With --kueue a job labelled kueue.x-k8s.io/queue-name
+// waits for Kueue to admit its Workload (operator/controller/kueue.h).
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -139,6 +140,8 @@ struct RunFlags {
   std::vector<std::string> reward_allow;
   bool network_policy = true;
   std::vector<std::string> network_policy_metrics_from;
+  bool kueue = false;
+  int pods_pending_timeout = 300;
 };
 
 // glibc gives threads up to 8 malloc arenas per core. The operator's threads are short-lived
@@ -205,6 +208,8 @@ int run(const RunFlags& flags) {
     }
   }
   options.namespace_ = flags.namespace_;
+  options.kueue = flags.kueue;
+  options.pods_pending_timeout = std::chrono::seconds(flags.pods_pending_timeout);
   options.workers = flags.workers;
   options.pod.runtime_image = flags.runtime_image;
   options.rate.qps = flags.qps;
@@ -382,6 +387,14 @@ int main(int argc, char** argv) {
                  "job's own pods, and on the metrics port from --network-policy-metrics-from "
                  "(true or false)")
       ->capture_default_str();
+  app.add_flag("--kueue", f.kueue,
+               "Follow Kueue's job-framework contract: a job labelled kueue.x-k8s.io/queue-name "
+               "runs only while Kueue admits its Workload (docs/kueue.md)");
+  app.add_option("--pods-pending-timeout", f.pods_pending_timeout,
+                 "Seconds a job pod may stay Pending before the job's condition PodsPending "
+                 "names it and the scheduler's reason")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   app.add_option("--network-policy-metrics-from", f.network_policy_metrics_from,
                  "A namespace label KEY=VALUE: pods in namespaces carrying all of them may reach "
                  "job pods' metrics port (repeat or comma-separate; default: every namespace)")

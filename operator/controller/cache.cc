@@ -126,15 +126,27 @@ Json trim_pod(const Json& pod) {
       if (annotations.contains(k)) m["annotations"][k] = annotations[k];
     }
   }
+  if (meta.is_object() && meta.contains("creationTimestamp"))
+    m["creationTimestamp"] = meta["creationTimestamp"];
   Json out = {{"metadata", m}};
   const Json status = pod.value("status", Json::object());
   if (status.is_object()) {
     Json s = Json::object();
     if (status.contains("phase")) s["phase"] = status["phase"];
+    Json conditions = Json::array();
     for (const Json& c : status.value("conditions", Json::array())) {
-      if (c.is_object() && c.value("type", "") == "Ready")
-        s["conditions"] = {{{"type", "Ready"}, {"status", c.value("status", "")}}};
+      if (!c.is_object()) continue;
+      const std::string type = c.value("type", "");
+      if (type == "Ready")
+        conditions.push_back({{"type", "Ready"}, {"status", c.value("status", "")}});
+      if (type == "PodScheduled" && c.value("status", "") == "False") {
+        conditions.push_back({{"type", type},
+                              {"status", "False"},
+                              {"reason", c.value("reason", "")},
+                              {"message", c.value("message", "").substr(0, 300)}});
+      }
     }
+    if (!conditions.empty()) s["conditions"] = conditions;
     out["status"] = s;
   }
   return out;
@@ -144,6 +156,24 @@ Json trim_child(const std::string& plural, const Json& object) {
   if (!object.is_object()) return Json::object();
   return {{"metadata", trim_child_metadata(object.value("metadata", Json::object()))},
           {"digest", child_digest(plural, object)}};
+}
+
+Json trim_workload(const Json& object) {
+  if (!object.is_object()) return Json::object();
+  Json out = {{"metadata", trim_child_metadata(object.value("metadata", Json::object()))}};
+  const Json spec = object.value("spec", Json::object());
+  if (spec.is_object()) {
+    for (const char* k : {"queueName", "podSets"}) {
+      if (spec.contains(k)) out["spec"][k] = spec[k];
+    }
+  }
+  const Json status = object.value("status", Json::object());
+  if (status.is_object()) {
+    for (const char* k : {"conditions", "admission"}) {
+      if (status.contains(k)) out["status"][k] = status[k];
+    }
+  }
+  return out;
 }
 
 std::string child_digest(const std::string& plural, const Json& object) {
@@ -360,7 +390,7 @@ void ObjectStore::forget_stray(const std::string& ns, const std::string& name) {
   strays_.erase({ns, name});
 }
 
-Cache::Cache() {
+Cache::Cache(bool workloads) {
   for (const std::string& kind : job_kinds())
     stores_[job_resource(kind, "").plural] = std::make_unique<ObjectStore>(trim_object);
   Admit admit = [this](const Json& o) { return owned_by_known_job(o); };
@@ -370,6 +400,7 @@ Cache::Cache() {
     stores_[r.plural] = std::make_unique<ObjectStore>(
         [plural = r.plural](const Json& o) { return trim_child(plural, o); }, admit, true);
   }
+  if (workloads) stores_["workloads"] = std::make_unique<ObjectStore>(trim_workload, admit);
 }
 
 bool Cache::jobs_synced() const {

@@ -39,6 +39,8 @@
 // name, namespace, uid, resourceVersion, deletionTimestamp, the labels tlt.dev/job, tlt.dev/kind,
 // tlt.dev/role, tlt.dev/index and managed-by, and the controller ownerReference; pods also the
 // tlt.dev/progress and tlt.dev/assignment annotations, status.phase and the Ready condition;
+// creationTimestamp and a False PodScheduled condition (reason, message cut to 300 bytes:
+// pods_pending.h);
 // every other owned type, in place of its content, `digest`: a hash of the fields the reconciler
 // compares (child_digest()). So a child's size in the store does not follow its data or its other
 // labels and annotations: about 0.5 KiB per pod and 6 KiB per job.
@@ -73,6 +75,9 @@ using Admit = std::function<bool(const nlohmann::json&)>;
 nlohmann::json trim_object(const nlohmann::json& object);
 nlohmann::json trim_pod(const nlohmann::json& pod);
 nlohmann::json trim_child(const std::string& plural, const nlohmann::json& object);
+// A Kueue Workload (kueue.h): the metadata a child keeps, spec.queueName and spec.podSets, and
+// status.conditions and status.admission (what the reconciler reads; about 2 KiB).
+nlohmann::json trim_workload(const nlohmann::json& object);
 // The hash (16 hex digits) of what the reconciler compares of a child of `plural`, the same for
 // a desired object and the stored one when they agree: configmaps data and binaryData;
 // services the spec's type, clusterIP, publishNotReadyAddresses, selector and ports (name, port,
@@ -158,7 +163,9 @@ class ObjectStore {
 // The stores of every cached type, created up front (their set never changes).
 class Cache {
  public:
-  Cache();
+  // `workloads`: also a store of Kueue's Workloads ("workloads", trim_workload), children of the
+  // jobs like the owned types (the operator's --kueue).
+  explicit Cache(bool workloads = false);
   Cache(const Cache&) = delete;
   Cache& operator=(const Cache&) = delete;
 

@@ -8,6 +8,7 @@
 #include "operator/controller/events.h"
 #include "operator/controller/informer.h"
 #include "operator/controller/job.h"
+#include "operator/controller/kueue.h"
 #include "operator/controller/log.h"
 #include "operator/controller/reconciler.h"
 
@@ -32,9 +33,11 @@ struct Controller::Shared {
         metrics(std::move(m)),
         options(std::move(o)),
         queue(options.rate),
+        cache(options.kueue),
         events(client, &clock, kFieldManager),
         reconciler(client.get(), &cache, &events, &clock,
-                   ReconcilerOptions{options.pod, options.max_parallel_creates}) {}
+                   ReconcilerOptions{options.pod, options.max_parallel_creates, options.kueue,
+                                     options.pods_pending_timeout}) {}
 };
 
 namespace {
@@ -128,6 +131,10 @@ void Controller::start() {
     watches.push_back({job_resource(kind, ns), "", job_key_of(kind), {}, false});
   for (const kube::Resource& r : owned_resources(ns))
     watches.push_back({r, owned_selector(), owner_key, shared_->options.owned_event_delay, true});
+  if (shared_->options.kueue) {
+    watches.push_back({workload_resource(ns), owned_selector(), owner_key,
+                       shared_->options.owned_event_delay, true});
+  }
   for (Watch& w : watches) {
     InformerOptions io{w.r, w.selector, shared_->options.watch_timeout_seconds};
     std::thread([s = shared_, io, key_of = w.key_of, delay = w.delay, after = w.after_jobs] {

@@ -12,7 +12,7 @@
 // everything is harmless: pod names are deterministic, an existing pod is never created twice.
 //
 // RBAC: list and watch on rljobs, tstpretrainjobs, pods, services and configmaps in the watched
-// namespaces (tests/operator/rbac.yaml).
+// namespaces (tests/operator/rbac.yaml); with options.kueue also workloads (kueue.x-k8s.io).
 //
 // Thread safety: start() once; stop() from any thread. The informer and event-writer threads are
 // detached (they may be blocked in a long poll) and share only reference-counted state, so stop()
@@ -46,6 +46,10 @@ struct ControllerOptions {
   // the events of a job's pods, which come in bursts, make one reconcile and one status write.
   // Events on the jobs themselves queue them at once.
   std::chrono::milliseconds owned_event_delay{100};
+  // Kueue's job-framework contract (kueue.h): Workloads are watched (the operator's own, by
+  // owned_selector()) and cached, and jobs labelled kueue.x-k8s.io/queue-name wait for admission.
+  bool kueue = false;
+  std::chrono::seconds pods_pending_timeout{300};  // ReconcilerOptions::pods_pending_timeout
 };
 
 class Controller {

@@ -1,6 +1,7 @@
 // Status from an outcome: phase, five conditions, counts, timestamps.
 #include "operator/controller/job_status.h"
 
+#include <algorithm>
 #include <string>
 
 #include "api/spec.h"
@@ -39,6 +40,7 @@ std::string phase_of(const Outcome& o, int32_t ready) {
   if (!o.terminal.empty()) return o.terminal;
   if (!o.blocked_reason.empty()) return "Blocked";
   if (o.suspended) return "Suspended";
+  if (!o.queued_reason.empty()) return "Queued";
   if (o.desired_pods > 0 && ready == o.desired_pods) return "Running";
   return "Pending";
 }
@@ -74,10 +76,11 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
                             : phase == "Suspended" ? "Suspended"
                             : phase == "Succeeded" ? "Finished"
                             : phase == "Failed"    ? "JobFailed"
+                            : phase == "Queued"    ? o.queued_reason
                                                    : "PodsNotReady";
-  conditions.push_back(make_condition(old, "Running", phase == "Running",
-                                      phase == "Running" ? "AllPodsReady" : not_running, pods + ".",
-                                      generation, now));
+  conditions.push_back(make_condition(
+      old, "Running", phase == "Running", phase == "Running" ? "AllPodsReady" : not_running,
+      phase == "Queued" ? o.queued_message : pods + ".", generation, now));
   conditions.push_back(make_condition(
       old, "Suspended", phase == "Suspended",
       phase == "Suspended" ? "SuspendRequested" : "NotSuspended",
@@ -95,8 +98,12 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
 
   // Conditions of other writers (the rebalancer's RebalancerDegraded, DrafterAssigned) are kept
   // as stored: a merge patch replaces the whole list.
+  for (const auto& [type, c] : o.extra_conditions) conditions.push_back(c);
   for (const Json& c : old.value("conditions", Json::array())) {
     std::string type = c.value("type", "");
+    if (std::any_of(o.extra_conditions.begin(), o.extra_conditions.end(),
+                    [&](const auto& k) { return k.first == type; }))
+      continue;
     if (type != "Created" && type != "Running" && type != "Suspended" && type != "Succeeded" &&
         type != "Failed")
       conditions.push_back(c);

@@ -8,7 +8,8 @@
 // the rebalancer.
 //
 // Phase: Failed or Succeeded (terminal, kept once reached), else Blocked (a child refused by the
-// apiserver: Outcome::blocked_reason), else Suspended, else Running when
+// apiserver: Outcome::blocked_reason), else Suspended, else Queued (held for Kueue:
+// Outcome::queued_reason), else Running when
 // every desired pod is running and ready, else Pending. Every one of the five conditions
 // (Created, Running, Suspended, Succeeded, Failed) is always present, True or False, with a
 // CamelCase reason and a sentence; lastTransitionTime changes only when its status changes.
@@ -17,6 +18,7 @@
 // Thread safety: stateless functions.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -52,6 +54,15 @@ struct Outcome {
   int32_t desired_pods = 0;
   std::map<std::string, RoleCounts> roles;  // by role name
   std::optional<Progress> progress;         // the leading pod's report, if any pod reported
+  // Held for Kueue (kueue.h): phase Queued, the Running condition False with this reason and
+  // message; "" when not held.
+  std::string queued_reason, queued_message;
+  // Conditions decided by this pass beyond the five, by type: the Workload's mirrored
+  // (QuotaReserved, Admitted, Evicted; kueue.h) and PodsPending (pods_pending.h). Each replaces
+  // the stored one of its type; a stored type not listed is kept as it is.
+  std::vector<std::pair<std::string, nlohmann::json>> extra_conditions;
+  // Look at the job again after this long (a Pending pod reaching the PodsPending timeout).
+  std::optional<std::chrono::seconds> recheck_after;
 };
 
 // The operator's fields of a new status: from `old` (the stored status), the outcome, the

@@ -240,6 +240,8 @@ Status Reconciler::finalize(const ObservedJob& job, const Json& object) {
   const std::vector<std::string> legacy = legacy_child_names(job.name);  // (owned_by guards)
   owned.push_back({service_resource(job.namespace_), legacy[0]});
   owned.push_back({configmap_resource(job.namespace_), legacy[1]});
+  if (options_.kueue)  // its quota released at once
+    owned.push_back({workload_resource(job.namespace_), workload_name(job.kind, job.name)});
   for (const auto& [resource, name] : owned) {
     std::optional<Json> o = cache_->get(resource, name);
     if (!o) TLT_RETURN_IF_ERROR(remove_unseen(job, resource, name));

@@ -13,6 +13,7 @@
 #include "api/spec.h"
 #include "operator/controller/log.h"
 #include "operator/controller/pod_template.h"
+#include "operator/controller/pods_pending.h"
 #include "operator/controller/reward_sidecar.h"
 
 namespace tlt::controller {
@@ -236,7 +237,7 @@ ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& o
   std::string now_phase = computed.value("phase", "");
   // A job that just finished comes back once for its TTL and leftover pods.
   if (terminal_phase(now_phase)) return {Status::Ok(), seconds(1), now_phase};
-  return {Status::Ok(), std::nullopt, now_phase};
+  return {Status::Ok(), outcome.recheck_after, now_phase};
 }
 
 Status Reconciler::ensure_finalizer(const ObservedJob& job) {
@@ -265,6 +266,7 @@ ReconcileResult Reconciler::refuse(const ObservedJob& job, const std::string& re
       if (!p.deleting) live.push_back(&p);
     }
     Status s = delete_pods(job, live, reason);
+    if (s.ok()) s = remove_workload(job, "the job is refused (" + reason + ")");
     if (!s.ok()) return {s, std::nullopt, job.status.value("phase", "")};
   }
   Outcome o;
@@ -297,6 +299,12 @@ std::vector<Reconciler::Pod> Reconciler::observe_pods(const ObservedJob& job) {
     for (const Json& c : status.value("conditions", Json::array())) {
       if (c.value("type", "") == "Ready" && c.value("status", "") == "True")
         p.ready = p.phase == "Running";
+    }
+    p.created = parse_time(meta.value("creationTimestamp", ""));
+    for (const Json& c : status.value("conditions", Json::array())) {
+      if (c.value("type", "") != "PodScheduled" || c.value("status", "") != "False") continue;
+      p.unscheduled_reason = c.value("reason", "");
+      p.unscheduled_message = c.value("message", "");
     }
     Json annotations = meta.value("annotations", Json::object());
     auto a = annotations.find(kProgressAnnotation);
@@ -395,6 +403,12 @@ ReconcileResult Reconciler::stuck(const JobView& job, const std::vector<Pod>& po
 }
 
 Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& pods, Outcome* o) {
+  // Kueue: held (no pods) until the Workload is admitted, then placed by its admission.
+  std::optional<JobView> placed;
+  if (kueue_managed(job)) {
+    placed = job;
+    TLT_RETURN_IF_ERROR(reconcile_workload(job, pods, o, &*placed));
+  }
   o->restarts = job.meta.status.value("restarts", 0);
   o->created = true;
   std::vector<const Pod*> live = tally(pods, o), failed;
@@ -430,10 +444,10 @@ Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& po
     o->terminal_message = "All " + std::to_string(done) + " " + role.name + " pods succeeded.";
     return delete_pods(job.meta, running(), "JobSucceeded");
   }
-  // 3. Suspend: no pods at all.
-  if (job.suspend) {
-    o->suspended = true;
-    return delete_pods(job.meta, live, "Suspended");
+  // 3. Suspend, or held for Kueue: no pods at all.
+  if (job.suspend || !o->queued_reason.empty()) {
+    o->suspended = job.suspend;
+    return delete_pods(job.meta, live, job.suspend ? "Suspended" : o->queued_reason);
   }
   // 4. Scale: surplus pods go (highest index first), missing ones are created.
   std::vector<const Pod*> surplus;
@@ -449,7 +463,8 @@ Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& po
             [](const Pod* a, const Pod* b) { return a->index > b->index; });
   TLT_RETURN_IF_ERROR(delete_pods(job.meta, surplus, "ScaledDown"));
   std::vector<std::pair<const RoleView*, int>> missing;
-  for (const RoleView& role : job.roles) {
+  const JobView& made = placed ? *placed : job;  // the roles the pods are made of
+  for (const RoleView& role : made.roles) {
     o->desired_pods += role.replicas;
     for (int i = 0; i < role.replicas; ++i) {
       std::string name = pod_name(job.meta.name, role.name, i);
@@ -458,7 +473,26 @@ Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& po
       if (!exists) missing.emplace_back(&role, i);
     }
   }
-  return create_pods(job, missing, o);
+  TLT_RETURN_IF_ERROR(create_pods(made, missing, o));
+  report_pending(job, live, o);
+  return report_pods_ready(job, *o);
+}
+
+void Reconciler::report_pending(const JobView& job, const std::vector<const Pod*>& live,
+                                Outcome* o) {
+  std::vector<PendingPod> pending;
+  for (const Pod* p : live)
+    pending.push_back(
+        {p->name, p->phase, p->created, p->unscheduled_reason, p->unscheduled_message});
+  PendingReport r = pods_pending(pending, clock_->now(), options_.pods_pending_timeout,
+                                 job.meta.status, job.meta.generation);
+  o->recheck_after = r.recheck_after;
+  if (r.condition.is_null()) return;
+  if (r.turned_true) {
+    log_warning("Pods stay Pending.", fields(job.meta, {{"message", r.condition["message"]}}));
+    event(job.meta, "Warning", kPodsPendingCondition, r.condition["message"]);
+  }
+  o->extra_conditions.emplace_back(kPodsPendingCondition, std::move(r.condition));
 }
 
 Status Reconciler::create_pods(const JobView& job,
@@ -516,6 +550,7 @@ ReconcileResult Reconciler::finished(const JobView& job, const std::vector<Pod>&
   }
   for (const RoleView& r : job.roles) o.desired_pods += r.replicas;
   Status s = delete_pods(meta, running, phase == "Failed" ? "JobFailed" : "JobSucceeded");
+  if (s.ok()) s = finish_workload(job, phase, o.terminal_message);
   if (s.ok()) s = write_status(meta, o);
   if (!s.ok()) return {s, std::nullopt, phase};
   if (!job.ttl_seconds_after_finished) return {Status::Ok(), std::nullopt, phase};
@@ -546,7 +581,8 @@ Status Reconciler::write_status(const ObservedJob& job, const Outcome& outcome) 
   log_info("Updated the job's status.", fields(job, {{"phase", after}, {"was", before}}));
   // (PodsCreated said Pending; stuck() said Blocked, with the apiserver's reason)
   if (before != after && !(before.empty() && after == "Pending") && after != "Blocked") {
-    std::string message = condition_message(computed, after == "Pending" ? "Running" : after);
+    std::string message = condition_message(
+        computed, after == "Pending" || after == kQueuedPhase ? "Running" : after);
     event(job, after == "Failed" ? "Warning" : "Normal", after, message);
   }
   return Status::Ok();

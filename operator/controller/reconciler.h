@@ -57,6 +57,13 @@
 //             them while the operator was not watching). An object of the name that the job
 //             does not own is never adopted or overwritten. Whether a child differs is decided
 //             on child_digest() (cache.h), all the cache keeps of its content.
+//   kueue     with options.kueue, for a job labelled kueue.x-k8s.io/queue-name (kueue.h,
+//             reconcile_kueue.cc), before its pods: its Workload made or read; until Kueue admits
+//             it the job has no pods (phase Queued), once admitted its pods carry the admission's
+//             placement; evicted, its pods are deleted, then the admission cleared. Succeeded or
+//             Failed marks the Workload Finished; a refused or deleted job's Workload is deleted.
+//   pending   pods Pending past options.pods_pending_timeout: condition PodsPending
+//             (pods_pending.h), the job looked at again when the next one reaches it.
 //   refused   a write the apiserver refuses (Forbidden, Invalid, AlreadyExists, ...: not a
 //             transient 429/5xx/timeout/conflict) makes the phase Blocked, the Created condition
 //             False with reason = the apiserver's reason and its message (truncated), and one
@@ -70,7 +77,8 @@
 // throws, so one job never stops the others or the process.
 //
 // Where each part lives: reconciler.cc (the pass, validation, pods, status),
-// reconcile_children.cc (the other children, and their deletion with the job).
+// reconcile_children.cc (the other children, and their deletion with the job), reconcile_kueue.cc
+// (the Workload).
 //
 // Thread safety: reconcile() may run concurrently for different keys (the work queue never hands
 // one key to two workers), on one Reconciler; the client, cache and recorder must be
@@ -93,6 +101,7 @@
 #include "operator/controller/events.h"
 #include "operator/controller/job.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/kueue.h"
 #include "operator/controller/log.h"
 
 namespace tlt::controller {
@@ -119,6 +128,11 @@ struct ReconcileResult {
 struct ReconcilerOptions {
   PodOptions pod;
   int max_parallel_creates = 5;  // a job's missing pods created this many at a time
+  // Kueue's job-framework contract (kueue.h) for jobs labelled kueue.x-k8s.io/queue-name; the
+  // cache must then keep Workloads (Cache(true)).
+  bool kueue = false;
+  // A pod Pending this long makes condition PodsPending True (pods_pending.h).
+  std::chrono::seconds pods_pending_timeout{300};
 };
 
 class Reconciler {
@@ -138,7 +152,9 @@ class Reconciler {
     std::string name, uid, role, phase;
     int index = -1;
     bool deleting = false, ready = false;
-    std::optional<std::string> progress;  // the tlt.dev/progress annotation, if any
+    std::optional<std::string> progress;                  // the tlt.dev/progress annotation, if any
+    std::optional<WallTime> created;                      // metadata.creationTimestamp
+    std::string unscheduled_reason, unscheduled_message;  // PodScheduled False (pods_pending.h)
   };
 
   // kind=<kind> job=<namespace>/<name>, then `more`: the fields of each log line about a job.
@@ -207,6 +223,35 @@ class Reconciler {
                      const std::vector<std::pair<const RoleView*, int>>& missing, Outcome* outcome);
   Status delete_pods(const ObservedJob& job, std::vector<const Pod*> pods, const std::string& why);
   Status write_status(const ObservedJob& job, const Outcome& outcome);
+  // PodsPending (pods_pending.h) from the job's live pods into *o; a Warning Event when it turns
+  // True.
+  void report_pending(const JobView& job, const std::vector<const Pod*>& live, Outcome* o);
+
+  // Kueue (kueue.h; reconcile_kueue.cc). Whether the job waits for Kueue: options.kueue and its
+  // queue label.
+  bool kueue_managed(const JobView& job) const;
+  // The job's Workload made, replaced, requeued after an eviction, or read: *o gets the mirrored
+  // conditions and, while the job is held, hold()'s reason and message; *run (a copy of `job`)
+  // gets the admission's placement in each role's podTemplate. AlreadyExists when a Workload of
+  // its name is not the job's; a ResourceFlavor that cannot be read, or whose node labels
+  // conflict, is an error (the pass is retried).
+  Status reconcile_workload(const JobView& job, const std::vector<Pod>& pods, Outcome* o,
+                            JobView* run);
+  Status create_workload(const JobView& job, Outcome* o);
+  // The Workload's priority class (kueue.h named_priority()) with its value read by name.
+  StatusOr<std::optional<WorkloadPriority>> workload_priority(const JobView& job);
+  Status place_pods(const WorkloadView& workload, JobView* run);
+  // Held for Kueue: phase Queued with `reason` and `message` (one log line per message).
+  void hold(const JobView& job, const std::string& reason, const std::string& message, Outcome* o);
+  // o's mirrored conditions, and an Event for each that changed status.
+  void mirror(const JobView& job, const WorkloadView* workload, const std::string& why, Outcome* o);
+  // After the pods: the Workload's PodsReady condition from o's counts (waitForPodsReady).
+  Status report_pods_ready(const JobView& job, const Outcome& o);
+  // The job Succeeded or Failed: its Workload's Finished condition (the quota released).
+  Status finish_workload(const JobView& job, const std::string& phase, const std::string& message);
+  // Deletes the job's own Workload (refused or replaced job), with an Event saying `why`.
+  Status remove_workload(const ObservedJob& job, const std::string& why);
+
   void event(const ObservedJob& job, const std::string& type, const std::string& reason,
              const std::string& message);
 
