@@ -6,6 +6,7 @@
 
 #include "operator/controller/desired.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/kueue.h"
 #include "operator/rebalancer/common.h"
 #include "operator/rebalancer/rebalancer.h"
 
@@ -114,6 +115,25 @@ Json Rebalancer::scale_drafters(const ObservedJob& job, const Json& object,
   } else if (!sig.starving && sig.idle && added > 0 && replicas > role.min_replicas && may_change) {
     want = replicas - 1;
   }
+  // Kueue: a pod beyond the admitted drafter count would use quota the job was not given.
+  const std::optional<int32_t> quota = admitted_drafters(job, object);
+  const bool over_quota =
+      quota && sig.starving && replicas < role.max_replicas && replicas + 1 > *quota;
+  if (over_quota) {
+    want = std::min(want, replicas);
+    if (!state->over_quota) {
+      const std::string workload = controller::workload_name(job.kind, job.name);
+      log_info("The drafter starves but Kueue admitted no more dedicated drafter pods.",
+               fields(job, {{"replicas", std::to_string(replicas)},
+                            {"admitted", std::to_string(*quota)}}));
+      event(job, "Warning", "DrafterQuotaExceeded",
+            "The drafter starves (" + sig.why + ") but Workload " + workload + " was admitted " +
+                "with " + std::to_string(*quota) + " drafter pods and " + std::to_string(replicas) +
+                " run: no pod is added beyond the job's quota. " +
+                "Raise spec.roles.drafter.replicas (the job queues again for the larger quota).");
+    }
+  }
+  state->over_quota = over_quota;
   bool capped = sig.starving && replicas >= role.max_replicas;
   if (capped && !state->capped) {
     log_info("The drafter starves but the job is at maxReplicas dedicated drafter pods.",
@@ -132,7 +152,28 @@ Json Rebalancer::scale_drafters(const ObservedJob& job, const Json& object,
     }
     rec = next;
   }
+  if (over_quota) {
+    return controller::make_condition(
+        job.status, kDrafterScaledCondition, true, "AdmittedQuotaReached",
+        "The drafter starves (" + sig.why + ") but Kueue admitted " + std::to_string(*quota) +
+            " dedicated drafter pods: no pod is added.",
+        job.generation, controller::format_time(clock_->now()));
+  }
   return drafter_condition(job, rl, sig, rec, capped);
+}
+
+std::optional<int32_t> Rebalancer::admitted_drafters(const ObservedJob& job,
+                                                     const Json& object) const {
+  const controller::ObjectStore* store = cache_->store("workloads");
+  const Json labels = object.value("metadata", Json::object()).value("labels", Json::object());
+  if (!store || !labels.is_object() || !labels.contains(controller::kQueueNameLabel))
+    return std::nullopt;
+  std::optional<Json> w = store->get(job.namespace_, controller::workload_name(job.kind, job.name));
+  if (!w || !controller::owned_by(*w, job.uid)) return 0;
+  controller::WorkloadView view = controller::read_workload(*w);
+  if (!view.admitted) return 0;
+  auto it = view.admitted_counts.find("drafter");
+  return it == view.admitted_counts.end() ? 0 : it->second;
 }
 
 Json Rebalancer::adopt_drafter_replicas(const ObservedJob& job, const Json& object,

@@ -50,6 +50,11 @@
 //             idleBelow (idle for a whole window), or drafter training is off. Remove one pod
 //             the rebalancer added: replicas - 1, never below roles.drafter.minReplicas and never
 //             below the count a user set (only pods the rebalancer added are removed).
+// Inside Kueue's quota (the operator's --kueue, a job labelled kueue.x-k8s.io/queue-name,
+// controller/kueue.h): a pod is added only while the job's Workload was admitted with at least
+// replicas + 1 drafter pods; else a Warning Event DrafterQuotaExceeded (once while it lasts) and
+// condition DrafterScaled True, reason AdmittedQuotaReached. Assigning rollout pods to drafter
+// training changes no pod count, so no quota.
 // At most one change per window per job: none within a window of the previous one (or of a
 // user's edit the rebalancer noticed). Since a pod's hold covers its first window, a job's first
 // change also comes a window after the rebalancer first saw its pods (and after a restart).
@@ -169,6 +174,7 @@ class Rebalancer {
     bool looked = false;
     bool degraded = false;                 // as last reported (Events only on changes)
     bool capped = false;                   // starving at maxReplicas, as last logged
+    bool over_quota = false;               // starving at the admitted drafters, as last told
     std::string bad_record;                // an unreadable drafter record, as last logged
     std::string refused_url;               // a spec URL not allowed, as last reported
     std::map<std::string, PodState> pods;  // by pod name
@@ -240,6 +246,10 @@ class Rebalancer {
   nlohmann::json drafter_condition(const controller::ObservedJob& job, const api::RLJobSpec& spec,
                                    const DrafterSignal& sig, const DrafterRecord& rec,
                                    bool capped) const;
+  // With Kueue (controller/kueue.h: the cache keeps Workloads and the job names a queue): the
+  // drafter pods its Workload's admission counts (0 while not admitted); nullopt otherwise.
+  std::optional<int32_t> admitted_drafters(const controller::ObservedJob& job,
+                                           const nlohmann::json& object) const;
   DrafterSignal drafter_signal(const api::RLJobSpec& spec, const std::vector<Pod>& pods,
                                const Utilisation& values, const JobState& state) const;
   // Patches spec.roles.drafter.replicas (when `replicas` differs from the listed job's) and the

@@ -19,6 +19,7 @@
 #include "operator/controller/cache.h"
 #include "operator/controller/events.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/kueue.h"
 #include "operator/controller/log.h"
 #include "operator/controller/reconciler.h"
 #include "operator/controller/reward_sidecar.h"
@@ -220,6 +221,7 @@ class RebalancerTest : public ::testing::Test {
   void sync() {
     std::vector<kube::Resource> all = {job_resource("RLJob", "")};  // first: children need it
     for (const kube::Resource& r : controller::owned_resources("")) all.push_back(r);
+    all.push_back(controller::workload_resource(""));
     for (const kube::Resource& r : all) {
       kube::ListOptions lo;
       if (r.plural != "rljobs") lo.label_selector = controller::kJobLabel;
@@ -239,7 +241,8 @@ class RebalancerTest : public ::testing::Test {
   FakePrometheus prom_;
   controller::FakeClock clock_;
   controller::OperatorMetrics metrics_;
-  controller::Cache cache_;  // filled from kube_ before each tick, as the informers would
+  controller::Cache cache_{true};  // filled from kube_ before each tick, as the informers
+                                  // would; Workloads too (the operator's --kueue)
   int sync_lists_ = 0;       // lists made by sync(), not by the rebalancer
   Rebalancer rebalancer_;
   std::vector<std::string> logs_;
@@ -456,7 +459,8 @@ TEST_F(RebalancerTest, Rebalance_EveryInterval_ReadsJobsAndPodsFromTheCacheNever
   run_until(300);  // 20 intervals; pods assigned along the way
   EXPECT_GT(kube_.calls("patch", "pods"), 0) << "it did rebalance";
   EXPECT_EQ(kube_.calls("list"), sync_lists_) << "every list was the test's own sync()";
-  const int types = 1 + static_cast<int>(controller::owned_resources("").size());  // sync()'s
+  // sync()'s: the jobs, the owned types and the Workloads
+  const int types = 2 + static_cast<int>(controller::owned_resources("").size());
   EXPECT_EQ(kube_.calls("list", "pods"), sync_lists_ / types);
 }
 
@@ -591,6 +595,39 @@ TEST_F(RebalancerTest, Rebalance_DrafterStarves_AddsOnePodAWindowUpToMaxReplicas
   EXPECT_EQ(count_logs("at maxReplicas"), 1) << "the cap is logged once, not every interval";
   EXPECT_EQ(count_logs("Added a dedicated drafter pod"), 2);
   EXPECT_TRUE(assigned().empty());
+}
+
+TEST_F(RebalancerTest, Rebalance_DrafterStarvesUnderKueue_NoPodBeyondTheAdmittedCount) {
+  add_job({}, 3);  // roles.drafter: replicas 0, minReplicas 0, maxReplicas 2
+  Json j = *kube_.get(job_resource("RLJob", kNs), kJob);
+  j["metadata"]["labels"][controller::kQueueNameLabel] = "team";
+  kube_.put(job_resource("RLJob", kNs), j);
+  // Kueue admitted the Workload with one drafter pod (the job had asked for one).
+  kube_.put(controller::workload_resource(kNs),
+            {{"metadata",
+              {{"name", controller::workload_name("RLJob", kJob)},
+               {"namespace", kNs},
+               {"labels", {{controller::kJobLabel, kJob}}},
+               {"ownerReferences",
+                {{{"apiVersion", "tlt.dev/v1alpha1"},
+                  {"kind", "RLJob"},
+                  {"name", kJob},
+                  {"uid", uid_},
+                  {"controller", true}}}}}},
+             {"spec", {{"podSets", {{{"name", "drafter"}, {"count", 1}}}}}},
+             {"status",
+              {{"conditions", {{{"type", "Admitted"}, {"status", "True"}}}},
+               {"admission",
+                {{"clusterQueue", "cq"},
+                 {"podSetAssignments", {{{"name", "drafter"}, {"count", 1}}}}}}}}});
+  saturate(3);
+  EXPECT_EQ(run_until(300), (Changes{{60, 1}})) << "the second pod would exceed the admission";
+  std::vector<std::string> refused = events("DrafterQuotaExceeded");
+  ASSERT_EQ(refused.size(), 1u) << "told once while it lasts";
+  EXPECT_NE(refused[0].find("rljob-qwen-math-grpo was admitted with 1 drafter pods"),
+            std::string::npos)
+      << refused[0];
+  EXPECT_EQ(condition(kDrafterScaledCondition, "reason"), "AdmittedQuotaReached");
 }
 
 TEST_F(RebalancerTest, Rebalance_DrafterStarves_NothingWhenTrainingOffOrBelowSaturation) {
