@@ -54,8 +54,9 @@ want = {"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 
 if mode == "namespaced":  # operator.watchNamespace set: no cluster-wide grant at all
     want.update({"ClusterRole": 0, "ClusterRoleBinding": 0, "Role": 2, "RoleBinding": 2})
     want = {k: v for k, v in want.items() if v}
-if mode == "full":
-    want.update({"ServiceMonitor": 1, "PodMonitor": 1, "ConfigMap": len(dashboards)})
+if mode == "full":  # kueue.enabled too: its ClusterRole and binding
+    want.update({"ServiceMonitor": 1, "PodMonitor": 1, "ConfigMap": len(dashboards),
+                 "ClusterRole": 2, "ClusterRoleBinding": 2})
 check(kinds == want, "rendered kinds %s, want %s" % (kinds, want))
 
 # ---- Deployment --------------------------------------------------------------------------------
@@ -174,17 +175,26 @@ def triples(role):
 
 op_rbac = [d for d in yaml.safe_load_all(open(os.path.join(src, "tests", "operator", "rbac.yaml")))
            if d]
-op_jobs = [triples(d) for d in op_rbac if d["kind"] == "ClusterRole"]
+op_jobs = [triples(d) for d in op_rbac
+           if d["kind"] == "ClusterRole" and not d["metadata"]["name"].endswith("-kueue")]
+op_kueue = [triples(d) for d in op_rbac if d["metadata"]["name"].endswith("-kueue") and
+            d["kind"] == "ClusterRole"]
 op_lease = [triples(d) for d in op_rbac if d["kind"] == "Role"]
 jobs_kind = "Role" if mode == "namespaced" else "ClusterRole"
 ours_jobs = [triples(r) for (k, n), r in roles.items()
-             if k == jobs_kind and not n.endswith("-leader-election")]
+             if k == jobs_kind and not n.endswith("-leader-election") and not n.endswith("-kueue")]
+ours_kueue = [triples(r) for (k, n), r in roles.items() if n.endswith("-kueue")]
 for (k, n), r in roles.items():
     for rule in r["rules"]:
         check(not {"escalate", "bind", "impersonate"} & set(rule.get("verbs", [])),
               "%s %s grants escalate, bind or impersonate: %s" % (k, n, rule))
 ours_lease = [triples(r) for (k, n), r in roles.items() if n.endswith("-leader-election")]
-for what, ours, theirs in (("jobs", ours_jobs, op_jobs), ("leader election", ours_lease, op_lease)):
+checked = [("jobs", ours_jobs, op_jobs), ("leader election", ours_lease, op_lease)]
+if mode == "full":
+    checked.append(("kueue", ours_kueue, op_kueue))
+else:
+    check(not ours_kueue, "a Kueue role without kueue.enabled")
+for what, ours, theirs in checked:
     if check(len(ours) == 1 and len(theirs) == 1, "%s: want one role each in the chart and in "
              "tests/operator/rbac.yaml, got %d and %d" % (what, len(ours), len(theirs))):
         check(ours[0] == theirs[0], "%s RBAC differs from tests/operator/rbac.yaml (what the real "
