@@ -272,8 +272,13 @@ struct KindInfo {
 };
 
 const KindInfo* kind_info(const std::string& kind) {
-  static const PrinterColumn kPhase{"Phase", "string", ".status.phase",
-                                    "Pending, Running, Blocked, Suspended, Succeeded or Failed."};
+  static const PrinterColumn kPhase{
+      "Phase", "string", ".status.phase",
+      "Pending, Running, Blocked, Suspended, Queued (waiting for Kueue), Succeeded or Failed."};
+  // Kueue's admission of the job's Workload (operator/controller/kueue.h); empty without Kueue.
+  static const PrinterColumn kAdmitted{"Admitted", "string",
+                                       ".status.conditions[?(@.type==\"Admitted\")].status",
+                                       "Whether Kueue admitted the job's Workload."};
   static const PrinterColumn kStep{"Step", "integer", ".status.step", "Last completed step."};
   static const PrinterColumn kAge{"Age", "date", ".metadata.creationTimestamp", ""};
   static const KindInfo kRL{
@@ -289,6 +294,7 @@ const KindInfo* kind_info(const std::string& kind) {
        {"Reward", "number", ".status.reward", "Mean reward of the last step."},
        {"Reclaimed", "number", ".status.reclaimedGPUSeconds",
         "Idle GPU-seconds turned into drafter training."},
+       kAdmitted,
        kAge}};
   // A TSTPretrainJob has no idle rollout GPUs to reclaim; its third number is the phase of
   // token superposition instead.
@@ -304,6 +310,7 @@ const KindInfo* kind_info(const std::string& kind) {
        kStep,
        {"Loss", "number", ".status.loss", "Training loss of the last step."},
        {"Training", "string", ".status.trainingPhase", "superposition, recovery or baseline."},
+       kAdmitted,
        kAge}};
   if (kind == kRLJobKind) return &kRL;
   if (kind == kTSTPretrainJobKind) return &kTST;

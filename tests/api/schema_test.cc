@@ -66,11 +66,18 @@ Json at(const Json& root, const std::string& json_path) {
   Json node = root;
   size_t pos = 1;
   while (pos <= json_path.size()) {
-    size_t dot = json_path.find('.', pos);
-    std::string key =
-        json_path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    // A filter ("conditions[?(@.type==\"Admitted\")]") selects items of an array.
+    size_t filter = json_path.find("[?(", pos), dot = json_path.find('.', pos);
+    bool filtered = filter != std::string::npos && filter < dot;
+    if (filtered) dot = json_path.find('.', json_path.find(")]", filter));
+    std::string key = json_path.substr(
+        pos, (filtered ? filter : dot == std::string::npos ? json_path.size() : dot) - pos);
     if (!node.contains("properties") || !node["properties"].contains(key)) return Json();
     node = node["properties"][key];
+    if (filtered) {
+      if (!node.contains("items")) return Json();
+      node = node["items"];
+    }
     if (dot == std::string::npos) break;
     pos = dot + 1;
   }
