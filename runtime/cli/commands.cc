@@ -16,6 +16,7 @@
 #include "runtime/cpu_info.h"
 #include "runtime/device/device.h"
 #include "runtime/model/hf_export.h"
+#include "runtime/rl/checkpoint.h"
 #include "runtime/torch_env.h"
 
 namespace tlt::cli {
@@ -189,6 +190,10 @@ int run_role_command(std::ostream& out, std::ostream& err) {
   if (role == "trainer" && index == 0) {
     RLRunFlags f;
     f.listen_port = int(port);
+    // A pod made again (after a failure, or an eviction by Kueue) goes on from the checkpoint
+    // its predecessor left: the cluster's run is "tlt", in <spec.checkpoint.path>/tlt.
+    f.resume = !rl.spec.checkpoint.path.empty() &&
+               rl::rl_checkpoint_exists(rl.spec.checkpoint.path + "/tlt");
     long sync_port = std::strtol(env_or("TLT_WEIGHT_SYNC_PORT", "29501").c_str(), nullptr, 10);
     if (sync_port <= 0 || sync_port > 65535) {
       err << "tlt run-role: TLT_WEIGHT_SYNC_PORT is not a port\n";

@@ -56,6 +56,12 @@ Status save_rl_checkpoint(const std::string& root, int64_t keep, const RLCheckpo
   return Status::Ok();
 }
 
+bool rl_checkpoint_exists(const std::string& root) {
+  std::ifstream latest(root + "/latest");
+  std::string name;
+  return !root.empty() && static_cast<bool>(latest >> name);
+}
+
 StatusOr<RLCheckpointState> load_rl_checkpoint(const std::string& root, PolicyTrainer& trainer,
                                                model::Drafter& drafter, std::string* dir_out) {
   std::ifstream latest(root + "/latest");

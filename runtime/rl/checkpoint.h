@@ -44,6 +44,9 @@ Status save_rl_checkpoint(const std::string& root, int64_t keep, const RLCheckpo
                           const PolicyTrainer& trainer, const model::Drafter& drafter,
                           const model::ModelCard& card);
 
+// Whether <root>/latest names a checkpoint (what load_rl_checkpoint would resume from).
+bool rl_checkpoint_exists(const std::string& root);
+
 // Loads the step `latest` names into `trainer` and `drafter`; *dir is set to its directory.
 StatusOr<RLCheckpointState> load_rl_checkpoint(const std::string& root, PolicyTrainer& trainer,
                                                model::Drafter& drafter, std::string* dir);
