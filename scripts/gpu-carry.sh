@@ -3,7 +3,8 @@
 # can carry (at most 64 MiB a call, the tree included), under the ignored folder .cache/gpu-carry/:
 #   model.gguf     the target (default ~/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf)
 #   drafter.ckpt   a drafter trained on the target's own generations (default: the newest
-#                  ~/.cache/tlt/drafter/generations-*.ckpt)
+#                  ~/.cache/tlt/drafter/generations-*.ckpt; GPU_CARRY_DRAFTER=none carries none,
+#                  and the device run's bench trains its drafter first, inside its step's time)
 # as one tar, cut into part-1, part-2... of at most GPU_CARRY_PART_MIB (default 60) MiB, and
 #   bundle.tar.gz  optional (GPU_CARRY_BUNDLE=DIR.tar.gz, made by scripts/gpu-bundle.sh): the
 #                  prebuilt GPU-flavour binaries and their libraries, carried as their own part by
@@ -24,13 +25,16 @@ drafter=${GPU_CARRY_DRAFTER:-$(ls -t "$cache"/drafter/generations-*.ckpt 2>/dev/
 part_mib=${GPU_CARRY_PART_MIB:-60}
 out=.cache/gpu-carry
 [[ -f $model ]] || { echo "FAIL: carry: no model $model (GPU_CARRY_MODEL)"; exit 1; }
-[[ -n $drafter && -f $drafter ]] || { echo "FAIL: carry: no drafter checkpoint (GPU_CARRY_DRAFTER)"; exit 1; }
+if [[ $drafter != none && ! -f $drafter ]]; then
+  echo "FAIL: carry: no drafter checkpoint (GPU_CARRY_DRAFTER=FILE, or none: the device trains it)"
+  exit 1
+fi
 
 stage=$(mktemp -d /tmp/tlt-gpu-carry.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/payload"
 ln -s "$(realpath "$model")" "$stage/payload/model.gguf"
-ln -s "$(realpath "$drafter")" "$stage/payload/drafter.ckpt"
+[[ $drafter == none ]] || ln -s "$(realpath "$drafter")" "$stage/payload/drafter.ckpt"
 bundle=${GPU_CARRY_BUNDLE:-}
 if [[ -n $bundle && ! -f $bundle ]]; then
   echo "FAIL: carry: no bundle tarball $bundle (scripts/gpu-bundle.sh makes .cache/gpu-bundle.tar.gz)"
@@ -38,7 +42,7 @@ if [[ -n $bundle && ! -f $bundle ]]; then
 fi
 {
   echo "model $(basename "$model") $(sha256sum "$model" | cut -d' ' -f1)"
-  echo "drafter $(basename "$drafter") $(sha256sum "$drafter" | cut -d' ' -f1)"
+  [[ $drafter == none ]] || echo "drafter $(basename "$drafter") $(sha256sum "$drafter" | cut -d' ' -f1)"
 } >"$stage/payload/SOURCES"
 # -h: follow the links; no compression (GGUF and checkpoints hardly compress).
 tar -C "$stage/payload" -chf "$stage/carry.tar" .

@@ -3,9 +3,10 @@
 # part while the machine stays warm, because the model and the drafter (scripts/gpu-carry.sh) need
 # two carries and a prebuilt GPU-flavour tlt (scripts/gpu-bundle.sh) a third:
 #   scripts/gpu-run.sh receive   every call but the last: stores the carried part(s) outside the
-#                                tree (the next call's carry would drop them), then builds the GPU
-#                                flavour's core so the last call finds it built (gpu-check.sh's
-#                                steps 1-5; a no-op once built).
+#                                tree (the next call's carry would drop them); unless the stored
+#                                bundle carries runtime_test and bench_cuda_verify built against
+#                                this machine's torch, builds the GPU flavour's core so the last
+#                                call finds it built (gpu-check.sh's steps 1-5; a no-op once built).
 #   scripts/gpu-run.sh           the last call: stores its part, joins all parts and checks
 #                                SHA256SUMS, then, with one PASS/FAIL/SKIP line each:
 #     1. payload   model.gguf, drafter.ckpt, bundle/ (and googletest.tar.gz -> .cache/googletest
@@ -15,18 +16,20 @@
 #                  written and pass `tlt validate` (the bundle's tlt, else build/bin/tlt):
 #                  nothing to measure, so no minutes are spent building (GPU_RUN_CHECK_ON_CPU=1
 #                  goes on to gpu-check.sh's CPU-side steps, which end with exit 2 too).
-#     2. check     scripts/gpu-check.sh: build, the Cuda.*/CudaGraphPool.* tests (graph replay
-#                  equals eager for verify and for drafting, chain and tree), then
+#     2. check     scripts/gpu-check.sh: the bundle's prebuilt test binaries when they fit this
+#                  torch (GPU_CHECK_PREBUILT), else the build; the Cuda.*/CudaGraphPool.* tests
+#                  (graph replay equals eager for verify and for drafting, chain and tree), then
 #                  bench_cuda_verify --engine in bfloat16 at batch 1/4/16/64 (plain with graphs
 #                  vs EAGLE and adaptive with graphed drafting; draft replays and eager fallbacks
 #                  counted). Without a CUDA device it stops here (exit 2).
-#     3. bench     the rollout bench on the real model with the trained drafter at temperature 0.7,
-#                  batches 1, 16 and 64 (bench/rollout.sh --model SmolLM2 --device cuda
-#                  --temperature 0.7 --batches 1,16,64 without the build): graphed plain vs
-#                  adaptive; runs a GPU-flavour `tlt` carried as its own part (bundle.tar.gz from
+#     3. bench     the rollout bench on the real model with the carried drafter at temperature
+#                  0.7, batches 1, 16 and 64: what bench/rollout.sh --model SmolLM2 --device cuda
+#                  --temperature 0.7 --batches 1,16,64 runs (`tlt bench rollout`), with the
+#                  GPU-flavour `tlt` carried as its own part (bundle.tar.gz from
 #                  scripts/gpu-bundle.sh, GPU_CARRY_BUNDLE; unpacked into payload/bundle, its
-#                  tlt-env sourced); SKIP (blocked) without one, or while bench_rollout has no
-#                  --device option (it would measure the host's CPU).
+#                  tlt-env sourced): graphed plain vs each arm and adaptive, their ratios printed;
+#                  SKIP (blocked) without a bundle, or while its bench_rollout has no --device
+#                  option (it would measure the host's CPU).
 #     4. jobs      `tlt run --compare` of examples/rljob-smollm2.yaml (3 steps) and
 #                  examples/tst-tiny.yaml with spec.model.device: cuda, same bundle; each must
 #                  print "device: cuda..."; prints the RL run's step rewards against the
@@ -37,10 +40,13 @@
 # Exit status: 0 all passed; 1 something failed; 2 no CUDA device (CPU-side steps passed);
 # 3 parts still missing (a receive call, or a call whose carry lacked a part; with a bundle,
 # SHA256SUMS names bundle.tar.gz and it counts as a part).
-# Environment: GPU_RUN_STORE (default ~/.cache/tlt/gpu-carry-parts), GPU_RUN_BENCH_ARGS,
-# GPU_RUN_BENCH_TIMEOUT (seconds of step 3, default 200), GPU_RUN_JOBS=0 (step 4 skipped),
-# GPU_RUN_JOB_TIMEOUT (seconds per job of step 4, default 300), GPU_RUN_CHECK_ON_CPU=1,
-# and gpu-check.sh's (GPU_CHECK_SUITE_TIMEOUT defaults to 0 here: the CPU suite runs in CI).
+# Environment: GPU_RUN_STORE (default ~/.cache/tlt/gpu-carry-parts), GPU_RUN_CHECK_BENCH_ARGS
+# (bench_cuda_verify's flags in step 2), GPU_RUN_ROLLOUT_ARGS (step 3's flags after --model and
+# --device), GPU_RUN_BENCH_TIMEOUT (seconds of step 3, default 200), GPU_RUN_JOBS=0 (step 4
+# skipped), GPU_RUN_JOB_TIMEOUT (seconds per job of step 4, default 300), GPU_RUN_DEADLINE
+# (seconds from the call's start that bound every step, default 500), GPU_RUN_CHECK_ON_CPU=1,
+# TLT_PYTHON (the torch to compare the bundle's with, default python3), and gpu-check.sh's
+# (GPU_CHECK_SUITE_TIMEOUT defaults to 0 here: the CPU suite runs in CI).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 mode=${1:-all}
@@ -50,6 +56,14 @@ payload=.cache/gpu-payload
 if [[ -n ${OUT:-} ]]; then log=$OUT/gpu-run; else log=$(mktemp -d /tmp/tlt-gpu-run.XXXXXX); fi
 mkdir -p "$log" "$store"
 failed=0
+# Every step's timeout is cut to what is left before GPU_RUN_DEADLINE seconds (default 500) from
+# the call's start, so the call ends with its logs inside the run tool's limit (540 s in
+# docs/gpu.md).
+deadline=${GPU_RUN_DEADLINE:-500}
+left() {  # SECONDS: that, or what is left before the deadline if less
+  local l=$((deadline - SECONDS))
+  echo $(($1 < l ? $1 : (l > 0 ? l : 1)))
+}
 pass() { echo "PASS: $1"; }
 fail() { echo "FAIL: $1"; failed=1; }
 skip() { echo "SKIP: $1"; }
@@ -108,13 +122,30 @@ join() {
   pass "payload: $(tr '\n' ';' <"$payload/SOURCES")$([[ -d $payload/bundle ]] && echo ' bundle')"
 }
 
+# The bundle's CUDA tests (gpu-bundle.sh's tests/) run here when built against this machine's
+# torch (MANIFEST's "torch X" is torch.__version__ here): then nothing is compiled on the device.
+device_torch=$(${TLT_PYTHON:-python3} -c 'import torch; print(torch.__version__)' 2>/dev/null)
+bundle_torch() {  # FILE: a bundle.tar.gz, or its unpacked MANIFEST
+  if [[ $1 == *.tar.gz ]]; then tar -xzOf "$1" --wildcards '*/MANIFEST' 2>/dev/null; else cat "$1"; fi |
+    sed -n '1s/.*, torch \([^,]*\),.*/\1/p'
+}
+prebuilt_fits() {  # FILE: whether its tests/ can run on this machine's torch
+  [[ -n $device_torch && $(bundle_torch "$1") == "$device_torch" ]] || return 1
+  [[ $1 != *.tar.gz ]] || tar -tzf "$1" | grep -q '/tests/runtime_test$'
+}
+
 receive
 received=$?
 if [[ $mode == receive ]]; then
-  # Build now (no device steps) so that the second call's check finds everything compiled.
-  GPU_CHECK_BENCH=0 GPU_CHECK_SUITE_TIMEOUT=0 GPU_CHECK_BUILD_ONLY=1 scripts/gpu-check.sh \
-    >"$log/build.log" 2>&1
-  grep -E "^(PASS|FAIL|SKIP)|^gpu-check" "$log/build.log"
+  if [[ -f $store/bundle.tar.gz ]] && prebuilt_fits "$store/bundle.tar.gz"; then
+    echo "build: none needed (the bundle's runtime_test and bench_cuda_verify are built against" \
+      "torch $device_torch, this machine's)"
+  else
+    # Build now (no device steps) so that the last call's check finds everything compiled.
+    GPU_CHECK_BENCH=0 GPU_CHECK_SUITE_TIMEOUT=0 GPU_CHECK_BUILD_ONLY=1 scripts/gpu-check.sh \
+      >"$log/build.log" 2>&1
+    grep -E "^(PASS|FAIL|SKIP)|^gpu-check" "$log/build.log"
+  fi
   exit "$received"
 fi
 if ((received == 3)); then
@@ -137,6 +168,7 @@ validate() {  # this tree's tlt, else the bundle's with its libraries (in a subs
 job_files=(examples/rljob-smollm2.yaml examples/tst-tiny.yaml)
 [[ ${GPU_RUN_JOBS:-1} == 0 ]] && job_files=()
 specs=()
+manifests="no job manifests"
 for job in "${job_files[@]}"; do
   spec=$log/$(basename "$job" .yaml)-cuda.yaml
   # device: cuda, checkpoints and reports under the log (they come back with $OUT); RL 3 steps.
@@ -150,9 +182,11 @@ if ((${#specs[@]})); then
   rc=$?
   if ((rc == 3)); then
     skip "manifests: $(cat "$log/validate.log")"
+    manifests="job manifests not validated"
   elif ((rc == 0)) &&
     [[ $(grep -l "^    device: cuda$" "${specs[@]}" | wc -l) -eq ${#specs[@]} ]]; then
     pass "manifests: ${#specs[@]} job(s) with device: cuda, valid"
+    manifests="job manifests valid"
   else
     cat "$log/validate.log"
     fail "manifests: the jobs of step 4 are not valid"
@@ -164,14 +198,22 @@ device_visible() {
 if ! device_visible && [[ -z ${GPU_RUN_CHECK_ON_CPU:-} ]]; then
   ((failed)) && { echo "gpu-run: FAIL (logs in $log)"; exit 1; }
   echo "gpu-run: no CUDA device: stopped after the CPU-side steps (carry joined and checked," \
-    "job manifests valid); nothing to measure here"
+    "$manifests); nothing to measure here"
   exit 2
 fi
 
-# ---- 2. build, CUDA tests, the synthetic-target bench --------------------------------------------
-GPU_CHECK_SUITE_TIMEOUT=${GPU_CHECK_SUITE_TIMEOUT:-0} \
-  GPU_CHECK_BENCH_ARGS=${GPU_RUN_BENCH_ARGS:---engine --dtype bfloat16 --batches 1,4,16,64} \
-  scripts/gpu-check.sh 2>&1 | tee "$log/gpu-check.log"
+# ---- 2. CUDA tests (prebuilt, else built), the synthetic-target bench -----------------------------
+prebuilt=""
+if [[ -f $payload/bundle/MANIFEST ]] && prebuilt_fits "$payload/bundle/MANIFEST" &&
+  [[ -x $payload/bundle/tests/runtime_test ]]; then
+  prebuilt=$payload/bundle/tests
+fi
+(
+  [[ -z $prebuilt ]] || source "$payload/bundle/tlt-env"  # their libraries, as for tlt
+  GPU_CHECK_PREBUILT=$prebuilt GPU_CHECK_SUITE_TIMEOUT=${GPU_CHECK_SUITE_TIMEOUT:-0} \
+    GPU_CHECK_BENCH_ARGS=${GPU_RUN_CHECK_BENCH_ARGS:---engine --dtype bfloat16 --batches 1,4,16,64} \
+    timeout "$(left 240)" scripts/gpu-check.sh
+) 2>&1 | tee "$log/gpu-check.log"
 rc=${PIPESTATUS[0]}
 if ((rc == 2)); then
   echo "gpu-run: no CUDA device: stopped after the CPU-side steps (carry joined and checked, built)"
@@ -194,24 +236,39 @@ else
   # Linked in where absent: a machine that has them keeps its own (same names, same sums).
   link_in() { [[ -e $2 ]] || ln -s "$(realpath "$1")" "$2"; }
   link_in "$payload/model.gguf" "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-  # The drafter under the name it had here: the bench's cache looks it up by that key.
-  link_in "$payload/drafter.ckpt" \
-    "$HOME/.cache/tlt/drafter/$(awk '$1 == "drafter" {print $2}' "$payload/SOURCES")"
-  bench=$payload/bundle/bin/bench_rollout
-  # A bench that cannot decode on the GPU would spend the call's time measuring the host's CPU.
-  if ! "$bench" --help 2>&1 | grep -q -- "--device"; then
+  # The drafter under the name it had here: the bench's cache looks it up by that key (without
+  # one carried, the bench's warm start trains it first, inside the step's time).
+  if [[ -f $payload/drafter.ckpt ]]; then
+    link_in "$payload/drafter.ckpt" \
+      "$HOME/.cache/tlt/drafter/$(awk '$1 == "drafter" {print $2}' "$payload/SOURCES")"
+  fi
+  # bench/rollout.sh runs `tlt bench rollout` of build/bin; here the bundle's tlt runs it, with its
+  # bench_rollout beside it. A bench that cannot decode on the GPU would measure the host's CPU.
+  rollout=(--model "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf" --device cuda
+    ${GPU_RUN_ROLLOUT_ARGS:---temperature 0.7 --batches 1,16,64})
+  if ! "$payload/bundle/bin/bench_rollout" --help 2>&1 | grep -q -- "--device"; then
     skip "bench: blocked: bench_rollout decodes on the CPU only (it has no --device option)"
-  elif timeout "${GPU_RUN_BENCH_TIMEOUT:-200}" "$bench" --device cuda \
-    --model "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf" \
-    ${GPU_RUN_BENCH_ARGS:---temperature 0.7 --batches 1,16,64} >"$log/bench.log" 2>&1; then
-    pass "bench: SmolLM2 on cuda (table in $log/bench.log)" && tail -12 "$log/bench.log"
+  elif (($(left 400) < 30)); then
+    fail "bench: no time left in this call (GPU_RUN_DEADLINE)"
+  elif echo "bench: tlt bench rollout ${rollout[*]}" &&
+    timeout "$(left "${GPU_RUN_BENCH_TIMEOUT:-200}")" "$tlt" bench rollout "${rollout[@]}" \
+      >"$log/bench.log" 2>&1; then
+    # The tables: every ratio of speculation against graphed plain decoding, per batch.
+    grep -v "^  drafter step\|^  curve" "$log/bench.log" | tail -40
+    pass "bench: SmolLM2 on cuda (log $log/bench.log)"
   else
-    fail "bench: SmolLM2 on cuda (see $log/bench.log)" && tail -12 "$log/bench.log"
+    tail -20 "$log/bench.log"
+    fail "bench: SmolLM2 on cuda (see $log/bench.log)"
   fi
   for spec in "${specs[@]}"; do
     name=$(basename "$spec" .yaml)
     report=$log/ckpt-${name%-cuda}/report
-    if ! timeout "${GPU_RUN_JOB_TIMEOUT:-300}" "$tlt" run "$spec" --compare >"$log/$name.log" 2>&1; then
+    if (($(left 300) < 30)); then
+      fail "jobs: $name: no time left in this call (GPU_RUN_DEADLINE)"
+      continue
+    fi
+    if ! timeout "$(left "${GPU_RUN_JOB_TIMEOUT:-300}")" "$tlt" run "$spec" --compare \
+      >"$log/$name.log" 2>&1; then
       fail "jobs: $name --compare (see $log/$name.log)" && tail -20 "$log/$name.log"
       continue
     fi
@@ -241,6 +298,10 @@ else:
     print("  held-out loss at %.3g FLOPs: tst %.3f, baseline %.3f (tst/baseline %.3f); tokens %d vs %d" % (
         t["flops"], t["heldOutLoss"], b["heldOutLoss"], t["heldOutLoss"] / b["heldOutLoss"],
         t["tokensSeen"], b["tokensSeen"]))
+for label in ("tlt", "baseline", "tst"):
+    if isinstance(r.get(label), dict) and "gpuBusyRatio" in r[label]:
+        print("  %s: gpuBusyRatio %.3f (from the %s)" % (
+            label, r[label]["gpuBusyRatio"], r[label].get("gpuBusyFrom", "clock")))
 prom = os.path.join(d, "metrics.prom")
 busy = [l.strip() for l in open(prom)] if os.path.exists(prom) else []
 busy = [l for l in busy if l.startswith("tlt_gpu_busy_ratio")]
