@@ -10,7 +10,11 @@
 #   5. a TSTPretrainJob of WorkloadPriorityClass `urgent` (4 GPUs) preempts `second`: its pods
 #      are deleted, it is Queued with Evicted True (reason Preempted), the TSTPretrainJob runs;
 #      the admission of `second`'s Workload is cleared by the operator (Kueue then requeues it);
-#      deleting the TSTPretrainJob lets `second` run again.
+#      deleting the TSTPretrainJob lets `second` run again;
+#   6. all or nothing (Kueue's waitForPodsReady, 20 s here): RLJob `stuck` (2 GPUs) is admitted
+#      but its rollout pod cannot be scheduled: its condition PodsPending names the pod and the
+#      scheduler's reason (--pods-pending-timeout 5), then Kueue evicts it (PodsReadyTimeout) and
+#      the operator deletes its pods, the running trainer's too: Queued, Evicted True.
 # Resuming at the step reached needs the runtime (kwok runs no containers): tlt run-role's resume
 # from <spec.checkpoint.path>/tlt is covered by the runtime's tests.
 # Stops every process it started (by PID) on exit, also on failure. Last line: PASS or FAIL.
@@ -25,11 +29,11 @@ k8s_test_begin kueue_jobs_apiserver kueue kwok kube-scheduler kube-controller-ma
 K8S_FAIL_LOGS="operator kueue kwok kube-scheduler"
 
 # ---- Kueue, nodes, the operator, queues ---------------------------------------------------------
-k8s_kueue_start || fail "$K8S_STEP"
+k8s_kueue_start --wait-for-pods-ready 20s --requeue-backoff 1 || fail "$K8S_STEP"
 k8s_kueue_nodes 1 8 || fail "$K8S_STEP"
 k8s_install_operator
 k8s_kueue_queue research team 8 || fail "$K8S_STEP"
-k8s_test_operator "$op" --kueue --watch-timeout 20
+k8s_test_operator "$op" --kueue --watch-timeout 20 --pods-pending-timeout 5
 K8S_STEP="WorkloadPriorityClass urgent"
 kc apply -f - >/dev/null <<'YAML'
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -38,9 +42,10 @@ metadata: {name: urgent}
 value: 1000
 YAML
 
-# rljob NAME QUEUE: an RLJob with a trainer of 4 GPUs and a rollout pod of 2 (QUEUE "" : no label).
+# rljob NAME QUEUE [TRAINER_GPUS ROLLOUT_GPUS [ROLLOUT_NODE_SELECTOR]]: an RLJob with a trainer
+# of 4 GPUs and a rollout pod of 2 (QUEUE "" : no label).
 rljob() {
-  local labels=""
+  local labels="" tg=${3:-4} rg=${4:-2} sel=${5:-"{}"}
   [[ -z $2 ]] || labels="labels: {kueue.x-k8s.io/queue-name: $2}"
   kc apply -f - >/dev/null <<YAML
 apiVersion: tlt.dev/v1alpha1
@@ -57,13 +62,14 @@ spec:
     rollout:
       replicas: 1
       resources:
-        requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "2"}
-        limits: {nvidia.com/gpu: "2"}
+        requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "$rg"}
+        limits: {nvidia.com/gpu: "$rg"}
+      podTemplate: {spec: {nodeSelector: $sel}}
     trainer:
       replicas: 1
       resources:
-        requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "4"}
-        limits: {nvidia.com/gpu: "4"}
+        requests: {cpu: "1", memory: 1Gi, nvidia.com/gpu: "$tg"}
+        limits: {nvidia.com/gpu: "$tg"}
 YAML
 }
 cond() {  # RESOURCE/NAME TYPE FIELD
@@ -156,4 +162,21 @@ K8S_STEP="delete TSTPretrainJob urgent"
 kc delete tstpretrainjob urgent -n research --wait=false >/dev/null
 wait_until 60 "RLJob second did not run again after urgent was deleted" running_pods second 2
 
-k8s_test_finish "Kueue $(cat "$K8S_BIN/.kueue.version"): one of two 6-GPU RLJobs admitted on 8 GPUs, the other Queued until the first was deleted; no label runs at once; a missing LocalQueue said so; a priority-1000 TSTPretrainJob preempted an RLJob, which ran again after it"
+# ---- 6. all or nothing: a pod that cannot start, PodsPending, then Kueue's PodsReadyTimeout -------
+K8S_STEP="RLJob stuck (2 GPUs; its rollout pod selects no node)"
+rljob stuck team 1 1 '{tlt.test/nowhere: "true"}'
+pending_named() {
+  [[ $(cond rljob/stuck PodsPending status) == True &&
+    $(cond rljob/stuck PodsPending message) == *"stuck-rollout-0 (Unschedulable"* ]]
+}
+wait_until 60 "RLJob stuck's PodsPending does not name stuck-rollout-0 as Unschedulable" pending_named
+k8s_say "stuck: $(cond rljob/stuck PodsPending message)"
+timed_out() { [[ $(cond rljob/stuck Evicted reason) == PodsReadyTimeout ]]; }
+wait_until 90 "Kueue did not evict RLJob stuck for PodsReadyTimeout" timed_out
+stuck_evicted() {
+  kc get events -n research --field-selector involvedObject.name=stuck,reason=Evicted \
+    -o 'jsonpath={.items[*].message}' | grep -q "stuck-trainer-0"
+}
+wait_until 30 "the operator did not delete stuck's pods, its running trainer too" stuck_evicted
+
+k8s_test_finish "Kueue $(cat "$K8S_BIN/.kueue.version"): one of two 6-GPU RLJobs admitted on 8 GPUs, the other Queued until the first was deleted; no label runs at once; a missing LocalQueue said so; a priority-1000 TSTPretrainJob preempted an RLJob, which ran again after it; a job whose pod could not be scheduled was named in PodsPending, then evicted whole by waitForPodsReady"
