@@ -23,9 +23,9 @@
 #                  vs EAGLE and adaptive with graphed drafting; draft replays and eager fallbacks
 #                  counted). Without a CUDA device it stops here (exit 2).
 #     3. bench     the rollout bench on the real model with the carried drafter at temperature
-#                  0.7, batches 1, 16 and 64: what bench/rollout.sh --model SmolLM2 --device cuda
-#                  --temperature 0.7 --batches 1,16,64 runs (`tlt bench rollout`), with the
-#                  GPU-flavour `tlt` carried as its own part (bundle.tar.gz from
+#                  0.7, batches 1, 16 and 64: bench/rollout.sh --model SmolLM2 --device cuda
+#                  --temperature 0.7 --batches 1,16,64 with TLT_BIN the GPU-flavour `tlt`
+#                  carried as its own part (bundle.tar.gz from
 #                  scripts/gpu-bundle.sh, GPU_CARRY_BUNDLE; unpacked into payload/bundle, its
 #                  tlt-env sourced): graphed plain vs each arm and adaptive, their ratios printed;
 #                  SKIP (blocked) without a bundle, or while its bench_rollout has no --device
@@ -242,16 +242,15 @@ else
     link_in "$payload/drafter.ckpt" \
       "$HOME/.cache/tlt/drafter/$(awk '$1 == "drafter" {print $2}' "$payload/SOURCES")"
   fi
-  # bench/rollout.sh runs `tlt bench rollout` of build/bin; here the bundle's tlt runs it, with its
-  # bench_rollout beside it. A bench that cannot decode on the GPU would measure the host's CPU.
-  rollout=(--model "$HOME/.cache/tlt/models/SmolLM2-135M-Instruct.Q4_1.gguf" --device cuda
-    ${GPU_RUN_ROLLOUT_ARGS:---temperature 0.7 --batches 1,16,64})
+  # The issue's command, with the bundle's tlt (its bench_rollout beside it) and the GGUF linked
+  # in above. A bench that cannot decode on the GPU would measure the host's CPU.
+  rollout=(--model SmolLM2 --device cuda ${GPU_RUN_ROLLOUT_ARGS:---temperature 0.7 --batches 1,16,64})
   if ! "$payload/bundle/bin/bench_rollout" --help 2>&1 | grep -q -- "--device"; then
     skip "bench: blocked: bench_rollout decodes on the CPU only (it has no --device option)"
   elif (($(left 400) < 30)); then
     fail "bench: no time left in this call (GPU_RUN_DEADLINE)"
-  elif echo "bench: tlt bench rollout ${rollout[*]}" &&
-    timeout "$(left "${GPU_RUN_BENCH_TIMEOUT:-200}")" "$tlt" bench rollout "${rollout[@]}" \
+  elif echo "bench: bench/rollout.sh ${rollout[*]}" &&
+    TLT_BIN=$tlt timeout "$(left "${GPU_RUN_BENCH_TIMEOUT:-200}")" bench/rollout.sh "${rollout[@]}" \
       >"$log/bench.log" 2>&1; then
     # The tables: every ratio of speculation against graphed plain decoding, per batch.
     grep -v "^  drafter step\|^  curve" "$log/bench.log" | tail -40
