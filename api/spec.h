@@ -648,6 +648,23 @@ struct RebalancingSpec {
   void check(const std::string& path, FieldErrors* errors) const;
 };
 
+// What an RL run writes to its report directory besides its figures (runtime/report/job_report.h).
+struct ReportSpec {
+  int32_t samples = 64;
+
+  template <class V>
+  void fields(V& v) {
+    v("samples", samples,
+      Rule().ge(0).doc(
+          "Record one scored response in this many in the report's samples.jsonl (step, prompt "
+          "as rendered, response, the answer handed to the reward, reward, length, finish "
+          "reason; the held-out evaluations' too): 1 records every response, 0 none. A step "
+          "writes promptsPerStep x groupSize / samples rows of about 300 bytes plus the prompt's "
+          "and the response's text (about 4 bytes a token): at 64, a step of 128 x 8 responses "
+          "writes 16 rows, at most about 0.5 MB when every response runs to 8192 tokens."));
+  }
+};
+
 struct RLJobSpec {
   ModelSpec model;
   TaskSpec task;
@@ -659,6 +676,7 @@ struct RLJobSpec {
   RebalancingSpec rebalancing;
   CheckpointSpec checkpoint;
   MetricsSpec metrics;
+  ReportSpec report;
   bool suspend = false;
   int32_t backoff_limit = 3;
   std::optional<int64_t> ttl_seconds_after_finished;
@@ -676,6 +694,7 @@ struct RLJobSpec {
     v("rebalancing", rebalancing, Rule().doc("Cluster-level idle-GPU rebalancing."));
     v("checkpoint", checkpoint, Rule().doc("Checkpoints of policy and drafter."));
     v("metrics", metrics, Rule().doc("Prometheus endpoint of the job's processes."));
+    v("report", report, Rule().doc("What the run's report directory records."));
     v("suspend", suspend, Rule().doc("true deletes the pods and keeps the job; false resumes."));
     v("backoffLimit", backoff_limit,
       Rule().ge(0).le(1000).doc("Pod failures tolerated before the job is Failed."));

@@ -2,6 +2,7 @@
 // Output goes to the given streams so tests can capture it. No function here calls exit().
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -37,6 +38,20 @@ StatusOr<api::Job> read_job(const std::string& file, const std::string& command,
 // fail).
 int score_command(const std::string& job_file, const std::string& rows_file, bool as_json,
                   std::ostream& out, std::ostream& err);
+
+// `tlt samples DIR [--step N] [--phase train|heldout] [--worst K]`: the scored responses an RL
+// run recorded (DIR/samples.jsonl, or DIR naming the file; runtime/rl/samples.h), each as a
+// header line (step, phase, request id, dataset row, reward, tokens, finish reason) and its
+// prompt, answer, fields and response wrapped to 100 columns; then a summary line. --step and
+// --phase filter; --worst K shows the K lowest rewards (ties in file order). kExitInvalid when
+// the file is missing (naming another run's samples file in DIR, if any) or a line is not a row.
+struct SamplesFlags {
+  std::string dir;
+  int64_t step = -1;  // -1: every step
+  std::string phase;  // "": both
+  int64_t worst = 0;  // 0: every row, in file order
+};
+int samples_command(const SamplesFlags& flags, std::ostream& out, std::ostream& err);
 
 // `tlt bench rollout [FLAGS]`: bench/rollout (plain vs adaptive speculative decoding of a small
 // target trained on the State of the Union corpus) from the bench_rollout and tlt-data binaries

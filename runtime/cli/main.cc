@@ -12,9 +12,9 @@
 
 namespace {
 
-// Whether the subcommand computes with LibTorch (validate, explain and score only read files and
-// run reward programs, and are spared the re-exec's second load of LibTorch, about half a
-// second).
+// Whether the subcommand computes with LibTorch (validate, explain, score and samples only read
+// files and run reward programs, and are spared the re-exec's second load of LibTorch, about
+// half a second).
 bool computes(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -23,7 +23,7 @@ bool computes(int argc, char** argv) {
       continue;
     }
     if (!a.empty() && a[0] == '-') continue;
-    return a != "validate" && a != "explain" && a != "models" && a != "score";
+    return a != "validate" && a != "explain" && a != "models" && a != "score" && a != "samples";
   }
   return false;
 }
@@ -65,6 +65,21 @@ int main(int argc, char** argv) {
                    "(or the job's promptField and answerField) and any spec.reward.fields")
       ->required();
   score->add_flag("--json", score_json, "One {\"row\", \"reward\"} object per row");
+
+  tlt::cli::SamplesFlags samples_flags;
+  CLI::App* samples = app.add_subcommand(
+      "samples", "Print the scored responses an RL run recorded (its report's samples.jsonl)");
+  samples
+      ->add_option("dir", samples_flags.dir,
+                   "The job's report directory (<checkpoint.path or .tlt/NAME>/report), or a "
+                   "samples file in it")
+      ->required();
+  samples->add_option("--step", samples_flags.step,
+                      "Only this step's rows (held-out: 0, the last)");
+  samples->add_option("--phase", samples_flags.phase, "Only train or heldout rows")
+      ->check(CLI::IsMember({"train", "heldout"}));
+  samples->add_option("--worst", samples_flags.worst, "The K lowest-reward rows")
+      ->check(CLI::PositiveNumber);
 
   std::string kind;
   CLI::App* explain = app.add_subcommand("explain", "Print every spec field with its default");
@@ -152,6 +167,7 @@ int main(int argc, char** argv) {
   if (*score)
     return tlt::cli::score_command(score_job, score_rows, score_json, std::cout, std::cerr);
   if (*models) return tlt::cli::models_command(std::cout, std::cerr);
+  if (*samples) return tlt::cli::samples_command(samples_flags, std::cout, std::cerr);
   tlt::runtime::configure_threads(threads);
   if (*run) return tlt::cli::run_command(job_file, run_flags, std::cout, std::cerr);
   if (*version) return tlt::cli::version_command(std::cout);

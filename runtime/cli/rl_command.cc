@@ -242,8 +242,14 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     plan.run_dir = scratch.path();
     out << label << ": scratch " << plan.run_dir
         << (scratch.in_memory() ? " (in memory, removed when the run ends)" : "") << "\n";
+    plan.samples_path = rep.samples_path(label).string();
     Progress progress(out, label, plan.algorithm.steps);
     rl::RunCallbacks cb = callbacks(progress, attachment.get(), label);
+    rl::RLRunResult completed;  // the steps done, for the report of a run that fails
+    cb.step = [&completed, shown = cb.step](const rl::StepReport& r) {
+      completed.steps.push_back(r);
+      shown(r);
+    };
     rl::publish_to(endpoint.metrics.get(),
                    rl::WorkerNames{job.metadata.name, spec.roles.rollout.replicas}, plan.workers,
                    &cb);
@@ -252,6 +258,11 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
       // One prefix: the TLT run's label ("tlt") would read as a second program name.
       err << "tlt run: " << (label == "tlt" ? "" : label + " run: ") << res.status().message()
           << "\n";
+      rep.add_failed_rl_run(label, completed, res.status().message());
+      rep.write_summary();
+      const size_t n = completed.steps.size();
+      err << "tlt run: the report of the " << n << (n == 1 ? " step" : " steps")
+          << " completed before the failure: " << rep.summary_path().string() << "\n";
       return 1;
     }
     json j = rep.add_rl_run(label, *res, plan.workers);

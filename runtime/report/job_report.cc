@@ -5,6 +5,9 @@
 #include <fstream>
 #include <map>
 
+#include "api/validate.h"
+#include "runtime/rl/samples.h"
+
 namespace tlt::report {
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -151,6 +154,25 @@ json JobReport::add_rl_run(const std::string& label, const rl::RLRunResult& res,
   return j;
 }
 
+void JobReport::add_failed_rl_run(const std::string& label, const rl::RLRunResult& res,
+                                  const std::string& message) {
+  json j = rl_result_json(res);
+  j["failed"] = message;
+  make_dir();
+  std::ofstream(dir_ / (label + ".json")) << j.dump(2) << "\n";
+  json rewards = json::array();
+  for (const rl::StepReport& s : res.steps) rewards.push_back(s.reward_mean);
+  summary_[label] = {{"failed", message},
+                     {"stepsCompleted", res.steps.size()},
+                     {"stepRewards", rewards},
+                     {"totalSeconds", j["totalSeconds"]}};
+  summary_["failed"] = label + " run: " + message;
+}
+
+fs::path JobReport::samples_path(const std::string& label) const {
+  return dir_ / (label == "tlt" ? std::string(rl::kSamplesFile) : "samples-" + label + ".jsonl");
+}
+
 void JobReport::add_tst_run(const std::string& label, const std::vector<tst::Point>& points) {
   make_dir();
   write_tsv(dir_ / (label + ".tsv"), points);
@@ -232,8 +254,8 @@ std::string held_out_line(const rl::RLRunResult& res) {
   // A pretrained policy without a warm start is compared with the model as loaded.
   const char* from = res.warm_start.empty() ? "model as loaded" : "warm start";
   if (d.n == 0) {
-    return "held-out reward " + std::to_string(res.held_out_before) + " (" + from + ") -> " +
-           std::to_string(res.held_out_after) +
+    return "held-out reward " + api::format_number(res.held_out_before) + " (" + from + ") -> " +
+           api::format_number(res.held_out_after) +
            " after RL; no interval: set spec.task.heldOut to 64 or more for a paired comparison";
   }
   char buf[320];

@@ -11,6 +11,12 @@
 //   timeline-<label>.svg, steps.svg, loss-vs-flops.svg   gnuplot pictures, when gnuplot is
 //                      installed (scripts and data beside them)
 //   metrics.prom       the last value of every metric, as Prometheus would have scraped it
+//   samples.jsonl      RL: scored responses of the TLT run, one in spec.report.samples, written
+//                      by the run as it goes (runtime/rl/samples.h); samples-<label>.jsonl for
+//                      another run
+//
+// A run that fails still leaves report.json: "failed" (the run and its error) at the top, and
+// under the run's label the error and the steps it completed (<label>.json holds them whole).
 //
 // Files are best effort, as before they moved here: a report that cannot be written never fails
 // the job that made it (its numbers were printed as it ran).
@@ -41,6 +47,11 @@ class JobReport {
   // An RL run: writes <label>.json, adds the run's headline numbers to the summary and draws its
   // last step's per-worker timeline. Returns what <label>.json holds.
   nlohmann::json add_rl_run(const std::string& label, const rl::RLRunResult& result, int workers);
+  // An RL run that failed with `message` after the steps of `res` (those it completed; no
+  // held-out figures): writes <label>.json with "failed", and puts the error, the steps
+  // completed and their mean rewards in the summary. write_summary() writes it out.
+  void add_failed_rl_run(const std::string& label, const rl::RLRunResult& res,
+                         const std::string& message);
   // A TST run: writes <label>.tsv and adds its points to the summary.
   void add_tst_run(const std::string& label, const std::vector<tst::Point>& points);
 
@@ -56,6 +67,8 @@ class JobReport {
   void write_summary() const;
 
   std::filesystem::path summary_path() const { return dir_ / "report.json"; }
+  // Where RL run `label` records its scored responses (RLRunPlan::samples_path).
+  std::filesystem::path samples_path(const std::string& label) const;
 
  private:
   void write_metrics(const metrics::RuntimeMetrics* metrics) const;

@@ -117,6 +117,12 @@ StatusOr<HeldOutResult> evaluate_held_out(model::Transformer policy, const Task&
     double n_out = double(out->size());
     res.reward /= n_out, res.mean_tokens /= n_out, res.marked /= n_out;
   }
+  res.evaluated = std::move(problems);
+  res.rewards = scores;
+  for (size_t j = 0; j < out->size(); ++j) {
+    res.prompt_ids.push_back(requests[j].prompt);
+    res.response_ids.push_back(std::move((*out)[j].tokens));
+  }
   return res;
 }
 

@@ -29,6 +29,12 @@ struct HeldOutResult {
   int64_t problems = 0;
   int64_t samples = 0;              // responses per problem
   std::vector<double> per_problem;  // (problems,): each problem's mean reward
+  // What was scored (an RL run's samples.jsonl, runtime/rl/samples.h): response j answers
+  // evaluated[j / samples] (j = problem x samples + sample).
+  std::vector<Problem> evaluated;                  // (problems,)
+  std::vector<std::vector<int64_t>> prompt_ids;    // (problems x samples,): the prompt read
+  std::vector<std::vector<int64_t>> response_ids;  // (problems x samples,): end token included
+  std::vector<double> rewards;                     // (problems x samples,)
 };
 
 // The rewards of a batch of held-out responses: texts[j] answers problems[j / samples] (its

@@ -59,6 +59,7 @@ RLRunPlan plan_from_spec(const api::RLJob& job, bool baseline) {
   p.job = job.metadata.name;
   p.model = s.model, p.task = s.task, p.reward = s.reward, p.algorithm = s.algorithm;
   p.speculative = s.speculative, p.drafter = s.drafter, p.checkpoint = s.checkpoint;
+  p.report = s.report;
   p.drafter_role_workers = s.roles.drafter.replicas;
   p.workers = std::max(1, s.roles.rollout.replicas) + p.drafter_role_workers;
   p.baseline = baseline;

@@ -64,6 +64,17 @@ StatusOr<std::string> ModelCodec::decode(const std::vector<int64_t>& ids) const 
   return tok_->decode(known, /*skip_special=*/true);
 }
 
+StatusOr<std::string> ModelCodec::render(const std::vector<int64_t>& ids) const {
+  std::vector<int64_t> known;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= vocab_)
+      return Status::InvalidArgument("token id " + std::to_string(id) + " is outside the model's " +
+                                     std::to_string(vocab_) + " ids");
+    if (id < tok_->vocab_size()) known.push_back(id);
+  }
+  return tok_->decode(known, /*skip_special=*/false);
+}
+
 bool ModelCodec::has_chat() const {
   return tok_->chat_template().kind != tokenizer::ChatTemplate::Kind::kNone;
 }

@@ -35,6 +35,7 @@ class ModelCodec : public Codec {
                                                const std::string& chat_text) const override;
   StatusOr<std::vector<int64_t>> encode_messages(const std::vector<ChatTurn>& turns) const override;
   StatusOr<std::string> decode(const std::vector<int64_t>& ids) const override;
+  StatusOr<std::string> render(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override { return vocab_; }
   const std::vector<int64_t>& end_ids() const override { return tok_->end_ids(); }
   bool has_chat() const override;

@@ -39,6 +39,7 @@ struct RLRunPlan {
   api::SpeculativeSpec speculative;  // the workers' engines (their setup message carries it)
   api::DrafterSpec drafter;          // the drafter, its warm start and its online training
   api::CheckpointSpec checkpoint;    // every_steps and keep; the run's directory: checkpoint_dir
+  api::ReportSpec report;            // one response in report.samples goes to samples_path
 
   bool baseline = false;  // speculation and drafter training off
   int workers = 2;        // all worker processes, the drafter pods' included
@@ -55,6 +56,9 @@ struct RLRunPlan {
   int64_t freeze_drafter_after = -1;
   std::string run_dir;         // scratch (runtime/rl/run_dir.h): weights, buffers (required)
   std::string checkpoint_dir;  // checkpoint.path/<run label>; empty: no checkpoints
+  // The run's scored responses (runtime/rl/samples.h), in the job's report directory; empty:
+  // none recorded.
+  std::string samples_path;
   bool resume = false;
   std::string worker_exe;  // the `tlt` binary to run as `tlt rl-worker`
   // > 0: the workers are remote (a cluster job's rollout pods running `tlt run-role`): they

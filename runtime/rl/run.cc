@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "api/validate.h"
 #include "runtime/clock.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/rl/checkpoint.h"
@@ -17,6 +18,7 @@
 #include "runtime/rl/policy_trainer.h"
 #include "runtime/rl/rollout_phase.h"
 #include "runtime/rl/run_dir.h"
+#include "runtime/rl/samples.h"
 #include "runtime/rl/scoring.h"
 #include "runtime/rl/seeds.h"
 #include "runtime/rl/sequences.h"
@@ -51,6 +53,8 @@ class Driver {
   Status evaluate_before();
   Status start_workers();
   Status evaluate_after();
+  // A held-out evaluation's responses on record (samples.jsonl), as after step `step`.
+  void record_held_out(int64_t step, const HeldOutResult& h);
   json setup_message(int w);
   bool stopping() const { return stop_ && stop_->load(); }
   // One RL step, as run.h's header numbers it: 1-3 (RolloutPhase), the drafters merged, 4.
@@ -77,6 +81,7 @@ class Driver {
   std::unique_ptr<reward::Scorer> scorer_;  // spec.reward: every batch of the run
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<RolloutPhase> rollout_;
+  SampleLog samples_;  // plan_.samples_path: the scored responses (runtime/rl/samples.h)
   // The weight-sync group's generations and each step's publish (runtime/rl/weight_publisher.h).
   WeightPublisher weights_{plan_, [this](const std::string& m) { log(m); }};
   RLRunResult result_;
@@ -188,7 +193,7 @@ StatusOr<std::vector<double>> Driver::step_rewards(
   if (plan_.reward.type == "command" || plan_.reward.type == "http")  // the others take no time
     log("step " + std::to_string(step) + " rewards: " + std::to_string(early) + " of " +
         std::to_string(b) + " scored by the end of the rollout; waited " +
-        std::to_string(now_s() - t) + " s for the rest");
+        api::format_seconds(now_s() - t) + " for the rest");
   return scores;
 }
 
@@ -198,6 +203,8 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   int64_t g = plan_.algorithm.group_size, b = int64_t(responses.size());
   StatusOr<std::vector<double>> scores = step_rewards(step, problems, responses);
   if (!scores.ok()) return scores.status();
+  samples_.record(step, "train", problems, prompts, responses, *scores,
+                  [step](int64_t j) { return step_request_id(step, j); });
   std::vector<float> rewards(static_cast<size_t>(b), 0.f);
   std::vector<double> lens;
   for (int64_t i = 0; i < b; ++i) {
@@ -304,11 +311,18 @@ Status Driver::evaluate_before() {
   result_.held_out_before = before->reward;
   result_.held_out_before_per_problem = before->per_problem;
   result_.held_out_marked_before = before->marked;
+  record_held_out(0, *before);
   log(std::string("held-out reward of the ") +
       (result_.warm_start.empty() ? "model as loaded" : "warm start") + " (" +
       std::to_string(plan_.held_out()) + " problems x " + std::to_string(kHeldOutSamples) +
-      " samples): " + std::to_string(before->reward));
+      " samples): " + api::format_number(before->reward));
   return Status::Ok();
+}
+
+void Driver::record_held_out(int64_t step, const HeldOutResult& h) {
+  const int64_t k = std::max<int64_t>(h.samples, 1);
+  samples_.record(step, "heldout", h.evaluated, h.prompt_ids, h.response_ids, h.rewards,
+                  [k](int64_t j) { return held_out_request_id(j / k, j % k); });
 }
 
 Status Driver::start_workers() {
@@ -342,6 +356,7 @@ Status Driver::evaluate_after() {
   result_.held_out_after_per_problem = after->per_problem;
   result_.held_out_marked_after = after->marked;
   result_.held_out_samples = after->samples;
+  record_held_out(plan_.algorithm.steps, *after);
   // Fewer than 2 held-out problems (spec.task.heldOut) leave no spread to estimate: n stays 0.
   StatusOr<PairedDifference> d =
       paired_difference(result_.held_out_before_per_problem, result_.held_out_after_per_problem);
@@ -360,6 +375,9 @@ StatusOr<RLRunResult> Driver::run() {
   }
   TLT_RETURN_IF_ERROR(init);
   if (plan_.resume) TLT_RETURN_IF_ERROR(load_checkpoint());
+  samples_ = SampleLog(plan_.samples_path, plan_.report.samples, m_.codec,
+                       plan_.algorithm.max_response_tokens, plan_.resume ? start_step_ : -1,
+                       [this](const std::string& m) { log(m); });
   TLT_RETURN_IF_ERROR(model::save_checkpoint(*m_.policy, policy_path(plan_.run_dir, start_step_),
                                              "policy", io::Sync::kNone));
   TLT_RETURN_IF_ERROR(model::save_checkpoint(

@@ -66,6 +66,11 @@ class Codec {
   // Text of a response: the ids up to the first end id (excluded), special tokens left out.
   // InvalidArgument for an id outside [0, vocab_size()).
   virtual StatusOr<std::string> decode(const std::vector<int64_t>& ids) const = 0;
+  // Text of a prompt's ids as the policy reads them: every id, the chat template's special tokens
+  // (and end tokens) kept as their text. Default: decode(). Errors as decode.
+  virtual StatusOr<std::string> render(const std::vector<int64_t>& ids) const {
+    return decode(ids);
+  }
   // One past the largest id.
   virtual int64_t vocab_size() const = 0;
   // Generation stops on any of these (never empty); the first is appended to worked solutions.
