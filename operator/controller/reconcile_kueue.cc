@@ -154,6 +154,10 @@ Status Reconciler::reconcile_workload(const JobView& job, const std::vector<Pod>
   kube::Resource r = workload_resource(job.meta.namespace_);
   const std::string name = workload_name(job.meta.kind, job.meta.name);
   const std::string queue = queue_name(job);
+  if (queue.empty()) {  // a job that left its queue runs without Kueue, and frees its quota
+    return remove_workload(
+        job.meta, "the job no longer names a LocalQueue (" + std::string(kQueueNameLabel) + ")");
+  }
   std::optional<Json> stored = cache_->get(r, name);
   if (stored && !owned_by(*stored, job.meta.uid)) return foreign("Workload", name);
   if (!stored) return create_workload(job, o);

@@ -405,7 +405,7 @@ ReconcileResult Reconciler::stuck(const JobView& job, const std::vector<Pod>& po
 Status Reconciler::reconcile_pods(const JobView& job, const std::vector<Pod>& pods, Outcome* o) {
   // Kueue: held (no pods) until the Workload is admitted, then placed by its admission.
   std::optional<JobView> placed;
-  if (kueue_managed(job)) {
+  if (options_.kueue) {
     placed = job;
     TLT_RETURN_IF_ERROR(reconcile_workload(job, pods, o, &*placed));
   }

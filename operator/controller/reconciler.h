@@ -230,7 +230,8 @@ class Reconciler {
   // Kueue (kueue.h; reconcile_kueue.cc). Whether the job waits for Kueue: options.kueue and its
   // queue label.
   bool kueue_managed(const JobView& job) const;
-  // The job's Workload made, replaced, requeued after an eviction, or read: *o gets the mirrored
+  // With options.kueue. A job without a queue label: its Workload, if any, deleted. Else the
+  // job's Workload made, replaced, requeued after an eviction, or read: *o gets the mirrored
   // conditions and, while the job is held, hold()'s reason and message; *run (a copy of `job`)
   // gets the admission's placement in each role's podTemplate. AlreadyExists when a Workload of
   // its name is not the job's; a ResourceFlavor that cannot be read, or whose node labels

@@ -192,6 +192,20 @@ TEST_F(KueueTest, JobWithoutQueueLabel_RunsAsWithoutKueue) {
   EXPECT_EQ(job_condition("QuotaReserved", "status"), "(none)");
 }
 
+TEST_F(KueueTest, QueueLabelRemoved_WorkloadDeleted_JobRuns) {
+  std::string key = add(tiny(true));
+  reconcile(key);
+  ASSERT_TRUE(workload().ok());
+  Json j = job();
+  j["metadata"]["labels"].erase(kQueueNameLabel);
+  kube_.put(job_resource("RLJob", kNs), j);
+  ReconcileResult r = reconcile(key);
+  EXPECT_FALSE(workload().ok()) << "its quota is not held for a job that left the queue";
+  EXPECT_EQ(r.phase, "Pending");
+  EXPECT_EQ(pods().size(), 3u);
+  EXPECT_EQ(events("WorkloadDeleted"), 1);
+}
+
 TEST_F(KueueTest, MissingLocalQueue_JobQueuedWithKueuesReason) {
   std::string key = add(tiny(true));
   reconcile(key);
