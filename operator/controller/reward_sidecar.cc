@@ -81,6 +81,9 @@ Json reward_sidecar(const Json& reward) {
   for (const auto& [name, value] : user_env.items()) {
     if (value.is_string()) env.push_back({{"name", name}, {"value", value}});
   }
+  // Python's stdout to a FIFO is block-buffered: an answer that is never flushed would stall
+  // until spec.reward.timeout (the runtime's rule for the programs it starts itself).
+  if (!user_env.contains(kUnbufferedEnv)) env.push_back({{"name", kUnbufferedEnv}, {"value", "1"}});
   Json c = {{"name", kRewardContainerName},
             {"image", field(container, "image", "")},
             {"command", command},
@@ -91,7 +94,7 @@ Json reward_sidecar(const Json& reward) {
               {"allowPrivilegeEscalation", false},
               {"capabilities", {{"drop", {"ALL"}}}},
               {"seccompProfile", {{"type", "RuntimeDefault"}}}}}};
-  if (!env.empty()) c["env"] = env;
+  c["env"] = env;
   Json resources = Json::object();
   for (const char* side : {"requests", "limits"}) {  // the spec's empty maps are left out
     Json quantities = field(field(container, "resources", Json::object()), side, Json::object());

@@ -5,7 +5,9 @@
 // Sidecar. An RLJob whose spec.reward is type command with container.image set gets, in every
 // trainer pod, a native sidecar (an initContainer with restartPolicy Always, Kubernetes >= 1.29;
 // the chart asks for >= 1.30) named "reward":
-//   - image, env and resources from spec.reward.container;
+//   - image, env and resources from spec.reward.container, the env with PYTHONUNBUFFERED=1
+//     unless container.env sets it (as the runtime gives a program it starts: a Python
+//     program's answers reach the FIFO unflushed; reward::program_environment);
 //   - command ["/bin/sh", "-c", <wait, then exec>, "reward", <user command...>], the user command
 //     being container.command, or spec.reward.command when that is empty: it waits until the
 //     FIFOs kRewardPipeDir/requests and kRewardPipeDir/rewards exist, then execs the user
@@ -51,6 +53,7 @@ inline constexpr const char* kRewardContainerName = "reward";
 inline constexpr const char* kRewardVolume = "tlt-reward";
 inline constexpr const char* kRewardPipeDir = "/var/run/tlt-reward";
 inline constexpr const char* kRewardPipeEnv = "TLT_REWARD_PIPE_DIR";
+inline constexpr const char* kUnbufferedEnv = "PYTHONUNBUFFERED";
 // The Failed reason of a job whose http reward URL the admin does not allow.
 inline constexpr const char* kRewardURLNotAllowed = "RewardURLNotAllowed";
 

@@ -63,7 +63,8 @@ assert side["image"] == "registry.invalid/reward:1", side["image"]
 assert side.get("restartPolicy") == "Always", "not a native sidecar: %s" % side.get("restartPolicy")
 cmd = side["command"]
 assert cmd[:2] == ["/bin/sh", "-c"] and cmd[3:] == ["reward", "python3", "/app/reward.py"], cmd
-assert side["env"] == [{"name": "REWARD_MODE", "value": "strict"}], side["env"]
+assert side["env"] == [{"name": "REWARD_MODE", "value": "strict"},
+                       {"name": "PYTHONUNBUFFERED", "value": "1"}], side["env"]
 assert side["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}, side["resources"]
 sc = side["securityContext"]
 assert sc == {"runAsNonRoot": True, "allowPrivilegeEscalation": False,

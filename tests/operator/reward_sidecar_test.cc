@@ -1,9 +1,10 @@
 // The reward on a cluster (operator/controller/reward_sidecar.h) against the fakes: the shape of
-// the trainer pods' reward sidecar (image, command on the FIFOs, env, resources, the operator's
-// restricted securityContext whatever the template says, the shared volume and the trainer's
-// TLT_REWARD_PIPE_DIR), no sidecar for a command without a container or for other roles, the
-// URL allow-list's rule, and the reconciler refusing an http reward URL the admin does not allow
-// (Failed naming spec.reward.url, no pods) or a reward container with no command.
+// the trainer pods' reward sidecar (image, command on the FIFOs, env with PYTHONUNBUFFERED=1
+// unless the job sets it, resources, the operator's restricted securityContext whatever the
+// template says, the shared volume and the trainer's TLT_REWARD_PIPE_DIR), no sidecar for a
+// command without a container or for other roles, the URL allow-list's rule, and the reconciler
+// refusing an http reward URL the admin does not allow (Failed naming spec.reward.url, no pods)
+// or a reward container with no command.
 #include <fstream>
 #include <sstream>
 
@@ -84,7 +85,9 @@ TEST(RewardSidecar, ContainerReward_TrainerPodCarriesSidecarVolumeAndEnv) {
   EXPECT_EQ(cmd[3], "reward") << "$0 of the script";
   EXPECT_EQ(cmd[4], "python3");
   EXPECT_EQ(cmd[5], "/app/reward.py");
-  EXPECT_EQ((*side)["env"], Json::parse(R"([{"name": "MODE", "value": "strict"}])"));
+  EXPECT_EQ((*side)["env"], Json::parse(R"([{"name": "MODE", "value": "strict"},
+                                              {"name": "PYTHONUNBUFFERED", "value": "1"}])"))
+      << "a Python program's answers reach the FIFO without a flush";
   EXPECT_EQ((*side)["resources"], Json::parse(R"({"limits": {"cpu": "1", "memory": "1Gi"}})"));
   EXPECT_EQ((*side)["securityContext"],
             Json::parse(R"({"runAsNonRoot": true, "allowPrivilegeEscalation": false,
@@ -104,6 +107,22 @@ TEST(RewardSidecar, ContainerReward_TrainerPodCarriesSidecarVolumeAndEnv) {
   ASSERT_NE(mount, nullptr);
   EXPECT_EQ((*mount)["mountPath"], kRewardPipeDir);
   EXPECT_EQ(spec["containers"].size(), 1u) << "the sidecar is no regular container";
+}
+
+TEST(RewardSidecar, JobSetsPythonUnbuffered_ItsValueStands) {
+  Json reward = container_reward();
+  reward["container"]["env"] = {{"PYTHONUNBUFFERED", "0"}};
+  JobView job = view(cluster_job(reward));
+  Json spec = desired_pod(job, role(job, "trainer"), 0, PodOptions{})["spec"];
+  const Json* side = named(spec["initContainers"], "reward");
+  ASSERT_NE(side, nullptr) << spec.dump(2);
+  EXPECT_EQ((*side)["env"], Json::parse(R"([{"name": "PYTHONUNBUFFERED", "value": "0"}])"));
+  reward["container"].erase("env");
+  job = view(cluster_job(reward));
+  spec = desired_pod(job, role(job, "trainer"), 0, PodOptions{})["spec"];
+  side = named(spec["initContainers"], "reward");
+  ASSERT_NE(side, nullptr) << spec.dump(2);
+  EXPECT_EQ((*side)["env"], Json::parse(R"([{"name": "PYTHONUNBUFFERED", "value": "1"}])"));
 }
 
 TEST(RewardSidecar, OtherRolesAndCommandWithoutContainer_NoSidecar) {
