@@ -33,8 +33,9 @@
 //             old one's end; what the old one had read is then lost with it, and only
 //             spec.reward.timeout notices (a restart and a resend, as for a hang).
 //   http      each request's JSON POSTed to spec.reward.url (cpprestsdk), at most
-//             spec.reward.concurrency in flight; the answer's body is {"reward": <number>} (its
-//             "id", when present, must be the request's).
+//             spec.reward.concurrency in flight; the answer's body is {"reward": <reward>}, the
+//             reward read as a command's is (check_reward below; its "id", when present, must be
+//             the request's).
 //
 // Failures and the retry policy (command, FIFO, http). A reward (check_reward) is a JSON number,
 // finite, within [-1e6, 1e6], or true (1) or false (0), or verl's {"score": <number or bool>, ...};

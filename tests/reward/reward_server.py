@@ -3,7 +3,9 @@
 answer {"id", "reward": len(response)}, except for these responses:
   status500  always 500;  flaky  500 the first time, then good;  slow  2 s, then good;
   notjson    a body that is not JSON;  big  a reward of 1e9 (out of range);
-  deep       a reward nested a million arrays deep.
+  deep       a reward nested a million arrays deep;
+  true, false, dict, dictbool   the rewards true, false, {"score": 0.25, "acc": true} and
+             {"score": true} (read as a command program's are).
 Usage: reward_server.py PORT_FILE (it listens on a free port of 127.0.0.1 and writes it there)."""
 import json
 import sys
@@ -38,7 +40,9 @@ class Handler(BaseHTTPRequestHandler):
         if response == "deep":
             deep = "[" * 1000000 + "]" * 1000000
             return self.reply(200, '{"id": %s, "reward": %s}' % (json.dumps(req["id"]), deep))
-        reward = 1e9 if response == "big" else len(response)
+        as_written = {"true": True, "false": False, "dict": {"score": 0.25, "acc": True},
+                      "dictbool": {"score": True}}
+        reward = 1e9 if response == "big" else as_written.get(response, len(response))
         self.reply(200, json.dumps({"id": req["id"], "reward": reward}))
 
 

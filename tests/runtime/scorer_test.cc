@@ -594,6 +594,15 @@ TEST_F(HttpScorerTest, GoodAndFlakyAnswers) {
   EXPECT_EQ(*got, (std::vector<double>{1, 2, 5, 4}));
 }
 
+// true and false are 1 and 0, verl's {"score": x, ...} is x, as from a command program.
+TEST_F(HttpScorerTest, BoolAndDictRewardsAreRead) {
+  auto s = http();
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto got = score_all(**s, {"true", "false", "dict", "dictbool", "abc"});
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(*got, (std::vector<double>{1, 0, 0.25, 1, 3}));
+}
+
 TEST_F(HttpScorerTest, ServerErrorIsRetriedThenFails) {
   auto s = http(5, 1);
   ASSERT_TRUE(s.ok());
