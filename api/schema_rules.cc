@@ -207,6 +207,11 @@ std::vector<CelRule> cel_rules(const RLJobSpec&) {
       {"!self.rebalancing.enabled || self.roles.rollout.replicas < 1 || "
        "self.rebalancing.minRolloutReplicas <= self.roles.rollout.replicas",
        "must be <= spec.roles.rollout.replicas", "", ".rebalancing.minRolloutReplicas"},
+      {"self.algorithm.promptsPerStep < 1 || "
+       "self.roles.trainer.replicas <= self.algorithm.promptsPerStep",
+       "must be <= spec.algorithm.promptsPerStep: each trainer rank takes whole GRPO groups, one "
+       "per prompt; lower it or raise promptsPerStep",
+       "", ".roles.trainer.replicas"},
       checkpoint_rule(),
   };
 }

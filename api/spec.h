@@ -152,16 +152,18 @@ struct RoleSpec {
   }
 };
 
-// The policy trainer's role: one pod. The runtime has no trainer ranks, so a second trainer pod
-// would find nothing to run, exit, and fail the whole job after the backoff limit.
+// The policy trainer's role: its pods are the ranks of one data-parallel group, GRPO groups
+// kept whole on one rank, so a job uses at most algorithm.promptsPerStep of them
+// (RLJobSpec::check).
 struct TrainerRoleSpec : RoleSpec {
   template <class V>
   void fields(V& v) {
-    role_fields(v, Rule()
-                       .ge(0)
-                       .le(1)
-                       .because("trainer ranks are not supported yet; set 1")
-                       .doc("Policy trainer pods: 1 (trainer ranks are not supported yet)."));
+    role_fields(
+        v, Rule().ge(0).le(4096).doc(
+               "Policy trainer pods, the ranks of one data-parallel group (rank 0 coordinates); "
+               "at most spec.algorithm.promptsPerStep, since each rank takes whole GRPO groups. "
+               "A running job keeps the world it started with: a change takes effect when the "
+               "job is suspended and resumed (condition TrainerScalePending)."));
   }
 };
 

@@ -396,6 +396,13 @@ void RLJobSpec::check(const std::string& path, FieldErrors* errors) const {
         "must be <= spec.roles.rollout.replicas (" + std::to_string(rollout) + ") (got " +
             std::to_string(rebalancing.min_rollout_replicas) + ")");
   }
+  if (algorithm.prompts_per_step >= 1 && roles.trainer.replicas > algorithm.prompts_per_step) {
+    add(errors, join_path(path, "roles.trainer.replicas"),
+        "must be <= spec.algorithm.promptsPerStep (" + std::to_string(algorithm.prompts_per_step) +
+            "): each trainer rank takes whole GRPO groups, one per prompt; lower it or raise "
+            "promptsPerStep (got " +
+            std::to_string(roles.trainer.replicas) + ")");
+  }
   if (checkpoint.every_steps > 0 && checkpoint.path.empty()) {
     add(errors, join_path(path, "checkpoint.path"),
         "is required when checkpoint.everySteps is set; give a directory");

@@ -20,7 +20,8 @@
 // NetworkPolicy fencing its pods' ports unless --job-network-policy=false;
 // --network-policy-metrics-from says which namespaces may scrape their metrics port
 // (operator/controller/job_network.h). With --kueue a job labelled kueue.x-k8s.io/queue-name
-// waits for Kueue to admit its Workload (operator/controller/kueue.h).
+// waits for Kueue to admit its Workload (operator/controller/kueue.h). --trainer-group-port is
+// where an RLJob's trainer ranks form their group (operator/controller/desired.h).
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -125,6 +126,7 @@ struct RunFlags {
   std::string kubeconfig, context, service_account_dir, namespace_, runtime_image;
   std::string metrics_bind = "0.0.0.0";
   int metrics_port = 8080, workers = 2, watch_timeout = 120;
+  int trainer_group_port = tlt::controller::kTrainerGroupPort;
   double qps = 20;
   int burst = 200;
   double kube_qps = 200;  // the Kubernetes client's own token bucket (kube/client.h)
@@ -212,6 +214,7 @@ int run(const RunFlags& flags) {
   options.pods_pending_timeout = std::chrono::seconds(flags.pods_pending_timeout);
   options.workers = flags.workers;
   options.pod.runtime_image = flags.runtime_image;
+  options.pod.trainer_group_port = flags.trainer_group_port;
   options.rate.qps = flags.qps;
   options.rate.burst = flags.burst;
   options.watch_timeout_seconds = flags.watch_timeout;
@@ -320,6 +323,20 @@ int main(int argc, char** argv) {
   f.runtime_image = "ghcr.io/tlt-dev/tlt:latest";
   app.add_option("--runtime-image", f.runtime_image, "Image of the job pods' tlt container")
       ->capture_default_str();
+  app.add_option("--trainer-group-port", f.trainer_group_port,
+                 "Port of an RLJob's trainer group on its trainer pod 0 (TLT_TRAINER_GROUP_PORT; "
+                 "not the rendezvous 29500 nor the weight-sync 29501)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65535))
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            int port = std::atoi(v.c_str());
+            return port == 29500 || port == 29501
+                       ? "is the trainer pod's rendezvous (29500) or weight-sync (29501) port; "
+                         "give another port"
+                       : "";
+          },
+          "not 29500, 29501"));
   app.add_option("--metrics-port", f.metrics_port, "Port of /metrics, /healthz and /readyz")
       ->capture_default_str();
   app.add_option("--metrics-bind-address", f.metrics_bind, "IPv4 address to serve them on")

@@ -120,6 +120,9 @@ Json trim_object(const Json& object) {
 Json trim_pod(const Json& pod) {
   Json m = trim_child_metadata(pod.value("metadata", Json::object()));
   const Json meta = pod.value("metadata", Json::object());
+  const Json labels = meta.is_object() ? meta.value("labels", Json::object()) : Json();
+  if (labels.is_object() && labels.contains(kTrainerWorldLabel))
+    m["labels"][kTrainerWorldLabel] = labels[kTrainerWorldLabel];
   const Json annotations = meta.is_object() ? meta.value("annotations", Json::object()) : Json();
   if (annotations.is_object()) {
     for (const char* k : {kProgressAnnotation, api::kAssignmentAnnotation}) {

@@ -38,9 +38,9 @@
 // managedFields and kubectl's last-applied annotation. Children keep fixed fields only: metadata
 // name, namespace, uid, resourceVersion, deletionTimestamp, the labels tlt.dev/job, tlt.dev/kind,
 // tlt.dev/role, tlt.dev/index and managed-by, and the controller ownerReference; pods also the
-// tlt.dev/progress and tlt.dev/assignment annotations, status.phase and the Ready condition;
-// creationTimestamp and a False PodScheduled condition (reason, message cut to 300 bytes:
-// pods_pending.h);
+// label tlt.dev/trainer-world, the tlt.dev/progress and tlt.dev/assignment annotations,
+// status.phase and the Ready condition; creationTimestamp and a False PodScheduled condition
+// (reason, message cut to 300 bytes: pods_pending.h);
 // every other owned type, in place of its content, `digest`: a hash of the fields the reconciler
 // compares (child_digest()). So a child's size in the store does not follow its data or its other
 // labels and annotations: about 0.5 KiB per pod and 6 KiB per job.

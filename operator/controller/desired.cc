@@ -105,6 +105,26 @@ void add_weight_sync(const JobView& job, const RoleView& role, int index, Json* 
   (*container)["ports"] = ports;
 }
 
+// An RLJob trainer pod's place in the trainer group (desired.h): the world size (the trainer
+// role's replicas), the group's store address and, on trainer pod 0, the named container port.
+void add_trainer_group(const JobView& job, const RoleView& role, int index, int port_number,
+                       Json* container, Json* env) {
+  if (role.name != "trainer") return;
+  const std::string port = std::to_string(port_number);
+  const std::string host = pod_name(job.meta.name, "trainer", 0) + "." +
+                           service_name(job.meta.kind, job.meta.name) + "." + job.meta.namespace_ +
+                           ".svc";
+  upsert_named(env, env_var("TLT_TRAINER_WORLD", std::to_string(role.replicas)));
+  upsert_named(env, env_var("TLT_TRAINER_GROUP_PORT", port));
+  upsert_named(env, env_var("TLT_TRAINER_GROUP_ADDRESS", host + ":" + port));
+  if (index != 0) return;
+  Json ports = member(*container, "ports", Json::array());
+  upsert_named(
+      &ports,
+      {{"name", kTrainerGroupPortName}, {"containerPort", port_number}, {"protocol", "TCP"}});
+  (*container)["ports"] = ports;
+}
+
 // The operator's container, merged over the template's "tlt" container (if any).
 Json tlt_container(const JobView& job, const RoleView& role, int index, const Json& base,
                    const PodOptions& options) {
@@ -122,7 +142,10 @@ Json tlt_container(const JobView& job, const RoleView& role, int index, const Js
         env_var("TLT_RENDEZVOUS_PORT", std::to_string(options.rendezvous_port))}) {
     upsert_named(&env, e);
   }
-  if (job.meta.kind == api::kRLJobKind) add_weight_sync(job, role, index, &c, &env);
+  if (job.meta.kind == api::kRLJobKind) {
+    add_weight_sync(job, role, index, &c, &env);
+    add_trainer_group(job, role, index, options.trainer_group_port, &c, &env);
+  }
   c["env"] = env;
   if (!role.resources.empty()) c["resources"] = role.resources;
   Json mounts = member(c, "volumeMounts", Json::array());
@@ -232,9 +255,13 @@ Json desired_configmap(const JobView& job) {
 
 Json desired_service(const JobView& job, const PodOptions& options) {
   Json ports = {{{"name", "rendezvous"}, {"port", options.rendezvous_port}, {"protocol", "TCP"}}};
-  if (job.meta.kind == api::kRLJobKind)
+  if (job.meta.kind == api::kRLJobKind) {
     ports.push_back(
         {{"name", kWeightSyncPortName}, {"port", kWeightSyncPort}, {"protocol", "TCP"}});
+    ports.push_back({{"name", kTrainerGroupPortName},
+                     {"port", options.trainer_group_port},
+                     {"protocol", "TCP"}});
+  }
   return {{"apiVersion", "v1"},
           {"kind", "Service"},
           {"metadata", child_object_meta(job, service_name(job.meta.kind, job.meta.name))},
@@ -255,6 +282,8 @@ Json desired_pod(const JobView& job, const RoleView& role, int index, const PodO
   labels[kKindLabel] = job.meta.kind;
   labels[kRoleLabel] = role.name;
   labels[kIndexLabel] = std::to_string(index);
+  if (job.meta.kind == api::kRLJobKind && role.name == "trainer")
+    labels[kTrainerWorldLabel] = std::to_string(role.replicas);
   labels[kManagedByLabel] = kManagedBy;
   meta["labels"] = labels;
   meta["name"] = name;

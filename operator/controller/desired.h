@@ -12,10 +12,14 @@
 //     sidecar when spec.reward asks for one (reward_sidecar.h). Every RLJob pod also gets
 //     TLT_WEIGHT_SYNC_PORT and TLT_WEIGHT_SYNC_ADDRESS (<job>-trainer-0.<service>:<port>: the
 //     weight-sync group's rendezvous), and the "tlt" container of trainer pod 0 a container
-//     port named "weight-sync" on that port;
+//     port named "weight-sync" on that port. An RLJob's trainer pods, the ranks of one c10d
+//     group (rank TLT_INDEX, rank 0 hosting the group's store), also get TLT_TRAINER_WORLD (the
+//     role's replicas when the pod is made, also the pod's label kTrainerWorldLabel),
+//     TLT_TRAINER_GROUP_PORT and TLT_TRAINER_GROUP_ADDRESS (<job>-trainer-0.<service>:<port>),
+//     and trainer pod 0's "tlt" container a port named "trainer-group" on that port;
 //   - a headless Service <job>-rl or <job>-tst selecting the job's pods (rendezvous by DNS:
 //     <pod>.<service>.<namespace>.svc; TLT_SERVICE names it), with the port "rendezvous" and,
-//     for an RLJob, "weight-sync";
+//     for an RLJob, "weight-sync" and "trainer-group";
 //   - a ConfigMap <service>-spec whose job.json is the job (spec with defaults filled in);
 //   - the job's identity, all three named like the Service (<job>-rl, <job>-tst): a
 //     ServiceAccount (automountServiceAccountToken false), a Role and a RoleBinding of the Role
@@ -71,6 +75,11 @@ inline constexpr int64_t kRuntimeUser = 65532;
 // pod's "tlt" container name kWeightSyncPortName.
 inline constexpr int kWeightSyncPort = 29501;
 inline constexpr const char* kWeightSyncPortName = "weight-sync";
+// An RLJob's trainer group (its ranks' data-parallel update): trainer pod 0 hosts its c10d
+// store on PodOptions::trainer_group_port, named kTrainerGroupPortName in the Service and that
+// pod's "tlt" container.
+inline constexpr int kTrainerGroupPort = 29502;
+inline constexpr const char* kTrainerGroupPortName = "trainer-group";
 
 struct PodOptions {
   std::string runtime_image = "ghcr.io/tlt-dev/tlt:latest";  // the `tlt` binary's image
@@ -79,6 +88,8 @@ struct PodOptions {
   // URLs an http reward may name (reward_sidecar.h), e.g. {"http://reward.scoring:8000"}.
   std::vector<std::string> reward_url_allow;
   NetworkPolicyOptions network_policy;  // the job's NetworkPolicy (job_network.h)
+  // An RLJob's trainer group (TLT_TRAINER_GROUP_PORT; not rendezvous_port nor kWeightSyncPort).
+  int trainer_group_port = kTrainerGroupPort;
 };
 
 std::string pod_name(const std::string& job, const std::string& role, int index);

@@ -26,6 +26,9 @@ using api::kJobLabel;
 using api::kProgressAnnotation;
 using api::kRoleLabel;
 inline constexpr const char* kKindLabel = "tlt.dev/kind";  // RLJob or TSTPretrainJob
+// On an RLJob's trainer pods: the trainer group's world size the pod was made with
+// (TLT_TRAINER_WORLD), which the running group keeps (trainer_world.h).
+inline constexpr const char* kTrainerWorldLabel = "tlt.dev/trainer-world";
 inline constexpr const char* kFinalizer = "tlt.dev/cleanup";
 inline constexpr const char* kFieldManager = "tlt-operator";
 inline constexpr const char* kContainerName = "tlt";

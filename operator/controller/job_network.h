@@ -22,9 +22,10 @@
 //     itself (true needs the admin's --pod-policy-allow) gets what it set and no projected token.
 //   - NetworkPolicy <service> (<job>-rl, <job>-tst) while options.enabled: podSelector the job's
 //     pods (tlt.dev/job, tlt.dev/kind), policyTypes [Ingress], and two ingress rules:
-//       from the job's own pods, on every port: the trainer's rendezvous (29500) and weight-sync
-//         (29501) ports, and the Gloo pair connections of the weight-sync and data-parallel
-//         groups, which land on ports each rank picks at run time;
+//       from the job's own pods, on every port: the trainer's rendezvous (29500), weight-sync
+//         (29501) and trainer-group (29502) ports, and the Gloo pair connections of the
+//         weight-sync, trainer and data-parallel groups, which land on ports each rank picks at
+//         run time (so no narrower rule lets a group form);
 //       from pods in the namespaces that options.metrics_from selects (every namespace when it is
 //         empty), on spec.metrics.port (TCP) only; no such rule when that port is 0 (off).
 //     Any other ingress is dropped by a network plugin that enforces NetworkPolicy; egress is not

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "api/spec.h"
+#include "operator/controller/trainer_world.h"
 
 namespace tlt::controller {
 namespace {
@@ -61,17 +62,22 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
   for (const Json& c : old.value("conditions", Json::array())) {
     if (c.value("type", "") == "Created" && c.value("status", "") == "True") was_created = true;
   }
-  bool blocked = phase == "Blocked";
-  bool created = !blocked && (o.created || was_created);
-  conditions.push_back(make_condition(old, "Created", created,
-                                      blocked   ? o.blocked_reason
-                                      : created ? "ObjectsCreated"
-                                                : "Creating",
-                                      blocked ? o.blocked_message
-                                      : created
-                                          ? "The ConfigMap, the Service and the pods were created."
-                                          : "Creating the ConfigMap, the Service and the pods.",
-                                      generation, now));
+  bool blocked = phase == "Blocked", queued = phase == "Queued";
+  // Held for Kueue, the job has its ConfigMap and Service but no pods (none yet, or deleted
+  // on eviction) until its Workload is admitted.
+  bool created = !blocked && !queued && (o.created || was_created);
+  conditions.push_back(make_condition(
+      old, "Created", created,
+      blocked   ? o.blocked_reason
+      : queued  ? "PodsQueued"
+      : created ? "ObjectsCreated"
+                : "Creating",
+      blocked  ? o.blocked_message
+      : queued ? "The ConfigMap and the Service were created; the pods are created when Kueue "
+                 "admits the job's Workload (the Running condition says what it waits for)."
+      : created ? "The ConfigMap, the Service and the pods were created."
+                : "Creating the ConfigMap, the Service and the pods.",
+      generation, now));
   std::string not_running = blocked                ? "Blocked"
                             : phase == "Suspended" ? "Suspended"
                             : phase == "Succeeded" ? "Finished"
@@ -96,6 +102,17 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
       failed ? o.terminal_message : std::to_string(o.restarts) + " pod failures so far.",
       generation, now));
 
+  bool trainer_scale = false;
+  if (kind == api::kRLJobKind && o.trainer_replicas > 0) {
+    bool stored = false;
+    for (const Json& c : old.value("conditions", Json::array()))
+      stored = stored || c.value("type", "") == kTrainerScalePending;
+    trainer_scale = stored || o.trainer_replicas != o.trainer_world;
+    if (trainer_scale) {
+      conditions.push_back(
+          trainer_scale_condition(old, o.trainer_replicas, o.trainer_world, generation, now));
+    }
+  }
   // Conditions of other writers (the rebalancer's RebalancerDegraded, DrafterAssigned) are kept
   // as stored: a merge patch replaces the whole list.
   for (const auto& [type, c] : o.extra_conditions) conditions.push_back(c);
@@ -105,7 +122,7 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
                     [&](const auto& k) { return k.first == type; }))
       continue;
     if (type != "Created" && type != "Running" && type != "Suspended" && type != "Succeeded" &&
-        type != "Failed")
+        type != "Failed" && !(trainer_scale && type == kTrainerScalePending))
       conditions.push_back(c);
   }
 

@@ -13,7 +13,9 @@
 // every desired pod is running and ready, else Pending. Every one of the five conditions
 // (Created, Running, Suspended, Succeeded, Failed) is always present, True or False, with a
 // CamelCase reason and a sentence; lastTransitionTime changes only when its status changes.
-// Conditions of other types (the rebalancer's) are carried over from `old` unchanged.
+// An RLJob's TrainerScalePending (trainer_world.h) is written when the trainer group's world
+// differs from the spec's, or to turn a stored one False. Conditions of other types (the
+// rebalancer's) are carried over from `old` unchanged.
 //
 // Thread safety: stateless functions.
 #pragma once
@@ -63,6 +65,9 @@ struct Outcome {
   std::vector<std::pair<std::string, nlohmann::json>> extra_conditions;
   // Look at the job again after this long (a Pending pod reaching the PodsPending timeout).
   std::optional<std::chrono::seconds> recheck_after;
+  // An RLJob's spec.roles.trainer.replicas and the world its trainer group runs
+  // (trainer_world.h); 0 when not looked at, which keeps the stored TrainerScalePending.
+  int32_t trainer_replicas = 0, trainer_world = 0;
 };
 
 // The operator's fields of a new status: from `old` (the stored status), the outcome, the

@@ -15,6 +15,7 @@
 #include "operator/controller/pod_template.h"
 #include "operator/controller/pods_pending.h"
 #include "operator/controller/reward_sidecar.h"
+#include "operator/controller/trainer_world.h"
 
 namespace tlt::controller {
 namespace {
@@ -226,11 +227,12 @@ ReconcileResult Reconciler::reconcile_job(const std::string& kind, const Json& o
       &Reconciler::reconcile_identity, &Reconciler::reconcile_network_policy};
   Outcome outcome;
   outcome.progress = std::move(progress);
-  for (const Status& s : run_parallel(4, 4, [&](int i) { return (this->*subs[i])(*job); })) {
-    if (!s.ok()) return stuck(*job, pods, s, std::move(outcome));
+  const JobView running = running_view(*job, pods, &outcome);
+  for (const Status& s : run_parallel(4, 4, [&](int i) { return (this->*subs[i])(running); })) {
+    if (!s.ok()) return stuck(running, pods, s, std::move(outcome));
   }
-  Status s = reconcile_pods(*job, pods, &outcome);
-  if (!s.ok()) return stuck(*job, pods, s, std::move(outcome));
+  Status s = reconcile_pods(running, pods, &outcome);
+  if (!s.ok()) return stuck(running, pods, s, std::move(outcome));
   s = write_status(meta, outcome);
   if (!s.ok()) return {s, std::nullopt, phase};
   Json computed = compute_status(kind, meta.status, outcome, meta.generation, clock_->now());
@@ -300,6 +302,7 @@ std::vector<Reconciler::Pod> Reconciler::observe_pods(const ObservedJob& job) {
       if (c.value("type", "") == "Ready" && c.value("status", "") == "True")
         p.ready = p.phase == "Running";
     }
+    p.trainer_world = labels.value(kTrainerWorldLabel, "");
     p.created = parse_time(meta.value("creationTimestamp", ""));
     for (const Json& c : status.value("conditions", Json::array())) {
       if (c.value("type", "") != "PodScheduled" || c.value("status", "") != "False") continue;
@@ -312,6 +315,34 @@ std::vector<Reconciler::Pod> Reconciler::observe_pods(const ObservedJob& job) {
     pods.push_back(std::move(p));
   }
   return pods;
+}
+
+JobView Reconciler::running_view(const JobView& job, const std::vector<Pod>& pods, Outcome* o) {
+  if (job.meta.kind != api::kRLJobKind) return job;
+  const RoleView* trainer = nullptr;
+  for (const RoleView& r : job.roles) {
+    if (r.name == "trainer") trainer = &r;
+  }
+  if (!trainer) return job;
+  std::vector<TrainerPod> live;
+  for (const Pod& p : pods) {
+    if (p.role == "trainer" && !p.deleting) live.push_back({p.index, p.trainer_world});
+  }
+  o->trainer_replicas = trainer->replicas;
+  o->trainer_world = running_trainer_world(live).value_or(trainer->replicas);
+  if (o->trainer_world == o->trainer_replicas) return job;
+  Json condition = trainer_scale_condition(job.meta.status, o->trainer_replicas, o->trainer_world,
+                                           job.meta.generation, format_time(clock_->now()));
+  if (condition_field(job.meta.status, kTrainerScalePending, "status") != "True" ||
+      condition_field(job.meta.status, kTrainerScalePending, "message") != condition["message"]) {
+    log_warning(
+        "spec.roles.trainer.replicas differs from the running trainer group's world; "
+        "keeping the world.",
+        fields(job.meta, {{"replicas", std::to_string(o->trainer_replicas)},
+                          {"world", std::to_string(o->trainer_world)}}));
+    event(job.meta, "Warning", kTrainerScalePending, condition["message"]);
+  }
+  return with_trainer_world(job, o->trainer_world);
 }
 
 std::optional<Progress> Reconciler::read_progress(const JobView& job,

@@ -155,6 +155,7 @@ class Reconciler {
     std::optional<std::string> progress;                  // the tlt.dev/progress annotation, if any
     std::optional<WallTime> created;                      // metadata.creationTimestamp
     std::string unscheduled_reason, unscheduled_message;  // PodScheduled False (pods_pending.h)
+    std::string trainer_world;  // the label tlt.dev/trainer-world, "" when absent
   };
 
   // kind=<kind> job=<namespace>/<name>, then `more`: the fields of each log line about a job.
@@ -177,6 +178,10 @@ class Reconciler {
                          const std::string& message, const std::string& log_message,
                          bool remove_pods = false);
   std::vector<Pod> observe_pods(const ObservedJob& job);
+  // `job` with its trainer role at the running group's world (trainer_world.h), which the
+  // children are made of; sets o's trainer_replicas and trainer_world, and records a Warning
+  // Event TrainerScalePending when the spec's replicas start to differ from the world.
+  JobView running_view(const JobView& job, const std::vector<Pod>& pods, Outcome* o);
   std::optional<Progress> read_progress(const JobView& job, const std::vector<Pod>& pods);
   ReconcileResult finished(const JobView& job, const std::vector<Pod>& pods,
                            std::optional<Progress> progress);

@@ -139,7 +139,7 @@ TEST(Schema, Rules_BecomeRangesEnumsAndDescriptions) {
   EXPECT_FALSE(t.contains("exclusiveMaximum"));
   EXPECT_EQ(t["description"], "Rollout sampling temperature.");
   Json trainer = at(s, ".spec.roles.trainer.replicas");
-  EXPECT_EQ(trainer["maximum"], 1) << "no trainer ranks yet";
+  EXPECT_EQ(trainer["maximum"], 4096) << "promptsPerStep bounds it further (a CEL rule)";
   EXPECT_EQ(at(s, ".spec.roles.rollout.replicas")["maximum"], 4096);
   Json port = at(s, ".spec.metrics.port");
   EXPECT_EQ(port["format"], "int32");

@@ -234,24 +234,27 @@ TEST(ValidateCross, RolloutAndTrainerNeedOne) {
                       "spec.roles.trainer.replicas", "must be >= 1 (got 0)");
 }
 
-// A second trainer pod has nothing to run and fails the job: refused until trainer ranks exist,
-// also where the operator reads a job already stored (parse_job_json).
-TEST(ValidateCross, OneTrainerOnly) {
-  expect_single_error(rl_with("spec.roles.trainer.replicas", YAML::Node(2)),
-                      "spec.roles.trainer.replicas",
-                      "must be <= 1 (got 2): trainer ranks are not supported yet; set 1");
-  EXPECT_TRUE(errors_of(rl_with("spec.roles.trainer.replicas", YAML::Node(1))).empty());
-  EXPECT_TRUE(errors_of(rl_with("spec.roles.rollout.replicas", YAML::Node(8))).empty())
-      << "only the trainer is limited";
+// Trainer ranks take whole GRPO groups: more ranks than prompts in a step are refused, also
+// where the operator reads a job already stored (parse_job_json).
+TEST(ValidateCross, TrainerRanksAtMostPromptsPerStep) {
+  auto ranks = [](int n) {
+    return with_value(rl_with("spec.algorithm.promptsPerStep", YAML::Node(2)),
+                      "spec.roles.trainer.replicas", YAML::Node(n));
+  };
+  expect_single_error(
+      ranks(3), "spec.roles.trainer.replicas",
+      "must be <= spec.algorithm.promptsPerStep (2): each trainer rank takes "
+      "whole GRPO groups, one per prompt; lower it or raise promptsPerStep (got 3)");
+  EXPECT_TRUE(errors_of(ranks(2)).empty()) << "one rank per prompt is the most";
   std::vector<Document> docs =
       parse_manifests(rl_with("spec.roles.trainer.replicas", YAML::Node(4)));
   ASSERT_EQ(docs.size(), 1u);
   ASSERT_TRUE(docs[0].job.has_value());
   nlohmann::json stored = std::visit([](const auto& j) { return to_json(j); }, *docs[0].job);
-  stored["spec"]["roles"]["trainer"]["replicas"] = 4;
+  stored["spec"]["roles"]["trainer"]["replicas"] = 4097;
   StatusOr<Job> job = parse_job_json(stored);
   ASSERT_FALSE(job.ok());
-  EXPECT_NE(job.status().message().find("spec.roles.trainer.replicas: must be <= 1 (got 4)"),
+  EXPECT_NE(job.status().message().find("spec.roles.trainer.replicas: must be <= 4096 (got 4097)"),
             std::string::npos)
       << job.status().message();
 }

@@ -235,9 +235,8 @@ TEST_F(ReconcilerTest, Reconcile_RLJobExample_CreatesPodsServiceConfigMap) {
   ASSERT_TRUE(trainer.ok());
   EXPECT_FALSE((*trainer)["spec"].contains("nodeSelector")) << "the rollout's template only";
   EXPECT_EQ((*trainer)["spec"]["containers"][0]["resources"]["requests"]["cpu"], "16");
-  EXPECT_EQ(
-      (*trainer)["spec"]["containers"][0]["ports"],
-      Json::array({{{"name", "weight-sync"}, {"containerPort", 29501}, {"protocol", "TCP"}}}));
+  EXPECT_EQ((*trainer)["spec"]["containers"][0]["ports"][0],
+            Json({{"name", "weight-sync"}, {"containerPort", 29501}, {"protocol", "TCP"}}));
 
   StatusOr<Json> svc = kube_.get(service_resource("research"), "qwen-math-grpo-rl");
   ASSERT_TRUE(svc.ok());
@@ -486,6 +485,108 @@ TEST_F(ReconcilerTest, Reconcile_SuspendThenResume_DeletesPodsKeepsJobThenRecrea
   j = job(key);
   EXPECT_EQ(j["status"]["phase"], "Pending");
   EXPECT_EQ(condition(j, "Suspended", "status"), "False");
+}
+
+// The env of a pod's "tlt" container, by name; {} when the pod does not exist.
+std::map<std::string, std::string> tlt_env(kube::FakeKubeClient& kube, const std::string& pod) {
+  std::map<std::string, std::string> env;
+  StatusOr<Json> p = kube.get(pod_resource("research"), pod);
+  if (!p.ok()) return env;
+  for (const Json& e : (*p)["spec"]["containers"][0]["env"]) env[e["name"]] = e["value"];
+  return env;
+}
+
+TEST_F(ReconcilerTest, Reconcile_TwoTrainerRanks_RankWorldGroupAddressServicePort) {
+  Json rl = example("rljob-cluster.yaml");
+  rl["spec"]["roles"]["trainer"]["replicas"] = 2;
+  std::string key = add(rl);
+  reconcile(key);
+  const std::string job = "qwen-math-grpo";
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(rank);
+    const std::string name = job + "-trainer-" + std::to_string(rank);
+    std::map<std::string, std::string> env = tlt_env(kube_, name);
+    EXPECT_EQ(env["TLT_INDEX"], std::to_string(rank)) << "the rank";
+    EXPECT_EQ(env["TLT_TRAINER_WORLD"], "2");
+    EXPECT_EQ(env["TLT_TRAINER_GROUP_PORT"], "29502");
+    EXPECT_EQ(env["TLT_TRAINER_GROUP_ADDRESS"],
+              job + "-trainer-0." + job + "-rl.research.svc:29502");
+    Json pod = *kube_.get(pod_resource("research"), name);
+    EXPECT_EQ(pod["metadata"]["labels"]["tlt.dev/trainer-world"], "2");
+  }
+  auto tlt_container = [&](const std::string& pod) {
+    return (*kube_.get(pod_resource("research"), pod))["spec"]["containers"][0];
+  };
+  EXPECT_EQ(
+      tlt_container(job + "-trainer-0")["ports"],
+      Json::array({{{"name", "weight-sync"}, {"containerPort", 29501}, {"protocol", "TCP"}},
+                   {{"name", "trainer-group"}, {"containerPort", 29502}, {"protocol", "TCP"}}}))
+      << "rank 0 hosts the group's store";
+  EXPECT_FALSE(tlt_container(job + "-trainer-1").contains("ports"));
+  EXPECT_EQ(tlt_env(kube_, job + "-rollout-0").count("TLT_TRAINER_WORLD"), 0u)
+      << "only trainer pods are ranks";
+  Json svc = *kube_.get(service_resource("research"), job + "-rl");
+  EXPECT_EQ(svc["spec"]["ports"][2],
+            Json({{"name", "trainer-group"}, {"port", 29502}, {"protocol", "TCP"}}));
+  EXPECT_EQ(condition(this->job(key), "TrainerScalePending", "status"), "(none)")
+      << "nothing to say while the spec and the group agree";
+}
+
+// A running trainer group keeps its world: a replicas edit is held back with a condition, failed
+// ranks come back in the old world, and the edit takes effect after a suspend and resume.
+TEST_F(ReconcilerTest, Reconcile_TrainerReplicasEdited_WorldKeptUntilSuspendedAndResumed) {
+  Json rl = example("rljob-cluster.yaml");
+  rl["spec"]["roles"]["trainer"]["replicas"] = 2;
+  std::string key = add(rl);
+  const std::string t = "qwen-math-grpo-trainer-";
+  reconcile(key);
+  set_phase("research", "qwen-math-grpo-", "Running");
+  reconcile(key);
+  EXPECT_EQ(job(key)["status"]["phase"], "Running");
+
+  edit(key, {{"roles", {{"trainer", {{"replicas", 3}}}}}});
+  ReconcileResult r = reconcile(key);
+  EXPECT_EQ(r.phase, "Running") << "the two ranks still run";
+  EXPECT_FALSE(kube_.get(pod_resource("research"), t + "2").ok()) << "no third rank";
+  Json j = job(key);
+  EXPECT_EQ(condition(j, "TrainerScalePending", "status"), "True");
+  EXPECT_EQ(condition(j, "TrainerScalePending", "reason"), "WorldSizeFixed");
+  std::string message = condition(j, "TrainerScalePending", "message");
+  EXPECT_NE(message.find("spec.roles.trainer.replicas is 3, but the running trainer group has 2"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("suspended and resumed"), std::string::npos) << message;
+  EXPECT_EQ(events_with_reason("research", "TrainerScalePending"), 1);
+  Json cm = *kube_.get(configmap_resource("research"), "qwen-math-grpo-rl-spec");
+  Json stored_spec = Json::parse(std::string(cm["data"]["job.json"]))["spec"];
+  EXPECT_EQ(stored_spec["roles"]["trainer"]["replicas"], 2)
+      << "the runtime reads the world that runs";
+  reconcile(key);
+  EXPECT_EQ(events_with_reason("research", "TrainerScalePending"), 1) << "told once";
+
+  set_phase("research", t + "1", "Failed");
+  reconcile(key);
+  reconcile(key);
+  EXPECT_EQ(tlt_env(kube_, t + "1")["TLT_TRAINER_WORLD"], "2") << "a restarted rank rejoins";
+
+  edit(key, {{"roles", {{"trainer", {{"replicas", 1}}}}}});
+  reconcile(key);
+  EXPECT_TRUE(kube_.get(pod_resource("research"), t + "1").ok()) << "not scaled down either";
+  EXPECT_NE(condition(job(key), "TrainerScalePending", "message")
+                .find("spec.roles.trainer.replicas is 1"),
+            std::string::npos);
+
+  edit(key, {{"suspend", true}, {"roles", {{"trainer", {{"replicas", 3}}}}}});
+  reconcile(key);
+  EXPECT_TRUE(pod_names("research").empty());
+  edit(key, {{"suspend", false}});
+  reconcile(key);
+  for (int rank : {0, 1, 2}) {
+    EXPECT_EQ(tlt_env(kube_, t + std::to_string(rank))["TLT_TRAINER_WORLD"], "3") << rank;
+  }
+  j = job(key);
+  EXPECT_EQ(condition(j, "TrainerScalePending", "status"), "False");
+  EXPECT_EQ(condition(j, "TrainerScalePending", "reason"), "WorldMatchesSpec");
 }
 
 TEST_F(ReconcilerTest, Reconcile_PodFailed_RecreatedCountedThenFailedPastBackoffLimit) {

@@ -5,7 +5,7 @@ crd_validate_agree.sh.
 Each case is the cluster RLJob example (or the TSTPretrainJob one) with one field set to an
 edge value: quantities (signs, suffixes, exponents, spaces, lengths), arm names (leading zeros,
 bounds, long digit runs, tree sizes), integer bounds and durations. A seeded random part
-combines two edges at once. Usage: validate_cases.py SOURCE_DIR OUT_DIR [N_RANDOM] [SEED]
+combines two edges at once; fixed pairs set trainer ranks against prompts per step. Usage: validate_cases.py SOURCE_DIR OUT_DIR [N_RANDOM] [SEED]
 Prints one line per case: "<file> <field path> <value>".
 """
 import copy
@@ -36,6 +36,7 @@ ARMS = ["ngram", "ngram_1", "ngram_64", "ngram_65", "ngram_0", "ngram_01", "ngra
         "history_4", "History", "history "]
 INTS = {("spec", "roles", "rollout", "replicas"): [-1, 0, 1, 2, 1024, 2**31 - 1, 2**31],
         ("spec", "algorithm", "groupSize"): [-1, 0, 1, 2, 8, 4096, 2**31],
+        ("spec", "roles", "trainer", "replicas"): [-1, 0, 1, 2, 128, 129, 4096, 4097],
         ("spec", "backoffLimit"): [-1, 0, 1, 2**31 - 1],
         ("spec", "ttlSecondsAfterFinished"): [-1, 0, 1, 2**40]}
 DURATIONS = ["0s", "10s", "1.5h", "-1s", "10", "1h30m", "", "1.s", ".5s", "1d", "s", "10S",
@@ -71,6 +72,12 @@ for _ in range(n_random):  # two edges at once, of different fields
     if b1 is not b2 or p1 == p2:
         continue
     cases.append((b1, (p1, p2), (v1, v2)))
+# Trainer ranks against prompts per step (at most one rank per prompt), on both sides of the edge.
+TRAINER = ("spec", "roles", "trainer", "replicas")
+PROMPTS = ("spec", "algorithm", "promptsPerStep")
+for ranks, prompts in [(1, 1), (2, 1), (2, 2), (3, 2), (8, 7), (4096, 4096), (4096, 4095),
+                       (1, 0), (0, 4)]:
+    cases.append((rl, (TRAINER, PROMPTS), (ranks, prompts)))
 
 os.makedirs(out, exist_ok=True)
 for i, (base, path, value) in enumerate(cases):

@@ -3,9 +3,9 @@
 # etcd + kube-apiserver (scripts/k8s-env.sh) with kwok running a fake GPU node and the real
 # tlt-operator under tests/operator/rbac.yaml:
 #   1. an RLJob with 2 rollout pods, a trainer and a drafter pod: the headless Service <job>-rl
-#      carries the ports "rendezvous" (29500) and "weight-sync" (29501); the "tlt" container of
-#      the trainer pod 0 declares the container port "weight-sync" (29501/TCP) and no other pod
-#      does; every pod's tlt container has TLT_WEIGHT_SYNC_PORT=29501 and
+#      carries the ports "rendezvous" (29500), "weight-sync" (29501) and "trainer-group"
+#      (29502); the "tlt" container of the trainer pod 0 declares the container ports
+#      "weight-sync" (29501/TCP) and "trainer-group" (29502/TCP) and no other pod does; every pod's tlt container has TLT_WEIGHT_SYNC_PORT=29501 and
 #      TLT_WEIGHT_SYNC_ADDRESS=<job>-trainer-0.<job>-rl.research.svc:29501 (the trainer pod's
 #      DNS name under the Service it is the subdomain of, which the runtime joins the group at);
 #   2. a TSTPretrainJob's Service <job>-tst carries the rendezvous port only.
@@ -38,7 +38,8 @@ python3 - "$K8S_TMP/service.json" <<'PY' || fail "the Service does not carry the
 import json, sys
 svc = json.load(open(sys.argv[1]))
 ports = {p["name"]: (p["port"], p["protocol"]) for p in svc["spec"]["ports"]}
-assert ports == {"rendezvous": (29500, "TCP"), "weight-sync": (29501, "TCP")}, ports
+assert ports == {"rendezvous": (29500, "TCP"), "weight-sync": (29501, "TCP"),
+                 "trainer-group": (29502, "TCP")}, ports
 assert svc["spec"]["clusterIP"] == "None", svc["spec"]
 print("  service synced-rl: ports %s" % sorted(ports.items()))
 PY
@@ -58,7 +59,8 @@ assert env.get("TLT_SERVICE") == "synced-rl.research.svc", env
 assert spec.get("subdomain") == "synced-rl", spec.get("subdomain")
 ports = [(p.get("name"), p["containerPort"], p.get("protocol")) for c in spec["containers"]
          for p in c.get("ports", [])]
-want = [("weight-sync", 29501, "TCP")] if name == "synced-trainer-0" else []
+want = ([("weight-sync", 29501, "TCP"), ("trainer-group", 29502, "TCP")]
+        if name == "synced-trainer-0" else [])
 assert ports == want, "%s: container ports %s, expected %s" % (name, ports, want)
 print("  %s: container ports %s; TLT_WEIGHT_SYNC_ADDRESS %s" % (name, ports, address))
 PY
