@@ -10,13 +10,16 @@
 #include "api/encode.h"
 #include "api/labels.h"
 #include "api/manifest.h"
+#include "api/trainer_group.h"
 #include "runtime/cli/local_checks.h"
 #include "runtime/cli/rl_command.h"
 #include "runtime/cli/tst_command.h"
+#include "runtime/cluster/job_secret.h"
 #include "runtime/cpu_info.h"
 #include "runtime/device/device.h"
 #include "runtime/model/hf_export.h"
 #include "runtime/rl/checkpoint.h"
+#include "runtime/rl/trainer_ranks.h"
 #include "runtime/torch_env.h"
 
 namespace tlt::cli {
@@ -143,6 +146,98 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? std::string(v) : fallback;
 }
 
+// The trainer group's world and port (api/trainer_group.h): TLT_TRAINER_WORLD (else
+// spec.roles.trainer.replicas) and TLT_TRAINER_GROUP_PORT. InvalidArgument naming the variable.
+struct TrainerGroupEnv {
+  int world = 1, port = api::kDefaultTrainerGroupPort;
+};
+StatusOr<TrainerGroupEnv> trainer_group_env(const api::RLJob& job) {
+  TrainerGroupEnv g;
+  g.world = std::max(1, job.spec.roles.trainer.replicas);
+  std::string world = env_or(api::kTrainerWorldEnv, ""),
+              port = env_or(api::kTrainerGroupPortEnv, "");
+  char* end = nullptr;
+  if (!world.empty()) {
+    long w = std::strtol(world.c_str(), &end, 10);
+    if (*end != '\0' || w < 1 || w > 4096)
+      return Status::InvalidArgument(std::string(api::kTrainerWorldEnv) + " (" + world +
+                                     ") is not a number of trainer ranks in [1, 4096]");
+    g.world = int(w);
+  }
+  if (!port.empty()) {
+    long p = std::strtol(port.c_str(), &end, 10);
+    if (*end != '\0' || p <= 0 || p > 65535)
+      return Status::InvalidArgument(std::string(api::kTrainerGroupPortEnv) + " (" + port +
+                                     ") is not a port");
+    g.port = int(p);
+  }
+  return g;
+}
+
+// Trainer rank `index` > 0 of an RLJob: a local run's rank process (TLT_RENDEZVOUS_FILE names
+// the group's file store) or a trainer pod (rank 0 at <job>-trainer-0.<TLT_SERVICE>, or
+// TLT_TRAINER_GROUP_ADDRESS, on TLT_TRAINER_GROUP_PORT).
+int trainer_rank_role(const api::RLJob& job, int index, std::ostream& out, std::ostream& err) {
+  StatusOr<TrainerGroupEnv> group = trainer_group_env(job);
+  if (!group.ok()) {
+    err << "tlt run-role: " << group.status().message() << "\n";
+    return kExitInvalid;
+  }
+  if (index >= group->world) {
+    err << "tlt run-role: trainer " << index << " has no rank: " << job.metadata.name << " has "
+        << group->world << " trainer ranks (spec.roles.trainer.replicas, " << api::kTrainerWorldEnv
+        << ")\n";
+    return kExitInvalid;
+  }
+  rl::TrainerGroupOptions o;
+  o.rank = index, o.world = group->world;
+  o.store_file = env_or("TLT_RENDEZVOUS_FILE", "");
+  const int timeout_s = std::atoi(env_or("TLT_COLLECTIVE_TIMEOUT_S", "300").c_str());
+  o.timeout_s = timeout_s > 0 ? timeout_s : 300;
+  if (o.store_file.empty()) {  // a pod: rank 0's store, under the job secret's prefix
+    o.port = group->port;
+    o.host = env_or(api::kTrainerGroupAddressEnv, "");
+    const size_t colon = o.host.rfind(':');
+    if (colon != std::string::npos) {  // host:port
+      long p = std::strtol(o.host.c_str() + colon + 1, nullptr, 10);
+      if (p <= 0 || p > 65535) {
+        err << "tlt run-role: " << api::kTrainerGroupAddressEnv << " (" << o.host
+            << ") is not host:port\n";
+        return kExitInvalid;
+      }
+      o.port = int(p), o.host.resize(colon);
+    }
+    if (o.host.empty())
+      o.host = api::pod_name(job.metadata.name, "trainer", 0) + "." +
+               env_or("TLT_SERVICE", job.metadata.name + "-rl");
+    StatusOr<std::string> secret = cluster::load_job_secret();
+    if (!secret.ok()) {
+      err << "tlt run-role: trainer " << index << ": " << secret.status().message() << "\n";
+      return kExitInvalid;
+    }
+    o.store_prefix = rl::trainer_store_prefix(*secret);
+  }
+  int threads = std::atoi(env_or("TLT_THREADS", "0").c_str());
+  if (threads > 0) runtime::configure_threads(threads);
+  StatusOr<device::Placement> placement =
+      device::resolve_device(job.spec.model.device, device::probe_inventory());
+  if (!placement.ok()) {
+    err << "tlt run-role: " << placement.status().message() << "\n";
+    return kExitInvalid;
+  }
+  o.cuda = placement->main_device() != "cpu";
+  out << "tlt run-role: RLJob " << job.metadata.name << " trainer rank " << index << " of "
+      << o.world << (o.store_file.empty() ? " at " + o.host + ":" + std::to_string(o.port) : "")
+      << "\n"
+      << std::flush;
+  Status served = rl::serve_trainer_rank(o, out);
+  if (!served.ok()) {
+    err << "tlt run-role: " << served.message() << "\n";
+    return 1;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_role_command(std::ostream& out, std::ostream& err) {
@@ -187,6 +282,7 @@ int run_role_command(std::ostream& out, std::ostream& err) {
     return rl_remote_worker(trainer, int(port), worker, env_or("TLT_WORK_DIR", "/tmp/tlt-work"),
                             out, err);
   }
+  if (role == "trainer" && index > 0) return trainer_rank_role(rl, int(index), out, err);
   if (role == "trainer" && index == 0) {
     RLRunFlags f;
     f.listen_port = int(port);
@@ -194,6 +290,12 @@ int run_role_command(std::ostream& out, std::ostream& err) {
     // its predecessor left: the cluster's run is "tlt", in <spec.checkpoint.path>/tlt.
     f.resume = !rl.spec.checkpoint.path.empty() &&
                rl::rl_checkpoint_exists(rl.spec.checkpoint.path + "/tlt");
+    StatusOr<TrainerGroupEnv> group = trainer_group_env(rl);
+    if (!group.ok()) {
+      err << "tlt run-role: " << group.status().message() << "\n";
+      return kExitInvalid;
+    }
+    f.trainer_world = group->world, f.trainer_group_port = group->port;
     long sync_port = std::strtol(env_or("TLT_WEIGHT_SYNC_PORT", "29501").c_str(), nullptr, 10);
     if (sync_port <= 0 || sync_port > 65535) {
       err << "tlt run-role: TLT_WEIGHT_SYNC_PORT is not a port\n";
@@ -215,8 +317,8 @@ int run_role_command(std::ostream& out, std::ostream& err) {
     return run_rl_job(rl, f, out, err);
   }
   err << "tlt run-role: role " << role << " " << index
-      << " has nothing to run: an RLJob runs one trainer (index 0), its rollout pods and its "
-         "drafter pods\n";
+      << " has nothing to run: an RLJob runs its trainer ranks (role trainer), its rollout pods "
+         "and its drafter pods\n";
   return kExitUnavailable;
 }
 

@@ -98,7 +98,11 @@ int run_command(const std::string& file, const RunFlags& flags, std::ostream& ou
 // Kubernetes credentials (in-cluster or $KUBECONFIG) it also takes the rebalancer's assignments
 // and writes progress to its pod (as `tlt run --attach`). A rollout pod is one worker; a drafter
 // pod (spec.roles.drafter) is a worker that never generates and trains the drafter through
-// every rollout phase (numbered after the rollout pods).
+// every rollout phase (numbered after the rollout pods). With spec.roles.trainer.replicas N > 1
+// the trainer pods are the trainer ranks (runtime/rl/trainer_ranks.h, api/trainer_group.h):
+// index 0 also hosts their group's store on TLT_TRAINER_GROUP_PORT; index r > 0 (or a local
+// run's rank process, TLT_RENDEZVOUS_FILE set) joins as rank r and takes its share of each
+// policy update until rank 0 finishes (kExitInvalid for an index >= TLT_TRAINER_WORLD).
 // TSTPretrainJob: the worker pod TLT_INDEX is that rank of the data-parallel group (rank 0 hosts
 // the rendezvous on TLT_RENDEZVOUS_PORT; the others reach <job>-worker-0.<TLT_SERVICE>).
 // Anything else returns kExitUnavailable saying why.

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/encode.h"
 #include "api/labels.h"
 #include "runtime/cli/metrics_endpoint.h"
 #include "runtime/cluster/job_secret.h"
@@ -26,6 +27,7 @@
 #include "runtime/rl/job_setup.h"
 #include "runtime/rl/run.h"
 #include "runtime/rl/run_metrics.h"
+#include "runtime/rl/trainer_ranks.h"
 #include "runtime/rl/worker.h"
 
 namespace tlt::cli {
@@ -202,6 +204,55 @@ int rl_worker_command() {
 
 int rl_remote_worker(const std::string& host, int port, int index, const std::string& work_dir,
                      std::ostream& out, std::ostream& err) {
+// A local run's trainer ranks 1..N-1 read the job from plan.trainer_job_file. False after
+// saying why on `err`.
+bool write_trainer_job(const api::RLJob& job, const rl::RLRunPlan& plan, std::ostream& err) {
+  std::error_code ec;
+  fs::create_directories(plan.trainer_dir, ec);
+  std::ofstream file(plan.trainer_job_file);
+  file << api::to_json(job).dump(2) << "\n";
+  if (ec || !file.flush()) {
+    err << "tlt run: cannot write the trainer ranks' job file " << plan.trainer_job_file << "\n";
+    return false;
+  }
+  return true;
+}
+
+// How often a local run whose trainer group failed starts again.
+constexpr int kTrainerGroupRestarts = 2;
+
+// The steps of `plan`'s last checkpoint (0: none).
+int64_t checkpointed_steps(const rl::RLRunPlan& plan) {
+  if (plan.checkpoint_dir.empty()) return 0;
+  std::string latest;
+  std::ifstream(plan.checkpoint_dir + "/latest") >> latest;  // "step-N"
+  return latest.rfind("step-", 0) == 0 ? std::atoll(latest.c_str() + 5) : 0;
+}
+
+// run_rl, again from the last checkpoint (from the start without one) when a local run's trainer
+// group failed (a rank process died or hung: rl::trainer_group_failed), with fresh rank
+// processes, at most kTrainerGroupRestarts times. *completed keeps the steps up to where each
+// run resumed.
+StatusOr<rl::RLRunResult> run_restarting_ranks(rl::RLRunPlan plan, const rl::RunCallbacks& cb,
+                                               rl::RLRunResult* completed, std::ostream& out) {
+  for (int restarts = 0;; ++restarts) {
+    StatusOr<rl::RLRunResult> res = rl::run_rl(plan, cb, &g_stop);
+    if (res.ok() || plan.listen_port > 0 || restarts == kTrainerGroupRestarts || g_stop.load() ||
+        !rl::trainer_group_failed(res.status()))
+      return res;
+    const int64_t from = checkpointed_steps(plan);
+    plan.resume = from > 0;
+    auto& steps = completed->steps;
+    steps.erase(std::remove_if(steps.begin(), steps.end(),
+                               [from](const rl::StepReport& r) { return r.step > from; }),
+                steps.end());
+    out << "tlt run: " << res.status().message() << "\ntlt run: restart " << restarts + 1 << " of "
+        << kTrainerGroupRestarts << ": the trainer ranks start again and the run "
+        << (from > 0 ? "resumes after step " + std::to_string(from) : "starts over") << "\n"
+        << std::flush;
+  }
+}
+
   return rl::run_remote_worker(host, port, index, work_dir, out, err);
 }
 
@@ -243,17 +294,21 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     out << label << ": scratch " << plan.run_dir
         << (scratch.in_memory() ? " (in memory, removed when the run ends)" : "") << "\n";
     plan.samples_path = rep.samples_path(label).string();
+  options.trainer_world = flags.trainer_world;
+  options.trainer_group_port = flags.trainer_group_port;
     Progress progress(out, label, plan.algorithm.steps);
     rl::RunCallbacks cb = callbacks(progress, attachment.get(), label);
     rl::RLRunResult completed;  // the steps done, for the report of a run that fails
     cb.step = [&completed, shown = cb.step](const rl::StepReport& r) {
       completed.steps.push_back(r);
+    if (plan.trainer_ranks > 1 && plan.listen_port <= 0 && !write_trainer_job(job, plan, err))
+      return 1;
       shown(r);
     };
     rl::publish_to(endpoint.metrics.get(),
                    rl::WorkerNames{job.metadata.name, spec.roles.rollout.replicas}, plan.workers,
                    &cb);
-    StatusOr<rl::RLRunResult> res = rl::run_rl(plan, cb, &g_stop);
+    StatusOr<rl::RLRunResult> res = run_restarting_ranks(plan, cb, &completed, out);
     if (!res.ok()) {
       // One prefix: the TLT run's label ("tlt") would read as a second program name.
       err << "tlt run: " << (label == "tlt" ? "" : label + " run: ") << res.status().message()

@@ -27,6 +27,10 @@ struct RLRunFlags {
   // this port, instead of being child processes.
   int listen_port = 0;
   int weight_sync_port = 29501;  // with listen_port: the weight-sync group's port
+  // With listen_port: the trainer ranks (TLT_TRAINER_WORLD; 0: spec.roles.trainer.replicas) and
+  // the port this trainer pod (rank 0) hosts their group's store on (api/trainer_group.h).
+  int trainer_world = 0;
+  int trainer_group_port = 29502;
 };
 
 // Returns the process exit code: 0 (also after SIGTERM, once checkpointed), 1 on failure.

@@ -138,6 +138,7 @@ json JobReport::add_rl_run(const std::string& label, const rl::RLRunResult& res,
   make_dir();
   std::ofstream(dir_ / (label + ".json")) << j.dump(2) << "\n";
   summary_[label] = {
+      {"trainerRanks", res.trainer_ranks},
       {"heldOutRewardBefore", res.held_out_before},
       {"heldOutRewardAfter", res.held_out_after},
       {"heldOutDifference", res.held_out_difference.mean},
@@ -246,6 +247,9 @@ json rl_result_json(const rl::RLRunResult& res) {
           {"generatingPhaseSeconds", phases},
           {"idleWorkerSeconds", idle},
           {"reclaimedWorkerSeconds", reclaimed},
+          {"trainerRanks", res.trainer_ranks},
+          {"trainerPeakRssBytes", res.trainer_peak_rss_bytes},
+          {"trainerOptimizerBytes", res.trainer_optimizer_bytes},
           {"reclaimedShare", idle + reclaimed > 0 ? reclaimed / (idle + reclaimed) : 0.0}};
 }
 

@@ -40,6 +40,10 @@ RLRunPlan run_plan(const api::RLJob& job, const JobRunOptions& options, const st
   plan.resume = options.resume;
   plan.listen_port = options.listen_port;
   plan.weight_sync_port = options.weight_sync_port;
+  if (options.trainer_world > 0) plan.trainer_ranks = options.trainer_world;
+  plan.trainer_group_port = options.trainer_group_port;
+  plan.trainer_dir = base + "/" + label + "/trainers";
+  plan.trainer_job_file = plan.trainer_dir + "/job.json";
   if (plan.listen_port > 0) {
     // A cluster job's drafter pods come and go with the rebalancer: a worker slot for every
     // pod maxReplicas allows; at the start only the spec's replicas are awaited.
@@ -62,6 +66,7 @@ RLRunPlan plan_from_spec(const api::RLJob& job, bool baseline) {
   p.report = s.report;
   p.drafter_role_workers = s.roles.drafter.replicas;
   p.workers = std::max(1, s.roles.rollout.replicas) + p.drafter_role_workers;
+  p.trainer_ranks = std::max(1, s.roles.trainer.replicas);
   p.baseline = baseline;
   p.cache_dir = data::cache_root();
   std::error_code ec;

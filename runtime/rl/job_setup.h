@@ -5,7 +5,8 @@
 // A job makes one or two runs, in this order: "tlt" (speculation and the adaptive drafter on)
 // unless --baseline, then "baseline" under --baseline or --compare. Their directories sit under
 // the job's base directory (spec.checkpoint.path, else .tlt/<name>): <base>/<label>/run for
-// scratch, spec.checkpoint.path/<label> for checkpoints.
+// scratch, spec.checkpoint.path/<label> for checkpoints, <base>/<label>/trainers for a local run's
+// trainer ranks (their job file, logs and rendezvous).
 //
 // Thread safety: plain values; ScratchDir removes its directory in its destructor.
 #pragma once
@@ -26,6 +27,10 @@ struct JobRunOptions {
   // > 0: the rollout workers are remote and connect to this port (RLRunPlan::listen_port).
   int listen_port = 0;
   int weight_sync_port = 29501;  // RLRunPlan::weight_sync_port
+  // > 0: the trainer ranks (TLT_TRAINER_WORLD, fixed when the pod was made) instead of
+  // spec.roles.trainer.replicas.
+  int trainer_world = 0;
+  int trainer_group_port = 29502;  // RLRunPlan::trainer_group_port
 };
 
 struct JobRun {

@@ -76,6 +76,13 @@ struct RLRunPlan {
   int drafter_pods_at_start = -1;
   int drafter_start_grace_s = 60;
   std::string cache_dir;  // where the warm starts are cached
+  // The group of trainer ranks (spec.roles.trainer.replicas; runtime/rl/trainer_ranks.h): 1 is
+  // this process alone. Local (listen_port 0): ranks 1..N-1 are `tlt run-role` processes of
+  // trainer_job_file (the job as JSON), their logs and rendezvous under trainer_dir. Remote:
+  // they are the trainer pods, meeting this one at trainer_group_port.
+  int trainer_ranks = 1;
+  int trainer_group_port = 29502;  // api::kDefaultTrainerGroupPort
+  std::string trainer_job_file, trainer_dir;
 
   // What the spec's parts mean for this run.
   bool pretrained() const { return !model.path.empty(); }  // model.path, not a preset
@@ -114,6 +121,10 @@ struct RLRunResult {
   // spec.task.dataset: rows whose prompt was longer than the budget (longPrompts skip, truncate).
   int64_t prompts_skipped = 0, prompts_truncated = 0;
   bool warm_start_trained = false;
+  // The trainer ranks the policy updates ran on (RLRunPlan::trainer_ranks), each rank's peak
+  // resident memory and AdamW bytes after the last update, rank r at [r].
+  int trainer_ranks = 1;
+  std::vector<int64_t> trainer_peak_rss_bytes, trainer_optimizer_bytes;
 };
 
 // Events for the progress line: the policy's and the drafter's warm-start steps (step, loss),

@@ -2,22 +2,31 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 
 #include "runtime/model/checkpoint.h"
 #include "runtime/model/precision.h"
 #include "runtime/rl/grpo.h"
-#include "runtime/io/atomic_file.h"
+#include "runtime/rl/trainer_shards.h"
+#include "runtime/tst/group.h"
 
 namespace tlt::rl {
 
 PolicyTrainer::PolicyTrainer(model::Transformer policy, model::Transformer reference,
-                             GrpoOptions options)
-    : policy_(std::move(policy)), reference_(std::move(reference)), options_(options) {
+                             GrpoOptions options, tst::DataParallelGroup* group)
+    : policy_(std::move(policy)),
+      reference_(std::move(reference)),
+      options_(options),
+      group_(group && group->world() > 1 ? group : nullptr) {
+  params_ = model::trainable_parameters(policy_);  // a tied LM head steps through the embedding
+  owner_ = partition_by_numel(params_, world());
+  std::vector<torch::Tensor> mine;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (owner_[i] == rank()) mine.push_back(params_[i]);
   optimizer_ = std::make_unique<torch::optim::AdamW>(
-      model::trainable_parameters(policy_),  // a tied LM head steps through the embedding
-      torch::optim::AdamWOptions(options_.learning_rate).weight_decay(0.0));
+      mine, torch::optim::AdamWOptions(options_.learning_rate).weight_decay(0.0));
 }
+
+PolicyTrainer::~PolicyTrainer() = default;
 
 namespace {
 
@@ -47,17 +56,29 @@ struct GroupPrefix {
   }
 };
 
-// Minibatch k of m holds rows [B*k/m, B*(k+1)/m), micro-batched by the token budget; planned on
-// the CPU, each chunk's tensors then on `device` (the policy's), moved once for its forwards.
-std::vector<std::vector<Chunk>> make_chunks(const SequenceBatch& batch,
-                                            const torch::Tensor& advantages, int64_t m,
-                                            int64_t max_tokens, bool share_prompts,
-                                            const torch::Device& device) {
+// This rank's share of one minibatch, and the whole minibatch's size its losses are weighed by.
+struct Minibatch {
+  std::vector<Chunk> chunks;
+  double tokens = 0.0, rows = 0.0;  // response tokens and rows of the minibatch, every rank's
+};
+
+// Minibatch k of m holds rows [B*k/m, B*(k+1)/m), this rank's share of them (rank_rows)
+// micro-batched by the token budget; planned on the CPU, each chunk's tensors then on `device`
+// (the policy's), moved once for its forwards.
+std::vector<Minibatch> make_chunks(const SequenceBatch& batch, const torch::Tensor& advantages,
+                                   int64_t m, const GrpoOptions& o, const torch::Device& device,
+                                   int rank, int world) {
+  const int64_t max_tokens = o.max_tokens_per_microbatch;
+  const bool share_prompts = o.share_prompts;
   int64_t b = batch.tokens.size(0);
-  std::vector<std::vector<Chunk>> out(static_cast<size_t>(m));
+  std::vector<Minibatch> out(static_cast<size_t>(m));
   for (int64_t k = 0; k < m; ++k) {
-    for (const MicroBatch& mb :
-         plan_microbatches(batch, b * k / m, b * (k + 1) / m, max_tokens, share_prompts)) {
+    const int64_t lo = b * k / m, hi = b * (k + 1) / m;
+    out[k].tokens = batch.mask.narrow(0, lo, hi - lo).sum().item<double>();
+    out[k].rows = double(hi - lo);
+    auto [first, last] = rank_rows(batch, lo, hi, o.group_size, rank, world);
+    if (first >= last) continue;  // a rank without a group in this minibatch
+    for (const MicroBatch& mb : plan_microbatches(batch, first, last, max_tokens, share_prompts)) {
       Chunk c;
       torch::Tensor rows_here = torch::tensor(mb.rows, torch::kInt64);  // (b,)
       c.advantages = advantages.index_select(0, rows_here).to(device);  // (b,)
@@ -71,7 +92,7 @@ std::vector<std::vector<Chunk>> make_chunks(const SequenceBatch& batch,
                     : q >= kMinSharedPrefix ? q + rows * (t1 - q)
                                             : rows * t1;
       c.seq = to_device(c.seq, device);
-      out[k].push_back(std::move(c));
+      out[k].chunks.push_back(std::move(c));
     }
   }
   return out;
@@ -117,23 +138,21 @@ class PrefixForTraining {
   model::SharedPrefix leaves_;
 };
 
-// One optimizer step over a minibatch's micro-batches, gradients accumulated across them.
-UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& optimizer,
-                           const GrpoOptions& o, const std::vector<Chunk>& minibatch) {
-  // The minibatch's loss is sum_tokens(...) / n over all its response tokens; a micro-batch's
-  // grpo_loss divides by its own n_c, so it is weighted by n_c / n before the backward. Under
-  // the sequence mean the loss's weights count rows instead; KL and clip fraction stay
-  // token-level means either way.
+// A minibatch's forwards and backwards over this rank's micro-batches, gradients accumulated
+// into the policy's (zeroed by the caller); the optimizer step is the caller's.
+UpdateStats minibatch_backward(model::Transformer& policy, const GrpoOptions& o,
+                               const Minibatch& minibatch) {
+  // The minibatch's loss is sum_tokens(...) / n over all its response tokens (every rank's); a
+  // micro-batch's grpo_loss divides by its own n_c, so it is weighted by n_c / n before the
+  // backward. Under the sequence mean the loss's weights count rows instead; KL and clip
+  // fraction stay token-level means either way.
   bool by_rows = o.aggregation == LossAggregation::kSequenceMean;
-  double tokens = 0.0, rows = 0.0;
-  for (const auto& c : minibatch)
-    tokens += double(c.seq.response_tokens), rows += double(c.seq.tokens.size(0));
+  const double tokens = minibatch.tokens, rows = minibatch.rows;
   UpdateStats st;
-  optimizer.zero_grad();
   // The weights' bfloat16 casts serve every micro-batch until the optimizer step.
   model::AutocastCacheScope casts(o.bfloat16);
   PrefixForTraining prefix;
-  for (const auto& c : minibatch) {
+  for (const auto& c : minibatch.chunks) {
     if (o.cancelled && o.cancelled()) {
       st.cancelled = true;
       return st;
@@ -160,10 +179,16 @@ UpdateStats minibatch_step(model::Transformer& policy, torch::optim::Optimizer& 
     st.positions += c.positions;
   }
   prefix.finish();
-  model::fold_tied_gradient(policy);
-  torch::nn::utils::clip_grad_norm_(policy->parameters(), o.grad_clip);
-  optimizer.step();
   return st;
+}
+
+// As Optimizer::zero_grad over every trainable parameter (not only the ones this rank steps).
+void zero_gradients(const std::vector<torch::Tensor>& params) {
+  for (const torch::Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    p.grad().detach_();
+    p.grad().zero_();
+  }
 }
 
 UpdateStats cancelled_at(std::chrono::steady_clock::time_point start) {
@@ -176,12 +201,29 @@ UpdateStats cancelled_at(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tensor& advantages) {
+  if (!group_) return run_update(batch, advantages);
+  UpdateStats failed;
+  failed.status = post("update");
+  SequenceBatch sent = batch;
+  torch::Tensor adv = advantages.to(torch::kCPU);
+  if (failed.status.ok()) failed.status = broadcast_batch(*group_->collective(), &sent, &adv);
+  if (!failed.status.ok()) return failed;
+  return run_update(sent, adv);
+}
+
+UpdateStats PolicyTrainer::run_update(const SequenceBatch& batch, const torch::Tensor& advantages) {
   auto start = std::chrono::steady_clock::now();
+  tst::Collective* group = group_ ? group_->collective() : nullptr;
+  UpdateStats st;
+  // Every checksum_every updates, from the first: the ranks start it from the same parameters.
+  if (group && options_.checksum_every > 0 && updates_ % options_.checksum_every == 0)
+    st.status = check_parameters();
+  if (!st.status.ok()) return st;
+  ++updates_;
   int64_t b = batch.tokens.size(0);
   int64_t m = std::max<int64_t>(1, std::min(options_.minibatches, b));
-  std::vector<std::vector<Chunk>> chunks =
-      make_chunks(batch, advantages.cpu(), m, options_.max_tokens_per_microbatch,
-                  options_.share_prompts, policy_->lm_head->weight.device());
+  std::vector<Minibatch> chunks = make_chunks(batch, advantages.cpu(), m, options_,
+                                              policy_->lm_head->weight.device(), rank(), world());
   auto logprobs = [&](model::Transformer& m, const SequenceBatch& s,
                       const model::SharedPrefix* prefix = nullptr) {
     return sequence_logprobs(m, s, options_.temperature, kMaxLogitsPerChunk, options_.share_prompts,
@@ -199,9 +241,9 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
     }
     for (size_t k = 0; k < chunks.size(); ++k) {
       GroupPrefix old_prefix, ref_prefix;  // group ids are per minibatch's plan
-      for (Chunk& c : chunks[k]) {
+      for (Chunk& c : chunks[k].chunks) {
         if (options_.cancelled && options_.cancelled()) return cancelled_at(start);
-        // The first minibatch takes logp_old from its own training forward (minibatch_step):
+        // The first minibatch takes logp_old from its own training forward (minibatch_backward):
         // one forward fewer per micro-batch, the same values.
         if (all_old.defined()) {
           c.logp_old = all_old.index_select(0, c.rows);
@@ -214,13 +256,20 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
     }
   }
   policy_->train();
-  UpdateStats st;
   for (const auto& minibatch : chunks) {
-    UpdateStats one = minibatch_step(policy_, *optimizer_, options_, minibatch);
+    zero_gradients(params_);
+    UpdateStats one = minibatch_backward(policy_, options_, minibatch);
     if (one.cancelled) {
       policy_->eval();
       return cancelled_at(start);
     }
+    model::fold_tied_gradient(policy_);
+    if (group) st.status = all_reduce_gradients(*group, params_);
+    if (!st.status.ok()) break;
+    torch::nn::utils::clip_grad_norm_(policy_->parameters(), options_.grad_clip);
+    optimizer_->step();
+    if (group) st.status = broadcast_from_owners(*group, params_, owner_);
+    if (!st.status.ok()) break;
     st.loss += one.loss / double(m);
     st.kl += one.kl / double(m);
     st.clip_fraction += one.clip_fraction / double(m);
@@ -228,36 +277,9 @@ UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tenso
     st.positions += one.positions;
   }
   policy_->eval();
+  if (st.status.ok()) st = gather_stats(st);
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return st;
-}
-
-Status PolicyTrainer::save(const std::string& dir, const std::string& metadata) const {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  TLT_RETURN_IF_ERROR(model::save_checkpoint(*policy_, dir + "/policy.ckpt", metadata));
-  return io::atomic_write(dir + "/optimizer.pt", [&](std::ostream& out) {
-    torch::serialize::OutputArchive archive;
-    optimizer_->save(archive);
-    archive.save_to(out);
-    return Status::Ok();
-  });
-}
-
-StatusOr<std::string> PolicyTrainer::load(const std::string& dir) {
-  StatusOr<std::string> meta = model::load_checkpoint(*policy_, dir + "/policy.ckpt");
-  if (!meta.ok()) return meta.status();
-  try {
-    torch::serialize::InputArchive archive;
-    // The optimizer's state on the policy's device, wherever the checkpoint was written.
-    archive.load_from(dir + "/optimizer.pt", policy_->lm_head->weight.device());
-    optimizer_->load(archive);
-  } catch (const c10::Error& e) {
-    return Status::Corruption(dir + "/optimizer.pt: cannot be read (" +
-                              std::string(e.what_without_backtrace()).substr(0, 200) +
-                              "); delete this checkpoint directory to resume from an older one");
-  }
-  return meta;
 }
 
 }  // namespace tlt::rl

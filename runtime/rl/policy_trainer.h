@@ -12,6 +12,23 @@
 // equal those of one padded batch up to floating-point summation order. Minibatch membership is
 // unchanged by it.
 //
+// Data parallel (a group of W trainer ranks, runtime/rl/trainer_ranks.h): rank 0 drives. Its
+// update(), save(), load(), synchronise() and finish() announce themselves to the other ranks
+// through the group's store; those run serve(), which takes part in each. An update sends rank
+// 0's batch and advantages to every rank; each rank takes its share of every minibatch (whole
+// GRPO groups, trainer_shards.h's rank_rows), computes its rows' logp_old and logp_ref with its
+// own copies of the policy and the reference, and weighs its micro-batches by their share of the
+// WHOLE minibatch's tokens (or rows); the gradients are summed over the ranks after the
+// minibatch's backward (one flat buffer per dtype, not overlapped with it), so every rank clips
+// and steps with the gradients one process would have, up to summation order. AdamW state is
+// sharded (ZeRO stage 1): each rank holds the moments of the parameters it owns
+// (partition_by_numel), steps those, and every parameter is then broadcast from its owner, so the
+// ranks' parameters stay bitwise equal; every GrpoOptions::checksum_every updates they compare
+// checksums of them. Loss, KL, clip fraction and the pass counts are summed over the ranks. A
+// checkpoint is one file set whatever W: save() gathers the optimizer shards into rank 0's
+// AdamW archive (transiently the whole state on rank 0), load() reads it on rank 0 and sends each
+// rank its parameters and shard, so a run resumes with another W.
+//
 // Shapes: B sequences of the step, T the longest, b rows and t tokens of one micro-batch.
 // Thread safety: one thread drives a trainer.
 #pragma once
@@ -24,6 +41,10 @@
 #include "runtime/model/transformer.h"
 #include "runtime/rl/grpo.h"
 #include "runtime/rl/sequences.h"
+
+namespace tlt::tst {
+class DataParallelGroup;  // runtime/tst/group.h
+}
 
 namespace tlt::rl {
 
@@ -60,6 +81,12 @@ struct GrpoOptions {
   // (UpdateStats::cancelled), a cancel point for SIGTERM within a long update. The policy may
   // then have taken some of the update's minibatch steps: do not checkpoint it as any step's.
   std::function<bool()> cancelled;
+  // Data parallel: rows per GRPO group (B = P * group_size), which rank_rows keeps whole on one
+  // rank; 0: groups are runs of rows with the same prompt (runtime/rl/trainer_shards.h).
+  int64_t group_size = 0;
+  // Data parallel: before every this-many-th update, the first included, the ranks compare
+  // checksums of their parameters (0: never); a mismatch fails the update naming the ranks.
+  int64_t checksum_every = 10;
 };
 
 struct UpdateStats {
@@ -69,27 +96,67 @@ struct UpdateStats {
   int64_t positions = 0;     // token positions those passes ran over, padding included (a
                              // shared prompt counted once per pass)
   bool cancelled = false;    // stopped by GrpoOptions::cancelled before the update finished
+  // Ok, or why a data-parallel update failed: a collective (a rank died, or stalled past the
+  // group's timeout) or ranks whose parameters differ. The policy is then part-way through the
+  // update, as after a cancel.
+  Status status;
+  // Each rank's peak resident memory and the bytes of AdamW state it holds, rank r at [r] (one
+  // entry without a group).
+  std::vector<int64_t> rank_peak_rss_bytes, rank_optimizer_bytes;
 };
 
 class PolicyTrainer {
  public:
-  // policy is trained in place; reference is only read.
-  PolicyTrainer(model::Transformer policy, model::Transformer reference, GrpoOptions options);
+  // policy is trained in place; reference is only read. group: the joined group of trainer ranks
+  // (borrowed, outlives the trainer; null or one rank: this process alone). Every rank builds
+  // the same architecture; rank 0's weights reach the others through synchronise().
+  PolicyTrainer(model::Transformer policy, model::Transformer reference, GrpoOptions options,
+                tst::DataParallelGroup* group = nullptr);
+  ~PolicyTrainer();
 
   // batch: B = P*G sequences (as make_batch builds them); advantages (B,). Rows with advantage 0
-  // still count in the KL term. Minibatch k of m holds rows [B*k/m, B*(k+1)/m).
+  // still count in the KL term. Minibatch k of m holds rows [B*k/m, B*(k+1)/m). With a group:
+  // rank 0 only (the others receive it in serve()); check UpdateStats::status.
   UpdateStats update(const SequenceBatch& batch, const torch::Tensor& advantages);
 
   // Policy weights and AdamW state. load() returns NotFound/Corruption/InvalidArgument for a
   // missing, damaged or mismatched checkpoint and leaves the policy unchanged on a bad model
-  // file.
+  // file. With a group: rank 0 only (the files are rank 0's); the collectives' Unavailable.
   Status save(const std::string& dir, const std::string& metadata) const;
   StatusOr<std::string> load(const std::string& dir);
 
+  // Rank 0 of a group: every rank takes rank 0's policy and reference weights (before the first
+  // update). Ok at once without a group.
+  Status synchronise();
+  // Rank 0 of a group: the other ranks' serve() returns Ok. Ok at once without a group.
+  Status finish();
+  // Ranks > 0: runs rank 0's commands until finish() (Ok). Unavailable when rank 0's store or a
+  // collective fails, InvalidArgument for a command it does not know; DeadlineExceeded when no
+  // command came for idle_timeout_s.
+  Status serve(int idle_timeout_s);
+
+  int rank() const;
+  int world() const;
+  // Bytes of AdamW moments this rank holds (its shard with a group).
+  int64_t optimizer_bytes() const;
+
  private:
+  UpdateStats run_update(const SequenceBatch& batch, const torch::Tensor& advantages);
+  UpdateStats gather_stats(UpdateStats st);
+  Status check_parameters();
+  Status gather_optimizer(torch::optim::AdamW* full) const;
+  Status load_shared(const std::string& dir, StatusOr<std::string>* meta);
+  Status post(const std::string& op) const;
+
   model::Transformer policy_, reference_;
   GrpoOptions options_;
+  tst::DataParallelGroup* group_ = nullptr;  // null: one rank
+  std::vector<torch::Tensor> params_;        // trainable_parameters(policy_)
+  std::vector<int> owner_;                   // params_[i]'s owner rank
+  // AdamW over the parameters this rank owns (all of them without a group).
   std::unique_ptr<torch::optim::AdamW> optimizer_;
+  int64_t updates_ = 0;
+  mutable int64_t commands_ = 0;  // rank 0: commands posted; others: taken
 };
 
 }  // namespace tlt::rl

@@ -9,6 +9,7 @@
 
 #include "api/validate.h"
 #include "runtime/clock.h"
+#include "runtime/cluster/job_secret.h"
 #include "runtime/model/checkpoint.h"
 #include "runtime/rl/checkpoint.h"
 #include "runtime/rl/drafter_merge.h"
@@ -22,6 +23,7 @@
 #include "runtime/rl/scoring.h"
 #include "runtime/rl/seeds.h"
 #include "runtime/rl/sequences.h"
+#include "runtime/rl/trainer_ranks.h"
 #include "runtime/rl/weight_publisher.h"
 #include "runtime/rl/worker_options.h"
 #include "runtime/rl/worker_pool.h"
@@ -67,6 +69,13 @@ class Driver {
                        const std::vector<std::vector<int64_t>>& prompts,
                        const std::vector<std::vector<int64_t>>& responses, StepReport* r);
   Status merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts);
+  // The group of trainer ranks (plan_.trainer_ranks > 1), its ranks set up to train with `go`.
+  Status start_trainer_ranks(const GrpoOptions& go);
+  // The other trainer ranks told to end, and waited for (a rank that failed is logged).
+  void finish_trainer_ranks();
+  // `s`, a failure of the trainer group during `what`, as the run's error: kTrainerGroupFailed
+  // and the local rank processes that exited (`exited`, else TrainerRanks::exited()).
+  Status group_failure(const Status& s, const std::string& what, std::string exited = "");
   Status save_checkpoint(int64_t step);
   Status load_checkpoint();
   void log(const std::string& s) {
@@ -77,6 +86,8 @@ class Driver {
   RunCallbacks cb_;
   const std::atomic<bool>* stop_;
   PolicySetup m_;  // the task, codec, policy, reference and drafter
+  // The other trainer ranks (null with one); declared before trainer_, which borrows its group.
+  std::unique_ptr<TrainerRanks> ranks_;
   std::unique_ptr<PolicyTrainer> trainer_;
   std::unique_ptr<reward::Scorer> scorer_;  // spec.reward: every batch of the run
   std::unique_ptr<WorkerPool> pool_;
@@ -113,13 +124,64 @@ Status Driver::init_models() {
   go.aggregation = a.loss_aggregation == "sequence" ? LossAggregation::kSequenceMean
                                                     : LossAggregation::kTokenMean;
   go.bfloat16 = m_.bfloat16;
+  go.group_size = a.group_size;
   log(std::string("precision (spec.model.dtype: ") + plan_.model.dtype + "): policy update " +
       (go.bfloat16 ? "with bfloat16 products, float32 weights and optimizer state" : "in float32") +
       "; rollouts decode " +
       (go.bfloat16 ? "with bfloat16 products (row-invariant forward: speculation stays lossless)"
                    : "in float32"));
-  trainer_ = std::make_unique<PolicyTrainer>(m_.policy, m_.reference, go);
+  if (plan_.trainer_ranks > 1) TLT_RETURN_IF_ERROR(start_trainer_ranks(go));
+  trainer_ = std::make_unique<PolicyTrainer>(m_.policy, m_.reference, go,
+                                             ranks_ ? ranks_->group() : nullptr);
+  result_.trainer_ranks = trainer_->world();
+  Status synced = trainer_->synchronise();
+  return synced.ok() ? synced : group_failure(synced, "sending the weights to the ranks");
+}
+
+Status Driver::start_trainer_ranks(const GrpoOptions& go) {
+  TrainerGroupOptions o;
+  o.world = plan_.trainer_ranks;
+  const char* timeout = std::getenv("TLT_COLLECTIVE_TIMEOUT_S");
+  const int timeout_s = std::atoi(timeout ? timeout : "300");
+  o.timeout_s = timeout_s > 0 ? timeout_s : 300;
+  o.cuda = m_.policy->lm_head->weight.is_cuda();
+  if (plan_.listen_port > 0) {  // the trainer pods: this one hosts the store
+    o.port = plan_.trainer_group_port;
+    StatusOr<std::string> secret = cluster::ensure_job_secret(false);
+    if (!secret.ok()) return secret.status().with_context("trainer group");
+    o.store_prefix = trainer_store_prefix(*secret);
+  } else {
+    std::error_code ec;
+    fs::create_directories(plan_.trainer_dir, ec);
+    if (ec) return Status::Unavailable(plan_.trainer_dir + ": " + ec.message());
+  }
+  StatusOr<std::unique_ptr<TrainerRanks>> ranks = TrainerRanks::start(
+      o, plan_.trainer_job_file, plan_.trainer_dir, trainer_setup(plan_, m_, go));
+  if (!ranks.ok()) return ranks.status();
+  ranks_ = std::move(*ranks);
+  log("trainer: " + std::to_string(o.world) + " ranks, data parallel over " +
+      (o.cuda ? "NCCL" : "Gloo") + ", AdamW state sharded (ZeRO-1); " +
+      (plan_.listen_port > 0 ? "the trainer pods joined"
+                             : "ranks 1.." + std::to_string(o.world - 1) +
+                                   " run beside this process, logs in " + plan_.trainer_dir) +
+      "; a collective waits " + std::to_string(o.timeout_s) +
+      " s for a rank (TLT_COLLECTIVE_TIMEOUT_S)");
   return Status::Ok();
+}
+
+Status Driver::group_failure(const Status& s, const std::string& what, std::string exited) {
+  if (exited.empty() && ranks_) exited = ranks_->exited();
+  if (!exited.empty()) exited = "; " + exited.substr(0, exited.size() - 1);
+  std::string message = std::string(kTrainerGroupFailed) + " in " + what + ": " + s.message();
+  return Status(s.code(), message + exited);
+}
+
+void Driver::finish_trainer_ranks() {
+  if (!ranks_) return;
+  Status told = trainer_->finish();
+  std::string failed = ranks_->finish(told.ok() ? 60 : 5);
+  if (!told.ok()) log("trainer group: " + told.message());
+  if (!failed.empty()) log("trainer group: " + failed.substr(0, failed.size() - 1));
 }
 
 json Driver::setup_message(int w) {
@@ -217,6 +279,10 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
   torch::Tensor adv = group_advantages(torch::tensor(rewards).view({b / g, g})).view({b});  // (B,)
   SequenceBatch batch = make_batch(prompts, responses);
   UpdateStats us = trainer_->update(batch, adv);
+  if (!us.status.ok())
+    return group_failure(us.status, "step " + std::to_string(step) + "'s policy update");
+  result_.trainer_peak_rss_bytes = us.rank_peak_rss_bytes;
+  result_.trainer_optimizer_bytes = us.rank_optimizer_bytes;
   if (us.cancelled) {
     update_cancelled_ = true;  // the policy is part-way through the step: not a checkpoint
     return Status::Aborted("stopped during step " + std::to_string(step) + "'s policy update");
@@ -244,8 +310,13 @@ Status Driver::save_checkpoint(int64_t step) {
   state.held_out_before_per_problem = result_.held_out_before_per_problem;
   state.held_out_marked_before = result_.held_out_marked_before;
   state.steps = result_.steps;
-  TLT_RETURN_IF_ERROR(save_rl_checkpoint(plan_.checkpoint_dir, plan_.checkpoint.keep, state,
-                                         *trainer_, m_.drafter, m_.card));
+  Status saved = save_rl_checkpoint(plan_.checkpoint_dir, plan_.checkpoint.keep, state, *trainer_,
+                                    m_.drafter, m_.card);
+  // A rank that died while its optimizer shard was gathered: the group's failure.
+  std::string exited = !saved.ok() && ranks_ ? ranks_->exited() : "";
+  if (!exited.empty())
+    return group_failure(saved, "the checkpoint of step " + std::to_string(step), exited);
+  TLT_RETURN_IF_ERROR(saved);
   last_saved_ = step;
   log("checkpoint: " + plan_.checkpoint_dir + "/step-" + std::to_string(step));
   return Status::Ok();
@@ -417,8 +488,10 @@ StatusOr<RLRunResult> Driver::run() {
     if (!update_cancelled_)
       TLT_RETURN_IF_ERROR(
           save_checkpoint(result_.steps.empty() ? start_step_ : result_.steps.back().step));
+    finish_trainer_ranks();
     return result_;
   }
+  finish_trainer_ranks();
   TLT_RETURN_IF_ERROR(evaluate_after());
   return result_;
 }

@@ -223,6 +223,31 @@ StatusOr<std::unique_ptr<DataParallelGroup>> DataParallelGroup::open(const Group
                                   " in " + std::to_string(o.rendezvous_timeout_s) + " s: " + last);
 }
 
+Status DataParallelGroup::set(const std::string& key, const std::string& value) {
+  try {
+    impl_->store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Status::Unavailable("data-parallel rank " + std::to_string(rank()) + " cannot write " +
+                               key + " to the rendezvous store: " + what(e));
+  }
+}
+
+StatusOr<std::string> DataParallelGroup::get(const std::string& key, int timeout_s) {
+  auto start = std::chrono::steady_clock::now();
+  try {
+    impl_->store->wait({key}, std::chrono::seconds(timeout_s));
+    std::vector<uint8_t> v = impl_->store->get(key);
+    return std::string(v.begin(), v.end());
+  } catch (const std::exception& e) {
+    // A timeout throws once its time is up; a store that is gone throws at once.
+    bool waited = std::chrono::steady_clock::now() - start >= std::chrono::seconds(timeout_s);
+    std::string why = "data-parallel rank " + std::to_string(rank()) + " waiting for " + key +
+                      " in the rendezvous store: " + what(e);
+    return waited ? Status::DeadlineExceeded(why) : Status::Unavailable(why);
+  }
+}
+
 Status DataParallelGroup::join() {
   const GroupOptions& o = impl_->options;
   impl_->store->setTimeout(std::chrono::seconds(o.rendezvous_timeout_s));

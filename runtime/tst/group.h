@@ -60,6 +60,13 @@ class DataParallelGroup {
   // The collectives, after join() returned Ok (else null). Borrowed: owned by this group.
   Collective* collective() const;
 
+  // The rendezvous store's key-value pairs (under the prefix, if any): what the ranks tell each
+  // other outside the collectives, before join() too. set() overwrites; Unavailable when the
+  // store is gone (rank 0's process ended). get() blocks until `key` is set or timeout_s passed:
+  // DeadlineExceeded then, Unavailable when the store fails sooner than that.
+  Status set(const std::string& key, const std::string& value);
+  StatusOr<std::string> get(const std::string& key, int timeout_s);
+
  private:
   struct Impl;
   explicit DataParallelGroup(std::unique_ptr<Impl> impl);

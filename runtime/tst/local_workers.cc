@@ -45,16 +45,16 @@ Status LocalWorkers::start(const std::string& job_file, const std::string& dir, 
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return Status::Unavailable("cannot find this binary: " + ec.message());
   std::string threads = std::to_string(worker.threads);
+  role_ = worker.role;
   for (int r = 1; r < world; ++r) {
     std::vector<std::string> env = inherited_env();
     for (std::string kv :
-         {"TLT_JOB_FILE=" + job_file, std::string("TLT_ROLE=worker"),
-          "TLT_INDEX=" + std::to_string(r), std::string("TLT_RENDEZVOUS_ADDRESS=127.0.0.1"),
-          "TLT_RENDEZVOUS_FILE=" + rendezvous_file, "TLT_TST_RUNS=" + worker.runs,
-          std::string("TLT_RESUME=") + (worker.resume ? "1" : "0"), "TLT_THREADS=" + threads,
-          "OMP_NUM_THREADS=" + threads, "BLIS_NUM_THREADS=" + threads})
+         {"TLT_JOB_FILE=" + job_file, "TLT_ROLE=" + worker.role, "TLT_INDEX=" + std::to_string(r),
+          std::string("TLT_RENDEZVOUS_ADDRESS=127.0.0.1"), "TLT_RENDEZVOUS_FILE=" + rendezvous_file,
+          "TLT_TST_RUNS=" + worker.runs, std::string("TLT_RESUME=") + (worker.resume ? "1" : "0"),
+          "TLT_THREADS=" + threads, "OMP_NUM_THREADS=" + threads, "BLIS_NUM_THREADS=" + threads})
       env.push_back(kv);
-    std::string log = (fs::path(dir) / ("worker-" + std::to_string(r) + ".log")).string();
+    std::string log = (fs::path(dir) / (worker.role + "-" + std::to_string(r) + ".log")).string();
     TLT_RETURN_IF_ERROR(spawn(self.string(), env, log));
   }
   return Status::Ok();
@@ -70,7 +70,7 @@ std::string LocalWorkers::wait(int timeout_s) {
     while ((got = waitpid(pids_[i], &status, WNOHANG)) == 0 &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::string who = "data-parallel worker " + std::to_string(i + 1) + " (pid " +
+    std::string who = "data-parallel " + role_ + " " + std::to_string(i + 1) + " (pid " +
                       std::to_string(pids_[i]) + ") ";
     if (got == 0) {
       failed += who + "did not finish in " + std::to_string(timeout_s) + " s\n";
@@ -82,6 +82,18 @@ std::string LocalWorkers::wait(int timeout_s) {
   }
   stop();
   return failed;
+}
+
+std::string LocalWorkers::exited() {
+  std::string lines;
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    int status = 0;
+    if (pids_[i] <= 0 || waitpid(pids_[i], &status, WNOHANG) != pids_[i]) continue;
+    lines += "data-parallel " + role_ + " " + std::to_string(i + 1) + " (pid " +
+             std::to_string(pids_[i]) + ") " + exit_text(status) + "\n";
+    pids_[i] = -1;
+  }
+  return lines;
 }
 
 void LocalWorkers::stop() {
