@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <sstream>
 
 namespace tlt::rl {
 namespace {
@@ -30,8 +31,23 @@ bool same_prompt(const std::vector<int64_t>& prompt_len, const torch::Tensor& to
   return torch::equal(tokens[i].narrow(0, 0, n), tokens[j].narrow(0, 0, n));
 }
 
-std::string state_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
+// Optimizer::state()'s key: the parameter's TensorImpl, as a pointer (LibTorch 2.x) or as the
+// text c10::guts::to_string made of it (LibTorch 1.13).
+using StateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+template <class K>
+K key_of(void* impl);
+template <>
+[[maybe_unused]] std::string key_of<std::string>(void* impl) {
+  std::ostringstream s;
+  s << impl;
+  return s.str();
+}
+template <>
+[[maybe_unused]] void* key_of<void*>(void* impl) {
+  return impl;
+}
+StateKey state_key(const torch::Tensor& p) {
+  return key_of<StateKey>(p.unsafeGetTensorImpl());
 }
 
 }  // namespace
@@ -174,7 +190,7 @@ Status gather_adam_state(tst::Collective& c, const std::vector<torch::Tensor>& p
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
     const bool mine = owner[i] == c.rank();
-    const std::string key = state_key(params[i]);
+    const StateKey key = state_key(params[i]);
     torch::optim::AdamWParamState* s = nullptr;
     if (mine && own.state().count(key))
       s = static_cast<torch::optim::AdamWParamState*>(own.state()[key].get());
@@ -199,7 +215,7 @@ Status scatter_adam_state(tst::Collective& c, const std::vector<torch::Tensor>& 
                           torch::optim::AdamW* full) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::string key = state_key(params[i]);
+    const StateKey key = state_key(params[i]);
     torch::optim::AdamWParamState* s = nullptr;
     if (full && full->state().count(key))
       s = static_cast<torch::optim::AdamWParamState*>(full->state()[key].get());
