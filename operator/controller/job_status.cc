@@ -72,9 +72,9 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
       : queued  ? "PodsQueued"
       : created ? "ObjectsCreated"
                 : "Creating",
-      blocked  ? o.blocked_message
-      : queued ? "The ConfigMap and the Service were created; the pods are created when Kueue "
-                 "admits the job's Workload (the Running condition says what it waits for)."
+      blocked   ? o.blocked_message
+      : queued  ? "The ConfigMap and the Service were created; the pods are created when Kueue "
+                  "admits the job's Workload (the Running condition says what it waits for)."
       : created ? "The ConfigMap, the Service and the pods were created."
                 : "Creating the ConfigMap, the Service and the pods.",
       generation, now));

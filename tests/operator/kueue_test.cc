@@ -172,6 +172,13 @@ TEST_F(KueueTest, QueuedJob_GetsOneWorkload_AndNoPods) {
   EXPECT_EQ(job()["status"]["phase"], "Queued");
   EXPECT_EQ(job_condition("Running", "reason"), "Queued");
   EXPECT_NE(job_condition("Running", "message").find(kWorkload), std::string::npos);
+  // No pods yet: Created does not say they were made.
+  EXPECT_EQ(job_condition("Created", "status"), "False");
+  EXPECT_EQ(job_condition("Created", "reason"), "PodsQueued");
+  EXPECT_EQ(job_condition("Created", "message").find("pods were created"), std::string::npos)
+      << job_condition("Created", "message");
+  EXPECT_NE(job_condition("Created", "message").find("when Kueue admits"), std::string::npos)
+      << job_condition("Created", "message");
   EXPECT_EQ(job_condition("QuotaReserved", "status"), "False");
   EXPECT_EQ(job_condition("Admitted", "status"), "False");
   EXPECT_EQ(job_condition("Evicted", "status"), "False");
@@ -282,6 +289,7 @@ TEST_F(KueueTest, Evicted_PodsDeletedThenAdmissionCleared_ThenResumes) {
   admit();
   reconcile(key);
   ASSERT_EQ(pods().size(), 3u);
+  EXPECT_EQ(job_condition("Created", "reason"), "ObjectsCreated");
   StatusOr<Json> w = workload();
   Json conditions = (*w)["status"]["conditions"];
   conditions.push_back(condition("Evicted", true, "Preempted",
@@ -293,6 +301,8 @@ TEST_F(KueueTest, Evicted_PodsDeletedThenAdmissionCleared_ThenResumes) {
   EXPECT_EQ(r.phase, "Queued");
   EXPECT_TRUE(pods().empty()) << "the pods are deleted (SIGTERM: the trainer checkpoints)";
   EXPECT_EQ(job_condition("Running", "reason"), "Evicted");
+  EXPECT_EQ(job_condition("Created", "status"), "False") << "the pods were deleted";
+  EXPECT_EQ(job_condition("Created", "reason"), "PodsQueued");
   EXPECT_EQ(job_condition("Evicted", "status"), "True");
   EXPECT_EQ(job_condition("Evicted", "reason"), "Preempted");
   EXPECT_EQ(events("Evicted"), 2) << "the job's Evicted Event and the pods' deletion";
@@ -313,6 +323,8 @@ TEST_F(KueueTest, Evicted_PodsDeletedThenAdmissionCleared_ThenResumes) {
   r = reconcile(key);
   EXPECT_EQ(pods().size(), 3u);
   EXPECT_EQ(job_condition("Evicted", "status"), "False");
+  EXPECT_EQ(job_condition("Created", "status"), "True");
+  EXPECT_EQ(job_condition("Created", "reason"), "ObjectsCreated");
 }
 
 TEST_F(KueueTest, PodSetsChange_NotAdmittedReplaced_AdmittedKeptWhenWithin) {
