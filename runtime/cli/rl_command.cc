@@ -65,6 +65,14 @@ class Progress {
          << " update_positions=" << r.update_positions << " accept_len=" << r.accept_length
          << " reclaimed_ws=" << r.reclaimed_worker_seconds << " idle_ws=" << r.idle_worker_seconds
          << " drafter=v" << r.drafter_version << std::setprecision(0) << " eta_s=" << eta;
+    std::vector<double> busy = rl::busy_ratios(r);
+    double busy_sum = 0;
+    int busy_n = 0;
+    for (double b : busy)
+      if (b >= 0) busy_sum += b, ++busy_n;
+    if (busy_n > 0)
+      line << std::setprecision(2) << " gpu_busy=" << busy_sum / busy_n
+           << " gpu_busy_from=" << rl::busy_source(r);
     if (r.restarts) line << " restarts=" << r.restarts;
     if (r.unpaired_connections) line << " unpaired_connections=" << r.unpaired_connections;
     if (tty_) {
@@ -329,7 +337,9 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
     out << label << ": " << report::held_out_line(*res) << "\n"
         << label << ": " << std::fixed << std::setprecision(1) << j["totalSeconds"].get<double>()
         << " s in " << res->steps.size() << " steps, reclaimed share of idle worker time "
-        << 100.0 * j["reclaimedShare"].get<double>() << "%\n";
+        << 100.0 * j["reclaimedShare"].get<double>() << "%, GPU busy "
+        << 100.0 * j["gpuBusyRatio"].get<double>() << "% of the rollout phases (by the "
+        << j["gpuBusyFrom"].get<std::string>() << ")\n";
   }
   // The last values of every metric, as Prometheus would have scraped them at the end.
   std::string steps_svg = rep.finish_rl(endpoint.metrics.get());

@@ -91,9 +91,9 @@ RuntimeMetrics::Families::Families(const std::string& job) {
                         "training), 0 for the others.",
                         job);
   gpu_busy_ratio = &gauge(r, "tlt_gpu_busy_ratio",
-                          "Fraction of the last rollout phase the pod's worker was busy "
-                          "(generating or training; source: the worker states' clock, not the "
-                          "device's counters).",
+                          "Fraction of the last rollout phase the pod's worker was busy: its "
+                          "GPU's own busy time (NVML utilization samples) where measured, else "
+                          "the worker states' clock (generating or training).",
                           job);
   drafter_assigned = &gauge(r, "tlt_drafter_assigned",
                             "1 while the rebalancer has the pod training the drafter instead of "

@@ -145,6 +145,8 @@ json JobReport::add_rl_run(const std::string& label, const rl::RLRunResult& res,
       {"heldOutDifferenceCi95", {res.held_out_difference.lo, res.held_out_difference.hi}},
       {"totalSeconds", j["totalSeconds"]},
       {"reclaimedShare", j["reclaimedShare"]},
+      {"gpuBusyRatio", j["gpuBusyRatio"]},
+      {"gpuBusyFrom", j["gpuBusyFrom"]},
       {"promptsSkipped", res.prompts_skipped},
       {"promptsTruncated", res.prompts_truncated}};
   rl_labels_.push_back(label);
@@ -217,10 +219,16 @@ json rl_result_json(const rl::RLRunResult& res) {
   for (const rl::StepReport& s : res.steps) steps.push_back(rl::to_json(s));
   double gen = 0, idle = 0, reclaimed = 0, total = 0;
   std::map<std::string, double> phases;  // generating worker-seconds per engine phase
+  double busy = 0;  // tlt_gpu_busy_ratio, averaged over every worker of every step
+  int64_t busy_n = 0;
+  bool busy_device = false;
   for (const rl::StepReport& s : res.steps) {
     gen += s.generating_worker_seconds, idle += s.idle_worker_seconds;
     reclaimed += s.reclaimed_worker_seconds, total += s.step_seconds;
     for (const auto& [phase, seconds] : s.phase_seconds) phases[phase] += seconds;
+    for (double b : rl::busy_ratios(s))
+      if (b >= 0) busy += b, ++busy_n;
+    busy_device = busy_device || std::string(rl::busy_source(s)) == "device";
   }
   const rl::PairedDifference& d = res.held_out_difference;
   json held_out = {{"problems", d.n},
@@ -250,7 +258,9 @@ json rl_result_json(const rl::RLRunResult& res) {
           {"trainerRanks", res.trainer_ranks},
           {"trainerPeakRssBytes", res.trainer_peak_rss_bytes},
           {"trainerOptimizerBytes", res.trainer_optimizer_bytes},
-          {"reclaimedShare", idle + reclaimed > 0 ? reclaimed / (idle + reclaimed) : 0.0}};
+          {"reclaimedShare", idle + reclaimed > 0 ? reclaimed / (idle + reclaimed) : 0.0},
+          {"gpuBusyRatio", busy_n > 0 ? busy / double(busy_n) : 0.0},
+          {"gpuBusyFrom", busy_device ? "device" : "clock"}};
 }
 
 std::string held_out_line(const rl::RLRunResult& res) {

@@ -349,6 +349,7 @@ StatusOr<Generated> decode_generated(const json& m, const StepReplyContext& c) {
       r.fail("buffer", "is " + out.buffer.substr(0, 200) + "; expected " + expected);
   }
   out.seconds = r.number_or("seconds", 0, 1e9, 0);
+  out.device_busy = r.number_or("device_busy", 0, 1, -1);
   if (!r.ok()) return r.status();
   return out;
 }
@@ -364,6 +365,7 @@ StatusOr<Trained> decode_trained(const json& m, const StepReplyContext& c) {
   out.loss_last = r.number("loss_last", -1e30, 1e30);
   out.stop_latency_s = r.number("stop_latency_s", -1e9, 1e9);
   out.seconds = r.number_or("seconds", 0, 1e9, 0);
+  out.device_busy = r.number_or("device_busy", 0, 1, -1);
   if (r.ok() && out.steps > 0) {
     out.drafter = r.text("drafter", kMaxTextChars);
     std::string expected = worker_drafter_path(c.run_dir, c.worker);

@@ -99,6 +99,9 @@ struct Generated {
   GeneratedStats stats;
   std::string buffer;  // the step's hidden states it collected; "" when it collected none
   double seconds = 0;  // how long it took
+  // The share of `seconds` its GPU was busy, as the device measured it (runtime/device/busy.h);
+  // -1 when it measured none (the CPU, no NVML, a call shorter than the sample period).
+  double device_busy = -1;
 };
 
 // {"op":"generated","step","worker","policy_version","drafter_version","completions":[{"id",
@@ -106,7 +109,8 @@ struct Generated {
 // policy version step - 1; the completions answer every assigned id exactly once and no other;
 // tokens in [0, vocab), at most max_tokens; counts non-negative, at most kMaxStatNames arms and
 // phases with names of at most kMaxNameChars; draft_vocab at most vocab; the buffer, when named,
-// run_dir/buffer/step-<step>-w<worker>.pt; seconds finite and non-negative.
+// run_dir/buffer/step-<step>-w<worker>.pt; seconds finite and non-negative; device_busy, when
+// present, in [0, 1] (absent: -1; the encoder leaves out a negative one).
 nlohmann::json to_json(const Generated& m);
 StatusOr<Generated> decode_generated(const nlohmann::json& m, const StepReplyContext& c);
 
@@ -116,12 +120,14 @@ struct Trained {
   int64_t steps = 0;
   std::string drafter;  // the worker's drafter checkpoint; "" when steps is 0
   double loss_first = -1, loss_last = -1, stop_latency_s = 0;
-  double seconds = 0;  // how long it trained
+  double seconds = 0;       // how long it trained
+  double device_busy = -1;  // the share of `seconds` its GPU was busy; -1: not measured
 };
 
 // {"op":"trained","step","worker","steps","drafter","loss_first","loss_last","stop_latency_s"}:
 // step and worker the context's; steps in [0, 2^40]; with steps > 0 the drafter is the worker's
-// own file, run_dir/drafter-w<worker>.ckpt; losses and latency finite.
+// own file, run_dir/drafter-w<worker>.ckpt; losses and latency finite; device_busy as in a
+// `generated`.
 nlohmann::json to_json(const Trained& m);
 StatusOr<Trained> decode_trained(const nlohmann::json& m, const StepReplyContext& c);
 

@@ -66,15 +66,18 @@ json to_json(const Generated& m) {
               {"stats", to_json(m.stats)},
               {"seconds", m.seconds}};
   if (!m.buffer.empty()) out["buffer"] = m.buffer;
+  if (m.device_busy >= 0) out["device_busy"] = m.device_busy;
   return out;
 }
 
 json to_json(const Trained& m) {
-  return {{"op", "trained"},          {"step", m.step},
-          {"worker", m.worker},       {"steps", m.steps},
-          {"drafter", m.drafter},     {"loss_first", m.loss_first},
-          {"loss_last", m.loss_last}, {"stop_latency_s", m.stop_latency_s},
-          {"seconds", m.seconds}};
+  json out = {{"op", "trained"},          {"step", m.step},
+              {"worker", m.worker},       {"steps", m.steps},
+              {"drafter", m.drafter},     {"loss_first", m.loss_first},
+              {"loss_last", m.loss_last}, {"stop_latency_s", m.stop_latency_s},
+              {"seconds", m.seconds}};
+  if (m.device_busy >= 0) out["device_busy"] = m.device_busy;
+  return out;
 }
 
 json to_json(const WeightsAck& m) {

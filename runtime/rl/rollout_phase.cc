@@ -62,6 +62,10 @@ struct RolloutPhase::StepRun {
   std::vector<bool> no_requests;
   std::vector<std::pair<std::string, int64_t>> drafter_parts;  // (checkpoint, steps trained)
   int64_t accepted = 0, req_spec = 0;
+  // Per worker: busy seconds of its calls (the device's share of a measured call, the whole
+  // call otherwise) and whether its device measured any (StepReport::device_busy_seconds).
+  std::vector<double> busy_seconds;
+  std::vector<bool> busy_measured;
   double rollout_end = -1;
   bool stop_sent = false;
 };
@@ -204,6 +208,8 @@ Status RolloutPhase::start_rollout(StepRun& s) {
   s.t0 = now_s();
   TLT_RETURN_IF_ERROR(s.coord->begin_step(s.step, 0.0));
   s.since.assign(size_t(n), 0.0);
+  s.busy_seconds.assign(size_t(n), 0.0);
+  s.busy_measured.assign(size_t(n), false);
   s.state.assign(size_t(n), "generating");
   for (int64_t w = 0; w < n; ++w) TLT_RETURN_IF_ERROR(pool_.send(w, to_json(s.gen_msgs[w])));
   s.responses.resize(
@@ -405,6 +411,7 @@ Status RolloutPhase::on_generated(StepRun& s, int w, Generated g, double t) {
   r->bandit_absorbed += st.bandit_absorbed;
   if (st.has_bandit && size_t(w) < bandit_steps_.size()) bandit_steps_[size_t(w)] = st.bandit;
   r->draft_vocabulary = std::max(r->draft_vocabulary, st.draft_vocab);
+  add_busy(s, w, g.device_busy, g.seconds);
   s.done[w] = true;
   r->generating_worker_seconds += t;
   mark(s, w, "released", t);
@@ -416,9 +423,16 @@ Status RolloutPhase::on_generated(StepRun& s, int w, Generated g, double t) {
   return Status::Ok();
 }
 
+void RolloutPhase::add_busy(StepRun& s, int w, double device_share, double seconds) {
+  if (size_t(w) >= s.busy_seconds.size()) return;
+  s.busy_seconds[size_t(w)] += device_share >= 0 ? device_share * seconds : seconds;
+  if (device_share >= 0) s.busy_measured[size_t(w)] = true;
+}
+
 void RolloutPhase::on_trained(StepRun& s, int w, const Trained& tr, double t) {
   StepReport* r = s.report;
   s.awaiting_trained[w] = false;
+  add_busy(s, w, tr.device_busy, tr.seconds);
   mark(s, w, "released", t);
   r->drafter_steps += tr.steps;
   if (tr.steps > 0) {
@@ -438,6 +452,11 @@ Status RolloutPhase::finish_rollout(StepRun& s) {
   for (int64_t w = 0; w < n; ++w)
     if (pool_.present(w)) mark(s, int(w), "idle", now_s() - s.t0);
   r->rollout_seconds = s.rollout_end;
+  if (std::find(s.busy_measured.begin(), s.busy_measured.end(), true) != s.busy_measured.end()) {
+    r->device_busy_seconds.assign(size_t(n), -1.0);
+    for (int64_t w = 0; w < n; ++w)
+      if (s.busy_measured[size_t(w)]) r->device_busy_seconds[size_t(w)] = s.busy_seconds[size_t(w)];
+  }
   r->accept_length = s.req_spec ? double(s.accepted + s.req_spec) / double(s.req_spec) : 0.0;
   // Old buffers rotate out.
   std::error_code ec;

@@ -95,6 +95,9 @@ class RolloutPhase {
   // Hands request `id`'s response to the scorer (overlapped scoring), once.
   Status submit_for_reward(StepRun& s, size_t id);
   void on_trained(StepRun& s, int w, const Trained& tr, double t);
+  // Counts a call of worker w that took `seconds`, of which its device measured the GPU busy
+  // `device_share` (-1: not measured, the whole call counts).
+  void add_busy(StepRun& s, int w, double device_share, double seconds);
   Status start_training(StepRun& s, const std::vector<int>& ws, double t);
   std::vector<std::string> buffers(const StepRun& s) const;
   void mark(StepRun& s, int w, const std::string& state, double t);

@@ -29,23 +29,18 @@ void publish_step(metrics::RuntimeMetrics& m, const WorkerNames& names, const St
     for (int64_t k = 0; k < n; ++k) (void)m.add_arm_selected(arm);
   for (const auto& [phase, seconds] : r.phase_seconds)
     (void)m.add_rollout_phase_seconds(phase, std::max(seconds, 0.0));  // "other" may round < 0
-  // Busy share of each worker over the step's rollout phase (generating or training).
-  std::vector<double> busy(size_t(workers), 0.0);
   std::vector<bool> seen(size_t(workers), false);
-  for (const Interval& i : r.timeline) {
-    if (i.worker < 0 || i.worker >= workers) continue;
-    seen[size_t(i.worker)] = true;
-    if (i.state != "released" && i.state != "idle" && i.end <= r.rollout_seconds + 1e-9)
-      busy[size_t(i.worker)] += i.end - i.start;
-  }
+  for (const Interval& i : r.timeline)
+    if (i.worker >= 0 && i.worker < workers) seen[size_t(i.worker)] = true;
   for (int w = 0; w < workers; ++w) {
     if (!seen[size_t(w)]) continue;
     bool drafter = std::count(r.drafter_workers.begin(), r.drafter_workers.end(), w) > 0;
     m.set_drafter_assigned(names.pod(w), drafter);
   }
-  for (int w = 0; w < workers; ++w)
-    if (r.rollout_seconds > 0 && seen[size_t(w)])
-      (void)m.set_gpu_busy_ratio(names.pod(w), std::min(1.0, busy[size_t(w)] / r.rollout_seconds));
+  // Busy share of each worker over the step's rollout phase: the device's, else the timeline's.
+  std::vector<double> busy = busy_ratios(r);
+  for (int w = 0; w < workers && size_t(w) < busy.size(); ++w)
+    if (busy[size_t(w)] >= 0) (void)m.set_gpu_busy_ratio(names.pod(w), busy[size_t(w)]);
 }
 
 void publish_to(metrics::RuntimeMetrics* m, const WorkerNames& names, int workers,

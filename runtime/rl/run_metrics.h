@@ -2,7 +2,8 @@
 // callbacks (plan.h's RunCallbacks): per step the step, reward, tokens, drafter version and loss,
 // reclaimed and idle worker-seconds, acceptance, arm choices and the rollout engines' seconds
 // per phase (tlt_rollout_phase_seconds_total), and per worker its drafter
-// assignment and busy share; per worker state change its state.
+// assignment and busy share (step_report.h's busy_ratios: the device's where it measured it);
+// per worker state change its state.
 //
 // Per-worker series are labelled with the pod names the operator gives a cluster job's pods
 // (<job>-rollout-<i>, then <job>-drafter-<j>), so a local run and a cluster run read the same.

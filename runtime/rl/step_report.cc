@@ -41,7 +41,10 @@ json to_json(const StepReport& r) {
           {"weightSyncRefused", r.weight_sync_refused},
           {"unpairedConnections", r.unpaired_connections},
           {"drafterWorkers", r.drafter_workers},
-          {"timeline", tl}};
+          {"timeline", tl},
+          {"deviceBusySeconds", r.device_busy_seconds},
+          {"gpuBusyRatio", busy_ratios(r)},
+          {"gpuBusyFrom", busy_source(r)}};
 }
 
 StepReport step_from_json(const json& j) {
@@ -74,7 +77,36 @@ StepReport step_from_json(const json& j) {
   r.drafter_workers = j.value("drafterWorkers", std::vector<int>{});
   for (const json& i : j.at("timeline"))
     r.timeline.push_back({i.at("worker"), i.at("state"), i.at("start"), i.at("end")});
+  r.device_busy_seconds = j.value("deviceBusySeconds", std::vector<double>{});
   return r;
+}
+
+std::vector<double> busy_ratios(const StepReport& r) {
+  if (r.rollout_seconds <= 0) return {};
+  int workers = 0;
+  for (const Interval& i : r.timeline) workers = std::max(workers, i.worker + 1);
+  std::vector<double> busy(size_t(workers), 0.0);
+  std::vector<bool> seen(size_t(workers), false);
+  for (const Interval& i : r.timeline) {
+    if (i.worker < 0) continue;
+    seen[size_t(i.worker)] = true;
+    if (i.state != "released" && i.state != "idle" && i.end <= r.rollout_seconds + 1e-9)
+      busy[size_t(i.worker)] += i.end - i.start;
+  }
+  std::vector<double> out(size_t(workers), -1.0);
+  for (int w = 0; w < workers; ++w) {
+    if (!seen[size_t(w)]) continue;
+    bool device = size_t(w) < r.device_busy_seconds.size() && r.device_busy_seconds[size_t(w)] >= 0;
+    double seconds = device ? r.device_busy_seconds[size_t(w)] : busy[size_t(w)];
+    out[size_t(w)] = std::clamp(seconds / r.rollout_seconds, 0.0, 1.0);
+  }
+  return out;
+}
+
+const char* busy_source(const StepReport& r) {
+  for (double s : r.device_busy_seconds)
+    if (s >= 0) return "device";
+  return "clock";
 }
 
 double percentile(std::vector<double> v, double q) {

@@ -56,7 +56,21 @@ struct StepReport {
   int64_t unpaired_connections = 0;
   std::vector<int> drafter_workers;  // dedicated to drafter training this step (rebalancer)
   std::vector<Interval> timeline;
+  // Per worker: the seconds of its generate and train calls this step during which its GPU was
+  // busy, as the device measured them (runtime/device/busy.h), a call it did not measure counted
+  // as busy throughout (as the timeline counts it); -1 for a worker whose device measured none
+  // of its calls. Empty when no worker's device measured any (the CPU).
+  std::vector<double> device_busy_seconds;
 };
+
+// Per worker (index = worker, up to the largest one in the timeline): the share of the step's
+// rollout phase it was busy, in [0, 1] (tlt_gpu_busy_ratio): the device's busy seconds where it
+// measured them, else the timeline's generating and training intervals; -1 for a worker with
+// no interval (absent). Empty when the rollout phase took no time.
+std::vector<double> busy_ratios(const StepReport& r);
+
+// Whether busy_ratios came from a device for any worker ("device"), else "clock".
+const char* busy_source(const StepReport& r);
 
 nlohmann::json to_json(const StepReport& r);
 StepReport step_from_json(const nlohmann::json& j);

@@ -186,6 +186,29 @@ TEST(RlMessages, Completed_ForeignOrAlreadyAnsweredIdIsRefused) {
   expect_refused(decode_completed(m, step_context()).status(), "tokens is missing");
 }
 
+// The GPU's busy share is optional (a worker on the CPU sends none) and a share when present.
+TEST(RlMessages, DeviceBusyIsAbsentOrAShare) {
+  json m = generated(all_four());
+  StatusOr<Generated> g = decode_generated(m, step_context());
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->device_busy, -1);
+  m["device_busy"] = 0.5;
+  g = decode_generated(m, step_context());
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_DOUBLE_EQ(g->device_busy, 0.5);
+  for (json bad : {json(1.5), json(-0.1), json("busy"), json(nullptr)}) {
+    m["device_busy"] = bad;
+    expect_refused(decode_generated(m, step_context()).status(), "device_busy");
+  }
+  json t = {{"op", "trained"},  {"step", 3},       {"worker", 1},           {"steps", 0},
+            {"loss_first", -1}, {"loss_last", -1}, {"stop_latency_s", 0.0}, {"device_busy", 2}};
+  expect_refused(decode_trained(t, step_context()).status(), "device_busy");
+  t["device_busy"] = 1;
+  StatusOr<Trained> tr = decode_trained(t, step_context());
+  ASSERT_TRUE(tr.ok()) << tr.status().message();
+  EXPECT_DOUBLE_EQ(tr->device_busy, 1.0);
+}
+
 TEST(RlMessages, Trained_DrafterOtherThanTheWorkersOwnFileIsRefused) {
   json m = {{"op", "trained"},
             {"step", 3},
@@ -364,18 +387,24 @@ TEST(RlMessages, EveryMessageRoundTripsThroughItsEncoderAndDecoder) {
   g.stats.bandit_absorbed = 2, g.stats.draft_vocab = 40;
   g.stats.arms = {{"ngram", 3}, {"plain", 2}}, g.stats.phases = {{"verify", 0.25}};
   g.stats.has_bandit = true, g.stats.bandit = {{4, 1, 0, 3.0, 0.01, 0.5}};
-  g.buffer = "/run/buffer/step-3-w1.pt", g.seconds = 1.5;
+  g.buffer = "/run/buffer/step-3-w1.pt", g.seconds = 1.5, g.device_busy = 0.625;
   m = to_json(g);
   EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_generated(j, c); }), m);
-  g.buffer = "", g.stats.has_bandit = false, g.stats.bandit.clear();
+  EXPECT_DOUBLE_EQ(decode_generated(m, c)->device_busy, 0.625);
+  g.buffer = "", g.stats.has_bandit = false, g.stats.bandit.clear(), g.device_busy = -1;
   m = to_json(g);
   EXPECT_FALSE(m.contains("buffer"));
+  EXPECT_FALSE(m.contains("device_busy"));
   EXPECT_FALSE(m.at("stats").contains("bandit"));
   EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_generated(j, c); }), m);
 
   Trained t;
   t.step = 3, t.worker = 1, t.steps = 7, t.drafter = "/run/drafter-w1.ckpt";
   t.loss_first = 2.0, t.loss_last = 1.25, t.stop_latency_s = 0.01, t.seconds = 0.5;
+  m = to_json(t);
+  EXPECT_FALSE(m.contains("device_busy"));
+  EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_trained(j, c); }), m);
+  t.device_busy = 0.25;
   m = to_json(t);
   EXPECT_EQ(round_trip(m, [&](const json& j) { return decode_trained(j, c); }), m);
 

@@ -646,5 +646,46 @@ TEST(RlReport, EnginePhasesReachTheStepJsonTheJobReportAndTheMetrics) {
   EXPECT_EQ(value("draft"), 0.125) << text;
 }
 
+// tlt_gpu_busy_ratio: the device's busy seconds where a worker's device measured them, else the
+// timeline's generating and training intervals, each over the rollout phase.
+TEST(RlReport, GpuBusyRatioIsTheDevicesWhereMeasuredElseTheTimelines) {
+  StepReport r;
+  r.step = 1, r.rollout_seconds = 10;
+  r.timeline = {{0, "generating", 0, 8},
+                {0, "released", 8, 10},
+                {1, "generating", 0, 4},
+                {1, "training", 4, 10}};
+  EXPECT_EQ(busy_ratios(r), (std::vector<double>{0.8, 1.0}));
+  EXPECT_STREQ(busy_source(r), "clock");
+  r.device_busy_seconds = {3.0, -1};  // worker 1's device measured none of its calls
+  EXPECT_EQ(busy_ratios(r), (std::vector<double>{0.3, 1.0}));
+  EXPECT_STREQ(busy_source(r), "device");
+  StepReport back = step_from_json(to_json(r));
+  EXPECT_EQ(back.device_busy_seconds, r.device_busy_seconds);
+  EXPECT_EQ(to_json(r).at("gpuBusyRatio"), nlohmann::json({0.3, 1.0}));
+  RLRunResult result;
+  result.steps = {r};
+  nlohmann::json totals = report::rl_result_json(result);
+  EXPECT_DOUBLE_EQ(totals.at("gpuBusyRatio").get<double>(), 0.65);
+  EXPECT_EQ(totals.at("gpuBusyFrom"), "device");
+  metrics::RuntimeMetrics m("j");
+  publish_step(m, WorkerNames{"j", 2}, r, 2);
+  std::string text = metrics::render(m);
+  auto value = [&](const std::string& pod) {
+    std::string series = "tlt_gpu_busy_ratio{job=\"j\",pod=\"" + pod + "\"} ";
+    size_t at = text.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size()));
+  };
+  EXPECT_DOUBLE_EQ(value("j-rollout-0"), 0.3) << text;
+  EXPECT_DOUBLE_EQ(value("j-rollout-1"), 1.0) << text;
+  // A step without time has no ratios; an older report without the field reads as measured by
+  // no device.
+  StepReport empty;
+  EXPECT_TRUE(busy_ratios(empty).empty());
+  nlohmann::json old = to_json(r);
+  old.erase("deviceBusySeconds");
+  EXPECT_TRUE(step_from_json(old).device_busy_seconds.empty());
+}
+
 }  // namespace
 }  // namespace tlt::rl
