@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -185,9 +186,17 @@ std::vector<int64_t> decode_paddings() {
 }
 
 int64_t bfloat16_decode_rows(Transformer& model) {
-  if (forced_decode_rows() >= 0) return forced_decode_rows();
+  return bfloat16_decode_precision(model).rows;
+}
+
+DecodePrecision bfloat16_decode_precision(Transformer& model) {
+  if (forced_decode_rows() >= 0) {
+    int64_t rows = forced_decode_rows();
+    return {rows, std::string(rows > 0 ? "bfloat16 products" : "float32") +
+                      ": TLT_TEST_BF16_DECODE_ROWS=" + std::to_string(rows)};
+  }
   static std::mutex mu;
-  static std::map<std::string, int64_t> known;  // model shape -> padding (0: not invariant)
+  static std::map<std::string, DecodePrecision> known;  // model shape and device -> answer
   const ModelConfig& c = model->config();
   std::string key = std::to_string(c.vocab) + "/" + std::to_string(c.dim) + "/" +
                     std::to_string(c.n_layers) + "/" + std::to_string(c.n_heads) + "/" +
@@ -198,15 +207,34 @@ int64_t bfloat16_decode_rows(Transformer& model) {
   auto it = known.find(key);
   if (it != known.end()) return it->second;
   DecodeProbe probe = decode_probe(c);
-  int64_t rows = 0;
-  for (int64_t r : decode_paddings()) {
-    if (!probe.shapes.empty() && decode_mismatches(model, r, probe, true).empty()) {
-      rows = r;
-      break;
+  const std::string where = device_of(model).str();
+  DecodePrecision answer;
+  if (probe.shapes.empty()) {
+    answer.reason = "float32: max_seq " + std::to_string(c.max_seq) +
+                    " leaves the probe too little context to check bfloat16 products";
+  } else {
+    std::string differ;  // the first disagreeing shape of each padding tried
+    for (int64_t r : decode_paddings()) {
+      std::vector<DecodeMismatch> bad = decode_mismatches(model, r, probe, true);
+      if (bad.empty()) {
+        answer.rows = r;
+        answer.reason = std::string("bfloat16 products, ") +
+                        (r <= 1 ? "unpadded" : "padded to " + std::to_string(r) + " rows") + ": " +
+                        std::to_string(probe.shapes.size()) +
+                        " verify and batched forwards give the bits of one-token steps on " + where;
+        break;
+      }
+      char by[32];
+      std::snprintf(by, sizeof by, "%.3g", bad[0].max_difference);
+      differ += std::string(differ.empty() ? "" : ", ") + describe(bad[0].shape) + " by " + by +
+                (r <= 1 ? " unpadded" : " padded to " + std::to_string(r) + " rows");
     }
+    if (answer.rows == 0)
+      answer.reason =
+          "float32: with bfloat16 products " + differ + " differ from one-token steps on " + where;
   }
-  known[key] = rows;
-  return rows;
+  known[key] = answer;
+  return answer;
 }
 
 }  // namespace tlt::model

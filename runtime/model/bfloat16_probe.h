@@ -1,4 +1,5 @@
-// The probe behind bfloat16 decoding on a CPU: whether, on this machine and this model's shapes,
+// The probe behind bfloat16 decoding on a CPU or a GPU: whether, on this device and this model's
+// shapes,
 // the forwards decoding really runs give a request the bits its one-token steps alone give it,
 // with products padded to which row count (model::Bfloat16Inference, runtime/model/precision.h).
 // Row-invariance of the library's bfloat16 products is measured, not promised: the kernels a
@@ -83,6 +84,18 @@ std::vector<int64_t> decode_paddings();
 // Test hook: TLT_TEST_BF16_DECODE_ROWS=N (read once per process) makes it return N without
 // probing, so a test can force a padding the probe would reject and show what catches it.
 int64_t bfloat16_decode_rows(Transformer& model);
+
+// bfloat16_decode_rows()'s answer for `model` with its reason, for the log (the same probe, run
+// once per process, model shape and device), e.g.
+//   "bfloat16 products, unpadded: 43 verify and batched forwards give the bits of one-token
+//    steps on cuda:0"
+//   "float32: with bfloat16 products 2 requests x 3 tokens by 0.0156 unpadded, 4 requests x 3
+//    tokens by 0.0078 padded to 16 rows differ from one-token steps on cuda:0"
+struct DecodePrecision {
+  int64_t rows = 0;  // as bfloat16_decode_rows(): 0 decodes in float32
+  std::string reason;
+};
+DecodePrecision bfloat16_decode_precision(Transformer& model);
 
 // "1 request x 8 tokens" for messages.
 std::string describe(const DecodeShape& shape);

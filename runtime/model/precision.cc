@@ -94,8 +94,9 @@ thread_local Bfloat16Inference* innermost = nullptr;
 // for some shapes (one row for N = 192, K = 576 in isolation; two rows for N <= 128), while 16 and
 // more rows agreed for every shape of 16 or more output columns tried. Neither is a documented
 // property: bfloat16_decode_rows() (runtime/model/bfloat16_probe.h) probes the whole model.
-Bfloat16Inference::Bfloat16Inference(bool enabled, int64_t min_rows)
-    : enabled_(enabled), min_rows_(std::max<int64_t>(1, min_rows)) {
+Bfloat16Inference::Bfloat16Inference(bool enabled, int64_t min_rows,
+                                     const Bfloat16Weights* persistent)
+    : enabled_(enabled), min_rows_(std::max<int64_t>(1, min_rows)), persistent_(persistent) {
   if (!enabled_) return;
   outer_ = innermost;
   innermost = this;
@@ -117,7 +118,30 @@ Float32Products::~Float32Products() {
   innermost = hidden_;
 }
 
+void Bfloat16Weights::refresh(torch::nn::Module& module) {
+  torch::NoGradGuard no_grad;
+  for (const std::shared_ptr<torch::nn::Module>& m : module.modules(/*include_self=*/true)) {
+    auto* linear = dynamic_cast<torch::nn::LinearImpl*>(m.get());
+    if (linear == nullptr) continue;
+    const torch::Tensor& w = linear->weight;  // (out, in)
+    auto it = copies_.find(w.unsafeGetTensorImpl());
+    if (it == copies_.end()) {
+      copies_.emplace(w.unsafeGetTensorImpl(), std::make_pair(w, w.to(torch::kBFloat16)));
+    } else {
+      it->second.second.copy_(w);
+    }
+  }
+}
+
+const torch::Tensor* Bfloat16Weights::find(const torch::Tensor& w) const {
+  auto it = copies_.find(w.unsafeGetTensorImpl());
+  return it == copies_.end() ? nullptr : &it->second.second;
+}
+
 const torch::Tensor& Bfloat16Inference::copy_of(const torch::Tensor& w) {
+  if (persistent_ != nullptr) {
+    if (const torch::Tensor* c = persistent_->find(w)) return *c;
+  }
   auto it = copies_.find(w.unsafeGetTensorImpl());
   if (it == copies_.end()) {
     torch::NoGradGuard no_grad;

@@ -2,10 +2,10 @@
 // products in bfloat16 (LibTorch autocast), which CPUs with AMX and GPUs multiply several times
 // faster than float32 (docs/benchmarks.md has the measured policy-update speed-up).
 // Decoding (Bfloat16Inference) multiplies by bfloat16 copies of the weights and keeps
-// activations, the cache and the logits in float32; it is lossless only because the CPU forward
-// is row-invariant (runtime/model/decode_attention.h): bfloat16 rounding would otherwise turn
-// the last-bit differences between a many-token verify forward and one-token steps into
-// different tokens.
+// activations, the cache and the logits in float32; it is lossless only where the forward is
+// row-invariant (on the CPU by runtime/model/decode_attention.h; on any device as probed by
+// runtime/model/bfloat16_probe.h): bfloat16 rounding would otherwise turn the last-bit
+// differences between a many-token verify forward and one-token steps into different tokens.
 //
 // Thread safety: autocast state is per thread; a guard affects the thread that made it.
 #pragma once
@@ -67,19 +67,44 @@ class AutocastCacheScope {
 // `device`: custom autograd functions ask so that their products follow it.
 bool autocast_active(const torch::Device& device);
 
+// Bfloat16 copies of a module's linear weights that keep their storage from one use to the next
+// (CUDA graphs captured over them read them in place). refresh() makes the missing copies and
+// rewrites the others from the float32 weights in place, so a copy follows its weight after an
+// in-place update (a checkpoint loaded, weights synced). Ownership: holds the weights and their
+// copies. Not copyable; one thread.
+class Bfloat16Weights {
+ public:
+  Bfloat16Weights() = default;
+  Bfloat16Weights(const Bfloat16Weights&) = delete;
+  Bfloat16Weights& operator=(const Bfloat16Weights&) = delete;
+  // Every torch::nn::Linear weight of `module` (its submodules included) gets its current
+  // values in its copy.
+  void refresh(torch::nn::Module& module);
+  // w's copy, or nullptr when refresh() made none for it.
+  const torch::Tensor* find(const torch::Tensor& w) const;
+  size_t size() const { return copies_.size(); }
+
+ private:
+  // weight's TensorImpl -> (the weight, kept alive so the key stays its own; its bfloat16 copy)
+  std::unordered_map<const void*, std::pair<torch::Tensor, torch::Tensor>> copies_;
+};
+
 // While alive (and `enabled`), this thread's linear layers in forwards without autograd
 // (model::linear below) multiply float32 inputs by bfloat16 copies of their weights, made the
-// first time each weight is used in the scope and kept until it ends, and return float32. The
-// weights must not change while it lives (a rollout engine holds one per generate call). Scopes
-// nest; the innermost one serves. Lossless decoding needs the row-invariant attention too: on
-// CUDA the scope is not made (see Engine). Not copyable; one thread.
+// first time each weight is used in the scope and kept until it ends (or taken from `persistent`,
+// borrowed, where it holds one), and return float32. The weights must not change while it lives
+// (a rollout engine holds one per generate call). Scopes nest; the innermost one serves.
+// Lossless only where the forward is row-invariant: the engine decodes under it after
+// bfloat16_decode_rows() (runtime/model/bfloat16_probe.h) found the verify forwards and batched
+// steps agree bit for bit with one-token steps on the model's device. Not copyable; one thread.
 // `min_rows`: products of fewer rows are padded to that many (what bfloat16_decode_rows() found
-// row-invariant, runtime/model/bfloat16_probe.h; 1 = no padding).
+// row-invariant; 1 = no padding).
 class Bfloat16Inference {
  public:
   // The padding that made every shape tried here row-invariant: one AMX tile's rows.
   static constexpr int64_t kTileRows = 16;
-  explicit Bfloat16Inference(bool enabled, int64_t min_rows = kTileRows);
+  explicit Bfloat16Inference(bool enabled, int64_t min_rows = kTileRows,
+                             const Bfloat16Weights* persistent = nullptr);
   ~Bfloat16Inference();
   Bfloat16Inference(const Bfloat16Inference&) = delete;
   Bfloat16Inference& operator=(const Bfloat16Inference&) = delete;
@@ -93,6 +118,7 @@ class Bfloat16Inference {
  private:
   bool enabled_;
   int64_t min_rows_;
+  const Bfloat16Weights* persistent_ = nullptr;
   Bfloat16Inference* outer_ = nullptr;
   // weight's TensorImpl -> (the weight, kept alive so the key stays its own; its bfloat16 copy)
   std::unordered_map<const void*, std::pair<torch::Tensor, torch::Tensor>> copies_;

@@ -165,11 +165,15 @@ StatusOr<std::vector<Completion>> Engine::generate(const std::vector<Request>& r
 
 StatusOr<std::vector<Completion>> Engine::run_all(const std::vector<Request>& requests) {
   torch::NoGradGuard no_grad;
-  stats_.bfloat16_rows = options_.bfloat16 && target_->lm_head->weight.device().is_cpu()
-                            ? model::bfloat16_decode_rows(target_)
-                            : 0;
+  model::DecodePrecision precision;
+  if (options_.bfloat16) precision = model::bfloat16_decode_precision(target_);
+  stats_.bfloat16_rows = precision.rows, stats_.precision = precision.reason;
   stats_.bfloat16 = stats_.bfloat16_rows > 0;
-  model::Bfloat16Inference bfloat16(stats_.bfloat16, stats_.bfloat16_rows);
+  // On the CPU each call makes its own copies; elsewhere they keep their storage for the graphs.
+  const bool cpu = target_->lm_head->weight.device().is_cpu();
+  if (stats_.bfloat16 && !cpu) bfloat16_weights_.refresh(*target_);
+  model::Bfloat16Inference bfloat16(stats_.bfloat16, stats_.bfloat16_rows,
+                                    cpu ? nullptr : &bfloat16_weights_);
   double start = now_seconds();
   std::vector<Completion> out(requests.size());
   std::vector<ActiveRequest> active;

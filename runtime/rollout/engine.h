@@ -28,6 +28,7 @@
 #include "api/arm.h"
 #include "api/status.h"
 #include "runtime/model/drafter.h"
+#include "runtime/model/precision.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rollout/sampling.h"
 #include "runtime/rollout/selector.h"
@@ -136,14 +137,14 @@ struct EngineOptions {
   // never looks at the token drawn). 0 verifies every drafted node.
   double draft_confidence = 0.0;
   // Decode with the target's matrix products in bfloat16 (the drafter keeps float32): activations,
-  // the cache and the logits stay float32 (model::Bfloat16Inference). Lossless only because the CPU
-  // forward is row-invariant (runtime/model/decode_attention.h), so it applies to a target on
-  // the CPU, and only after model::bfloat16_decode_rows() (runtime/model/bfloat16_probe.h) found
-  // on this machine, for this model's shapes and verify forwards of up to 64 tokens (every arm's),
-  // that verify forwards and batched steps give the bits of one-token steps (with products unpadded where that holds,
-  // else padded to 16 rows); otherwise the engine decodes in float32
-  // (EngineStats::bfloat16 says which ran). Plain and speculative decoding of the same options
-  // produce the same tokens either way.
+  // the cache and the logits stay float32 (model::Bfloat16Inference). Lossless only where the
+  // forward is row-invariant (on the CPU by runtime/model/decode_attention.h), so only after
+  // model::bfloat16_decode_rows() (runtime/model/bfloat16_probe.h) found on the target's device
+  // (CPU or CUDA), for this model's shapes and verify forwards of up to 64 tokens (every arm's),
+  // that verify forwards and batched steps give the bits of one-token steps (with products
+  // unpadded where that holds, else padded to 16 rows); otherwise the engine decodes in float32
+  // (EngineStats::bfloat16 says which ran, EngineStats::precision why). Plain and speculative
+  // decoding of the same options produce the same tokens either way.
   bool bfloat16 = false;
   // GPU flavour (TLT_GPU), target on CUDA: verify forwards and plain decode steps (N = 1)
   // replay CUDA graphs captured per (batch bucket, verified tokens)
@@ -189,7 +190,10 @@ struct EngineStats {
   bool bfloat16 = false;  // the last generate() decoded with bfloat16 products
   // Their padding: products of fewer rows ran as this many (1: unpadded; 0: float32).
   int64_t bfloat16_rows = 0;
-  EnginePhases phases;    // how `seconds` splits
+  // Why bfloat16 or float32 (model::bfloat16_decode_precision's reason, naming the device); ""
+  // when EngineOptions::bfloat16 was off.
+  std::string precision;
+  EnginePhases phases;  // how `seconds` splits
   // Mean tokens emitted per request per speculative step (accepted + 1).
   double accept_length() const {
     return request_spec_steps ? double(accepted + request_spec_steps) / request_spec_steps : 0.0;
@@ -284,6 +288,9 @@ class Engine {
   // The verify forward's CUDA graphs over cache_tgt_ (GPU flavour, target on CUDA), else null.
   // A shared_ptr only because CudaGraphPool is incomplete in the CPU flavour, where it stays null.
   std::shared_ptr<CudaGraphPool> graphs_;
+  // The target's bfloat16 weight copies off the CPU: they keep their storage from one generate()
+  // to the next, since graphs_ replays read them in place; refreshed at each call.
+  model::Bfloat16Weights bfloat16_weights_;
   HiddenSink sink_;
   std::function<void(const Completion&)> completion_sink_;
   EngineStats stats_;

@@ -4,6 +4,8 @@
 //    without the KV cache;
 //  - the rollout engine on CUDA, plain and speculative (chain, tree, n-gram), produces exactly
 //    the CPU's greedy tokens;
+//  - bfloat16 decoding: the probe runs on the device and, where it chose bfloat16, every arm
+//    and a second call after a weight update stay plain decoding's;
 //  - NCCL collectives (one rank per device; one rank on a one-GPU machine) sum and broadcast.
 // Shapes: B batch, T time, V vocab.
 #include <gtest/gtest.h>
@@ -129,6 +131,61 @@ TEST(Cuda, EngineGreedyEqualsCpuPlainEveryArm) {
     o.speculative = true, o.activation_threshold = 1000, o.arms = {arm}, o.selector = "fixed";
     same(run(gpu, drafter, o, reqs), std::string("cuda speculative ") + arm);
   }
+}
+
+// bfloat16 decoding on the device: the engine runs the CPU's probe on CUDA and says why it
+// decodes in bfloat16 or float32, naming the device. Where it chose bfloat16, every arm (CUDA
+// graphs on) gives plain decoding's tokens, and after an in-place weight update a second call of
+// the same engine (graphs captured over the bfloat16 copies) gives a fresh engine's tokens.
+TEST(Cuda, Bfloat16DecodingIsProbedOnTheDeviceAndStaysLossless) {
+  TLT_REQUIRE_CUDA();
+  torch::manual_seed(21);
+  Transformer target(small_config());  // float32: bfloat16 products replace float32 ones
+  {
+    torch::NoGradGuard g;
+    target->lm_head->weight.mul_(4.0);
+  }
+  target->to(torch::kCUDA);
+  target->eval();
+  std::vector<rollout::Request> reqs = rollout::test_support::random_requests(24, 64, 20, 0.0, 5);
+  rollout::EngineOptions plain;
+  plain.max_batch = 8, plain.max_seq = 128, plain.speculative = false, plain.bfloat16 = true;
+  auto engine = rollout::Engine::create(target, Drafter(nullptr), plain);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto want = (*engine)->generate(reqs);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  const rollout::EngineStats& st = (*engine)->stats();
+  std::cout << "bfloat16 decoding on cuda: " << st.precision << "\n";
+  EXPECT_NE(st.precision.find("on cuda:"), std::string::npos) << st.precision;
+  EXPECT_EQ(st.bfloat16, st.precision.rfind("bfloat16 products", 0) == 0) << st.precision;
+  if (!st.bfloat16) return;  // float32 decoding is EngineGreedyEqualsCpuPlainEveryArm's
+  torch::manual_seed(5);
+  Drafter drafter(target, 1);
+  drafter->eval();
+  for (const char* arm : {"4_1_5", "3_3_8", "ngram"}) {
+    rollout::EngineOptions o = plain;
+    o.speculative = true, o.activation_threshold = 1000, o.arms = {arm}, o.selector = "fixed";
+    std::vector<rollout::Completion> got = run(target, drafter, o, reqs);
+    ASSERT_EQ(got.size(), want->size()) << arm;
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) bad += got[i].tokens != (*want)[i].tokens;
+    EXPECT_EQ(bad, 0) << arm << ": " << bad << " of " << got.size() << " requests differ";
+  }
+  {
+    torch::NoGradGuard g;
+    target->lm_head->weight.mul_(1.5);  // in place, as a checkpoint load or a weight sync
+  }
+  auto again = (*engine)->generate(reqs);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  std::vector<rollout::Completion> fresh = run(target, Drafter(nullptr), plain, reqs);
+  ASSERT_EQ(fresh.size(), again->size());
+  int bad = 0, changed = 0;
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    bad += fresh[i].tokens != (*again)[i].tokens;
+    changed += fresh[i].tokens != (*want)[i].tokens;
+  }
+  EXPECT_EQ(bad, 0) << bad << " requests differ from a fresh engine's after the update";
+  std::cout << "the update changed " << changed << " of " << fresh.size() << " responses\n";
 }
 
 // One NCCL rank per device, as threads meeting at a FileStore. NCCL cannot put two ranks on one

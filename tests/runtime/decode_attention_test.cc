@@ -204,6 +204,10 @@ TEST(Bfloat16Inference, AVerifyForwardEqualsOneTokenStepsBitForBit) {
   int64_t probed = bfloat16_decode_rows(m);
   ASSERT_GT(probed, 0) << "the engine's probe finds no row-invariant padding";
   std::printf("the probe chose products padded to %lld rows\n", (long long)probed);
+  DecodePrecision said = bfloat16_decode_precision(m);  // the same answer, with its reason
+  EXPECT_EQ(said.rows, probed);
+  EXPECT_EQ(said.reason.rfind("bfloat16 products, ", 0), 0u) << said.reason;
+  EXPECT_NE(said.reason.find("one-token steps on cpu"), std::string::npos) << said.reason;
   DecodeProbe probe = decode_probe(m->config());
   for (int64_t rows : decode_paddings()) {
     std::vector<DecodeMismatch> found = decode_mismatches(m, rows, probe);
@@ -257,6 +261,41 @@ TEST(Bfloat16Probe, RejectsUnpaddedProductsThatAreNotRowInvariant) {
   })) << listed(unpadded);
   EXPECT_EQ(listed(padded), "none");
   EXPECT_FALSE(test_case_equal) << "the test's own case did not see the hook";
+}
+
+// The copies an engine keeps off the CPU (CUDA graphs read them in place): refresh() keeps each
+// copy's storage and rewrites it from its weight after an in-place update, and a scope over the
+// store serves those copies, giving the logits of a scope that makes its own.
+TEST(Bfloat16Weights, CopiesKeepTheirStorageAndFollowTheirWeights) {
+  torch::manual_seed(5);
+  Transformer m(decode_config());
+  m->eval();
+  torch::NoGradGuard no_grad;
+  Bfloat16Weights store;
+  store.refresh(*m);
+  const torch::Tensor* head = store.find(m->lm_head->weight);
+  ASSERT_NE(head, nullptr);
+  EXPECT_GT(store.size(), size_t(1));
+  EXPECT_EQ(store.find(torch::zeros({2, 2})), nullptr);
+  const void* storage = head->data_ptr();
+  EXPECT_TRUE(torch::equal(*head, m->lm_head->weight.to(torch::kBFloat16)));
+  m->lm_head->weight.mul_(2.0);
+  store.refresh(*m);
+  EXPECT_EQ(store.find(m->lm_head->weight)->data_ptr(), storage);
+  EXPECT_TRUE(
+      torch::equal(*store.find(m->lm_head->weight), m->lm_head->weight.to(torch::kBFloat16)));
+  torch::Tensor prefix = torch::randint(0, 211, {1, 20}), tokens = torch::randint(0, 211, {1, 4});
+  torch::Tensor own, kept;
+  {
+    Bfloat16Inference scope(true, 1);
+    own = one_token_steps(m, prefix, tokens);
+  }
+  {
+    Bfloat16Inference scope(true, 1, &store);
+    EXPECT_EQ(scope.copy_of(m->lm_head->weight).data_ptr(), storage);
+    kept = one_token_steps(m, prefix, tokens);
+  }
+  EXPECT_TRUE(torch::equal(own, kept));
 }
 
 }  // namespace

@@ -517,7 +517,8 @@ TEST(Bfloat16Decoding, EveryArmAndBatchSizeEqualsPlainDecoding) {
     EngineStats st;
     std::vector<Completion> plain =
         run(target, Drafter(nullptr), with_bfloat16(plain_options(32)), reqs, &st);
-    ASSERT_TRUE(st.bfloat16) << "the engine's probe refused bfloat16 decoding";
+    ASSERT_TRUE(st.bfloat16) << "the engine's probe refused bfloat16 decoding: " << st.precision;
+    EXPECT_NE(st.precision.find("on cpu"), std::string::npos) << st.precision;
     std::vector<Completion> float32 = run(target, Drafter(nullptr), plain_options(32), reqs);
     int changed = 0;
     for (size_t i = 0; i < reqs.size(); ++i) changed += plain[i].tokens != float32[i].tokens;
