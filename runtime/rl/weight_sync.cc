@@ -25,14 +25,27 @@ uint64_t mix(uint64_t h, uint64_t w) {
   return h ^ (h >> 29);
 }
 
-// `tensors`' bytes end to end: uint8 (T,).
-torch::Tensor flat_bytes(const std::vector<torch::Tensor>& tensors) {
+// `tensors`' bytes end to end on `device`: uint8 (T,). A CUDA group's stay on the GPU.
+torch::Tensor flat_bytes(const std::vector<torch::Tensor>& tensors, const torch::Device& device) {
   std::vector<torch::Tensor> parts;
   parts.reserve(tensors.size());
   for (const torch::Tensor& t : tensors)
-    parts.push_back(t.detach().to(torch::kCPU).contiguous().reshape({-1}).view(torch::kUInt8));
-  if (parts.empty()) return torch::empty({0}, torch::kUInt8);
+    parts.push_back(t.detach().to(device).contiguous().reshape({-1}).view(torch::kUInt8));
+  if (parts.empty()) return torch::empty({0}, torch::TensorOptions(torch::kUInt8).device(device));
   return torch::cat(parts);
+}
+
+// x >> s with zeros shifted in, for int64 tensors (whose >> keeps the sign).
+torch::Tensor shift_right(const torch::Tensor& x, int64_t s) {
+  return torch::bitwise_and(torch::bitwise_right_shift(x, s), (int64_t(1) << (64 - s)) - 1);
+}
+
+// A bijection of 64-bit words, elementwise (int64 arithmetic wraps).
+torch::Tensor mix_words(torch::Tensor x) {
+  x = x * int64_t(0x9E3779B97F4A7C15ull);
+  x = torch::bitwise_xor(x, shift_right(x, 32));
+  x = x * int64_t(0xD6E8FEB86659FD93ull);
+  return torch::bitwise_xor(x, shift_right(x, 29));
 }
 
 int64_t total_bytes(const std::vector<torch::Tensor>& tensors) {
@@ -85,6 +98,20 @@ std::string header_fault(const int64_t* h) {
 
 }  // namespace
 
+uint64_t device_weight_checksum(const torch::Tensor& bytes) {
+  const int64_t n = bytes.numel(), pad = (8 - n % 8) % 8;
+  torch::Tensor b = bytes.contiguous();
+  if (pad > 0 || b.storage_offset() % 8 != 0)  // whole, aligned 64-bit words
+    b = torch::cat({b, torch::zeros({pad}, b.options())});
+  torch::Tensor words = b.view(torch::kInt64);                        // (ceil(n / 8),)
+  torch::Tensor at = torch::arange(words.numel(), words.options());  // (ceil(n / 8),)
+  // Each word mixed with its position: a changed or moved word changes its term, and the
+  // wrapping sum of the terms does not depend on the order the device adds them in.
+  torch::Tensor terms = mix_words(torch::bitwise_xor(words, at * int64_t(0xA24BAED4963EE407ull)));
+  uint64_t sum = uint64_t(terms.sum().item<int64_t>());
+  return mix(mix(0xcbf29ce484222325ull, uint64_t(n)), sum);
+}
+
 uint64_t weight_checksum(const torch::Tensor& bytes) {
   const auto* p = static_cast<const unsigned char*>(bytes.data_ptr());
   const size_t n = size_t(bytes.numel());
@@ -113,12 +140,24 @@ struct WeightSync::Impl {
   int64_t refused = 0;
   bool broken = false;
 
-  // In place, from rank 0; a CUDA collective gets a device copy.
+  // Where a publish's bytes live: the current CUDA device in a CUDA (NCCL) group, so that GPU
+  // weights go device to device without a host copy; the CPU in a Gloo group.
+  torch::Device device() const {
+    tst::Collective* c = group->collective();
+    return c && c->cuda() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  }
+  // A bucket's checksum where its bytes are: weight_checksum on the CPU, device_weight_checksum
+  // on a GPU (every rank of a group uses the same one: the group is NCCL's or Gloo's).
+  int64_t checksum(const torch::Tensor& bytes) const {
+    return int64_t(bytes.is_cuda() ? device_weight_checksum(bytes) : weight_checksum(bytes));
+  }
+
+  // In place, from rank 0; a CPU tensor in a CUDA collective travels through a device copy.
   Status broadcast(torch::Tensor& t) {
     tst::Collective* c = group->collective();
     if (!c) return Status::FailedPrecondition("the weight-sync group has not joined");
     Status st;
-    if (c->cuda()) {
+    if (c->cuda() && !t.is_cuda()) {
       torch::Tensor d = t.to(torch::kCUDA);
       st = c->broadcast(d, 0);
       if (st.ok()) t.copy_(d.to(torch::kCPU));
@@ -169,13 +208,14 @@ StatusOr<std::string> WeightSync::Impl::receive_buckets(const torch::Tensor& sum
   const int64_t* c = sums.data_ptr<int64_t>();
   const bool fits = flat->defined() && flat->size(0) == total;
   torch::Tensor scratch =
-      fits ? torch::Tensor() : torch::empty({std::min(bb, total)}, torch::kUInt8);
+      fits ? torch::Tensor()
+           : torch::empty({std::min(bb, total)}, torch::TensorOptions(torch::kUInt8).device(device()));
   std::string why;
   for (int64_t b = 0; b < k; ++b) {
     torch::Tensor slice = fits ? bucket(*flat, b, bb)  // (<= bb,)
                                : scratch.narrow(0, 0, std::min(bb, total - b * bb));
     TLT_RETURN_IF_ERROR(broadcast(slice));
-    if (why.empty() && int64_t(weight_checksum(slice)) != c[b])
+    if (why.empty() && checksum(slice) != c[b])
       why = "bucket " + std::to_string(b) + " of " + std::to_string(k) + " fails its checksum";
   }
   return why;
@@ -230,7 +270,7 @@ Status WeightSync::publish(WeightKind kind, int64_t version,
                            const std::vector<torch::Tensor>& tensors, int64_t corrupt_bucket) {
   if (impl_->broken) return Status::Unavailable("the weight-sync group is broken");
   const int64_t bb = impl_->options.bucket_bytes;
-  torch::Tensor flat = flat_bytes(tensors);  // (T,)
+  torch::Tensor flat = flat_bytes(tensors, impl_->device());  // (T,)
   if (flat.size(0) > kMaxTotalBytes)
     return Status::InvalidArgument("weight sync: " + std::to_string(flat.size(0)) +
                                    " bytes exceed a publish's limit");
@@ -238,7 +278,7 @@ Status WeightSync::publish(WeightKind kind, int64_t version,
   torch::Tensor header =
       torch::tensor({kMagic, int64_t(kind), version, k, bb, flat.size(0)}, torch::kInt64);  // (6,)
   torch::Tensor sums = torch::empty({k}, torch::kInt64);                                    // (K,)
-  for (int64_t b = 0; b < k; ++b) sums[b] = int64_t(weight_checksum(bucket(flat, b, bb)));
+  for (int64_t b = 0; b < k; ++b) sums[b] = impl_->checksum(bucket(flat, b, bb));
   const std::string mac =
       impl_->options.auth.mac(publish_statement(header.data_ptr<int64_t>(), sums));
   if (int64_t(mac.size()) != kProofChars)
@@ -248,9 +288,8 @@ Status WeightSync::publish(WeightKind kind, int64_t version,
                                          torch::kUInt8)
                             .clone();  // (64,)
   if (corrupt_bucket >= 0 && corrupt_bucket < k) {
-    torch::Tensor bad = bucket(flat, corrupt_bucket, bb);
-    auto* p = static_cast<unsigned char*>(bad.data_ptr());
-    p[0] ^= 0x5a;
+    torch::Tensor first = bucket(flat, corrupt_bucket, bb).narrow(0, 0, 1);  // (1,)
+    first.bitwise_xor_(0x5a);
   }
   TLT_RETURN_IF_ERROR(impl_->broadcast(header));
   TLT_RETURN_IF_ERROR(impl_->broadcast(sums));
@@ -273,8 +312,10 @@ Status WeightSync::receive(WeightKind kind, int64_t version,
   const int64_t* h = header.data_ptr<int64_t>();
   const int64_t k = h[3], bb = h[4], total = h[5];
   const int64_t expected = total_bytes(tensors);
-  torch::Tensor flat = total == expected ? torch::empty({total}, torch::kUInt8)  // (T,)
-                                         : torch::Tensor();
+  torch::Tensor flat =
+      total == expected
+          ? torch::empty({total}, torch::TensorOptions(torch::kUInt8).device(impl_->device()))
+          : torch::Tensor();  // (T,)
   StatusOr<std::string> why = impl_->receive_buckets(sums, bb, total, &flat);
   if (!why.ok()) return why.status();
   if (why->empty() && (h[1] != int64_t(kind) || h[2] != version))
@@ -289,15 +330,15 @@ Status WeightSync::receive(WeightKind kind, int64_t version,
   int64_t at = 0;
   for (const torch::Tensor& t : tensors) {
     int64_t n = t.numel() * int64_t(t.element_size());
-    t.view({-1}).view(torch::kUInt8).copy_(flat.narrow(0, at, n));  // t is contiguous
+    t.view({-1}).view(torch::kUInt8).copy_(flat.narrow(0, at, n));  // t is contiguous; any device
     at += n;
   }
   flat = torch::Tensor();  // one copy of the weights at a time
   // The guard: what the module holds now is what was published.
-  torch::Tensor held = flat_bytes(tensors);  // (T,)
+  torch::Tensor held = flat_bytes(tensors, impl_->device());  // (T,)
   const int64_t* c = sums.data_ptr<int64_t>();
   for (int64_t b = 0; b < k; ++b) {
-    if (int64_t(weight_checksum(bucket(held, b, bb))) != c[b]) {
+    if (impl_->checksum(bucket(held, b, bb)) != c[b]) {
       ++impl_->refused;
       return Status::Corruption("weight sync: the " + what + " held after the update differs " +
                                 "from the published bucket " + std::to_string(b));

@@ -22,6 +22,13 @@
 // checksum. After copying an accepted publish into its module it checks the bytes it now holds
 // against the header's checksums again (Corruption, counted, when they differ).
 //
+// Where the bytes are: in a Gloo group on the CPU (a GPU module's tensors are copied to host
+// memory); in a CUDA (NCCL) group on the current CUDA device, end to end: rank 0 lays its
+// tensors' bytes out on the GPU, checksums them there (device_weight_checksum) and broadcasts the
+// GPU buckets, and a receiver takes them into a GPU buffer, checks them there and copies them
+// into its module's tensors device to device. Only the header, the checksums and the proof (a
+// few hundred bytes) pass through host memory.
+//
 // Who may join: every member proves it holds the job's secret (runtime/cluster/job_secret.h)
 // through WeightSyncAuth, derived from the secret by runtime/rl/weight_publisher.h (this file,
 // in tlt_core, has no crypto of its own): the group's store keys live under a prefix only a
@@ -62,6 +69,14 @@ enum class WeightKind : int64_t { kPolicy = 1, kDrafter = 2 };
 // A 64-bit hash of `bytes` (a contiguous CPU uint8 tensor): any change of one byte changes it
 // (with overwhelming probability). The same on every machine (little-endian words).
 uint64_t weight_checksum(const torch::Tensor& bytes);
+
+// A CUDA group's bucket checksum, computed with tensor operations where `bytes` (a uint8 tensor
+// of any device) lives, so a GPU bucket never visits host memory: the wrapping sum, over the
+// bytes' 64-bit little-endian words (zero-padded), of a bijective mix of each word and its
+// position, mixed with the byte count. Any changed or moved word changes it (with overwhelming
+// probability); the same on every device and machine. Not weight_checksum's value: every rank of
+// a group uses the one its backend calls for.
+uint64_t device_weight_checksum(const torch::Tensor& bytes);
 
 // The tensors a publish carries: `module`'s parameters, then its buffers, in named order.
 std::vector<torch::Tensor> synced_tensors(torch::nn::Module& module);

@@ -70,6 +70,30 @@ TEST(WeightSync, ChecksumSeesOneByte) {
   EXPECT_NE(weight_checksum(a.narrow(0, 0, 1002)), weight_checksum(a));
 }
 
+// A CUDA group's checksum (computed with tensor operations where the bytes are; here on the
+// CPU, the same operations a GPU runs): one flipped byte, two swapped words, a shorter buffer or
+// a trailing zero byte change it; a misaligned view of the same bytes does not.
+TEST(WeightSync, DeviceChecksumSeesOneByteAndWhereEachWordIs) {
+  torch::Tensor a = torch::randint(0, 256, {1003}, torch::kUInt8);  // a 3-byte tail
+  EXPECT_EQ(device_weight_checksum(a), device_weight_checksum(a.clone()));
+  for (int64_t i : {0, 7, 8, 500, 1001, 1002}) {
+    torch::Tensor b = a.clone();
+    b[i] = uint8_t(b[i].item<int>() ^ 1);
+    EXPECT_NE(device_weight_checksum(a), device_weight_checksum(b)) << "byte " << i;
+  }
+  torch::Tensor swapped = a.clone();  // words 0 and 1 exchanged: the same multiset of words
+  swapped.narrow(0, 0, 8).copy_(a.narrow(0, 8, 8));
+  swapped.narrow(0, 8, 8).copy_(a.narrow(0, 0, 8));
+  if (!torch::equal(a.narrow(0, 0, 8), a.narrow(0, 8, 8))) {
+    EXPECT_NE(device_weight_checksum(a), device_weight_checksum(swapped));
+  }
+  EXPECT_NE(device_weight_checksum(a.narrow(0, 0, 1002)), device_weight_checksum(a));
+  torch::Tensor zero_tail = torch::cat({a, torch::zeros({1}, torch::kUInt8)});
+  EXPECT_NE(device_weight_checksum(zero_tail), device_weight_checksum(a));
+  torch::Tensor shifted = torch::cat({torch::zeros({3}, torch::kUInt8), a}).narrow(0, 3, 1003);
+  EXPECT_EQ(device_weight_checksum(shifted), device_weight_checksum(a));  // a view at offset 3
+}
+
 TEST(WeightSync, BroadcastVerifiesAndRefuses) {
   torch::manual_seed(1);
   constexpr int kWorld = 3;
