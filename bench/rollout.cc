@@ -31,6 +31,8 @@
 //                      [--draft-confidence 0] [--epsilon 0.1] [--group 1] [--ceiling-only]
 //                      [--dtype auto]
 //        bench_rollout --model PATH --ceiling-only [--batches 1,4,16] [--threads 1]
+// Every form takes --device auto|cpu|cuda|cuda:N (the target, its caches, the drafters and the
+// engines there; main prints the device line first).
 //        bench_rollout --model PATH --greedy-check [--batches 1,4,16] [--max-new 24]
 //                      [--arms 4_1_5,4_2_8,ngram] [--dtype auto] (bench/rollout_lossless.h; exits
 //                      1 when a response differs from plain decoding's)
@@ -56,6 +58,7 @@
 #include "bench/rollout_options.h"
 #include "bench/rollout_preset.h"
 #include "runtime/cpu_info.h"
+#include "runtime/device/device.h"
 
 namespace {
 
@@ -66,7 +69,7 @@ using namespace tlt;
 int greedy_check(const bench::RolloutOptions& o) {
   bench::GreedyCheckOptions g;
   g.batches = o.table.batches, g.arms = o.table.arms, g.max_new = o.table.max_new;
-  g.bfloat16 = o.table.decode.bfloat16, g.threads = o.table.threads;
+  g.bfloat16 = o.table.decode.bfloat16, g.threads = o.table.threads, g.device = o.device;
   return bench::greedy_check(o.model_path, g);
 }
 
@@ -82,8 +85,12 @@ int run_model(const bench::RolloutOptions& o) {
 int main(int argc, char** argv) {
   bench::RolloutOptions o;
   if (int rc = bench::parse_rollout_flags(argc, argv, &o); rc >= 0) return rc;
-  std::printf("cpu: %s\ndecoding: %s products (--dtype %s)\n",
-              runtime::describe(runtime::cpu_info()).c_str(),
+  if (Status st = device::make_current(o.device); !st.ok()) {
+    std::fprintf(stderr, "--device: %s\n", st.message().c_str());
+    return 2;
+  }
+  std::printf("cpu: %s\n%s\ndecoding: %s products (--dtype %s)\n",
+              runtime::describe(runtime::cpu_info()).c_str(), o.device_line.c_str(),
               o.table.decode.bfloat16 ? "bfloat16" : "float32", o.dtype.c_str());
   if (!o.model_path.empty()) return run_model(o);
   return bench::preset_compare(o);

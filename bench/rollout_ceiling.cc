@@ -3,11 +3,18 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <torch/cuda.h>
+
 #include "runtime/clock.h"
 #include "runtime/model/bfloat16_probe.h"
 #include "runtime/model/precision.h"
 
 namespace tlt::bench {
+
+void finish_device(const model::Transformer& target) {
+  const torch::Device dev = target->lm_head->weight.device();
+  if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
+}
 
 // Seconds of one target forward of b x k new tokens per request over a cache already holding
 // `context` positions per request: a plain decode step at k = 1, a chain verify of k - 1 drafts
@@ -17,13 +24,16 @@ namespace tlt::bench {
 double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t context, int reps,
                        bool bfloat16, int64_t capacity) {
   torch::NoGradGuard no_grad;
+  const torch::Device dev = target->lm_head->weight.device();
+  auto finished = [&] { finish_device(target); };
   int64_t rows = bfloat16 ? model::bfloat16_decode_rows(target) : 0;
   model::Bfloat16Inference products(rows > 0, rows);
   int64_t vocab = target->config().vocab;
   auto cache = target->make_cache(b, std::max(capacity, context + k + 1));
   for (int64_t i = 0; i < b; ++i) cache->add_slot();
-  torch::Tensor zero = torch::zeros({b}, torch::kInt64);                      // (b,)
-  torch::Tensor prompt = torch::randint(vocab, {b, context}, torch::kInt64);  // (b, context)
+  const auto ids = torch::TensorOptions().dtype(torch::kInt64).device(dev);
+  torch::Tensor zero = torch::zeros({b}, ids);                      // (b,)
+  torch::Tensor prompt = torch::randint(vocab, {b, context}, ids);  // (b, context)
   // Prefilled 16 positions at a time: a forward's logits are (b, T, V), 400 MB for a 49152-token
   // vocabulary at b = 16, T = 128, which would swamp the model's own memory in the peak RSS.
   for (int64_t s = 0; s < context; s += 16) {
@@ -32,12 +42,14 @@ double forward_seconds(model::Transformer target, int64_t b, int64_t k, int64_t 
                     cache.get());  // (b, n) tokens
     for (int64_t i = 0; i < b; ++i) cache->commit_prefix(i, n);
   }
-  torch::Tensor tokens = torch::randint(vocab, {b, k}, torch::kInt64);       // (b, k)
+  torch::Tensor tokens = torch::randint(vocab, {b, k}, ids);                 // (b, k)
   torch::Tensor positions = model::sequential_positions(zero + context, k);  // (b, k)
   double best = 1e30;
+  finished();
   for (int r = 0; r < reps + 2; ++r) {  // two warm-up forwards
     double t0 = runtime::now_s();
     target->forward(tokens, positions, cache.get());
+    finished();
     if (r >= 2) best = std::min(best, runtime::now_s() - t0);
   }
   return best;

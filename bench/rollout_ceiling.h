@@ -14,6 +14,10 @@
 
 namespace tlt::bench {
 
+// Returns when the work queued on `target`'s device is done (a CUDA forward returns once its
+// kernels are queued; a clock read after it waits here); at once on the CPU.
+void finish_device(const model::Transformer& target);
+
 // Seconds of one target forward of b x k new tokens per request over a cache already holding
 // `context` positions per request (the fastest of `reps`, after two warm-ups), with bfloat16
 // products when `bfloat16` (padded as the decode probe decides, as decoding does); `capacity`:

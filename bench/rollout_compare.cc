@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "runtime/clock.h"
+#include "runtime/model/bfloat16_probe.h"
+
 namespace tlt::bench {
 
 namespace {
@@ -260,6 +263,14 @@ void print_summary(const std::vector<SummaryRow>& rows, const std::vector<double
     }
     std::printf("\n");
   }
+  std::fflush(stdout);
+}
+
+void print_precision(model::Transformer target, const Table& t) {
+  if (!t.decode.bfloat16) return;
+  double t0 = runtime::now_s();
+  model::DecodePrecision p = model::bfloat16_decode_precision(target);
+  std::printf("bfloat16 probe: %s (%.1f s)\n", p.reason.c_str(), runtime::now_s() - t0);
   std::fflush(stdout);
 }
 

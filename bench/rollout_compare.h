@@ -72,6 +72,10 @@ struct SummaryRow {
 StatusOr<int> compare(model::Transformer target, const std::vector<NamedDrafter>& drafters,
                       const Table& t, const RequestMaker& make, std::vector<SummaryRow>* summary);
 
+// With bfloat16 decoding asked for (t.decode.bfloat16): the probe's answer on the target's device
+// and why (model::bfloat16_decode_precision; the engines find it cached). Nothing otherwise.
+void print_precision(model::Transformer target, const Table& t);
+
 // The summary of every table: per drafter, batch size and arm, the accept length and the ratio
 // to plain decoding at each temperature, side by side.
 void print_summary(const std::vector<SummaryRow>& rows, const std::vector<double>& temperatures);

@@ -113,6 +113,7 @@ int greedy_check(const std::string& path, const GreedyCheckOptions& o) {
     return 2;
   }
   model::Transformer target = m->model;
+  target->to(torch::Device(o.device));  // its caches, drafter and engines follow
   target->eval();
   StatusOr<std::unique_ptr<rl::ModelCodec>> codec =
       rl::ModelCodec::load(*source, target->config().vocab);
@@ -125,13 +126,14 @@ int greedy_check(const std::string& path, const GreedyCheckOptions& o) {
   opts.max_seq = std::min<int64_t>(o.max_seq, target->config().max_seq);
   if (opts.bfloat16) {  // the engines below find the probe's answer cached
     double t0 = runtime::now_s();
-    int64_t rows = model::bfloat16_decode_rows(target);
+    model::DecodePrecision p = model::bfloat16_decode_precision(target);
+    int64_t rows = p.rows;
     double s = runtime::now_s() - t0;
-    std::printf("bfloat16 probe: %s (%zu shapes, %.1f s)\n",
+    std::printf("bfloat16 probe: %s (%zu shapes, %.1f s)\n  why: %s\n",
                 rows == 0   ? "no row-invariant padding, decoding in float32"
                 : rows == 1 ? "unpadded products are row-invariant"
                             : ("products padded to " + std::to_string(rows) + " rows").c_str(),
-                model::decode_probe(target->config()).shapes.size(), s);
+                model::decode_probe(target->config()).shapes.size(), s, p.reason.c_str());
   }
   torch::manual_seed(1);
   model::Drafter drafter(target, 1);

@@ -17,10 +17,11 @@ namespace tlt::bench {
 struct GreedyCheckOptions {
   std::vector<int> batches{1, 4, 16};
   std::vector<std::string> arms{"4_1_5", "4_2_8", "ngram"};
-  int max_new = 24;       // tokens per response
-  bool bfloat16 = true;   // decoding's products (--dtype resolved)
-  int threads = 1;        // LibTorch's intra-op threads
-  int64_t max_seq = 512;  // positions per request
+  int max_new = 24;            // tokens per response
+  bool bfloat16 = true;        // decoding's products (--dtype resolved)
+  int threads = 1;             // LibTorch's intra-op threads
+  int64_t max_seq = 512;       // positions per request
+  std::string device = "cpu";  // the model and the engines: "cpu" or "cuda:K" (resolved --device)
 };
 
 // Runs the check on the model at `path` (a llama/qwen2 GGUF file or Hugging Face directory with a

@@ -20,8 +20,10 @@ namespace tlt::bench {
 
 namespace {
 
-// Loads --model PATH and prints what it is, its load time and peak RSS; the loader's error.
-StatusOr<model::PretrainedModel> load_model(const std::string& path, int threads) {
+// Loads --model PATH onto `device` and prints what it is, its load time and peak RSS; the loader's
+// error.
+StatusOr<model::PretrainedModel> load_model(const std::string& path, int threads,
+                                            const std::string& device) {
   double t0 = runtime::now_s();
   StatusOr<model::PretrainedModel> m = model::load_pretrained(path);
   if (!m.ok()) return m.status().with_context("--model");
@@ -36,6 +38,7 @@ StatusOr<model::PretrainedModel> load_model(const std::string& path, int threads
       path.c_str(), m->config.architecture.c_str(), (long long)c.n_layers, (long long)c.dim,
       (long long)c.vocab, (long long)params, threads, runtime::now_s() - t0,
       (long long)(rollout::peak_rss_bytes() >> 20));
+  m->model->to(torch::Device(device));  // its caches, drafters and engines follow
   m->model->eval();
   return m;
 }
@@ -90,7 +93,7 @@ int fail(const Status& s) {
 
 int model_ceiling(const RolloutOptions& o) {
   runtime::configure_threads(o.table.threads);
-  StatusOr<model::PretrainedModel> m = load_model(o.model_path, o.table.threads);
+  StatusOr<model::PretrainedModel> m = load_model(o.model_path, o.table.threads, o.device);
   if (!m.ok()) return fail(m.status());
   print_model_ceiling(m->model, o.table.batches, o.ceiling_context, o.table.decode.bfloat16);
   print_update_precision(m->model);
@@ -103,7 +106,7 @@ int model_ceiling(const RolloutOptions& o) {
 
 int model_compare(const RolloutOptions& o) {
   runtime::configure_threads(o.prepare_only ? 0 : o.table.threads);
-  StatusOr<model::PretrainedModel> m = load_model(o.model_path, o.table.threads);
+  StatusOr<model::PretrainedModel> m = load_model(o.model_path, o.table.threads, o.device);
   if (!m.ok()) return fail(m.status());
   model::Transformer target = m->model;
   Table t = o.table;
@@ -119,6 +122,7 @@ int model_compare(const RolloutOptions& o) {
   StatusOr<std::vector<NamedDrafter>> drafters = warm_start_drafters(o, target, source, t);
   if (!drafters.ok()) return fail(drafters.status());
   if (o.prepare_only) return 0;
+  print_precision(target, t);
   std::vector<SummaryRow> summary;
   int lost = 0;
   for (double temperature : o.temperatures) {

@@ -9,6 +9,7 @@
 #include "api/arm.h"
 #include "api/spec.h"
 #include "bench/rollout_lossless.h"
+#include "runtime/device/device.h"
 #include "runtime/model/precision.h"
 
 namespace tlt::bench {
@@ -79,6 +80,11 @@ void add_run_flags(CLI::App& app, RolloutOptions* o) {
                  "Decoding's matrix products: float32, bfloat16, or auto (bfloat16 for --model on "
                  "hardware with native bfloat16, as spec.model.dtype decides for a job)")
       ->check(CLI::IsMember({"auto", "float32", "bfloat16"}))
+      ->capture_default_str();
+  app.add_option("--device", o->device_request,
+                 "Where the target, its KV caches, the drafters and the engines run: auto (CUDA "
+                 "when this build and machine have it), cpu, cuda or cuda:N; cuda without a GPU "
+                 "fails at start (a preset's target trains on the CPU and moves there)")
       ->capture_default_str();
 }
 
@@ -262,7 +268,15 @@ int resolve(const CLI::App& app, const RawFlags& raw, RolloutOptions* o) {
     }
     t.arms.push_back(a);
   }
-  t.decode.bfloat16 = model::use_bfloat16(o->dtype, !o->model_path.empty(), torch::kCPU);
+  StatusOr<device::Placement> placement =
+      device::resolve_device(o->device_request, device::probe_inventory(), "--device");
+  if (!placement.ok()) {
+    std::cerr << placement.status().message() << "\n";
+    return 2;
+  }
+  o->device = placement->main_device(), o->device_line = placement->line();
+  t.decode.bfloat16 =
+      model::use_bfloat16(o->dtype, !o->model_path.empty(), torch::Device(o->device));
   if (!o->model_path.empty()) {
     resolve_model(app, o);
     return resolve_drafters(raw, o);

@@ -40,14 +40,20 @@ struct RolloutOptions {
   bool prepare_only = false, ceiling_only = false, greedy_check = false;
   int64_t ceiling_context = 128;  // --model: tokens cached per request for the ceiling's forwards
   std::string dtype = "auto";     // --dtype as given; table.decode.bfloat16 is its resolution
-  Table table;                    // batch sizes, arms, decoding settings
+  // --device as given (auto, cpu, cuda, cuda:N), and where the target, its KV caches, the
+  // drafters and the engines live: "cpu" or "cuda:K" (runtime/device/device.h), with the line
+  // main prints ("device: cuda:0 (NVIDIA H100 80GB HBM3)").
+  std::string device_request = "auto", device = "cpu", device_line;
+  Table table;  // batch sizes, arms, decoding settings
   DrafterOptions drafter;
   std::vector<double>
       temperatures;  // one table each (--temperature's alone unless --model gives more)
 };
 
-// Parses argv into *o. Returns -1 when the run should go on, else the process's exit code: 0
-// after --help, 2 (with a message on stderr) for a malformed or misplaced flag.
+// Parses argv into *o and resolves --device against this build and machine. Returns -1 when the
+// run should go on, else the process's exit code: 0 after --help, 2 (with a message on stderr)
+// for a malformed or misplaced flag, or a --device this build or machine does not have (cuda
+// never falls back to the CPU).
 int parse_rollout_flags(int argc, char** argv, RolloutOptions* o);
 
 }  // namespace tlt::bench

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "bench/rollout_ceiling.h"
 #include "runtime/clock.h"
 #include "runtime/drafter/trainer.h"
 #include "runtime/model/drafter.h"
@@ -25,7 +26,8 @@ void print_update_precision(model::Transformer target) {
     prompts.emplace_back(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel());
     responses.emplace_back(r.data_ptr<int64_t>(), r.data_ptr<int64_t>() + r.numel());
   }
-  rl::SequenceBatch batch = rl::make_batch(prompts, responses);
+  const torch::Device dev = target->lm_head->weight.device();
+  rl::SequenceBatch batch = rl::to_device(rl::make_batch(prompts, responses), dev);
   auto seconds = [&](bool bf16) {
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
@@ -33,10 +35,11 @@ void print_update_precision(model::Transformer target) {
       double t0 = runtime::now_s();
       torch::Tensor logp;  // (4, row - 1)
       {
-        model::Bfloat16Autocast mixed(torch::kCPU, bf16);
+        model::Bfloat16Autocast mixed(dev, bf16);
         logp = rl::sequence_logprobs(target, batch, 1.0);
       }
       logp.sum().backward();
+      finish_device(target);
       best = std::min(best, runtime::now_s() - t0);
     }
     target->zero_grad();
@@ -46,8 +49,7 @@ void print_update_precision(model::Transformer target) {
   std::printf(
       "\npolicy update, forward + backward of %lld tokens: float32 %.2f s, bfloat16 products "
       "%.2f s = %.2fx (spec.model.dtype; native bfloat16 here: %s)\n",
-      (long long)(4 * row), f32, bf16, f32 / bf16,
-      model::native_bfloat16(torch::kCPU) ? "yes" : "no");
+      (long long)(4 * row), f32, bf16, f32 / bf16, model::native_bfloat16(dev) ? "yes" : "no");
 }
 
 // What bfloat16 products buy the drafter's training (the warm start and the spot trainers, under
@@ -73,6 +75,7 @@ Status print_drafter_precision(model::Transformer target) {
     for (int rep = 0; rep < 3; ++rep) {
       double t0 = runtime::now_s();
       trainer.step(tokens, hidden, mask);
+      finish_device(target);
       best = std::min(best, runtime::now_s() - t0);
     }
     return best;

@@ -158,6 +158,7 @@ int preset_compare(const RolloutOptions& o) {
   std::string cache = data::cache_root() + "/bench/target-" + o.preset + "-" +
                       std::to_string(corpus->vocab) + "-" + std::to_string(o.train_steps) + ".ckpt";
   model::Transformer target = trained_target(o.preset, *corpus, split, o.train_steps, cache);
+  target->to(torch::Device(o.device));  // trained on the CPU; its drafters and engines follow
   target->eval();
   const Table& t = o.table;
   // Mid-response: the 32-token prompt plus half the response.
@@ -177,6 +178,7 @@ int preset_compare(const RolloutOptions& o) {
     return 1;
   }
   if (o.prepare_only) return 0;
+  print_precision(target, t);
   print_ceiling(target, t.batches, 32 + t.max_new / 2, t.decode.bfloat16);
   std::vector<SummaryRow> summary;
   StatusOr<int> lost = compare(

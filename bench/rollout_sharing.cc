@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "bench/rollout_ceiling.h"
 #include "runtime/clock.h"
 #include "runtime/model/precision.h"
 #include "runtime/rl/policy_trainer.h"
@@ -16,7 +17,7 @@ namespace tlt::bench {
 // against the prompt run once per pass, side by side, the fastest of 2 each. The shape is
 // bench/rl_e2e_model.yaml's first step on SmolLM2: a 96-token chat prompt (arithmetic-cot's
 // through SmolLM2's template: 90-100 tokens), answers long-tailed around a median of ~60 tokens
-// (lengths below), products in bfloat16 where the CPU has them (spec.model.dtype auto).
+// (lengths below), products in bfloat16 where the device has them (spec.model.dtype auto).
 void print_update_sharing(const model::Transformer& target) {
   const int64_t prompt = std::min<int64_t>(96, target->config().max_seq / 4);
   std::vector<int64_t> lengths{222, 120, 80, 65, 58, 50, 40, 30};
@@ -37,12 +38,13 @@ void print_update_sharing(const model::Transformer& target) {
   auto seconds = [&](bool share, int64_t* run) {
     rl::GrpoOptions o;
     o.kl_coef = 0.01, o.temperature = 0.7, o.share_prompts = share;
-    o.bfloat16 = model::native_bfloat16(torch::kCPU);
+    o.bfloat16 = model::native_bfloat16(target->lm_head->weight.device());
     double best = 1e30;
     for (int rep = 0; rep < 2; ++rep) {
       rl::PolicyTrainer trainer(target, target, o);  // the update moves target's weights a little
       double t0 = runtime::now_s();
       rl::UpdateStats st = trainer.update(batch, advantages);
+      finish_device(target);
       best = std::min(best, runtime::now_s() - t0);
       *run = st.positions;
     }

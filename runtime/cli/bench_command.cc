@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "runtime/cli/commands.h"
+#include "runtime/device/device.h"
 #include "runtime/tst/job_corpus.h"
 
 namespace tlt::cli {
@@ -34,6 +35,15 @@ int run_program(const std::vector<std::string>& argv,
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The value of `--device V` or `--device=V` in args; "" when absent.
+std::string device_flag(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--device" && i + 1 < args.size()) return args[i + 1];
+    if (args[i].rfind("--device=", 0) == 0) return args[i].substr(9);
+  }
+  return "";
+}
+
 }  // namespace
 
 int bench_rollout_command(const std::vector<std::string>& args, std::ostream& out,
@@ -47,6 +57,16 @@ int bench_rollout_command(const std::vector<std::string>& args, std::ostream& ou
           << " not found; build it beside tlt (cmake --build build --target "
           << p.filename().string() << ")\n";
       return kExitUnavailable;
+    }
+  }
+  // A device this build or machine does not have fails before the corpus, the warm starts or
+  // any training (bench_rollout refuses it too; this says so before any work).
+  if (std::string d = device_flag(args); !d.empty()) {
+    StatusOr<device::Placement> p =
+        device::resolve_device(d, device::probe_inventory(), "--device");
+    if (!p.ok()) {
+      err << "tlt bench rollout: " << p.status().message() << "\n";
+      return kExitInvalid;
     }
   }
   auto has = [&](const char* flag) {

@@ -56,7 +56,8 @@ int samples_command(const SamplesFlags& flags, std::ostream& out, std::ostream& 
 // `tlt bench rollout [FLAGS]`: bench/rollout (plain vs adaptive speculative decoding of a small
 // target trained on the State of the Union corpus) from the bench_rollout and tlt-data binaries
 // beside this one; FLAGS go to bench_rollout (--help lists them). kExitUnavailable when those
-// binaries are missing, kExitInvalid when the benchmark fails.
+// binaries are missing, kExitInvalid when the benchmark fails or (before any work) --device
+// names a device this build or machine does not have.
 int bench_rollout_command(const std::vector<std::string>& args, std::ostream& out,
                           std::ostream& err);
 

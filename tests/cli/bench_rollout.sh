@@ -10,6 +10,18 @@ tlt=$1
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+# A device this build or machine lacks: refused before any work, naming the flag (cuda:99 is
+# out of range on any machine).
+"$tlt" bench rollout --preset tiny --device cuda:99 > "$work/nodev" 2>&1; rc=$?
+[ "$rc" = 1 ] || { cat "$work/nodev"; fail "--device cuda:99 exited $rc, expected 1"; }
+grep -q -- "--device" "$work/nodev" || { cat "$work/nodev"; fail "the refusal does not name --device"; }
+grep -q "target: " "$work/nodev" && { cat "$work/nodev"; fail "--device cuda:99 trained a target"; }
+bench=$(dirname "$tlt")/bench_rollout
+"$bench" --model /nonexistent --ceiling-only --device cuda:99 > "$work/nodev" 2>&1; rc=$?
+[ "$rc" = 2 ] || { cat "$work/nodev"; fail "bench_rollout --device cuda:99 exited $rc, expected 2"; }
+grep -q -- "--device" "$work/nodev" || { cat "$work/nodev"; fail "bench_rollout's refusal does not name --device"; }
+echo "bench rollout: --device cuda:99 refused at start"
+
 "$tlt" bench rollout --preset tiny --train-steps 20 --drafter-steps 10 --batches 1,3 \
   --fixed-batches 1 --max-new 24 --waves 2 --repeats 1 --show-bandit > "$work/out" 2>&1 \
   || { rc=$?; cat "$work/out"; fail "tlt bench rollout exited $rc"; }
@@ -26,6 +38,7 @@ for b, (plain, tlt, ratio) in rows.items():
 for arm in ("4_1_5", "6_1_7", "4_2_8", "ngram"):
     if not re.search(r"fixed\s+(?:(?:last|fused)\s+)?%s\s+[\d.]+\s+[\d.]+x" % arm, text): fail("no fixed-arm line for " + arm)
 if "bandit b=1 drafting (tok/s):" not in text: fail("no bandit statistics")
+if not re.search(r"^device: (cpu|cuda)", text, re.M): fail("no device line")
 if not re.search(r"^drafter \(features=last\): loaded \S+/drafter/generations-\d+\.ckpt", text, re.M):
     fail("the measuring process did not load the drafter from the jobs' warm start cache")
 print("bench rollout: batches 1 and 3 measured, ratios %s" % {b: r[2] for b, r in rows.items()})
