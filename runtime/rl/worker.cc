@@ -11,6 +11,7 @@
 
 #include "runtime/clock.h"
 #include "runtime/cluster/job_secret.h"
+#include "runtime/device/busy.h"
 #include "runtime/device/device.h"
 #include "runtime/drafter/buffer.h"
 #include "runtime/drafter/trainer.h"
@@ -74,6 +75,9 @@ class Worker {
   std::unique_ptr<rollout::Engine> engine_;
   std::unique_ptr<drafter::DrafterTrainer> trainer_;
   std::unique_ptr<WeightSync> sync_;  // the setup message's weight-sync group, if it named one
+  // Its GPU's busy share over each generate and train call; null on the CPU or without NVML.
+  std::unique_ptr<device::BusyMeter> busy_;
+  bool precision_said_ = false;  // a GPU worker logs its decoding precision and why, once
   std::string sync_host_ = "127.0.0.1";
   int64_t policy_version_ = -1, drafter_version_ = -1;
   int64_t drafter_batch_ = 32;
@@ -119,6 +123,10 @@ Status Worker::setup(const json& m) {
   if (!placement.ok()) return placement.status();
   const std::string dev = placement->process_device(index_);
   TLT_RETURN_IF_ERROR(device::make_current(dev));
+  std::string no_meter;
+  busy_ = device::busy_meter_for(dev, &no_meter);
+  if (!busy_ && placement->cuda)
+    std::cerr << "tlt rl-worker " << index_ << ": GPU busy ratio: " << no_meter << "\n";
   target_ = model::Transformer(*cfg);
   target_->to(torch::Device(dev));  // the weights come with the first generate message
   target_->eval();
@@ -252,6 +260,7 @@ Status Worker::generate(const json& m) {
   if (!g.ok()) return g.status();
   TLT_RETURN_IF_ERROR(load_weights(*g));
   double start = now_s();
+  if (busy_) busy_->begin();
   int64_t step = g->step;
   std::vector<rollout::Request> reqs;
   drafter::HiddenBuffer buffer;
@@ -302,6 +311,11 @@ Status Worker::generate(const json& m) {
   StatusOr<std::vector<rollout::Completion>> out = engine_->generate(reqs);
   engine_->set_completion_sink(nullptr);
   if (!out.ok()) return out.status();
+  const std::string& precision = engine_->stats().precision;
+  if (!precision_said_ && !precision.empty() && target_->lm_head->weight.is_cuda()) {
+    std::cerr << "tlt rl-worker " << index_ << ": decoding: " << precision << "\n";
+    precision_said_ = true;
+  }
   TLT_RETURN_IF_ERROR(streamed);
   Generated done;
   done.step = step, done.worker = index_;
@@ -333,6 +347,7 @@ Status Worker::generate(const json& m) {
         io::Sync::kNone));
   }
   done.seconds = now_s() - start;
+  if (busy_) done.device_busy = busy_->end().value_or(-1.0);
   return ch_.send(to_json(done));
 }
 
@@ -356,6 +371,7 @@ Status Worker::train(const json& m) {
   StatusOr<TrainMessage> tm = decode_train(m, ctx_);
   if (!tm.ok()) return tm.status();
   double start = now_s();
+  if (busy_) busy_->begin();
   int64_t step = tm->step;
   train_data_.clear();
   for (const std::string& p : tm->buffers) {
@@ -410,6 +426,7 @@ Status Worker::train(const json& m) {
   }
   reply.loss_first = first, reply.loss_last = last, reply.stop_latency_s = stop_latency;
   reply.seconds = now_s() - start;
+  if (busy_) reply.device_busy = busy_->end().value_or(-1.0);
   return ch_.send(to_json(reply));
 }
 
