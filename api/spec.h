@@ -760,7 +760,7 @@ struct DrafterStatus {
 };
 
 struct RLJobStatus {
-  std::string phase;  // Pending, Running, Blocked, Suspended, Succeeded, Failed
+  std::string phase;  // Pending, Running, Blocked, Suspended, Queued, Succeeded, Failed
   int64_t observed_generation = 0;
   int32_t step = 0;
   double reward = 0.0;
@@ -774,7 +774,9 @@ struct RLJobStatus {
 
   template <class V>
   void fields(V& v) {
-    v("phase", phase, Rule().doc("Pending, Running, Blocked, Suspended, Succeeded or Failed."));
+    v("phase", phase,
+      Rule().doc("Pending, Running, Blocked, Suspended, Queued (waiting for Kueue to admit the "
+                 "job's Workload: no pods until then; docs/kueue.md), Succeeded or Failed."));
     v("observedGeneration", observed_generation, Rule().doc("Spec generation reconciled."));
     v("step", step, Rule().doc("Last completed RL step."));
     v("reward", reward, Rule().doc("Mean reward of the last step."));
@@ -954,7 +956,9 @@ struct TSTPretrainJobStatus {
 
   template <class V>
   void fields(V& v) {
-    v("phase", phase, Rule().doc("Pending, Running, Blocked, Suspended, Succeeded or Failed."));
+    v("phase", phase,
+      Rule().doc("Pending, Running, Blocked, Suspended, Queued (waiting for Kueue to admit the "
+                 "job's Workload: no pods until then; docs/kueue.md), Succeeded or Failed."));
     v("observedGeneration", observed_generation, Rule().doc("Spec generation reconciled."));
     v("step", step, Rule().doc("Last completed step."));
     v("trainingPhase", superposition_phase, Rule().doc("superposition, recovery or baseline."));
