@@ -131,7 +131,8 @@ bundle_torch() {  # FILE: a bundle.tar.gz, or its unpacked MANIFEST
 }
 prebuilt_fits() {  # FILE: whether its tests/ can run on this machine's torch
   [[ -n $device_torch && $(bundle_torch "$1") == "$device_torch" ]] || return 1
-  [[ $1 != *.tar.gz ]] || tar -tzf "$1" | grep -q '/tests/runtime_test$'
+  # grep reads the whole list: grep -q would end tar with SIGPIPE, a failure under pipefail.
+  [[ $1 != *.tar.gz ]] || tar -tzf "$1" | grep '/tests/runtime_test$' >/dev/null
 }
 
 receive
@@ -216,7 +217,10 @@ fi
 ) 2>&1 | tee "$log/gpu-check.log"
 rc=${PIPESTATUS[0]}
 if ((rc == 2)); then
-  echo "gpu-run: no CUDA device: stopped after the CPU-side steps (carry joined and checked, built)"
+  tests="CUDA tests built"
+  [[ -z $prebuilt ]] || tests="CUDA tests of the bundle"
+  echo "gpu-run: no CUDA device: stopped after the CPU-side steps (carry joined and checked," \
+    "$tests)"
   exit 2
 fi
 ((rc == 0)) && pass "check: scripts/gpu-check.sh" || fail "check: scripts/gpu-check.sh (exit $rc)"
@@ -245,7 +249,7 @@ else
   # The command, with the bundle's tlt (its bench_rollout beside it) and the GGUF linked
   # in above. A bench that cannot decode on the GPU would measure the host's CPU.
   rollout=(--model SmolLM2 --device cuda ${GPU_RUN_ROLLOUT_ARGS:---temperature 0.7 --batches 1,16,64})
-  if ! "$payload/bundle/bin/bench_rollout" --help 2>&1 | grep -q -- "--device"; then
+  if ! "$payload/bundle/bin/bench_rollout" --help 2>&1 | grep -- "--device" >/dev/null; then
     skip "bench: blocked: bench_rollout decodes on the CPU only (it has no --device option)"
   elif (($(left 400) < 30)); then
     fail "bench: no time left in this call (GPU_RUN_DEADLINE)"
