@@ -146,16 +146,19 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? std::string(v) : fallback;
 }
 
-// The trainer group's world and port (api/trainer_group.h): TLT_TRAINER_WORLD (else
-// spec.roles.trainer.replicas) and TLT_TRAINER_GROUP_PORT. InvalidArgument naming the variable.
+// The trainer group's world, rank 0's host and port (api/trainer_group.h): TLT_TRAINER_WORLD
+// (else spec.roles.trainer.replicas), TLT_TRAINER_GROUP_ADDRESS (host:port or a host; else
+// <job>-trainer-0.<TLT_SERVICE>) and TLT_TRAINER_GROUP_PORT. InvalidArgument naming the variable.
 struct TrainerGroupEnv {
   int world = 1, port = api::kDefaultTrainerGroupPort;
+  std::string host;
 };
 StatusOr<TrainerGroupEnv> trainer_group_env(const api::RLJob& job) {
   TrainerGroupEnv g;
   g.world = std::max(1, job.spec.roles.trainer.replicas);
   std::string world = env_or(api::kTrainerWorldEnv, ""),
               port = env_or(api::kTrainerGroupPortEnv, "");
+  g.host = env_or(api::kTrainerGroupAddressEnv, "");
   char* end = nullptr;
   if (!world.empty()) {
     long w = std::strtol(world.c_str(), &end, 10);
@@ -164,19 +167,25 @@ StatusOr<TrainerGroupEnv> trainer_group_env(const api::RLJob& job) {
                                      ") is not a number of trainer ranks in [1, 4096]");
     g.world = int(w);
   }
+  const size_t colon = g.host.rfind(':');
+  if (colon != std::string::npos) port = g.host.substr(colon + 1), g.host.resize(colon);
   if (!port.empty()) {
     long p = std::strtol(port.c_str(), &end, 10);
     if (*end != '\0' || p <= 0 || p > 65535)
-      return Status::InvalidArgument(std::string(api::kTrainerGroupPortEnv) + " (" + port +
-                                     ") is not a port");
+      return Status::InvalidArgument(std::string(colon != std::string::npos
+                                                     ? api::kTrainerGroupAddressEnv
+                                                     : api::kTrainerGroupPortEnv) +
+                                     ": " + port + " is not a port");
     g.port = int(p);
   }
+  if (g.host.empty())
+    g.host = api::pod_name(job.metadata.name, "trainer", 0) + "." +
+             env_or("TLT_SERVICE", job.metadata.name + "-rl");
   return g;
 }
 
 // Trainer rank `index` > 0 of an RLJob: a local run's rank process (TLT_RENDEZVOUS_FILE names
-// the group's file store) or a trainer pod (rank 0 at <job>-trainer-0.<TLT_SERVICE>, or
-// TLT_TRAINER_GROUP_ADDRESS, on TLT_TRAINER_GROUP_PORT).
+// the group's file store) or a trainer pod (rank 0's store at trainer_group_env's address).
 int trainer_rank_role(const api::RLJob& job, int index, std::ostream& out, std::ostream& err) {
   StatusOr<TrainerGroupEnv> group = trainer_group_env(job);
   if (!group.ok()) {
@@ -195,21 +204,7 @@ int trainer_rank_role(const api::RLJob& job, int index, std::ostream& out, std::
   const int timeout_s = std::atoi(env_or("TLT_COLLECTIVE_TIMEOUT_S", "300").c_str());
   o.timeout_s = timeout_s > 0 ? timeout_s : 300;
   if (o.store_file.empty()) {  // a pod: rank 0's store, under the job secret's prefix
-    o.port = group->port;
-    o.host = env_or(api::kTrainerGroupAddressEnv, "");
-    const size_t colon = o.host.rfind(':');
-    if (colon != std::string::npos) {  // host:port
-      long p = std::strtol(o.host.c_str() + colon + 1, nullptr, 10);
-      if (p <= 0 || p > 65535) {
-        err << "tlt run-role: " << api::kTrainerGroupAddressEnv << " (" << o.host
-            << ") is not host:port\n";
-        return kExitInvalid;
-      }
-      o.port = int(p), o.host.resize(colon);
-    }
-    if (o.host.empty())
-      o.host = api::pod_name(job.metadata.name, "trainer", 0) + "." +
-               env_or("TLT_SERVICE", job.metadata.name + "-rl");
+    o.port = group->port, o.host = group->host;
     StatusOr<std::string> secret = cluster::load_job_secret();
     if (!secret.ok()) {
       err << "tlt run-role: trainer " << index << ": " << secret.status().message() << "\n";
@@ -296,6 +291,7 @@ int run_role_command(std::ostream& out, std::ostream& err) {
       return kExitInvalid;
     }
     f.trainer_world = group->world, f.trainer_group_port = group->port;
+    f.trainer_group_host = group->host;
     long sync_port = std::strtol(env_or("TLT_WEIGHT_SYNC_PORT", "29501").c_str(), nullptr, 10);
     if (sync_port <= 0 || sync_port > 65535) {
       err << "tlt run-role: TLT_WEIGHT_SYNC_PORT is not a port\n";

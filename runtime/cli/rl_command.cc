@@ -204,14 +204,6 @@ bool prepare_job_secret(const RLRunFlags& flags, std::ostream& err) {
   return secret.ok();
 }
 
-}  // namespace
-
-int rl_worker_command() {
-  return rl::run_worker(0, 1);
-}
-
-int rl_remote_worker(const std::string& host, int port, int index, const std::string& work_dir,
-                     std::ostream& out, std::ostream& err) {
 // A local run's trainer ranks 1..N-1 read the job from plan.trainer_job_file. False after
 // saying why on `err`.
 bool write_trainer_job(const api::RLJob& job, const rl::RLRunPlan& plan, std::ostream& err) {
@@ -261,6 +253,14 @@ StatusOr<rl::RLRunResult> run_restarting_ranks(rl::RLRunPlan plan, const rl::Run
   }
 }
 
+}  // namespace
+
+int rl_worker_command() {
+  return rl::run_worker(0, 1);
+}
+
+int rl_remote_worker(const std::string& host, int port, int index, const std::string& work_dir,
+                     std::ostream& out, std::ostream& err) {
   return rl::run_remote_worker(host, port, index, work_dir, out, err);
 }
 
@@ -294,23 +294,24 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
   options.baseline = flags.baseline, options.compare = flags.compare;
   options.resume = flags.resume, options.listen_port = flags.listen_port;
   options.weight_sync_port = flags.weight_sync_port;
+  options.trainer_world = flags.trainer_world;
+  options.trainer_group_port = flags.trainer_group_port;
+  options.trainer_group_host = flags.trainer_group_host;
   for (rl::JobRun& run : rl::job_runs(job, options)) {
     const std::string& label = run.label;
     rl::RLRunPlan& plan = run.plan;
     rl::ScratchDir scratch(plan.run_dir, label);
     plan.run_dir = scratch.path();
+    if (plan.trainer_ranks > 1 && plan.listen_port <= 0 && !write_trainer_job(job, plan, err))
+      return 1;
     out << label << ": scratch " << plan.run_dir
         << (scratch.in_memory() ? " (in memory, removed when the run ends)" : "") << "\n";
     plan.samples_path = rep.samples_path(label).string();
-  options.trainer_world = flags.trainer_world;
-  options.trainer_group_port = flags.trainer_group_port;
     Progress progress(out, label, plan.algorithm.steps);
     rl::RunCallbacks cb = callbacks(progress, attachment.get(), label);
     rl::RLRunResult completed;  // the steps done, for the report of a run that fails
     cb.step = [&completed, shown = cb.step](const rl::StepReport& r) {
       completed.steps.push_back(r);
-    if (plan.trainer_ranks > 1 && plan.listen_port <= 0 && !write_trainer_job(job, plan, err))
-      return 1;
       shown(r);
     };
     rl::publish_to(endpoint.metrics.get(),

@@ -31,6 +31,7 @@ struct RLRunFlags {
   // the port this trainer pod (rank 0) hosts their group's store on (api/trainer_group.h).
   int trainer_world = 0;
   int trainer_group_port = 29502;
+  std::string trainer_group_host;  // RLRunPlan::trainer_group_host
 };
 
 // Returns the process exit code: 0 (also after SIGTERM, once checkpointed), 1 on failure.

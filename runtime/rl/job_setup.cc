@@ -42,6 +42,7 @@ RLRunPlan run_plan(const api::RLJob& job, const JobRunOptions& options, const st
   plan.weight_sync_port = options.weight_sync_port;
   if (options.trainer_world > 0) plan.trainer_ranks = options.trainer_world;
   plan.trainer_group_port = options.trainer_group_port;
+  plan.trainer_group_host = options.trainer_group_host;
   plan.trainer_dir = base + "/" + label + "/trainers";
   plan.trainer_job_file = plan.trainer_dir + "/job.json";
   if (plan.listen_port > 0) {

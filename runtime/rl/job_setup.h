@@ -31,6 +31,7 @@ struct JobRunOptions {
   // spec.roles.trainer.replicas.
   int trainer_world = 0;
   int trainer_group_port = 29502;  // RLRunPlan::trainer_group_port
+  std::string trainer_group_host;  // RLRunPlan::trainer_group_host
 };
 
 struct JobRun {

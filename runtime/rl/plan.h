@@ -82,6 +82,9 @@ struct RLRunPlan {
   // they are the trainer pods, meeting this one at trainer_group_port.
   int trainer_ranks = 1;
   int trainer_group_port = 29502;  // api::kDefaultTrainerGroupPort
+  // Remote: this pod's name as the other ranks reach it (TLT_TRAINER_GROUP_ADDRESS): 127.0.0.1
+  // or localhost keeps Gloo on loopback, any other name (or none) binds this host's address.
+  std::string trainer_group_host;
   std::string trainer_job_file, trainer_dir;
 
   // What the spec's parts mean for this run.

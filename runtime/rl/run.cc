@@ -146,7 +146,7 @@ Status Driver::start_trainer_ranks(const GrpoOptions& go) {
   o.timeout_s = timeout_s > 0 ? timeout_s : 300;
   o.cuda = m_.policy->lm_head->weight.is_cuda();
   if (plan_.listen_port > 0) {  // the trainer pods: this one hosts the store
-    o.port = plan_.trainer_group_port;
+    o.port = plan_.trainer_group_port, o.host = plan_.trainer_group_host;
     StatusOr<std::string> secret = cluster::ensure_job_secret(false);
     if (!secret.ok()) return secret.status().with_context("trainer group");
     o.store_prefix = trainer_store_prefix(*secret);

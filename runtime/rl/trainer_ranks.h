@@ -48,7 +48,9 @@ inline bool trainer_group_failed(const Status& s) {
 
 struct TrainerGroupOptions {
   int rank = 0, world = 1;
-  std::string host = "127.0.0.1";  // rank 0's address (ranks > 0 of a cluster)
+  // Rank 0's address (ranks > 0 of a cluster connect to it); on rank 0, 127.0.0.1 or localhost
+  // keeps Gloo on loopback, and any other name binds this host's address.
+  std::string host = "127.0.0.1";
   int port = 0;                    // cluster: rank 0's store port
   std::string store_file;          // local: every rank meets at this file store
   std::string store_prefix;        // cluster: the keys' prefix (trainer_store_prefix)

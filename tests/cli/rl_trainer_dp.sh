@@ -9,7 +9,11 @@
 #   2. a checkpoint written at 2 ranks resumes at 1, and one written at 1 resumes at 2: step 2
 #      equals the uninterrupted run's;
 #   3. the rank process killed mid-run: the step fails naming it, the ranks start again from the
-#      last checkpoint and the run's steps equal an uninterrupted run's.
+#      last checkpoint and the run's steps equal an uninterrupted run's;
+#   4. the pods' path: `tlt run-role` trainer 0 (hosting the group's store on
+#      TLT_TRAINER_GROUP_PORT, TLT_TRAINER_WORLD=2), trainer 1 (reaching it at
+#      TLT_TRAINER_GROUP_ADDRESS, host:port, under the job secret's prefix) and a rollout pod give
+#      the same steps.
 # The runs are --baseline (no drafter): the trainer ranks are what is tested, and speculation is
 # lossless (cli.rl_run, cli.rl_model).
 # Usage: rl_trainer_dp.sh TLT_BINARY SOURCE_DIR
@@ -41,12 +45,12 @@ run() {  # run NAME [FLAGS...]
   "$tlt" --threads 1 run "$work/$name.yaml" --baseline "$@" > "$work/$name.log" 2>&1 ||
     { cat "$work/$name.log"; for l in "$work/$name"/baseline/trainers/*.log; do [ -f "$l" ] && cat "$l"; done; fail "$name exited $?"; }
 }
-compare() {  # compare ONE TWO [FIRST_STEP]: steps of TWO against ONE's
-  python3 - "$work/$1/report" "$work/$2/report" "${3:-1}" <<'PY' || exit 1
+compare() {  # compare ONE TWO [FIRST_STEP] [LABEL]: steps of TWO's run LABEL against ONE's
+  python3 - "$work/$1/report" "$work/$2/report" "${3:-1}" "${4:-baseline}" <<'PY' || exit 1
 import json, sys
 def fail(m): print("FAIL:", m); sys.exit(1)
 one = {s["step"]: s for s in json.load(open(sys.argv[1] + "/baseline.json"))["steps"]}
-two_run = json.load(open(sys.argv[2] + "/baseline.json"))
+two_run = json.load(open(sys.argv[2] + "/" + sys.argv[4] + ".json"))
 two = {s["step"]: s for s in two_run["steps"]}
 first = int(sys.argv[3])
 checked = 0
@@ -126,3 +130,27 @@ grep -q "restart 1 of 2: the trainer ranks start again and the run resumes after
 [ "$(ranks dies | cut -d' ' -f1)" = 2 ] || fail "the restarted run does not report 2 trainer ranks"
 echo "rl trainer dp: killed rank $rank: $(grep -m1 "the trainer group failed" "$work/dies.log" | cut -c1-220)"
 echo "rl trainer dp: the restarted run against 1 rank's uninterrupted steps:"; compare micro-1 dies
+
+# 4. The pods: trainer 0 and 1 and a rollout pod as `tlt run-role` processes (speculation on, as a
+#    cluster job runs; rollouts are lossless, so the steps still equal the --baseline run's).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port); group_port=$(free_port)
+export TLT_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+manifest pods "$spec" 2 3 > "$work/pods.yaml"
+role() {  # ROLE INDEX [ENV...]: a pod's process, its log $work/pod-ROLE-INDEX.log
+  local r=$1 i=$2; shift 2
+  env -u KUBECONFIG -u KUBERNETES_SERVICE_HOST TLT_JOB_FILE="$work/pods.yaml" TLT_ROLE="$r" \
+    TLT_INDEX="$i" TLT_RENDEZVOUS_PORT="$port" TLT_TRAINER_ADDRESS=127.0.0.1 TLT_WEIGHT_SYNC=file \
+    TLT_WORK_DIR="$work/pod-$r-$i" TLT_TRAINER_WORLD=2 "$@" "$tlt" --threads 1 run-role \
+    > "$work/pod-$r-$i.log" 2>&1 &
+}
+role trainer 1 TLT_TRAINER_GROUP_ADDRESS="127.0.0.1:$group_port"; rank1=$!
+role trainer 0 TLT_TRAINER_GROUP_ADDRESS="127.0.0.1:$group_port"; rank0=$!
+role rollout 0; rollout=$!
+wait "$rank0" || { cat "$work/pod-trainer-0.log" "$work/pod-trainer-1.log"; kill "$rank1" "$rollout" 2>/dev/null; fail "trainer pod 0 exited $?"; }
+wait "$rank1" || { cat "$work/pod-trainer-1.log"; fail "trainer pod 1 exited $?"; }
+wait "$rollout"
+grep -q "trainer rank 1 of 2 at 127.0.0.1:$group_port" "$work/pod-trainer-1.log" &&
+  grep -q "trainer rank 1 of 2 done" "$work/pod-trainer-1.log" ||
+  fail "trainer pod 1 did not serve as rank 1: $(cat "$work/pod-trainer-1.log")"
+echo "rl trainer dp: trainer pods 0 and 1 (run-role) against 1 local rank:"; compare micro-1 pods 1 tlt
