@@ -141,7 +141,7 @@ class PrefixForTraining {
 // A minibatch's forwards and backwards over this rank's micro-batches, gradients accumulated
 // into the policy's (zeroed by the caller); the optimizer step is the caller's.
 UpdateStats minibatch_backward(model::Transformer& policy, const GrpoOptions& o,
-                               const Minibatch& minibatch) {
+                               const Minibatch& minibatch, bool may_cancel) {
   // The minibatch's loss is sum_tokens(...) / n over all its response tokens (every rank's); a
   // micro-batch's grpo_loss divides by its own n_c, so it is weighted by n_c / n before the
   // backward. Under the sequence mean the loss's weights count rows instead; KL and clip
@@ -153,7 +153,7 @@ UpdateStats minibatch_backward(model::Transformer& policy, const GrpoOptions& o,
   model::AutocastCacheScope casts(o.bfloat16);
   PrefixForTraining prefix;
   for (const auto& c : minibatch.chunks) {
-    if (o.cancelled && o.cancelled()) {
+    if (may_cancel && o.cancelled && o.cancelled()) {
       st.cancelled = true;
       return st;
     }
@@ -222,6 +222,8 @@ UpdateStats PolicyTrainer::run_update(const SequenceBatch& batch, const torch::T
   ++updates_;
   int64_t b = batch.tokens.size(0);
   int64_t m = std::max<int64_t>(1, std::min(options_.minibatches, b));
+  // Cancel points: before the first optimizer step only, and only without ranks (GrpoOptions).
+  bool may_cancel = group == nullptr;
   std::vector<Minibatch> chunks = make_chunks(batch, advantages.cpu(), m, options_,
                                               policy_->lm_head->weight.device(), rank(), world());
   auto logprobs = [&](model::Transformer& m, const SequenceBatch& s,
@@ -242,7 +244,7 @@ UpdateStats PolicyTrainer::run_update(const SequenceBatch& batch, const torch::T
     for (size_t k = 0; k < chunks.size(); ++k) {
       GroupPrefix old_prefix, ref_prefix;  // group ids are per minibatch's plan
       for (Chunk& c : chunks[k].chunks) {
-        if (options_.cancelled && options_.cancelled()) return cancelled_at(start);
+        if (may_cancel && options_.cancelled && options_.cancelled()) return cancelled_at(start);
         // The first minibatch takes logp_old from its own training forward (minibatch_backward):
         // one forward fewer per micro-batch, the same values.
         if (all_old.defined()) {
@@ -258,7 +260,7 @@ UpdateStats PolicyTrainer::run_update(const SequenceBatch& batch, const torch::T
   policy_->train();
   for (const auto& minibatch : chunks) {
     zero_gradients(params_);
-    UpdateStats one = minibatch_backward(policy_, options_, minibatch);
+    UpdateStats one = minibatch_backward(policy_, options_, minibatch, may_cancel);
     if (one.cancelled) {
       policy_->eval();
       return cancelled_at(start);
@@ -268,6 +270,7 @@ UpdateStats PolicyTrainer::run_update(const SequenceBatch& batch, const torch::T
     if (!st.status.ok()) break;
     torch::nn::utils::clip_grad_norm_(policy_->parameters(), options_.grad_clip);
     optimizer_->step();
+    may_cancel = false;  // the policy has moved: only the whole update is a step's state
     if (group) st.status = broadcast_from_owners(*group, params_, owner_);
     if (!st.status.ok()) break;
     st.loss += one.loss / double(m);

@@ -77,9 +77,12 @@ struct GrpoOptions {
   // run their matrix products in bfloat16, and so do their backwards; the policy's weights,
   // gradients and AdamW state stay in their own dtype.
   bool bfloat16 = false;
-  // Asked before every micro-batch's forward (unset: never): true stops the update there
-  // (UpdateStats::cancelled), a cancel point for SIGTERM within a long update. The policy may
-  // then have taken some of the update's minibatch steps: do not checkpoint it as any step's.
+  // Asked before every micro-batch's forward until the update's first optimizer step (unset:
+  // never): true stops the update there (UpdateStats::cancelled), a cancel point for SIGTERM
+  // within a long update. A cancelled update leaves the policy and the AdamW state as they were
+  // before it, so the last completed step stays a valid checkpoint; once the optimizer has
+  // stepped, the update runs to its end (at most the rest of an update after its first
+  // minibatch). Trainer ranks never cancel: every rank must take the same optimizer steps.
   std::function<bool()> cancelled;
   // Data parallel: rows per GRPO group (B = P * group_size), which rank_rows keeps whole on one
   // rank; 0: groups are runs of rows with the same prompt (runtime/rl/trainer_shards.h).

@@ -99,12 +99,10 @@ class Driver {
   int64_t start_step_ = 0;  // steps already done (resume)
   int64_t drafter_version_ = 0;
   int64_t last_saved_ = -1;
-  bool update_cancelled_ = false;  // a signal stopped a policy update part-way
 };
 
 Status Driver::init_models() {
-  Status set_up = set_up_policy(
-      plan_, cb_, [this] { return stopping(); }, &m_);
+  Status set_up = set_up_policy(plan_, cb_, [this] { return stopping(); }, &m_);
   result_.warm_start = m_.warm_start;
   result_.warm_start_trained = m_.warm_start_trained;
   result_.prompts_skipped = m_.prompts_skipped, result_.prompts_truncated = m_.prompts_truncated;
@@ -283,10 +281,9 @@ Status Driver::update_policy(int64_t step, const std::vector<Problem>& problems,
     return group_failure(us.status, "step " + std::to_string(step) + "'s policy update");
   result_.trainer_peak_rss_bytes = us.rank_peak_rss_bytes;
   result_.trainer_optimizer_bytes = us.rank_optimizer_bytes;
-  if (us.cancelled) {
-    update_cancelled_ = true;  // the policy is part-way through the step: not a checkpoint
-    return Status::Aborted("stopped during step " + std::to_string(step) + "'s policy update");
-  }
+  if (us.cancelled)  // before the update's first optimizer step: the policy is the last step's
+    return Status::Aborted("stopped during step " + std::to_string(step) +
+                           "'s policy update, before it changed the policy");
   r->update_seconds = us.seconds, r->kl = us.kl, r->clip_fraction = us.clip_fraction;
   r->loss = us.loss;
   r->update_positions = us.positions, r->update_microbatches = us.microbatches;
@@ -483,11 +480,10 @@ StatusOr<RLRunResult> Driver::run() {
   }
   pool_->shutdown();
   if (result_.interrupted) {
-    // The last completed step (reports of resumed runs carry the earlier steps too), unless the
-    // policy is part-way through the next one: then the checkpoints already written stand.
-    if (!update_cancelled_)
-      TLT_RETURN_IF_ERROR(
-          save_checkpoint(result_.steps.empty() ? start_step_ : result_.steps.back().step));
+    // The last completed step (reports of resumed runs carry the earlier steps too): a policy
+    // update stops only before its first optimizer step, so the policy is still that step's.
+    TLT_RETURN_IF_ERROR(
+        save_checkpoint(result_.steps.empty() ? start_step_ : result_.steps.back().step));
     finish_trainer_ranks();
     return result_;
   }

@@ -6,9 +6,9 @@
 # spec.checkpoint.path (a volume that outlives the pods).
 # Checks: the trainer process exits 0 well within the default terminationGracePeriodSeconds
 # (30 s) and leaves <spec.checkpoint.path>/tlt/latest at the step it reached: the last step it
-# completed, written on SIGTERM when that step is not one of spec.checkpoint.everySteps (2), or
-# the last periodic checkpoint when the signal cancelled a policy update part-way (that policy is
-# not a checkpoint); the trainer process made again says it resumed after that step, runs only
+# completed, written on SIGTERM when that step is not one of spec.checkpoint.everySteps (2), also
+# when the signal cancelled the next step's policy update (an update stops only before its first
+# optimizer step); the trainer process made again says it resumed after that step, runs only
 # the steps after it, and the job's per-step rewards, tokens and held-out reward equal an
 # uninterrupted local `tlt run` of the same job.
 # Usage: run_role_resume.sh TLT_BINARY SOURCE_DIR
@@ -59,7 +59,8 @@ rollout_pods() {  # SUFFIX: both rollout pods' processes, in the background
 trainer_pod "$work/trainer.log"
 rollout_pods ""
 # Evict once step 3 is done: SIGTERM lands in step 4's rollouts (the checkpoint of step 3 is the
-# signal's), in its policy update (cancelled: the checkpoint of step 2 stands) or after it.
+# signal's), in its policy update (cancelled before it changed the policy: step 3's again) or
+# after it.
 for _ in $(seq 6000); do
   grep -q "step=3/$steps" "$work/trainer.log" && break
   kill -0 $trainer 2>/dev/null || break
@@ -82,13 +83,9 @@ done
 reached=$(sed -n 's/.*stopped by signal after step \([0-9]*\).*/\1/p' "$work/trainer.log" | tail -1)
 [[ -n $reached ]] || { tail -20 "$work/trainer.log"; fail "the trainer did not say at which step it stopped"; }
 ((reached >= 3 && reached < steps)) || fail "stopped after step $reached, not between step 3 and the end"
-if grep -q "stopped during step $((reached + 1))'s policy update" "$work/trainer.log"; then
-  expect=$((reached - reached % 2))  # the update was cut part-way: the periodic checkpoint stands
-else
-  expect=$reached
-  grep -q "checkpoint: $work/pods/tlt/step-$reached\$" "$work/trainer.log" ||
-    { tail -20 "$work/trainer.log"; fail "no checkpoint of step $reached written on SIGTERM"; }
-fi
+expect=$reached
+grep -q "checkpoint: $work/pods/tlt/step-$reached\$" "$work/trainer.log" ||
+  { tail -20 "$work/trainer.log"; fail "no checkpoint of step $reached written on SIGTERM"; }
 latest=$(cat "$work/pods/tlt/latest" 2>/dev/null)
 [[ $latest == "step-$expect" ]] || fail "checkpoint latest is '$latest', expected step-$expect (stopped after step $reached)"
 

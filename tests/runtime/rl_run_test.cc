@@ -523,6 +523,51 @@ TEST(RlPolicyTrainer, CancelledStopsTheUpdateBeforeTheNextMicroBatch) {
   EXPECT_GE(asked, done.microbatches);
 }
 
+// A cancel point is asked only before the update's first optimizer step: whichever question is
+// answered yes, the update either stops with the policy exactly as before it (the last step's
+// checkpoint stays valid) or was past its first optimizer step and ran to the end, as an update
+// never cancelled.
+TEST(RlPolicyTrainer, CancelLeavesThePolicyUnchangedOrFinishesTheUpdate) {
+  SequenceBatch b = long_tailed_batch(24, 5);
+  torch::Tensor adv = torch::randn({24});  // (B,)
+  GrpoOptions o;
+  o.minibatches = 2, o.max_tokens_per_microbatch = 160;
+  auto weights = [](model::Transformer& m) {
+    std::vector<torch::Tensor> w;
+    for (const auto& p : m->parameters()) w.push_back(p.detach().clone());
+    return w;
+  };
+  auto max_change = [](const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& c) {
+    double d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - c[i]).abs().max().item<double>());
+    return d;
+  };
+  model::Transformer whole = micro_policy(4);
+  UpdateStats full = PolicyTrainer(whole, micro_policy(4), o).update(b, adv);
+  ASSERT_FALSE(full.cancelled);
+  model::Transformer fresh = micro_policy(4);
+  std::vector<torch::Tensor> initial = weights(fresh);
+  int cancelled = 0, finished = 0;
+  for (int k = 1; k <= int(full.microbatches) + 8; ++k) {
+    SCOPED_TRACE("yes from question " + std::to_string(k));
+    int asked = 0;
+    o.cancelled = [&asked, k] { return ++asked >= k; };
+    model::Transformer policy = micro_policy(4);
+    UpdateStats st = PolicyTrainer(policy, micro_policy(4), o).update(b, adv);
+    if (st.cancelled) {
+      ++cancelled;
+      EXPECT_EQ(asked, k) << "asked again after a yes";
+      EXPECT_EQ(max_change(weights(policy), initial), 0.0) << "a cancelled update moved the policy";
+    } else {
+      ++finished;
+      EXPECT_EQ(st.microbatches, full.microbatches);
+      EXPECT_LT(max_change(weights(policy), weights(whole)), 1e-6);
+    }
+  }
+  EXPECT_GT(cancelled, 0);
+  EXPECT_GT(finished, 0) << "no question came after the first optimizer step's cancel points";
+}
+
 TEST(RlPolicyTrainer, SaveLoadRestoresWeightsAndRefusesCorruption) {
   model::Transformer policy = micro_policy(3), reference = micro_policy(3);
   PolicyTrainer trainer(policy, reference, GrpoOptions{});
