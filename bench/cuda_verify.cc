@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/shapes.h"
 #include "runtime/model/drafter.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rollout/cuda_graph_pool.h"
@@ -55,13 +56,6 @@ struct Options {
   torch::ScalarType engine_dtype = torch::kFloat32;  // --dtype naming one dtype sets it too
   std::vector<double> temperatures{0.0};
 };
-
-tlt::model::ModelConfig smollm2_135m_shape(int64_t max_seq) {
-  tlt::model::ModelConfig c;
-  c.vocab = 49152, c.dim = 576, c.n_layers = 30, c.n_heads = 9, c.n_kv_heads = 3, c.ffn = 1536;
-  c.max_seq = max_seq, c.rope_theta = 100000.0, c.tied_embeddings = true;
-  return c;
-}
 
 template <class F>
 double median_ms(int reps, F&& f) {
@@ -119,7 +113,7 @@ std::vector<int64_t> parse_list(const std::string& s) {
 // One dtype's table (throws c10::Error when the forward fails in that dtype).
 void run_dtype(const Options& o, torch::ScalarType dt, int64_t max_batch) {
   torch::manual_seed(0);
-  Transformer m(smollm2_135m_shape(o.prefix + 64));
+  Transformer m(tlt::bench::smollm2_135m_shape(o.prefix + 64));
   m->to(torch::Device(torch::kCUDA), dt);
   m->eval();
   std::printf("\n%s\n%5s %4s %10s %10s %8s %13s %13s\n", c10::toString(dt), "B", "N", "eager ms",
@@ -214,7 +208,7 @@ void engine_rows(Transformer& m, tlt::model::Drafter& drafter, const std::vector
 
 void run_engine(const Options& o) {
   torch::manual_seed(0);
-  tlt::model::ModelConfig cfg = smollm2_135m_shape(32 + o.new_tokens + 16);
+  tlt::model::ModelConfig cfg = tlt::bench::smollm2_135m_shape(32 + o.new_tokens + 16);
   cfg.tied_embeddings = false;
   Transformer m(cfg);
   m->to(torch::Device(torch::kCUDA), o.engine_dtype);

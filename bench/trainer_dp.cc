@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/shapes.h"
 #include "runtime/clock.h"
 #include "runtime/cpu_info.h"
 #include "runtime/model/model_source.h"
@@ -46,16 +47,7 @@ struct Options {
 };
 
 void check(const Status& s, const std::string& what) {
-  if (s.ok()) return;
-  std::cerr << "bench_trainer_dp: " << what << ": " << s.message() << "\n";
-  std::exit(1);
-}
-
-model::ModelConfig smollm2_shape() {
-  model::ModelConfig c;
-  c.vocab = 49152, c.dim = 576, c.n_layers = 30, c.n_heads = 9, c.n_kv_heads = 3, c.ffn = 1536;
-  c.max_seq = 2048, c.rope_theta = 100000.0, c.tied_embeddings = true;
-  return c;
+  bench::check_or_exit(s, "bench_trainer_dp", what);
 }
 
 // The model at o.model (rank 0's weights; the other ranks take them from it), or SmolLM2's
@@ -63,7 +55,7 @@ model::ModelConfig smollm2_shape() {
 model::Transformer load(const Options& o) {
   if (o.model.empty()) {
     torch::manual_seed(1);
-    return model::Transformer(smollm2_shape());
+    return model::Transformer(bench::smollm2_135m_shape());
   }
   StatusOr<model::ModelSource> src = model::resolve_model_source(o.model, "auto");
   check(src.status(), o.model);

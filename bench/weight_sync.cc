@@ -25,6 +25,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench/shapes.h"
 #include "runtime/clock.h"
 #include "runtime/cluster/job_secret.h"
 #include "runtime/model/checkpoint.h"
@@ -44,16 +45,7 @@ using namespace tlt;
 using runtime::now_s;
 
 void check(const Status& s, const std::string& what) {
-  if (s.ok()) return;
-  std::cerr << "bench_weight_sync: " << what << ": " << s.message() << "\n";
-  std::exit(1);
-}
-
-model::ModelConfig smollm2_shape() {
-  model::ModelConfig c;
-  c.vocab = 49152, c.dim = 576, c.n_layers = 30, c.n_heads = 9, c.n_kv_heads = 3, c.ffn = 1536;
-  c.max_seq = 2048, c.rope_theta = 100000.0, c.tied_embeddings = true;
-  return c;
+  bench::check_or_exit(s, "bench_weight_sync", what);
 }
 
 // Runs f(w) for w in [0, n) on n threads and joins them.
@@ -151,7 +143,7 @@ struct GlooBench {
 };
 
 model::Transformer make_policy(const std::string& path) {
-  if (path.empty()) return model::Transformer(smollm2_shape());
+  if (path.empty()) return model::Transformer(bench::smollm2_135m_shape());
 #ifdef TLT_HAVE_PRETRAINED
   StatusOr<model::PretrainedModel> m = model::load_pretrained(path);
   check(m.status(), path);
