@@ -20,16 +20,12 @@
 #include "runtime/rl/text.h"
 #include "runtime/rl/trainer_shards.h"
 #include "runtime/tst/group.h"
+#include "tests/runtime/rl_fixtures.h"
 
 namespace tlt::rl {
 namespace {
 
-model::Transformer micro_policy64(uint64_t seed) {
-  torch::manual_seed(seed);
-  model::Transformer m(*model::preset_config("micro", kTextVocab));
-  m->to(torch::kFloat64);
-  return m;
-}
+using test::micro_policy64;
 
 model::Transformer frozen(model::Transformer m) {
   for (auto& p : m->parameters()) p.set_requires_grad(false);
