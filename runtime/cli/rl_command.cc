@@ -322,6 +322,9 @@ int run_rl_job(const api::RLJob& job, const RLRunFlags& flags, std::ostream& out
       // One prefix: the TLT run's label ("tlt") would read as a second program name.
       err << "tlt run: " << (label == "tlt" ? "" : label + " run: ") << res.status().message()
           << "\n";
+      // Input refused before any step (InvalidArgument: a field and its fix) writes nothing;
+      // a run that failed under way keeps the report of what it completed.
+      if (completed.steps.empty() && res.status().code() == StatusCode::kInvalidArgument) return 1;
       rep.add_failed_rl_run(label, completed, res.status().message());
       rep.write_summary();
       const size_t n = completed.steps.size();

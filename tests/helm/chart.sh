@@ -73,6 +73,10 @@ K8S_STEP="stand-in monitoring.coreos.com CRDs"
 kc apply -f "$here/monitoring-crds.yaml" >/dev/null
 kc wait --for condition=established --timeout=60s crd/servicemonitors.monitoring.coreos.com \
   crd/podmonitors.monitoring.coreos.com >/dev/null
+K8S_STEP="stand-in kueue.x-k8s.io CRDs (the kinds the Kueue role names)"
+kc apply -f "$here/kueue-crds.yaml" >/dev/null
+kc wait --for condition=established --timeout=60s crd/workloads.kueue.x-k8s.io \
+  crd/resourceflavors.kueue.x-k8s.io crd/workloadpriorityclasses.kueue.x-k8s.io >/dev/null
 for n in "$NS" monitoring research; do kc create namespace "$n" >/dev/null; done
 for mode in default full namespaced; do
   K8S_STEP="kubectl apply --dry-run=server of the $mode rendering (CRDs included)"

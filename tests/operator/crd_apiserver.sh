@@ -125,7 +125,7 @@ apply_refused task-typo-value.yaml 'spec.task.name: Unsupported value: "arithmet
 # ---- 4. printer columns and the status subresource ----------------------------------------------
 K8S_STEP="status subresource"
 kc patch rljob rljob-tiny --subresource=status --type=merge -p \
-  '{"status":{"phase":"Running","step":3,"reward":0.5,"reclaimedGPUSeconds":12.5,"roles":{"rollout":{"replicas":2}}}}' \
+  '{"status":{"phase":"Running","step":3,"reward":0.5,"reclaimedGPUSeconds":12.5,"roles":{"rollout":{"replicas":2}},"conditions":[{"type":"Admitted","status":"True","reason":"Admitted","message":"by Kueue","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}' \
   >/dev/null
 kc patch tstpretrainjob tst-tiny --subresource=status --type=merge -p \
   '{"status":{"phase":"Running","step":40,"loss":2.25,"trainingPhase":"superposition","workers":{"replicas":1}}}' \
@@ -133,14 +133,14 @@ kc patch tstpretrainjob tst-tiny --subresource=status --type=merge -p \
 K8S_STEP="printer columns of kubectl get rlj"
 table=$(kc get rlj)  # (no pipe into head: with pipefail, SIGPIPE fails kubectl)
 header=$(sed -n 1p <<<"$table" | tr -s ' ')
-[[ $header == "NAME PHASE STEP REWARD RECLAIMED AGE" ]] || fail "$K8S_STEP: header is \"$header\""
+[[ $header == "NAME PHASE STEP REWARD RECLAIMED ADMITTED AGE" ]] || fail "$K8S_STEP: header is \"$header\""
 row=$(kc get rlj rljob-tiny --no-headers | tr -s ' ')
-[[ $row =~ ^rljob-tiny\ Running\ 3\ 0\.5\ 12\.5\ [0-9]+s$ ]] || fail "$K8S_STEP: row is \"$row\""
+[[ $row =~ ^rljob-tiny\ Running\ 3\ 0\.5\ 12\.5\ True\ [0-9]+s$ ]] || fail "$K8S_STEP: row is \"$row\""
 k8s_say "kubectl get rlj: $header / $row"
 K8S_STEP="printer columns of kubectl get tstj"
 table=$(kc get tstj)  # (no pipe into head: with pipefail, SIGPIPE fails kubectl)
 header=$(sed -n 1p <<<"$table" | tr -s ' ')
-[[ $header == "NAME PHASE STEP LOSS TRAINING AGE" ]] || fail "$K8S_STEP: header is \"$header\""
+[[ $header == "NAME PHASE STEP LOSS TRAINING ADMITTED AGE" ]] || fail "$K8S_STEP: header is \"$header\""
 row=$(kc get tstj tst-tiny --no-headers | tr -s ' ')
 [[ $row =~ ^tst-tiny\ Running\ 40\ 2\.25\ superposition\ [0-9]+s$ ]] || fail "$K8S_STEP: row is \"$row\""
 k8s_say "kubectl get tstj: $header / $row"
