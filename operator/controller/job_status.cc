@@ -62,21 +62,25 @@ Json compute_status(const std::string& kind, const Json& old, const Outcome& o, 
   for (const Json& c : old.value("conditions", Json::array())) {
     if (c.value("type", "") == "Created" && c.value("status", "") == "True") was_created = true;
   }
-  bool blocked = phase == "Blocked", queued = phase == "Queued";
+  bool blocked = phase == "Blocked", queued = phase == "Queued", suspended = phase == "Suspended";
   // Held for Kueue, the job has its ConfigMap and Service but no pods (none yet, or deleted
-  // on eviction) until its Workload is admitted.
-  bool created = !blocked && !queued && (o.created || was_created);
+  // on eviction) until its Workload is admitted; suspended, its pods are deleted.
+  bool created = !blocked && !queued && !suspended && (o.created || was_created);
   conditions.push_back(make_condition(
       old, "Created", created,
-      blocked   ? o.blocked_reason
-      : queued  ? "PodsQueued"
-      : created ? "ObjectsCreated"
-                : "Creating",
-      blocked   ? o.blocked_message
-      : queued  ? "The ConfigMap and the Service were created; the pods are created when Kueue "
-                  "admits the job's Workload (the Running condition says what it waits for)."
-      : created ? "The ConfigMap, the Service and the pods were created."
-                : "Creating the ConfigMap, the Service and the pods.",
+      blocked     ? o.blocked_reason
+      : queued    ? "PodsQueued"
+      : suspended ? "PodsSuspended"
+      : created   ? "ObjectsCreated"
+                  : "Creating",
+      blocked     ? o.blocked_message
+      : queued    ? "The ConfigMap and the Service were created; the pods are created when "
+                    "Kueue admits the job's Workload (the Running condition says what it waits "
+                    "for)."
+      : suspended ? "spec.suspend is true: the pods were deleted, the ConfigMap and the Service "
+                    "kept; setting it false creates the pods again."
+      : created   ? "The ConfigMap, the Service and the pods were created."
+                  : "Creating the ConfigMap, the Service and the pods.",
       generation, now));
   std::string not_running = blocked                ? "Blocked"
                             : phase == "Suspended" ? "Suspended"

@@ -313,6 +313,8 @@ TEST_F(ReconcilerTest, Reconcile_SuspendThenResume_DeletesPodsKeepsJobThenRecrea
   Json j = job(key);
   EXPECT_EQ(condition(j, "Suspended", "status"), "True");
   EXPECT_EQ(condition(j, "Running", "reason"), "Suspended");
+  EXPECT_EQ(condition(j, "Created", "status"), "False") << "the pods were deleted";
+  EXPECT_EQ(condition(j, "Created", "reason"), "PodsSuspended");
   EXPECT_TRUE(kube_.get(service_resource("research"), "tst-small-kjv-tst").ok()) << "kept";
   EXPECT_TRUE(kube_.get(configmap_resource("research"), "tst-small-kjv-tst-spec").ok()) << "kept";
 
@@ -323,6 +325,8 @@ TEST_F(ReconcilerTest, Reconcile_SuspendThenResume_DeletesPodsKeepsJobThenRecrea
   j = job(key);
   EXPECT_EQ(j["status"]["phase"], "Pending");
   EXPECT_EQ(condition(j, "Suspended", "status"), "False");
+  EXPECT_EQ(condition(j, "Created", "status"), "True");
+  EXPECT_EQ(condition(j, "Created", "reason"), "ObjectsCreated");
 }
 
 // The env of a pod's "tlt" container, by name; {} when the pod does not exist.
