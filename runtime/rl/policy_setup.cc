@@ -300,8 +300,8 @@ Status PolicyBuilder::warm_start_drafter_on_generations() {
   log("drafter warm start on the model's generations: " + r->cache_path + " (" +
       (r->trained ? "trained" : "loaded") + ", " + std::to_string(o.prompts) + " prompts, " +
       std::to_string(r->generated_tokens) + " generated tokens, " + std::to_string(o.train_levels) +
-      " training levels, loss " + std::to_string(r->loss_first) + " -> " +
-      std::to_string(r->loss_last) + ")");
+      " training levels, loss " + api::format_number(r->loss_first) + " -> " +
+      api::format_number(r->loss_last) + ")");
   return Status::Ok();
 }
 
