@@ -361,6 +361,10 @@ void decode(const nlohmann::json& value, const std::string& path, DrafterSpec* o
             FieldErrors* errors) {
   decode_value(json_to_yaml(value), path, *out, errors);
 }
+void decode(const nlohmann::json& value, const std::string& path, AlgorithmSpec* out,
+            FieldErrors* errors) {
+  decode_value(json_to_yaml(value), path, *out, errors);
+}
 
 nlohmann::json yaml_to_json(const YAML::Node& node) {
   return yaml_to_json_at(node, 0);

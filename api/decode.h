@@ -30,6 +30,8 @@ void decode(const nlohmann::json& value, const std::string& path, SpeculativeSpe
             FieldErrors* errors);
 void decode(const nlohmann::json& value, const std::string& path, DrafterSpec* out,
             FieldErrors* errors);
+void decode(const nlohmann::json& value, const std::string& path, AlgorithmSpec* out,
+            FieldErrors* errors);
 
 // Conversions between the two trees. yaml_to_json resolves plain scalars the YAML 1.2 core way
 // (true/false, null, integers, floats; everything else and all quoted scalars are strings).

@@ -161,6 +161,9 @@ nlohmann::json to_json(const SpeculativeSpec& spec) {
 nlohmann::json to_json(const DrafterSpec& spec) {
   return encode_value(spec);
 }
+nlohmann::json to_json(const AlgorithmSpec& spec) {
+  return encode_value(spec);
+}
 
 std::string reference_markdown(const std::string& kind) {
   if (kind == kRLJobKind) return reference_for<RLJobSpec>();

@@ -24,6 +24,7 @@ nlohmann::json to_json(const TSTPretrainJobStatus& status);
 // message): decode (api/decode.h) reads them back.
 nlohmann::json to_json(const SpeculativeSpec& spec);
 nlohmann::json to_json(const DrafterSpec& spec);
+nlohmann::json to_json(const AlgorithmSpec& spec);
 
 // A Markdown table of every spec field of `kind` ("RLJob" or "TSTPretrainJob"): path, default,
 // allowed values and documentation. Returns "" for an unknown kind.

@@ -200,6 +200,17 @@ UpdateStats cancelled_at(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+GrpoOptions grpo_options(const api::AlgorithmSpec& a, bool bfloat16) {
+  GrpoOptions o;
+  o.learning_rate = a.learning_rate, o.clip = a.clip_ratio, o.kl_coef = a.kl_coef;
+  o.temperature = a.temperature;
+  o.aggregation = a.loss_aggregation == "sequence" ? LossAggregation::kSequenceMean
+                                                   : LossAggregation::kTokenMean;
+  o.bfloat16 = bfloat16;
+  o.group_size = a.group_size;
+  return o;
+}
+
 UpdateStats PolicyTrainer::update(const SequenceBatch& batch, const torch::Tensor& advantages) {
   if (!group_) return run_update(batch, advantages);
   UpdateStats failed;

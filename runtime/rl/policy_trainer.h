@@ -37,6 +37,7 @@
 #include <memory>
 #include <string>
 
+#include "api/spec.h"
 #include "api/status.h"
 #include "runtime/model/transformer.h"
 #include "runtime/rl/grpo.h"
@@ -91,6 +92,11 @@ struct GrpoOptions {
   // checksums of their parameters (0: never); a mismatch fails the update naming the ranks.
   int64_t checksum_every = 10;
 };
+
+// The update's options for spec.algorithm (learning rate, clip, KL coefficient, temperature, loss
+// aggregation, group size) at the run's precision; the rest keep their defaults. Rank 0 and every
+// other trainer rank (from the spec part rank 0 sends) build theirs with it.
+GrpoOptions grpo_options(const api::AlgorithmSpec& algorithm, bool bfloat16);
 
 struct UpdateStats {
   double loss = 0.0, kl = 0.0, clip_fraction = 0.0;  // means over minibatches

@@ -70,7 +70,7 @@ class Driver {
                        const std::vector<std::vector<int64_t>>& responses, StepReport* r);
   Status merge_drafters(const std::vector<std::pair<std::string, int64_t>>& parts);
   // The group of trainer ranks (plan_.trainer_ranks > 1), its ranks set up to train with `go`.
-  Status start_trainer_ranks(const GrpoOptions& go);
+  Status start_trainer_ranks();
   // The other trainer ranks told to end, and waited for (a rank that failed is logged).
   void finish_trainer_ranks();
   // `s`, a failure of the trainer group during `what`, as the run's error: kTrainerGroupFailed
@@ -114,21 +114,14 @@ Status Driver::init_models() {
       "): scored " +
       (serial_scoring() ? "after each rollout (TLT_REWARD_SERIAL=1)"
                         : "as each response finishes"));
-  const api::AlgorithmSpec& a = plan_.algorithm;
-  GrpoOptions go;
-  go.learning_rate = a.learning_rate, go.clip = a.clip_ratio, go.kl_coef = a.kl_coef;
-  go.temperature = a.temperature;
+  GrpoOptions go = grpo_options(plan_.algorithm, m_.bfloat16);
   go.cancelled = [this] { return stopping(); };
-  go.aggregation = a.loss_aggregation == "sequence" ? LossAggregation::kSequenceMean
-                                                    : LossAggregation::kTokenMean;
-  go.bfloat16 = m_.bfloat16;
-  go.group_size = a.group_size;
   log(std::string("precision (spec.model.dtype: ") + plan_.model.dtype + "): policy update " +
       (go.bfloat16 ? "with bfloat16 products, float32 weights and optimizer state" : "in float32") +
       "; rollouts decode " +
       (go.bfloat16 ? "with bfloat16 products (row-invariant forward: speculation stays lossless)"
                    : "in float32"));
-  if (plan_.trainer_ranks > 1) TLT_RETURN_IF_ERROR(start_trainer_ranks(go));
+  if (plan_.trainer_ranks > 1) TLT_RETURN_IF_ERROR(start_trainer_ranks());
   trainer_ = std::make_unique<PolicyTrainer>(m_.policy, m_.reference, go,
                                              ranks_ ? ranks_->group() : nullptr);
   result_.trainer_ranks = trainer_->world();
@@ -136,7 +129,7 @@ Status Driver::init_models() {
   return synced.ok() ? synced : group_failure(synced, "sending the weights to the ranks");
 }
 
-Status Driver::start_trainer_ranks(const GrpoOptions& go) {
+Status Driver::start_trainer_ranks() {
   TrainerGroupOptions o;
   o.world = plan_.trainer_ranks;
   const char* timeout = std::getenv("TLT_COLLECTIVE_TIMEOUT_S");
@@ -153,8 +146,8 @@ Status Driver::start_trainer_ranks(const GrpoOptions& go) {
     fs::create_directories(plan_.trainer_dir, ec);
     if (ec) return Status::Unavailable(plan_.trainer_dir + ": " + ec.message());
   }
-  StatusOr<std::unique_ptr<TrainerRanks>> ranks = TrainerRanks::start(
-      o, plan_.trainer_job_file, plan_.trainer_dir, trainer_setup(plan_, m_, go));
+  StatusOr<std::unique_ptr<TrainerRanks>> ranks =
+      TrainerRanks::start(o, plan_.trainer_job_file, plan_.trainer_dir, trainer_setup(plan_, m_));
   if (!ranks.ok()) return ranks.status();
   ranks_ = std::move(*ranks);
   log("trainer: " + std::to_string(o.world) + " ranks, data parallel over " +

@@ -9,6 +9,8 @@
 #include <ostream>
 #include <random>
 
+#include "api/decode.h"
+#include "api/encode.h"
 #include "runtime/cluster/job_secret.h"
 #include "runtime/device/device.h"
 #include "runtime/model/model_source.h"
@@ -49,16 +51,16 @@ tst::GroupOptions group_options(const TrainerGroupOptions& o) {
   return g;
 }
 
-GrpoOptions grpo_from_json(const json& j) {
-  GrpoOptions o;
-  o.learning_rate = j.at("learning_rate"), o.clip = j.at("clip"), o.kl_coef = j.at("kl_coef");
-  o.temperature = j.at("temperature"), o.minibatches = j.at("minibatches");
-  o.grad_clip = j.at("grad_clip"), o.max_tokens_per_microbatch = j.at("max_tokens");
-  o.aggregation = j.at("sequence_mean").get<bool>() ? LossAggregation::kSequenceMean
-                                                    : LossAggregation::kTokenMean;
-  o.share_prompts = j.at("share_prompts"), o.bfloat16 = j.at("bfloat16");
-  o.checksum_every = j.at("checksum_every"), o.group_size = j.at("group_size");
-  return o;
+// The update's options from the setup message: spec.algorithm as api/encode.h wrote it, and
+// rank 0's precision.
+StatusOr<GrpoOptions> setup_grpo(const json& s) {
+  api::AlgorithmSpec algorithm;
+  api::FieldErrors errors;
+  api::decode(s.at("algorithm"), "spec.algorithm", &algorithm, &errors);
+  if (!errors.empty())
+    return Status::InvalidArgument("the setup message's " + errors.front().path + ": " +
+                                   errors.front().message);
+  return grpo_options(algorithm, s.at("bfloat16").get<bool>());
 }
 
 // The policy's architecture from the setup message.
@@ -76,24 +78,13 @@ std::string trainer_store_prefix(const std::string& secret) {
   return "tlt-trainers/" + cluster::hmac_hex(secret, "trainer group store");
 }
 
-json trainer_setup(const RLRunPlan& plan, const PolicySetup& models, const GrpoOptions& o) {
-  json grpo = {{"learning_rate", o.learning_rate},
-               {"clip", o.clip},
-               {"kl_coef", o.kl_coef},
-               {"temperature", o.temperature},
-               {"minibatches", o.minibatches},
-               {"grad_clip", o.grad_clip},
-               {"max_tokens", o.max_tokens_per_microbatch},
-               {"sequence_mean", o.aggregation == LossAggregation::kSequenceMean},
-               {"share_prompts", o.share_prompts},
-               {"bfloat16", o.bfloat16},
-               {"checksum_every", o.checksum_every},
-               {"group_size", o.group_size}};
+json trainer_setup(const RLRunPlan& plan, const PolicySetup& models) {
   return {{"preset", plan.preset()},
           {"vocab", models.cfg.vocab},
           {"model_card", plan.pretrained() ? model::model_card_json(models.card) : ""},
           {"device", plan.model.device},
-          {"grpo", grpo}};
+          {"algorithm", api::to_json(plan.algorithm)},
+          {"bfloat16", models.bfloat16}};
 }
 
 StatusOr<std::unique_ptr<TrainerRanks>> TrainerRanks::start(const TrainerGroupOptions& options,
@@ -168,7 +159,9 @@ Status serve_trainer_rank(const TrainerGroupOptions& options, std::ostream& log)
     for (auto& p : reference->parameters()) p.set_requires_grad(false);
     reference->eval(), policy->eval();
     TLT_RETURN_IF_ERROR((*group)->join().with_context(who));
-    PolicyTrainer trainer(policy, reference, grpo_from_json(setup.at("grpo")), group->get());
+    StatusOr<GrpoOptions> grpo = setup_grpo(setup);
+    if (!grpo.ok()) return grpo.status().with_context(who);
+    PolicyTrainer trainer(policy, reference, *grpo, group->get());
     log << "tlt run-role: " << who << " joined on " << dev << "\n" << std::flush;
     TLT_RETURN_IF_ERROR(trainer.serve(0).with_context(who));
     log << "tlt run-role: " << who << " done (optimizer shard " << trainer.optimizer_bytes()

@@ -64,9 +64,9 @@ struct TrainerGroupOptions {
 std::string trainer_store_prefix(const std::string& secret);
 
 // The setup message rank 0 writes for the other ranks: the policy's architecture (preset and
-// vocabulary, or the model card), spec.model.device and the update's options.
-nlohmann::json trainer_setup(const RLRunPlan& plan, const PolicySetup& models,
-                             const GrpoOptions& options);
+// vocabulary, or the model card), spec.model.device, and spec.algorithm (api/encode.h) with the
+// run's precision, from which each rank builds the update's options with grpo_options().
+nlohmann::json trainer_setup(const RLRunPlan& plan, const PolicySetup& models);
 
 class TrainerRanks {
  public:
