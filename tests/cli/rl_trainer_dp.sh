@@ -118,7 +118,9 @@ echo "rl trainer dp: trained at 1 rank, resumed at 2:"; compare micro-1 b 2
 manifest dies "$spec" 2 3 > "$work/dies.yaml"
 "$tlt" --threads 1 run "$work/dies.yaml" --baseline > "$work/dies.log" 2>&1 &
 parent=$!
-for _ in $(seq 1 1800); do grep -q "step=1/" "$work/dies.log" 2>/dev/null && break; sleep 0.1; done
+# Once step 1's checkpoint is written (its save gathers the ranks' optimizer shards: a kill
+# during it leaves no checkpoint, and the run would start over).
+for _ in $(seq 1 1800); do grep -q "checkpoint: $work/dies/.*step-1\$" "$work/dies.log" 2>/dev/null && break; sleep 0.1; done
 rank=$(pgrep -f -P "$parent" "run-role" | head -1)
 [ -n "$rank" ] || { kill -9 "$parent"; cat "$work/dies.log"; fail "no trainer rank process under tlt $parent"; }
 kill -9 "$rank"
